@@ -1,0 +1,332 @@
+/* The audit store: migrations at open, and a single writer thread with group commit.
+ * See audit.h for the contract. */
+#include "audit.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ids.h"
+#include "log.h"
+#include "migrations.h"
+
+#define ERR_CAP 512
+
+/* A caller's batch, queued for the writer; lives on the caller's stack. */
+typedef struct audit_job {
+    const pgcl_decision_row *rows;
+    int n;
+    pgcl_status status;
+    bool done;
+    char err[ERR_CAP];
+    struct audit_job *next;
+} audit_job;
+
+struct pgcl_audit {
+    sqlite3 *db;
+    sqlite3_stmt *insert;
+    pthread_t writer;
+    bool writer_started;
+    pthread_mutex_t lock;
+    pthread_cond_t work;    /* signalled when a job is queued or on close */
+    pthread_cond_t done;    /* broadcast when jobs complete */
+    audit_job *head, *tail; /* FIFO of pending jobs */
+    int pending_rows;
+    int max_pending_rows;
+    bool closing;
+    _Atomic bool healthy;
+    int schema_version;
+};
+
+static const char INSERT_SQL[] =
+    "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
+    " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
+    " vector, input_sha256, latency_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+
+/* ---- migrations ---- */
+
+static int exec_sql(sqlite3 *db, const char *sql, char *err, int cap) {
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s", msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+    }
+    return rc;
+}
+
+static pgcl_status apply_migrations(pgcl_audit *a, const char *path, char *err, int cap) {
+    char sub[ERR_CAP];
+    sqlite3_stmt *get = NULL, *put = NULL;
+    pgcl_status st = PGCL_ERR_DB;
+    if (exec_sql(a->db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: cannot start the migration transaction: %s", path, sub);
+        return PGCL_ERR_DB;
+    }
+    if (exec_sql(a->db,
+                 "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                 " sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)",
+                 sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", path, sub);
+        goto done;
+    }
+    if (sqlite3_prepare_v2(a->db, "SELECT version, sha256 FROM schema_migrations ORDER BY version", -1, &get,
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(a->db, "INSERT INTO schema_migrations (version, name, sha256, applied_at) VALUES (?,?,?,?)",
+                           -1, &put, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(a->db));
+        goto done;
+    }
+    int applied = 0;
+    while (sqlite3_step(get) == SQLITE_ROW) {
+        int version = sqlite3_column_int(get, 0);
+        const char *digest = (const char *)sqlite3_column_text(get, 1);
+        if (version < 1 || version > pgcl_migration_count) {
+            pgcl_errorf(err, cap, "%s: schema version %d is newer than this pgcld (knows 1..%d); use a newer pgcld",
+                        path, version, pgcl_migration_count);
+            st = PGCL_ERR_UNSUPPORTED;
+            goto done;
+        }
+        const pgcl_migration *mig = &pgcl_migrations[version - 1];
+        char want[65];
+        pgcl_sha256_hex(mig->sql, strlen(mig->sql), want);
+        if (!digest || strcmp(digest, want) != 0) {
+            pgcl_errorf(err, cap, "%s: migration %d (%s) recorded with a different SHA-256 than this build's; "
+                        "the schema file was edited after it was applied",
+                        path, version, mig->name);
+            st = PGCL_ERR_MISMATCH;
+            goto done;
+        }
+        applied = version;
+    }
+    for (int v = applied + 1; v <= pgcl_migration_count; v++) {
+        const pgcl_migration *mig = &pgcl_migrations[v - 1];
+        if (exec_sql(a->db, mig->sql, sub, sizeof sub) != SQLITE_OK) {
+            pgcl_errorf(err, cap, "%s: migration %d (%s) failed: %s", path, v, mig->name, sub);
+            goto done;
+        }
+        char digest[65], now[PGCL_TIMESTAMP_LEN + 1];
+        pgcl_sha256_hex(mig->sql, strlen(mig->sql), digest);
+        pgcl_timestamp_now(now);
+        sqlite3_reset(put);
+        sqlite3_bind_int(put, 1, v);
+        sqlite3_bind_text(put, 2, mig->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(put, 3, digest, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(put, 4, now, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(put) != SQLITE_DONE) {
+            pgcl_errorf(err, cap, "%s: recording migration %d: %s", path, v, sqlite3_errmsg(a->db));
+            goto done;
+        }
+        pgcl_log_info("audit: applied migration %04d_%s to %s", v, mig->name, path);
+    }
+    if (exec_sql(a->db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: committing migrations: %s", path, sub);
+        goto done;
+    }
+    a->schema_version = pgcl_migration_count;
+    st = PGCL_OK;
+done:
+    sqlite3_finalize(get);
+    sqlite3_finalize(put);
+    if (st != PGCL_OK) exec_sql(a->db, "ROLLBACK", sub, sizeof sub);
+    return st;
+}
+
+/* ---- the writer ---- */
+
+static int insert_row(pgcl_audit *a, const pgcl_decision_row *r) {
+    sqlite3_stmt *s = a->insert;
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    sqlite3_bind_text(s, 1, r->decision_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, r->created_at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, r->request_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, r->item_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, r->model_name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, r->model_version, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 7, r->model_sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 8, r->label, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 9, r->label_index);
+    sqlite3_bind_text(s, 10, r->probabilities_json, -1, SQLITE_STATIC);
+    if (r->has_toxicity) sqlite3_bind_double(s, 11, r->toxicity);
+    sqlite3_bind_text(s, 12, r->decision, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 13, r->policy_json, -1, SQLITE_STATIC);
+    if (r->has_thresholds) {
+        sqlite3_bind_double(s, 14, r->t_review);
+        sqlite3_bind_double(s, 15, r->t_block);
+    }
+    /* float32 little-endian: the in-memory layout on every platform pgcld builds for. */
+    _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "vector BLOBs are stored little-endian");
+    sqlite3_bind_blob(s, 16, r->vector, r->d * (int)sizeof(float), SQLITE_STATIC);
+    sqlite3_bind_text(s, 17, r->input_sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 18, r->latency_us);
+    return sqlite3_step(s);
+}
+
+/* Runs jobs [first, NULL) in one transaction. Returns SQLITE_OK or the failing code; on failure
+ * the transaction is rolled back and the message is in err. */
+static int commit_group(pgcl_audit *a, audit_job *first, audit_job *stop, char *err, int cap) {
+    if (exec_sql(a->db, "BEGIN IMMEDIATE", err, cap) != SQLITE_OK) return SQLITE_ERROR;
+    for (audit_job *j = first; j != stop; j = j->next) {
+        for (int i = 0; i < j->n; i++) {
+            int rc = insert_row(a, &j->rows[i]);
+            if (rc != SQLITE_DONE) {
+                pgcl_errorf(err, cap, "insert: %s", sqlite3_errmsg(a->db));
+                sqlite3_reset(a->insert);
+                char ignored[64];
+                exec_sql(a->db, "ROLLBACK", ignored, sizeof ignored);
+                return rc;
+            }
+        }
+    }
+    sqlite3_reset(a->insert);
+    int rc = exec_sql(a->db, "COMMIT", err, cap);
+    if (rc != SQLITE_OK) {
+        char ignored[64];
+        exec_sql(a->db, "ROLLBACK", ignored, sizeof ignored);
+    }
+    return rc;
+}
+
+static void *writer_main(void *arg) {
+    pgcl_audit *a = arg;
+    pthread_mutex_lock(&a->lock);
+    for (;;) {
+        while (!a->head && !a->closing) pthread_cond_wait(&a->work, &a->lock);
+        if (!a->head && a->closing) break;
+        audit_job *batch = a->head;
+        a->head = a->tail = NULL;
+        pthread_mutex_unlock(&a->lock);
+
+        char err[ERR_CAP];
+        int rc = commit_group(a, batch, NULL, err, sizeof err);
+        if (rc == SQLITE_OK) {
+            for (audit_job *j = batch; j; j = j->next) j->status = PGCL_OK;
+        } else if (batch->next) {
+            /* Isolate the failing job: commit each one on its own. */
+            for (audit_job *j = batch; j; j = j->next) {
+                rc = commit_group(a, j, j->next, j->err, ERR_CAP);
+                j->status = rc == SQLITE_OK ? PGCL_OK : PGCL_ERR_DB;
+            }
+        } else {
+            batch->status = PGCL_ERR_DB;
+            memcpy(batch->err, err, ERR_CAP);
+        }
+        bool ok = true;
+        for (audit_job *j = batch; j; j = j->next) ok = ok && j->status == PGCL_OK;
+        if (!ok) pgcl_log_error("audit: write failed: %s", rc == SQLITE_OK ? "one request's rows" : err);
+        a->healthy = ok;
+
+        pthread_mutex_lock(&a->lock);
+        for (audit_job *j = batch, *next; j; j = next) {
+            next = j->next; /* j belongs to its caller once done is set */
+            a->pending_rows -= j->n;
+            j->done = true;
+        }
+        pthread_cond_broadcast(&a->done);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return NULL;
+}
+
+pgcl_status pgcl_audit_append(pgcl_audit *a, const pgcl_decision_row *rows, int n, char *err, int cap) {
+    if (n <= 0) return PGCL_OK;
+    audit_job job = {.rows = rows, .n = n, .status = PGCL_ERR_DB};
+    pthread_mutex_lock(&a->lock);
+    if (a->closing) {
+        pthread_mutex_unlock(&a->lock);
+        pgcl_errorf(err, cap, "audit store is closing");
+        return PGCL_ERR_CLOSED;
+    }
+    if (a->pending_rows > 0 && a->pending_rows + n > a->max_pending_rows) {
+        pthread_mutex_unlock(&a->lock);
+        pgcl_errorf(err, cap, "audit backlog is full (%d rows pending)", a->pending_rows);
+        return PGCL_ERR_BUSY;
+    }
+    a->pending_rows += n;
+    if (a->tail) a->tail->next = &job;
+    else a->head = &job;
+    a->tail = &job;
+    pthread_cond_signal(&a->work);
+    while (!job.done) pthread_cond_wait(&a->done, &a->lock);
+    pthread_mutex_unlock(&a->lock);
+    if (job.status != PGCL_OK) pgcl_errorf(err, cap, "%s", job.err);
+    return job.status;
+}
+
+bool pgcl_audit_healthy(pgcl_audit *a) { return a->healthy; }
+
+int pgcl_audit_schema_version(pgcl_audit *a) { return a->schema_version; }
+
+/* ---- open / close ---- */
+
+pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap) {
+    *out = NULL;
+    pgcl_audit *a = calloc(1, sizeof *a);
+    if (!a) return PGCL_ERR_NOMEM;
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_cond_init(&a->work, NULL);
+    pthread_cond_init(&a->done, NULL);
+    a->max_pending_rows = opts->max_pending_rows > 0 ? opts->max_pending_rows : 65536;
+    a->healthy = true;
+    pgcl_status st = PGCL_ERR_DB;
+    char sub[ERR_CAP];
+    int rc = sqlite3_open_v2(opts->path, &a->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: cannot open: %s", opts->path, a->db ? sqlite3_errmsg(a->db) : sqlite3_errstr(rc));
+        goto fail;
+    }
+    sqlite3_busy_timeout(a->db, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000);
+    sqlite3_extended_result_codes(a->db, 1);
+    /* WAL: readers (audit queries) never block the writer. */
+    sqlite3_stmt *jm = NULL;
+    if (sqlite3_prepare_v2(a->db, "PRAGMA journal_mode=WAL", -1, &jm, NULL) != SQLITE_OK ||
+        sqlite3_step(jm) != SQLITE_ROW || strcmp((const char *)sqlite3_column_text(jm, 0), "wal") != 0) {
+        pgcl_errorf(err, cap, "%s: cannot switch to WAL mode: %s", opts->path, sqlite3_errmsg(a->db));
+        sqlite3_finalize(jm);
+        goto fail;
+    }
+    sqlite3_finalize(jm);
+    const char *sync = opts->synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
+    if (exec_sql(a->db, sync, sub, sizeof sub) != SQLITE_OK ||
+        exec_sql(a->db, "PRAGMA foreign_keys=ON", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", opts->path, sub);
+        goto fail;
+    }
+    if ((st = apply_migrations(a, opts->path, err, cap)) != PGCL_OK) goto fail;
+    st = PGCL_ERR_DB;
+    if (sqlite3_prepare_v2(a->db, INSERT_SQL, -1, &a->insert, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", opts->path, sqlite3_errmsg(a->db));
+        goto fail;
+    }
+    if (pthread_create(&a->writer, NULL, writer_main, a) != 0) {
+        pgcl_errorf(err, cap, "cannot start the audit writer thread");
+        goto fail;
+    }
+    a->writer_started = true;
+    *out = a;
+    return PGCL_OK;
+fail:
+    pgcl_audit_close(a);
+    return st;
+}
+
+void pgcl_audit_close(pgcl_audit *a) {
+    if (!a) return;
+    if (a->writer_started) {
+        pthread_mutex_lock(&a->lock);
+        a->closing = true;
+        pthread_cond_signal(&a->work);
+        pthread_mutex_unlock(&a->lock);
+        pthread_join(a->writer, NULL);
+    }
+    sqlite3_finalize(a->insert);
+    if (a->db) sqlite3_close(a->db);
+    pthread_mutex_destroy(&a->lock);
+    pthread_cond_destroy(&a->work);
+    pthread_cond_destroy(&a->done);
+    free(a);
+}

@@ -1,0 +1,25 @@
+/* Identifiers and timestamps for the audit log: UUIDv7 (RFC 9562; 48-bit Unix milliseconds, a
+ * 12-bit sub-millisecond counter that keeps ids strictly increasing within this process, 62 random
+ * bits from libsodium), RFC 3339 timestamps, and hex SHA-256. All functions are thread-safe. */
+#ifndef PGCL_IDS_H
+#define PGCL_IDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PGCL_UUID_LEN 36      /* without the terminating NUL */
+#define PGCL_TIMESTAMP_LEN 27 /* 2026-11-21T10:33:00.123456Z */
+
+/* Writes a new UUIDv7 as 36 lowercase characters plus NUL into out. Requires sodium_init(). */
+void pgcl_uuid7(char out[PGCL_UUID_LEN + 1]);
+
+/* Current time as RFC 3339 UTC with microseconds. */
+void pgcl_timestamp_now(char out[PGCL_TIMESTAMP_LEN + 1]);
+
+/* Monotonic clock in microseconds (for latencies). */
+int64_t pgcl_monotonic_us(void);
+
+/* Lowercase hex SHA-256 of len bytes. */
+void pgcl_sha256_hex(const void *data, size_t len, char out[65]);
+
+#endif

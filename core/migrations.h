@@ -1,0 +1,15 @@
+/* The schema migrations compiled into the binary from migrations/NNNN_name.sql (see
+ * migrations/embed_sql.py). Versions run 1..pgcl_migration_count without gaps. */
+#ifndef PGCL_MIGRATIONS_H
+#define PGCL_MIGRATIONS_H
+
+typedef struct pgcl_migration {
+    int version;
+    const char *name;
+    const char *sql;
+} pgcl_migration;
+
+extern const pgcl_migration pgcl_migrations[];
+extern const int pgcl_migration_count;
+
+#endif

@@ -1,0 +1,127 @@
+/* pgcld entry point: command line, start-up in dependency order (BLAS kernel, audit store, models,
+ * HTTP), and graceful shutdown. Signal handlers only set a flag; the main thread does the work. */
+#include <errno.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blas.h"
+#include "config.h"
+#include "ids.h"
+#include "log.h"
+#include "server.h"
+
+#ifndef PGCLD_VERSION
+#define PGCLD_VERSION "dev"
+#endif
+
+static volatile sig_atomic_t g_stop_signals;
+
+static void on_signal(int sig) {
+    if (++g_stop_signals >= 2) _exit(1); /* a second signal forces exit */
+}
+
+static int write_port_file(const char *path, int port) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    fprintf(f, "%d\n", port);
+    if (fclose(f) != 0) return -1;
+    return rename(tmp, path); /* readers never see a half-written file */
+}
+
+static int serve(int argc, char **argv) {
+    pgcld_config cfg;
+    pgcld_config_defaults(&cfg);
+    char err[1024];
+    int rc = 1;
+    pgcld_server srv = {.cfg = &cfg};
+    if (pgcld_config_parse(&cfg, argc, argv, err, sizeof err) != 0) {
+        fprintf(stderr, "pgcld: %s\n", err);
+        pgcld_config_free(&cfg);
+        return 2;
+    }
+    int64_t t0 = pgcl_monotonic_us();
+    pgcl_log_info("pgcld %s starting", PGCLD_VERSION);
+    pgcld_config_log(&cfg);
+    pgcl_blas_set_threads((int)cfg.blas_threads);
+
+    int workers = cfg.compute_workers > 0 ? (int)cfg.compute_workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (workers < 1) workers = 1;
+    srv.compute = pgcld_compute_create(workers, (int)cfg.chunk_rows);
+    if (!srv.compute) {
+        pgcl_log_error("out of memory");
+        goto out;
+    }
+    pgcl_audit_options aopts = {.path = cfg.db_path,
+                                .synchronous_full = strcmp(cfg.synchronous, "FULL") == 0,
+                                .busy_timeout_ms = 5000,
+                                .max_pending_rows = (int)cfg.max_pending_rows};
+    if (pgcl_audit_open(&aopts, &srv.audit, err, sizeof err) != PGCL_OK) {
+        pgcl_log_error("audit: %s", err);
+        goto out;
+    }
+    pgcl_log_info("audit: %s open (WAL, synchronous=%s, schema version %d)", cfg.db_path, cfg.synchronous,
+                  pgcl_audit_schema_version(srv.audit));
+    if (pgcl_registry_create(cfg.models_dir, &srv.registry, err, sizeof err) != PGCL_OK) {
+        pgcl_log_error("models: %s", err);
+        goto out;
+    }
+    if (pgcl_registry_ready_count(srv.registry) == 0)
+        pgcl_log_warn("models: no model could be loaded from %s; /readyz answers 503", cfg.models_dir);
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (pgcld_server_start(&srv, err, sizeof err) != 0) {
+        pgcl_log_error("http: %s", err);
+        goto out;
+    }
+    pgcl_log_info("http: listening on %s (port %d), %d compute workers, ready in %.1f ms", cfg.listen, srv.port,
+                  workers, (double)(pgcl_monotonic_us() - t0) / 1000.0);
+    if (*cfg.port_file && write_port_file(cfg.port_file, srv.port) != 0) {
+        pgcl_log_error("cannot write --port-file %s: %s", cfg.port_file, strerror(errno));
+        goto out;
+    }
+    while (!g_stop_signals) pause();
+    pgcl_log_info("shutdown: signal received; draining (up to %ld s)", cfg.shutdown_grace_s);
+    rc = 0;
+out:
+    pgcld_server_stop(&srv, (int)cfg.shutdown_grace_s);
+    pgcl_audit_close(srv.audit);
+    pgcl_registry_destroy(srv.registry);
+    pgcld_compute_destroy(srv.compute);
+    if (rc == 0) pgcl_log_info("shutdown: complete");
+    pgcld_config_free(&cfg);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 || (i == 1 && strcmp(argv[i], "help") == 0)) {
+            pgcld_config_print_help(stdout);
+            return 0;
+        }
+    }
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        printf("pgcld %s\n", PGCLD_VERSION);
+        return 0;
+    }
+    if (argc < 2 || strcmp(argv[1], "serve") != 0) {
+        fprintf(stderr, "usage: pgcld serve [OPTIONS]   (pgcld --help for the options)\n");
+        return 2;
+    }
+    pgcl_blas_ensure_fast_kernel(argv);
+    if (sodium_init() < 0) {
+        fprintf(stderr, "pgcld: libsodium failed to initialise\n");
+        return 1;
+    }
+    return serve(argc - 2, argv + 2);
+}

@@ -1,0 +1,346 @@
+/* POST /v1/score: validate every item, run the forward pass, commit one audit row per item, answer.
+ *
+ * Order matters for the audit guarantee: nothing is computed until the whole request validated
+ * (a rejected request writes no row), and the answer is built only after pgcl_audit_append()
+ * returned, i.e. after the rows are durable. */
+#include <math.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ids.h"
+#include "log.h"
+#include "server.h"
+
+#define MAX_ID_BYTES 256
+
+/* Everything one request allocates, in one place for one cleanup. */
+typedef struct score_job {
+    json_t *root;
+    pgcl_model *model;
+    int n;
+    const char **ids;         /* (n) borrowed from root */
+    float *z;                 /* (n, D) */
+    float *vectors;           /* (n, d) */
+    float *probs;             /* (n, K) */
+    int *label_index;         /* (n) */
+    pgcl_decision *decision;  /* (n) */
+    char (*decision_id)[PGCL_UUID_LEN + 1];
+    char (*input_sha)[65];
+    char **probs_json;        /* (n) */
+    pgcl_decision_row *rows;  /* (n) */
+} score_job;
+
+static void job_free(score_job *j) {
+    for (int i = 0; j->probs_json && i < j->n; i++) free(j->probs_json[i]);
+    free(j->probs_json);
+    free(j->ids);
+    free(j->z);
+    free(j->vectors);
+    free(j->probs);
+    free(j->label_index);
+    free(j->decision);
+    free(j->decision_id);
+    free(j->input_sha);
+    free(j->rows);
+    pgcl_model_release(j->model);
+    json_decref(j->root);
+}
+
+/* True for "application/json" with optional parameters, any case. */
+static bool is_json_type(const char *ct) {
+    if (!ct) return false;
+    while (*ct == ' ') ct++;
+    static const char want[] = "application/json";
+    if (strncasecmp(ct, want, sizeof want - 1) != 0) return false;
+    char next = ct[sizeof want - 1];
+    return next == 0 || next == ';' || next == ' ';
+}
+
+/* Decodes one item's embedding into z (D). Returns 0, or -1 with reply filled. */
+static int parse_embedding(const pgcl_model *m, json_t *item, int i, float *z, pgcld_reply *reply) {
+    char field[64];
+    json_t *arr = json_object_get(item, "embedding");
+    json_t *b64 = json_object_get(item, "embedding_b64");
+    if ((arr != NULL) == (b64 != NULL)) {
+        snprintf(field, sizeof field, "items[%d]", i);
+        pgcld_reply_error(reply, 400, "invalid_request", i, field,
+                          "item %d must have exactly one of 'embedding' and 'embedding_b64'", i);
+        return -1;
+    }
+    if (arr) {
+        snprintf(field, sizeof field, "items[%d].embedding", i);
+        if (!json_is_array(arr)) {
+            pgcld_reply_error(reply, 400, "invalid_request", i, field, "item %d: 'embedding' must be an array of numbers", i);
+            return -1;
+        }
+        if ((int)json_array_size(arr) != m->D) {
+            pgcld_reply_error(reply, 400, "dimension_mismatch", i, field,
+                              "item %d: embedding has %zu values, model %s expects %d", i, json_array_size(arr),
+                              m->name, m->D);
+            return -1;
+        }
+        for (int k = 0; k < m->D; k++) {
+            json_t *v = json_array_get(arr, (size_t)k);
+            if (!json_is_number(v)) {
+                pgcld_reply_error(reply, 400, "invalid_request", i, field, "item %d: embedding[%d] is not a number", i, k);
+                return -1;
+            }
+            z[k] = (float)json_number_value(v);
+            if (!isfinite(z[k])) {
+                pgcld_reply_error(reply, 400, "non_finite_value", i, field,
+                                  "item %d: embedding[%d] is not finite as a float32", i, k);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    snprintf(field, sizeof field, "items[%d].embedding_b64", i);
+    if (!json_is_string(b64)) {
+        pgcld_reply_error(reply, 400, "invalid_request", i, field, "item %d: 'embedding_b64' must be a string", i);
+        return -1;
+    }
+    size_t want = (size_t)m->D * 4, got = 0;
+    const char *text = json_string_value(b64);
+    size_t text_len = json_string_length(b64);
+    /* Decode into z directly; a longer input is caught by the length check below. */
+    const char *end = NULL;
+    int rc = sodium_base642bin((unsigned char *)z, want, text, text_len, NULL, &got, &end,
+                               sodium_base64_VARIANT_ORIGINAL);
+    if (rc != 0 || end != text + text_len) {
+        if (rc != 0 && text_len / 4 * 3 > want) {
+            pgcld_reply_error(reply, 400, "dimension_mismatch", i, field,
+                              "item %d: embedding_b64 holds more than %d float32 values (model %s expects %d)", i,
+                              m->D, m->name, m->D);
+        } else {
+            pgcld_reply_error(reply, 400, "invalid_base64", i, field,
+                              "item %d: embedding_b64 is not valid padded base64 (standard alphabet)", i);
+        }
+        return -1;
+    }
+    if (got != want) {
+        if (got % 4)
+            pgcld_reply_error(reply, 400, "invalid_base64", i, field,
+                              "item %d: embedding_b64 decodes to %zu bytes, not a whole number of float32 values", i, got);
+        else
+            pgcld_reply_error(reply, 400, "dimension_mismatch", i, field,
+                              "item %d: embedding_b64 holds %zu float32 values, model %s expects %d", i, got / 4,
+                              m->name, m->D);
+        return -1;
+    }
+    for (int k = 0; k < m->D; k++) { /* little-endian on the wire; this build is little-endian */
+        if (!isfinite(z[k])) {
+            pgcld_reply_error(reply, 400, "non_finite_value", i, field, "item %d: value %d is NaN or infinite", i, k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Parses and validates the whole request into job. Returns 0, or -1 with reply filled. */
+static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job *job, bool *return_vector,
+                         pgcld_reply *reply) {
+    json_error_t jerr;
+    job->root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!job->root) {
+        pgcld_reply_error(reply, 400, "invalid_json", -1, NULL, "malformed JSON at line %d column %d: %s", jerr.line,
+                          jerr.column, jerr.text);
+        return -1;
+    }
+    if (!json_is_object(job->root)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, NULL, "the body must be a JSON object");
+        return -1;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(job->root, key, val) {
+        if (strcmp(key, "model") && strcmp(key, "items") && strcmp(key, "return_vector")) {
+            pgcld_reply_error(reply, 400, "invalid_request", -1, key, "unknown field '%.64s'", key);
+            return -1;
+        }
+    }
+    json_t *jmodel = json_object_get(job->root, "model");
+    if (jmodel && !json_is_string(jmodel)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "model", "'model' must be a string");
+        return -1;
+    }
+    const char *name = jmodel ? json_string_value(jmodel) : srv->cfg->default_model;
+    json_t *jrv = json_object_get(job->root, "return_vector");
+    if (jrv && !json_is_boolean(jrv)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "return_vector", "'return_vector' must be true or false");
+        return -1;
+    }
+    *return_vector = jrv ? json_is_true(jrv) : true;
+    json_t *items = json_object_get(job->root, "items");
+    if (!items || !json_is_array(items)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "items", "'items' must be an array of items");
+        return -1;
+    }
+    size_t n = json_array_size(items);
+    if (n == 0) {
+        pgcld_reply_error(reply, 400, "empty_batch", -1, "items", "'items' is empty: send at least one item");
+        return -1;
+    }
+    if (n > (size_t)srv->cfg->max_batch) {
+        pgcld_reply_error(reply, 413, "batch_too_large", -1, "items", "%zu items exceed the limit of %ld per request", n,
+                          srv->cfg->max_batch);
+        return -1;
+    }
+    job->model = pgcl_registry_acquire(srv->registry, name);
+    if (!job->model) {
+        pgcld_reply_error(reply, 404, "model_not_found", -1, "model", "no model named '%.128s' is being served", name);
+        return -1;
+    }
+    const pgcl_model *m = job->model;
+    job->n = (int)n;
+    job->ids = calloc(n, sizeof *job->ids);
+    job->z = malloc(n * (size_t)m->D * sizeof(float));
+    if (!job->ids || !job->z) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < (int)n; i++) {
+        json_t *item = json_array_get(items, (size_t)i);
+        char field[64];
+        snprintf(field, sizeof field, "items[%d]", i);
+        if (!json_is_object(item)) {
+            pgcld_reply_error(reply, 400, "invalid_request", i, field, "item %d must be an object", i);
+            return -1;
+        }
+        json_object_foreach(item, key, val) {
+            if (strcmp(key, "id") && strcmp(key, "embedding") && strcmp(key, "embedding_b64")) {
+                snprintf(field, sizeof field, "items[%d].%.32s", i, key);
+                pgcld_reply_error(reply, 400, "invalid_request", i, field, "item %d: unknown field '%.64s'", i, key);
+                return -1;
+            }
+        }
+        json_t *id = json_object_get(item, "id");
+        snprintf(field, sizeof field, "items[%d].id", i);
+        if (!id || json_is_null(id)) {
+            pgcld_reply_error(reply, 400, "missing_id", i, field, "item %d has no 'id'", i);
+            return -1;
+        }
+        if (!json_is_string(id) || json_string_length(id) == 0 || json_string_length(id) > MAX_ID_BYTES ||
+            strlen(json_string_value(id)) != json_string_length(id)) {
+            pgcld_reply_error(reply, 400, "invalid_request", i, field,
+                              "item %d: 'id' must be a non-empty string of at most %d bytes without NUL", i, MAX_ID_BYTES);
+            return -1;
+        }
+        job->ids[i] = json_string_value(id);
+        if (parse_embedding(m, item, i, job->z + (size_t)i * m->D, reply) != 0) return -1;
+    }
+    return 0;
+}
+
+/* {"label": p, ...} with the same 9 significant digits as the HTTP answer. */
+static char *probabilities_json(const pgcl_model *m, const float *p) {
+    size_t cap = 2;
+    for (int k = 0; k < m->K; k++) cap += strlen(m->labels_json[k]) + 24;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    size_t off = 0;
+    s[off++] = '{';
+    for (int k = 0; k < m->K; k++)
+        off += (size_t)snprintf(s + off, cap - off, "%s%s:%.9g", k ? "," : "", m->labels_json[k], (double)p[k]);
+    snprintf(s + off, cap - off, "}");
+    return s;
+}
+
+static json_t *build_answer(const score_job *job, const char *request_id, bool return_vector) {
+    const pgcl_model *m = job->model;
+    json_t *results = json_array();
+    for (int i = 0; i < job->n; i++) {
+        const float *p = job->probs + (size_t)i * m->K;
+        json_t *probs = json_object();
+        for (int k = 0; k < m->K; k++) json_object_set_new(probs, m->labels[k], json_real(p[k]));
+        json_t *r = json_pack("{s:s, s:s, s:s, s:i, s:o, s:s}", "id", job->ids[i], "decision_id", job->decision_id[i],
+                              "label", m->labels[job->label_index[i]], "label_index", job->label_index[i],
+                              "probabilities", probs, "decision", pgcl_decision_str(job->decision[i]));
+        if (m->task == PGCL_TASK_BINARY) json_object_set_new(r, "toxicity", json_real(p[1]));
+        if (return_vector) {
+            json_t *vec = json_array();
+            for (int j = 0; j < m->d; j++) json_array_append_new(vec, json_real(job->vectors[(size_t)i * m->d + j]));
+            json_object_set_new(r, "vector", vec);
+        }
+        json_array_append_new(results, r);
+    }
+    return json_pack("{s:s, s:{s:s, s:s, s:s, s:s}, s:O, s:o}", "request_id", request_id, "model", "name", m->name,
+                     "version", m->version, "sha256", m->sha256, "task", pgcl_task_str(m->task), "policy",
+                     m->policy_json, "results", results);
+}
+
+void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    score_job job = {0};
+    bool return_vector = true;
+    if (!is_json_type(req->content_type)) {
+        pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
+                          "Content-Type must be application/json, got '%.64s'",
+                          req->content_type ? req->content_type : "(none)");
+        goto done;
+    }
+    if (parse_request(srv, req, &job, &return_vector, reply) != 0) goto done;
+
+    const pgcl_model *m = job.model;
+    size_t n = (size_t)job.n;
+    job.vectors = malloc(n * (size_t)m->d * sizeof(float));
+    job.probs = malloc(n * (size_t)m->K * sizeof(float));
+    job.label_index = calloc(n, sizeof *job.label_index);
+    job.decision = calloc(n, sizeof *job.decision);
+    job.decision_id = calloc(n, sizeof *job.decision_id);
+    job.input_sha = calloc(n, sizeof *job.input_sha);
+    job.probs_json = calloc(n, sizeof *job.probs_json);
+    job.rows = calloc(n, sizeof *job.rows);
+    if (!job.vectors || !job.probs || !job.label_index || !job.decision || !job.decision_id || !job.input_sha ||
+        !job.probs_json || !job.rows ||
+        pgcld_compute_forward(srv->compute, m, job.z, job.n, job.vectors, job.probs) != PGCL_OK) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        goto done;
+    }
+
+    char request_id[PGCL_UUID_LEN + 1], created_at[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_uuid7(request_id);
+    pgcl_timestamp_now(created_at);
+    int64_t latency = pgcl_monotonic_us() - req->t_start_us;
+    for (size_t i = 0; i < n; i++) {
+        const float *p = job.probs + i * (size_t)m->K;
+        job.decision[i] = pgcl_model_decide(m, p, &job.label_index[i]);
+        pgcl_uuid7(job.decision_id[i]);
+        pgcl_sha256_hex(job.z + i * (size_t)m->D, (size_t)m->D * sizeof(float), job.input_sha[i]);
+        job.probs_json[i] = probabilities_json(m, p);
+        if (!job.probs_json[i]) {
+            pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+            goto done;
+        }
+        bool threshold = m->policy.kind == PGCL_POLICY_THRESHOLD;
+        job.rows[i] = (pgcl_decision_row){
+            .decision_id = job.decision_id[i], .created_at = created_at, .request_id = request_id,
+            .item_id = job.ids[i], .model_name = m->name, .model_version = m->version, .model_sha256 = m->sha256,
+            .label = m->labels[job.label_index[i]], .label_index = job.label_index[i],
+            .probabilities_json = job.probs_json[i], .has_toxicity = m->task == PGCL_TASK_BINARY,
+            .toxicity = m->task == PGCL_TASK_BINARY ? p[1] : 0, .decision = pgcl_decision_str(job.decision[i]),
+            .policy_json = m->policy_text, .has_thresholds = threshold,
+            .t_review = threshold ? m->policy.t_review : 0, .t_block = threshold ? m->policy.t_block : 0,
+            .vector = job.vectors + i * (size_t)m->d, .d = m->d, .input_sha256 = job.input_sha[i],
+            .latency_us = latency,
+        };
+    }
+    char err[512];
+    pgcl_status st = pgcl_audit_append(srv->audit, job.rows, job.n, err, sizeof err);
+    if (st != PGCL_OK) {
+        reply->retry_after = "1";
+        if (st == PGCL_ERR_BUSY)
+            pgcld_reply_error(reply, 503, "overloaded", -1, NULL, "the audit log is behind; retry shortly");
+        else
+            pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL,
+                              "the decision could not be recorded, so it is not returned; retry shortly");
+        pgcl_log_error("score: audit append failed (%s): %s", pgcl_status_str(st), err);
+        goto done;
+    }
+    reply->status = 200;
+    reply->body = build_answer(&job, request_id, return_vector);
+    if (!reply->body) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+done:
+    job_free(&job);
+}

@@ -1,0 +1,281 @@
+/* Checkpoint loading and the forward pass.
+ *  - every committed fixture loads and its goldens verify;
+ *  - broken checkpoints (shape, NaN weight, golden mismatch, digest, unknown field, version, stray
+ *    tensor, truncated weights) are refused with a message naming file, tensor or field;
+ *  - the OpenBLAS fast path equals the naive oracle (tol 1e-5 + 1e-5·|ref|) for several batch sizes;
+ *  - the oracle and the fast path equal the PyTorch forward of the same checkpoint within 1e-5
+ *    (the safetensors files in tests/fixtures/parity, written by python3 -m train parity). */
+#include <jansson.h>
+#include <math.h>
+#include <sodium.h>
+
+#include "model.h"
+#include "safetensors.h"
+#include "test_util.h"
+
+static unsigned char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)n + 1);
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    *len = (size_t)n;
+    return buf;
+}
+
+typedef struct fixture {
+    char *config;
+    size_t config_len;
+    unsigned char *weights;
+    size_t weights_len;
+} fixture;
+
+static fixture fixture_read(const char *rel_dir) {
+    fixture fx = {0};
+    char rel[512];
+    snprintf(rel, sizeof rel, "%s/config.json", rel_dir);
+    fx.config = (char *)slurp(source_path(rel), &fx.config_len);
+    snprintf(rel, sizeof rel, "%s/model.safetensors", rel_dir);
+    fx.weights = slurp(source_path(rel), &fx.weights_len);
+    if (!fx.config || !fx.weights) {
+        fprintf(stderr, "cannot read fixture %s (PGCLD_SOURCE_ROOT=%s)\n", rel_dir, getenv("PGCLD_SOURCE_ROOT"));
+        exit(1);
+    }
+    return fx;
+}
+
+static void fixture_free(fixture *fx) {
+    free(fx->config);
+    free(fx->weights);
+}
+
+/* Loads config (modified by `edit`, if given) with the weights; expects refusal naming `needle`. */
+static void expect_refused(const char *what, const fixture *fx, void (*edit)(json_t *), const unsigned char *weights,
+                           size_t weights_len, const char *needle) {
+    json_t *cfg = json_loadb(fx->config, fx->config_len, 0, NULL);
+    if (edit) edit(cfg);
+    char *text = json_dumps(cfg, JSON_REAL_PRECISION(17));
+    pgcl_model *m = NULL;
+    char err[1024] = "";
+    pgcl_status st = pgcl_model_load_mem(text, strlen(text), weights ? weights : fx->weights,
+                                         weights ? weights_len : fx->weights_len, "fx", &m, err, sizeof err);
+    CHECK(st != PGCL_OK && m == NULL, "%s: accepted", what);
+    CHECK(strstr(err, needle) != NULL, "%s: message '%s' lacks '%s'", what, err, needle);
+    pgcl_model_release(m);
+    free(text);
+    json_decref(cfg);
+}
+
+static void edit_dim(json_t *c) { json_object_set_new(json_object_get(c, "dims"), "D", json_integer(33)); }
+static void edit_golden(json_t *c) {
+    json_t *v = json_object_get(json_array_get(json_object_get(c, "golden"), 0), "vector");
+    json_array_set_new(v, 3, json_real(json_real_value(json_array_get(v, 3)) + 0.01));
+}
+static void edit_digest(json_t *c) {
+    json_object_set_new(c, "weights_sha256", json_string("0000000000000000000000000000000000000000000000000000000000000000"));
+}
+static void edit_unknown(json_t *c) { json_object_set_new(c, "decison_policy", json_object()); }
+static void edit_version(json_t *c) { json_object_set_new(c, "format_version", json_integer(2)); }
+static void edit_thresholds(json_t *c) {
+    json_object_set_new(json_object_get(c, "decision_policy"), "t_review", json_real(0.9));
+}
+static void edit_tensor_name(json_t *c) {
+    json_object_set_new(json_object_get(c, "attention"), "query", json_string("query_fcx"));
+    json_object_del(c, "weights_sha256");
+}
+static void edit_labels(json_t *c) { json_array_set_new(json_object_get(c, "labels"), 1, json_string("neg")); }
+static void drop_digest(json_t *c) { json_object_del(c, "weights_sha256"); }
+
+static void test_refusals(void) {
+    fixture fx = fixture_read("tests/fixtures/models/tiny_binary/1");
+    expect_refused("dimension", &fx, edit_dim, NULL, 0, "'semantic_mlp.layers[0].in'");
+    expect_refused("golden", &fx, edit_golden, NULL, 0, "golden[0]: recomputed vector[3]");
+    expect_refused("digest", &fx, edit_digest, NULL, 0, "does not match config.json weights_sha256");
+    expect_refused("unknown field", &fx, edit_unknown, NULL, 0, "'decison_policy': unknown field");
+    expect_refused("version", &fx, edit_version, NULL, 0, "format_version 2 is not supported");
+    expect_refused("thresholds", &fx, edit_thresholds, NULL, 0, "must not exceed t_block");
+    expect_refused("missing tensor", &fx, edit_tensor_name, NULL, 0, "tensor 'query_fcx.weight' is missing");
+    expect_refused("duplicate label", &fx, edit_labels, NULL, 0, "duplicate label");
+
+    /* A NaN inside a weight: find query_fc.weight's bytes in the image and poison one element. */
+    pgcl_safetensors *st = NULL;
+    char err[512];
+    CHECK(pgcl_safetensors_parse(fx.weights, fx.weights_len, "w", &st, err, sizeof err) == PGCL_OK, "%s", err);
+    const pgcl_st_tensor *t = st ? pgcl_safetensors_find(st, "query_fc.weight") : NULL;
+    CHECK(t != NULL, "query_fc.weight present");
+    if (t) {
+        unsigned char *poisoned = malloc(fx.weights_len);
+        memcpy(poisoned, fx.weights, fx.weights_len);
+        float nan = NAN;
+        memcpy(poisoned + (t->data - fx.weights) + 4 * 5, &nan, 4);
+        expect_refused("nan weight", &fx, drop_digest, poisoned, fx.weights_len, "tensor 'query_fc.weight': element 5 is NaN");
+        /* and the digest catches it before anything else when present */
+        expect_refused("nan weight digest", &fx, NULL, poisoned, fx.weights_len, "SHA-256");
+        free(poisoned);
+    }
+    pgcl_safetensors_destroy(st);
+    /* truncated weights */
+    expect_refused("truncated weights", &fx, drop_digest, fx.weights, fx.weights_len - 100, "out of range");
+
+    /* a stray tensor: rebuild the file with one extra tensor appended to the header and data */
+    {
+        uint64_t hlen = 0;
+        for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | fx.weights[i];
+        size_t data_len = fx.weights_len - 8 - hlen;
+        json_t *hdr = json_loadb((const char *)fx.weights + 8, hlen, 0, NULL);
+        json_object_set_new(hdr, "extra", json_pack("{s:s, s:[i], s:[I, I]}", "dtype", "F32", "shape", 1, "data_offsets",
+                                                    (json_int_t)data_len, (json_int_t)data_len + 4));
+        char *htext = json_dumps(hdr, JSON_COMPACT);
+        size_t nh = strlen(htext), total = 8 + nh + data_len + 4;
+        unsigned char *img = calloc(1, total);
+        for (int i = 0; i < 8; i++) img[i] = (unsigned char)((uint64_t)nh >> (8 * i));
+        memcpy(img + 8, htext, nh);
+        memcpy(img + 8 + nh, fx.weights + 8 + hlen, data_len);
+        expect_refused("stray tensor", &fx, drop_digest, img, total, "tensor 'extra' is not referenced");
+        free(img);
+        free(htext);
+        json_decref(hdr);
+    }
+    fixture_free(&fx);
+
+    /* from disk: a missing directory names the file */
+    pgcl_model *m = NULL;
+    CHECK(pgcl_model_load("/nonexistent/m/1", "m", "1", &m, err, sizeof err) == PGCL_ERR_IO &&
+              strstr(err, "/nonexistent/m/1/config.json"),
+          "missing dir: %s", err);
+}
+
+/* Random unit-ish inputs with a few extreme rows. */
+static void fill_inputs(float *z, int n, int D, unsigned seed) {
+    srand(seed);
+    for (int i = 0; i < n; i++) {
+        double norm = 0;
+        for (int k = 0; k < D; k++) {
+            z[(size_t)i * D + k] = (float)rand() / (float)RAND_MAX - 0.5f;
+            norm += (double)z[(size_t)i * D + k] * z[(size_t)i * D + k];
+        }
+        float scale = i == 0 ? 0.0f : i == 1 ? 100.0f : i == 2 ? 1e-3f : 1.0f;
+        for (int k = 0; k < D; k++) z[(size_t)i * D + k] = (float)(z[(size_t)i * D + k] / sqrt(norm)) * scale;
+    }
+}
+
+static void test_fast_vs_oracle(const char *dir) {
+    pgcl_model *m = NULL;
+    char err[1024];
+    pgcl_status st = pgcl_model_load(source_path(dir), "m", "1", &m, err, sizeof err);
+    CHECK(st == PGCL_OK, "%s: %s", dir, err);
+    if (!m) return;
+    CHECK(m->n_golden > 0, "%s: no golden verified", dir);
+    const int n = 37; /* not a multiple of the chunk sizes below */
+    float *z = malloc(sizeof(float) * (size_t)n * m->D);
+    float *vec = malloc(sizeof(float) * (size_t)n * m->d), *probs = malloc(sizeof(float) * (size_t)n * m->K);
+    float *rv = malloc(sizeof(float) * (size_t)m->d), *rp = malloc(sizeof(float) * (size_t)m->K);
+    fill_inputs(z, n, m->D, 7);
+    const int chunks[] = {1, 8, 64};
+    double worst = 0;
+    for (int c = 0; c < 3; c++) {
+        pgcl_scratch *s = pgcl_scratch_create(m, chunks[c]);
+        pgcl_forward(m, s, z, n, vec, probs);
+        for (int i = 0; i < n; i++) {
+            pgcl_forward_reference(m, z + (size_t)i * m->D, rv, rp);
+            double norm = 0;
+            for (int j = 0; j < m->d; j++) {
+                double diff = fabs((double)vec[(size_t)i * m->d + j] - rv[j]);
+                worst = fmax(worst, diff);
+                CHECK(diff <= 1e-5 + 1e-5 * fabs(rv[j]), "%s chunk %d row %d vector[%d]: fast %.9g oracle %.9g", dir,
+                      chunks[c], i, j, (double)vec[(size_t)i * m->d + j], (double)rv[j]);
+                norm += (double)vec[(size_t)i * m->d + j] * vec[(size_t)i * m->d + j];
+            }
+            CHECK(fabs(sqrt(norm) - 1) < 1e-5, "%s row %d: |e| = %.9g", dir, i, sqrt(norm));
+            double psum = 0;
+            for (int k = 0; k < m->K; k++) {
+                double diff = fabs((double)probs[(size_t)i * m->K + k] - rp[k]);
+                worst = fmax(worst, diff);
+                CHECK(diff <= 1e-5 + 1e-5 * fabs(rp[k]), "%s row %d prob[%d]: fast %.9g oracle %.9g", dir, i, k,
+                      (double)probs[(size_t)i * m->K + k], (double)rp[k]);
+                psum += probs[(size_t)i * m->K + k];
+            }
+            CHECK(fabs(psum - 1) < 1e-5, "%s row %d: probabilities sum to %.9g", dir, i, psum);
+        }
+        pgcl_scratch_destroy(s);
+    }
+    printf("%s: fast path vs oracle, max abs difference %.3g\n", dir, worst);
+    free(z);
+    free(vec);
+    free(probs);
+    free(rv);
+    free(rp);
+    pgcl_model_release(m);
+}
+
+/* The PyTorch forward, dumped by `python3 -m train parity`, against both C paths. */
+static void test_torch_parity(const char *model_dir, const char *parity_file) {
+    pgcl_model *m = NULL;
+    char err[1024];
+    CHECK(pgcl_model_load(source_path(model_dir), "m", "1", &m, err, sizeof err) == PGCL_OK, "%s", err);
+    pgcl_safetensors *st = NULL;
+    CHECK(pgcl_safetensors_open(source_path(parity_file), &st, err, sizeof err) == PGCL_OK, "%s", err);
+    if (!m || !st) {
+        pgcl_model_release(m);
+        pgcl_safetensors_destroy(st);
+        return;
+    }
+    const pgcl_st_tensor *ti = pgcl_safetensors_find(st, "inputs"), *tv = pgcl_safetensors_find(st, "vectors"),
+                         *tp = pgcl_safetensors_find(st, "probabilities"), *tl = pgcl_safetensors_find(st, "label_index");
+    CHECK(ti && tv && tp && tl && ti->shape[1] == m->D && tv->shape[1] == m->d && tp->shape[1] == m->K,
+          "%s: parity tensors and shapes", parity_file);
+    if (!(ti && tv && tp && tl)) return;
+    int n = (int)ti->shape[0];
+    float *z = malloc(sizeof(float) * (size_t)n * m->D), *tvec = malloc(sizeof(float) * (size_t)n * m->d);
+    float *tprob = malloc(sizeof(float) * (size_t)n * m->K), *tlab = malloc(sizeof(float) * (size_t)n);
+    float *vec = malloc(sizeof(float) * (size_t)n * m->d), *probs = malloc(sizeof(float) * (size_t)n * m->K);
+    float *rv = malloc(sizeof(float) * (size_t)m->d), *rp = malloc(sizeof(float) * (size_t)m->K);
+    pgcl_st_read_f32(ti, z, err, sizeof err);
+    pgcl_st_read_f32(tv, tvec, err, sizeof err);
+    pgcl_st_read_f32(tp, tprob, err, sizeof err);
+    pgcl_st_read_f32(tl, tlab, err, sizeof err);
+    pgcl_scratch *s = pgcl_scratch_create(m, 16);
+    pgcl_forward(m, s, z, n, vec, probs);
+    double worst_fast = 0, worst_oracle = 0;
+    for (int i = 0; i < n; i++) {
+        pgcl_forward_reference(m, z + (size_t)i * m->D, rv, rp);
+        for (int j = 0; j < m->d; j++) {
+            worst_fast = fmax(worst_fast, fabs((double)vec[(size_t)i * m->d + j] - tvec[(size_t)i * m->d + j]));
+            worst_oracle = fmax(worst_oracle, fabs((double)rv[j] - tvec[(size_t)i * m->d + j]));
+        }
+        for (int k = 0; k < m->K; k++) {
+            worst_fast = fmax(worst_fast, fabs((double)probs[(size_t)i * m->K + k] - tprob[(size_t)i * m->K + k]));
+            worst_oracle = fmax(worst_oracle, fabs((double)rp[k] - tprob[(size_t)i * m->K + k]));
+        }
+        int label;
+        pgcl_model_decide(m, probs + (size_t)i * m->K, &label);
+        CHECK(label == (int)tlab[i], "%s row %d: label %d, PyTorch %d", parity_file, i, label, (int)tlab[i]);
+    }
+    CHECK(worst_oracle <= 1e-5, "%s: oracle vs PyTorch max abs difference %.3g > 1e-5", parity_file, worst_oracle);
+    CHECK(worst_fast <= 1e-5, "%s: fast path vs PyTorch max abs difference %.3g > 1e-5", parity_file, worst_fast);
+    printf("%s: %d rows; max abs difference vs PyTorch: oracle %.3g, fast path %.3g\n", parity_file, n, worst_oracle,
+           worst_fast);
+    pgcl_scratch_destroy(s);
+    free(z); free(tvec); free(tprob); free(tlab); free(vec); free(probs); free(rv); free(rp);
+    pgcl_safetensors_destroy(st);
+    pgcl_model_release(m);
+}
+
+int main(void) {
+    if (sodium_init() < 0) return 1;
+    test_refusals();
+    test_fast_vs_oracle("tests/fixtures/models/tiny_binary/1");
+    test_fast_vs_oracle("tests/fixtures/models/tiny_multi/1");
+    test_fast_vs_oracle("tests/fixtures/models/tiny_ordinal/1");
+    test_fast_vs_oracle("models/toxicity/1");
+    test_torch_parity("models/toxicity/1", "tests/fixtures/parity/toxicity.safetensors");
+    test_torch_parity("tests/fixtures/models/tiny_multi/1", "tests/fixtures/parity/tiny_multi.safetensors");
+    return test_finish("test_model");
+}

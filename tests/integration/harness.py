@@ -1,0 +1,598 @@
+"""Test harness for pgcld integration tests.
+
+Starts a real ``pgcld serve`` on 127.0.0.1:0 with a fresh temporary audit database and a
+models directory assembled from checkpoint directories, waits for the port file, and offers
+HTTP (urllib, loopback only), SQLite and numpy reference helpers.
+
+Environment:
+  PGCLD_BIN          the daemon binary (default: <root>/build/server/pgcld)
+  PGCLD_SOURCE_ROOT  the repository root (default: two directories above this file)
+  PGCLD_KEEP_TMP     if set, temporary directories are not removed (for debugging)
+
+Only the Python standard library and numpy are used here.
+"""
+
+import base64
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_ROOT = os.path.abspath(
+    os.environ.get("PGCLD_SOURCE_ROOT") or os.path.join(HERE, os.pardir, os.pardir))
+PGCLD_BIN = os.path.abspath(
+    os.environ.get("PGCLD_BIN") or os.path.join(SOURCE_ROOT, "build", "server", "pgcld"))
+
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 20.0
+HTTP_TIMEOUT_S = 60.0
+
+# Checkpoint directories (a model directory holds version directories).
+MODEL_SOURCES = {
+    "toxicity": os.path.join(SOURCE_ROOT, "models", "toxicity"),
+    "tiny_binary": os.path.join(SOURCE_ROOT, "tests", "fixtures", "models", "tiny_binary"),
+    "tiny_multi": os.path.join(SOURCE_ROOT, "tests", "fixtures", "models", "tiny_multi"),
+    "tiny_ordinal": os.path.join(SOURCE_ROOT, "tests", "fixtures", "models", "tiny_ordinal"),
+}
+
+UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+UUID7_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+CREATED_AT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
+
+# Never go through a proxy, whatever the environment says: loopback only.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # pragma: no cover - pgcld never redirects
+        return None
+
+
+_OPENER.add_handler(_NoRedirect())
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+def model_source(name):
+    """Directory of a known model (all its versions)."""
+    return MODEL_SOURCES[name]
+
+
+def version_dir(name, version="1"):
+    return os.path.join(MODEL_SOURCES[name], version)
+
+
+def require_models(*names):
+    """Raise a descriptive error when a checkpoint the test needs is absent."""
+    missing = [
+        os.path.join(version_dir(n), f)
+        for n in names
+        for f in ("config.json", "model.safetensors")
+        if not os.path.isfile(os.path.join(version_dir(n), f))
+    ]
+    if missing:
+        raise RuntimeError("missing checkpoint files (generate the models first): " +
+                           ", ".join(missing))
+
+
+def require_binary():
+    if not (os.path.isfile(PGCLD_BIN) and os.access(PGCLD_BIN, os.X_OK)):
+        raise RuntimeError(f"pgcld binary not found or not executable: {PGCLD_BIN} "
+                           "(build it, or set PGCLD_BIN)")
+
+
+def load_config(name, version="1"):
+    with open(os.path.join(version_dir(name, version), "config.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def make_models_dir(parent, names, extra=None):
+    """Create ``parent/models`` holding copies of the named model directories.
+
+    ``extra`` maps model name -> source model directory for anything else (broken models, ...).
+    Returns the path of the models directory.
+    """
+    models = os.path.join(parent, "models")
+    os.makedirs(models, exist_ok=True)
+    require_models(*names)
+    for n in names:
+        shutil.copytree(model_source(n), os.path.join(models, n))
+    for n, src in (extra or {}).items():
+        shutil.copytree(src, os.path.join(models, n))
+    return models
+
+
+# --------------------------------------------------------------------------- HTTP
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers  # email.message.Message: case-insensitive .get()
+        self.body = body
+        try:
+            self.json = json.loads(body.decode("utf-8")) if body else None
+        except (UnicodeDecodeError, ValueError):
+            self.json = None
+
+    @property
+    def content_type(self):
+        return (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+
+    def error_code(self):
+        try:
+            return self.json["error"]["code"]
+        except (TypeError, KeyError):
+            return None
+
+    def __repr__(self):
+        text = self.body[:600].decode("utf-8", "replace")
+        return f"<Response {self.status} {self.content_type!r} {text!r}>"
+
+
+def encode_body(body):
+    if body is None or isinstance(body, (bytes, bytearray)):
+        return body
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return json.dumps(body, allow_nan=False).encode("utf-8")
+
+
+def http_request(port, method, path, body=None, headers=None, content_type="application/json",
+                 timeout=HTTP_TIMEOUT_S):
+    """One HTTP request with urllib. ``body`` may be bytes, str or a JSON-serialisable object.
+
+    ``content_type`` is sent whenever there is a body (None: urllib's default, which is
+    application/x-www-form-urlencoded; use raw_request to send none at all).
+    Returns a Response for every HTTP status.
+    """
+    data = encode_body(body)
+    hdrs = dict(headers or {})
+    if data is not None and content_type is not None:
+        hdrs.setdefault("Content-Type", content_type)
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, headers=hdrs,
+                                 method=method)
+    try:
+        with _OPENER.open(req, timeout=timeout) as r:
+            return Response(r.status, r.headers, r.read())
+    except urllib.error.HTTPError as e:
+        try:
+            payload = e.read()
+        finally:
+            e.close()
+        return Response(e.code, e.headers, payload)
+
+
+def raw_request(port, method, path, body=None, headers=None, chunks=None,
+                timeout=HTTP_TIMEOUT_S):
+    """A request with full control over headers (http.client): no Content-Type unless given,
+    or a chunked body when ``chunks`` is a list of bytes."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        if chunks is not None:
+            conn.putrequest(method, path)
+            for k, v in (headers or {}).items():
+                conn.putheader(k, v)
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            try:
+                for c in chunks:
+                    conn.send(b"%x\r\n%s\r\n" % (len(c), c))
+                conn.send(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the server may answer early and stop reading; read its answer below
+        else:
+            data = encode_body(body)
+            conn.request(method, path, body=data, headers=dict(headers or {}))
+        r = conn.getresponse()
+        return Response(r.status, r.headers, r.read())
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------- inputs
+
+def f32(values):
+    """float32 copy of an array-like."""
+    return np.asarray(values, dtype=np.float32)
+
+
+def embedding_json(z):
+    """JSON numbers whose float32 rounding is exactly z (float32)."""
+    return [float(v) for v in f32(z)]
+
+
+def embedding_b64(z):
+    return base64.b64encode(f32(z).astype("<f4").tobytes()).decode("ascii")
+
+
+def input_sha256(z):
+    return hashlib.sha256(f32(z).astype("<f4").tobytes()).hexdigest()
+
+
+def random_embeddings(n, D, seed, scale=None):
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, D))
+    z *= (1.0 / np.sqrt(D)) if scale is None else scale
+    return z.astype(np.float32)
+
+
+def json_items(Z, prefix="item"):
+    return [{"id": f"{prefix}-{i}", "embedding": embedding_json(z)} for i, z in enumerate(Z)]
+
+
+def b64_items(Z, prefix="item"):
+    return [{"id": f"{prefix}-{i}", "embedding_b64": embedding_b64(z)} for i, z in enumerate(Z)]
+
+
+def uuid7_millis(s):
+    """The 48-bit unix-millisecond timestamp of a UUIDv7 string."""
+    return uuid.UUID(s).int >> 80
+
+
+# --------------------------------------------------------------------------- reference model
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n].decode("utf-8"))
+    buf = data[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        raw = buf[b:e]
+        dt = info["dtype"]
+        if dt == "F32":
+            arr = np.frombuffer(raw, "<f4")
+        elif dt == "F16":
+            arr = np.frombuffer(raw, "<f2").astype(np.float32)
+        elif dt == "BF16":
+            arr = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            raise ValueError(f"{path}: tensor {name}: unsupported dtype {dt}")
+        out[name] = arr.astype(np.float64).reshape(info["shape"])
+    return out
+
+
+class ReferenceModel:
+    """Naive float64 implementation of docs/checkpoint-format.md, "What pgcld computes"."""
+
+    def __init__(self, vdir):
+        with open(os.path.join(vdir, "config.json"), encoding="utf-8") as f:
+            self.config = json.load(f)
+        self.t = load_safetensors(os.path.join(vdir, "model.safetensors"))
+        self.labels = self.config["labels"]
+        self.task = self.config["task"]
+
+    def forward(self, Z):
+        c, t = self.config, self.t
+        Z = np.atleast_2d(np.asarray(Z, dtype=np.float32)).astype(np.float64)
+        eps = c["semantic_mlp"].get("batchnorm_eps", 1e-5)
+        h = Z
+        for layer in c["semantic_mlp"]["layers"]:
+            p = layer["linear"]
+            h = h @ t[p + ".weight"].T + t[p + ".bias"]
+            act = layer.get("activation", "identity")
+            if act == "leaky_relu":
+                h = np.where(h >= 0, h, h * layer.get("negative_slope", 0.01))
+            elif act == "relu":
+                h = np.maximum(h, 0)
+            bn = layer.get("batchnorm")
+            if bn:
+                h = ((h - t[bn + ".running_mean"]) / np.sqrt(t[bn + ".running_var"] + eps)
+                     * t[bn + ".weight"] + t[bn + ".bias"])
+        s = h
+        a = c["attention"]
+        q = Z @ t[a["query"] + ".weight"].T + t[a["query"] + ".bias"]
+        C = t[a["prototypes"]]
+        Kp = C @ t[a["key"] + ".weight"].T + t[a["key"] + ".bias"]
+        Vp = C @ t[a["value"] + ".weight"].T + t[a["value"] + ".bias"]
+        d = Kp.shape[1]
+        logits = q @ Kp.T / np.sqrt(d)
+        logits -= logits.max(axis=1, keepdims=True)
+        att = np.exp(logits)
+        att /= att.sum(axis=1, keepdims=True)
+        m = att @ Vp
+        alpha = float(np.asarray(t[a["alpha"]]).reshape(-1)[0])
+        e = alpha * s + (1 - alpha) * m
+        e /= np.linalg.norm(e, axis=1, keepdims=True)
+        hp = c["head"]["linear"]
+        out = e @ t[hp + ".weight"].T + t[hp + ".bias"]
+        if self.task == "binary":
+            p1 = 1.0 / (1.0 + np.exp(-out[:, 0]))
+            probs = np.stack([1 - p1, p1], axis=1)
+        else:
+            out -= out.max(axis=1, keepdims=True)
+            probs = np.exp(out)
+            probs /= probs.sum(axis=1, keepdims=True)
+        return e, probs
+
+
+def policy_decision(policy, labels, probs):
+    """Expected decision for one item's probability vector (list in label order)."""
+    if policy["kind"] == "threshold":
+        score = probs[labels.index(policy["label"])]
+        if score >= policy["t_block"]:
+            return "block"
+        if score >= policy["t_review"]:
+            return "review"
+        return "allow"
+    top = int(np.argmax(probs))
+    action = policy["actions"].get(labels[top], "allow")
+    if action == "allow" and probs[top] < policy.get("min_confidence", 0):
+        action = "review"
+    return action
+
+
+def near_policy_boundary(policy, labels, probs, tol=1e-5):
+    """True when rounding could flip the decision (skip exact checks for such items)."""
+    if policy["kind"] == "threshold":
+        score = probs[labels.index(policy["label"])]
+        return any(abs(score - t) < tol for t in (policy["t_review"], policy["t_block"]))
+    srt = sorted(probs, reverse=True)
+    return (srt[0] - srt[1] < tol or
+            abs(srt[0] - policy.get("min_confidence", 0)) < tol)
+
+
+# --------------------------------------------------------------------------- SQLite
+
+def db_query(db_path, sql, params=()):
+    """Run a read query on the audit DB with a short-lived connection (never writes)."""
+    conn = sqlite3.connect(db_path, timeout=30)
+    try:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute(sql, params).fetchall()]
+    finally:
+        conn.close()
+
+
+def db_scalar(db_path, sql, params=()):
+    conn = sqlite3.connect(db_path, timeout=30)
+    try:
+        return conn.execute(sql, params).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def decision_count(db_path):
+    return db_scalar(db_path, "SELECT COUNT(*) FROM decisions")
+
+
+def blob_vector(blob):
+    return np.frombuffer(blob, dtype="<f4")
+
+
+# --------------------------------------------------------------------------- daemon
+
+_LIVE = set()
+
+
+def _kill_leftovers():
+    for d in list(_LIVE):
+        try:
+            d.kill()
+        except Exception:
+            pass
+
+
+import atexit  # noqa: E402
+
+atexit.register(_kill_leftovers)
+
+
+class DaemonError(RuntimeError):
+    pass
+
+
+class Daemon:
+    """A pgcld process on 127.0.0.1 with its own temporary directory.
+
+    ``models``: a list of model names from MODEL_SOURCES copied into a fresh models directory,
+    or a path to an existing models directory. ``extra_models`` maps name -> source dir.
+    """
+
+    def __init__(self, models=("toxicity",), extra_models=None, args=(), default_model=None,
+                 db_path=None):
+        require_binary()
+        self.tmp = tempfile.mkdtemp(prefix="pgcld-it-")
+        if isinstance(models, str):
+            self.models_dir = models
+        else:
+            self.models_dir = make_models_dir(self.tmp, list(models), extra_models)
+        self.db_path = db_path or os.path.join(self.tmp, "audit.db")
+        self.args = list(args)
+        self.default_model = default_model
+        self.proc = None
+        self.port = None
+        self.starts = 0
+        self._stderr_path = None
+        self._stdout_path = None
+
+    # -- lifecycle
+    def command(self, port_file):
+        cmd = [PGCLD_BIN, "serve", "--listen", "127.0.0.1:0", "--models", self.models_dir,
+               "--db", self.db_path, "--port-file", port_file]
+        if self.default_model:
+            cmd += ["--default-model", self.default_model]
+        return cmd + self.args
+
+    def start(self):
+        if self.proc is not None and self.proc.poll() is None:
+            raise DaemonError("already running")
+        self.starts += 1
+        port_file = os.path.join(self.tmp, f"port.{self.starts}")
+        self._stderr_path = os.path.join(self.tmp, f"stderr.{self.starts}.log")
+        self._stdout_path = os.path.join(self.tmp, f"stdout.{self.starts}.log")
+        cmd = self.command(port_file)
+        with open(self._stderr_path, "wb") as err, open(self._stdout_path, "wb") as out:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         cwd=self.tmp)
+        _LIVE.add(self)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                raise DaemonError(f"pgcld exited with status {rc} before writing its port file\n"
+                                  f"command: {' '.join(cmd)}\n{self.logs()}")
+            try:
+                with open(port_file, encoding="ascii") as f:
+                    text = f.read()
+            except (FileNotFoundError, UnicodeDecodeError):
+                text = ""
+            m = re.fullmatch(r"(\d+)\n", text)
+            if m:
+                self.port = int(m.group(1))
+                if not 0 < self.port < 65536:
+                    raise DaemonError(f"port file holds {text!r}")
+                return self
+            if time.monotonic() > deadline:
+                self.kill()
+                raise DaemonError(f"pgcld did not write its port file within {START_TIMEOUT_S} s"
+                                  f" (content {text!r})\ncommand: {' '.join(cmd)}\n{self.logs()}")
+            time.sleep(0.05)
+
+    def stop(self, timeout=STOP_TIMEOUT_S):
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                _LIVE.discard(self)
+                raise DaemonError(f"pgcld did not exit within {timeout} s of SIGTERM\n"
+                                  f"{self.logs()}")
+        _LIVE.discard(self)
+        return self.proc.returncode
+
+    def restart(self):
+        rc = self.stop()
+        if rc != 0:
+            raise DaemonError(f"pgcld exited with status {rc} on SIGTERM\n{self.logs()}")
+        return self.start()
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        _LIVE.discard(self)
+
+    def cleanup(self):
+        try:
+            self.stop()
+        except DaemonError:
+            pass
+        finally:
+            self.kill()
+            if not os.environ.get("PGCLD_KEEP_TMP"):
+                shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def logs(self, limit=4000):
+        parts = []
+        for label, p in (("stderr", self._stderr_path), ("stdout", self._stdout_path)):
+            if p and os.path.exists(p):
+                with open(p, "rb") as f:
+                    data = f.read()
+                if data:
+                    parts.append(f"--- pgcld {label} (last {limit} bytes) ---\n" +
+                                 data[-limit:].decode("utf-8", "replace"))
+        return "\n".join(parts) or "(pgcld wrote nothing to stderr/stdout)"
+
+    # -- HTTP
+    def request(self, method, path, body=None, **kw):
+        return http_request(self.port, method, path, body, **kw)
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body, **kw)
+
+    def score(self, body, **kw):
+        return self.post("/v1/score", body, **kw)
+
+    def raw(self, method, path, body=None, **kw):
+        return raw_request(self.port, method, path, body, **kw)
+
+    # -- DB
+    def query(self, sql, params=()):
+        return db_query(self.db_path, sql, params)
+
+    def scalar(self, sql, params=()):
+        return db_scalar(self.db_path, sql, params)
+
+    def count(self):
+        return decision_count(self.db_path)
+
+    def rows_for(self, decision_ids):
+        ids = list(decision_ids)
+        out = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            q = ("SELECT * FROM decisions WHERE decision_id IN (%s)" %
+                 ",".join("?" * len(chunk)))
+            for r in self.query(q, chunk):
+                out[r["decision_id"]] = r
+        return out
+
+
+def start_daemon(testcase_cls, *args, **kwargs):
+    """Start a Daemon and register its cleanup on a unittest TestCase class."""
+    d = Daemon(*args, **kwargs)
+    testcase_cls.addClassCleanup(d.cleanup)
+    d.start()
+    return d
+
+
+def wait_until(predicate, timeout=10.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    """unittest entry point for ``python3 tests/integration/test_X.py``."""
+    import unittest
+    unittest.main(module="__main__", verbosity=2)
+
+
+if __name__ == "__main__":
+    # Smoke: start the daemon with whatever models exist and print its health.
+    names = [n for n in MODEL_SOURCES if os.path.isdir(version_dir(n))]
+    d = Daemon(models=names)
+    try:
+        d.start()
+        print("port", d.port, d.get("/healthz"), d.get("/readyz"), sep="\n")
+    finally:
+        d.cleanup()
+        sys.stdout.flush()
