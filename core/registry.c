@@ -171,6 +171,13 @@ pgcl_model *pgcl_registry_acquire(pgcl_registry *r, const char *name) {
     return m;
 }
 
+bool pgcl_registry_knows(pgcl_registry *r, const char *name) {
+    pthread_mutex_lock(&r->lock);
+    bool known = find_entry(r, name) != NULL;
+    pthread_mutex_unlock(&r->lock);
+    return known;
+}
+
 int pgcl_registry_ready_count(pgcl_registry *r) {
     pthread_mutex_lock(&r->lock);
     int n = 0;

@@ -23,6 +23,9 @@ void pgcl_registry_destroy(pgcl_registry *r); /* accepts NULL */
 /* The active version of `name`, retained, or NULL if there is none. Release with pgcl_model_release(). */
 pgcl_model *pgcl_registry_acquire(pgcl_registry *r, const char *name);
 
+/* True when the repository has a model of that name, whether or not a version of it loaded. */
+bool pgcl_registry_knows(pgcl_registry *r, const char *name);
+
 /* Number of models with an active version. */
 int pgcl_registry_ready_count(pgcl_registry *r);
 

@@ -211,6 +211,12 @@ static int resolve_listen(const char *listen, struct sockaddr_storage *ss, sockl
         memmove(host, host + 1, strlen(host));
         host[strlen(host) - 1] = 0;
     }
+    char *port_end;
+    long port = strtol(colon + 1, &port_end, 10);
+    if (colon[1] == 0 || *port_end || port < 0 || port > 65535) {
+        pgcl_errorf(err, cap, "--listen '%s': port must be a number from 0 to 65535", listen);
+        return -1;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
     int rc = getaddrinfo(host, colon + 1, &hints, &res);
     if (rc != 0) {

@@ -105,19 +105,29 @@ static int parse_embedding(const pgcl_model *m, json_t *item, int i, float *z, p
     size_t want = (size_t)m->D * 4, got = 0;
     const char *text = json_string_value(b64);
     size_t text_len = json_string_length(b64);
-    /* Decode into z directly; a longer input is caught by the length check below. */
-    const char *end = NULL;
-    int rc = sodium_base642bin((unsigned char *)z, want, text, text_len, NULL, &got, &end,
-                               sodium_base64_VARIANT_ORIGINAL);
-    if (rc != 0 || end != text + text_len) {
-        if (rc != 0 && text_len / 4 * 3 > want) {
+    if (text_len > sodium_base64_ENCODED_LEN(want, sodium_base64_VARIANT_ORIGINAL) - 1) {
+        /* Too long for D values: say why without decoding it anywhere. */
+        bool alphabet = text_len % 4 == 0;
+        for (size_t k = 0; k < text_len && alphabet; k++) {
+            char ch = text[k];
+            alphabet = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                       ch == '+' || ch == '/' || (ch == '=' && k + 2 >= text_len);
+        }
+        if (alphabet)
             pgcld_reply_error(reply, 400, "dimension_mismatch", i, field,
                               "item %d: embedding_b64 holds more than %d float32 values (model %s expects %d)", i,
                               m->D, m->name, m->D);
-        } else {
+        else
             pgcld_reply_error(reply, 400, "invalid_base64", i, field,
                               "item %d: embedding_b64 is not valid padded base64 (standard alphabet)", i);
-        }
+        return -1;
+    }
+    const char *end = NULL;
+    if (sodium_base642bin((unsigned char *)z, want, text, text_len, NULL, &got, &end,
+                          sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        end != text + text_len) {
+        pgcld_reply_error(reply, 400, "invalid_base64", i, field,
+                          "item %d: embedding_b64 is not valid padded base64 (standard alphabet)", i);
         return -1;
     }
     if (got != want) {
@@ -143,7 +153,7 @@ static int parse_embedding(const pgcl_model *m, json_t *item, int i, float *z, p
 static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job *job, bool *return_vector,
                          pgcld_reply *reply) {
     json_error_t jerr;
-    job->root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    job->root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (!job->root) {
         pgcld_reply_error(reply, 400, "invalid_json", -1, NULL, "malformed JSON at line %d column %d: %s", jerr.line,
                           jerr.column, jerr.text);
@@ -190,7 +200,13 @@ static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job 
     }
     job->model = pgcl_registry_acquire(srv->registry, name);
     if (!job->model) {
-        pgcld_reply_error(reply, 404, "model_not_found", -1, "model", "no model named '%.128s' is being served", name);
+        if (pgcl_registry_knows(srv->registry, name)) {
+            reply->retry_after = "5";
+            pgcld_reply_error(reply, 503, "not_ready", -1, "model",
+                              "model '%.128s' has no loaded version (see GET /v1/models for the reason)", name);
+        } else {
+            pgcld_reply_error(reply, 404, "model_not_found", -1, "model", "no model named '%.128s' is being served", name);
+        }
         return -1;
     }
     const pgcl_model *m = job->model;

@@ -181,24 +181,33 @@ def http_request(port, method, path, body=None, headers=None, content_type="appl
 def raw_request(port, method, path, body=None, headers=None, chunks=None,
                 timeout=HTTP_TIMEOUT_S):
     """A request with full control over headers (http.client): no Content-Type unless given,
-    or a chunked body when ``chunks`` is a list of bytes."""
+    or a chunked body when ``chunks`` is a list of bytes.
+
+    Unlike urllib, this reads the server's answer even when the server answered early and
+    stopped reading the body (as HTTP/1.1 allows for 413): the send error is ignored and the
+    response that is already on the wire is returned.
+    """
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
+        conn.putrequest(method, path)
+        for k, v in (headers or {}).items():
+            conn.putheader(k, v)
+        data = encode_body(body)
         if chunks is not None:
-            conn.putrequest(method, path)
-            for k, v in (headers or {}).items():
-                conn.putheader(k, v)
             conn.putheader("Transfer-Encoding", "chunked")
-            conn.endheaders()
-            try:
+        elif data is not None:
+            conn.putheader("Content-Length", str(len(data)))
+        conn.endheaders()
+        try:
+            if chunks is not None:
                 for c in chunks:
                     conn.send(b"%x\r\n%s\r\n" % (len(c), c))
                 conn.send(b"0\r\n\r\n")
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the server may answer early and stop reading; read its answer below
-        else:
-            data = encode_body(body)
-            conn.request(method, path, body=data, headers=dict(headers or {}))
+            elif data:
+                for i in range(0, len(data), 65536):
+                    conn.send(data[i:i + 65536])
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered early and stopped reading; read its answer below
         r = conn.getresponse()
         return Response(r.status, r.headers, r.read())
     finally:

@@ -1,0 +1,27 @@
+#!/bin/sh
+# Installs pgcld's build and run dependencies from Debian's packages (bookworm or later).
+#   deploy/install-deps.sh          what building and running the daemon needs
+#   deploy/install-deps.sh --test   that, plus what the test suite needs
+# Used by the README's two set-up commands and by the Dockerfile, so all three stay the same path.
+# Why each package is here: see "Dependencies" in README.md.
+set -eu
+packages="ca-certificates build-essential pkg-config meson ninja-build python3
+  libmicrohttpd-dev libjansson-dev libopenblas-dev libsqlite3-dev libsodium-dev"
+if [ "${1:-}" = "--test" ]; then
+  packages="$packages sqlite3 curl python3-numpy python3-yaml python3-jsonschema"
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: run as root (apt-get needs it)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$(echo $missing)" ]; then
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $packages >/dev/null
+fi
+echo "install-deps.sh: dependencies present"
