@@ -8,7 +8,7 @@ set -eu
 packages="ca-certificates build-essential pkg-config meson ninja-build python3
   libmicrohttpd-dev libjansson-dev libopenblas-dev libsqlite3-dev libsodium-dev"
 if [ "${1:-}" = "--test" ]; then
-  packages="$packages sqlite3 curl python3-numpy python3-yaml python3-jsonschema"
+  packages="$packages sqlite3 curl python3-numpy python3-yaml python3-jsonschema python3-torch python3-sklearn"
 fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: run as root (apt-get needs it)" >&2

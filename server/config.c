@@ -114,6 +114,7 @@ void pgcld_config_print_help(FILE *out) {
             "pgcld: serves PGCL checkpoints over HTTP and logs every decision to SQLite.\n\n"
             "Usage:\n"
             "  pgcld serve [OPTIONS]    start the daemon\n"
+            "  pgcld check-model DIR... validate checkpoints as serve would (goldens included); JSON per line\n"
             "  pgcld --help             this text\n"
             "  pgcld --version          print the version\n\n"
             "Options of serve (--name VALUE or --name=VALUE):\n");

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "ids.h"
 #include "log.h"
+#include "model.h"
 #include "server.h"
 
 #ifndef PGCLD_VERSION
@@ -103,6 +104,31 @@ out:
     return rc;
 }
 
+/* pgcld check-model DIR...: loads each checkpoint exactly as serve would (every validation, goldens
+ * recomputed) and prints one JSON line per directory. Exit 0 only if all of them load. */
+static int check_models(int argc, char **argv) {
+    int failed = 0;
+    for (int i = 0; i < argc; i++) {
+        pgcl_model *m = NULL;
+        char err[1024];
+        json_t *out;
+        if (pgcl_model_load(argv[i], "check", "check", &m, err, sizeof err) == PGCL_OK) {
+            out = json_pack("{s:s, s:b, s:s, s:s, s:{s:i, s:i, s:i}, s:i}", "dir", argv[i], "ok", 1, "sha256", m->sha256,
+                            "task", pgcl_task_str(m->task), "dims", "D", m->D, "d", m->d, "K", m->K, "golden_verified",
+                            m->n_golden);
+        } else {
+            out = json_pack("{s:s, s:b, s:s}", "dir", argv[i], "ok", 0, "error", err);
+            failed++;
+        }
+        char *text = json_dumps(out, JSON_COMPACT);
+        printf("%s\n", text);
+        free(text);
+        json_decref(out);
+        pgcl_model_release(m);
+    }
+    return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 || (i == 1 && strcmp(argv[i], "help") == 0)) {
@@ -114,8 +140,15 @@ int main(int argc, char **argv) {
         printf("pgcld %s\n", PGCLD_VERSION);
         return 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "check-model") == 0) {
+        if (argc < 3 || sodium_init() < 0) {
+            fprintf(stderr, "usage: pgcld check-model DIR...\n");
+            return 2;
+        }
+        return check_models(argc - 2, argv + 2);
+    }
     if (argc < 2 || strcmp(argv[1], "serve") != 0) {
-        fprintf(stderr, "usage: pgcld serve [OPTIONS]   (pgcld --help for the options)\n");
+        fprintf(stderr, "usage: pgcld serve [OPTIONS] | pgcld check-model DIR...   (pgcld --help for more)\n");
         return 2;
     }
     pgcl_blas_ensure_fast_kernel(argv);

@@ -507,15 +507,23 @@ class Daemon:
             self.proc.wait()
         _LIVE.discard(self)
 
-    def cleanup(self):
+    def cleanup(self, check=True):
+        """Stop the daemon (SIGTERM) and remove its directory. With ``check``, a daemon that does
+        not exit 0 on SIGTERM (a crash, a sanitizer report, a hang) raises DaemonError, which
+        unittest reports as an error of the class cleanup."""
+        problem = None
         try:
-            self.stop()
-        except DaemonError:
-            pass
+            rc = self.stop()
+            if rc not in (0, None):
+                problem = f"pgcld exited with status {rc} on SIGTERM\n{self.logs()}"
+        except DaemonError as e:
+            problem = str(e)
         finally:
             self.kill()
             if not os.environ.get("PGCLD_KEEP_TMP"):
                 shutil.rmtree(self.tmp, ignore_errors=True)
+        if problem and check:
+            raise DaemonError(problem)
 
     def logs(self, limit=4000):
         parts = []
