@@ -96,6 +96,13 @@ int pgcld_config_parse(pgcld_config *cfg, int argc, char **argv, char *err, int 
         }
         if (set_opt(cfg, o, value, err, cap) != 0) return -1;
     }
+    const char *colon = strrchr(cfg->listen, ':');
+    char *port_end = NULL;
+    long port = colon ? strtol(colon + 1, &port_end, 10) : -1;
+    if (!colon || colon == cfg->listen || colon[1] == 0 || *port_end || port < 0 || port > 65535) {
+        pgcl_errorf(err, cap, "--listen: '%s' must be HOST:PORT with a port from 0 to 65535", cfg->listen);
+        return -1;
+    }
     if (strcmp(cfg->synchronous, "FULL") && strcmp(cfg->synchronous, "NORMAL")) {
         pgcl_errorf(err, cap, "--synchronous: '%s' must be FULL or NORMAL", cfg->synchronous);
         return -1;

@@ -1,6 +1,7 @@
 /* pgcld entry point: command line, start-up in dependency order (BLAS kernel, audit store, models,
  * HTTP), and graceful shutdown. Signal handlers only set a flag; the main thread does the work. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -19,11 +20,9 @@
 #define PGCLD_VERSION "dev"
 #endif
 
-static volatile sig_atomic_t g_stop_signals;
-
-static void on_signal(int sig) {
-    if (++g_stop_signals >= 2) _exit(1); /* a second signal forces exit */
-}
+/* During the drain only the main thread has SIGTERM/SIGINT unblocked: a second signal ends the
+ * process at once. */
+static void on_second_signal(int sig) { _exit(1); }
 
 static int write_port_file(const char *path, int port) {
     char tmp[4096];
@@ -35,7 +34,7 @@ static int write_port_file(const char *path, int port) {
     return rename(tmp, path); /* readers never see a half-written file */
 }
 
-static int serve(int argc, char **argv) {
+static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     pgcld_config cfg;
     pgcld_config_defaults(&cfg);
     char err[1024];
@@ -75,12 +74,6 @@ static int serve(int argc, char **argv) {
     if (pgcl_registry_ready_count(srv.registry) == 0)
         pgcl_log_warn("models: no model could be loaded from %s; /readyz answers 503", cfg.models_dir);
 
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
     if (pgcld_server_start(&srv, err, sizeof err) != 0) {
         pgcl_log_error("http: %s", err);
         goto out;
@@ -91,8 +84,15 @@ static int serve(int argc, char **argv) {
         pgcl_log_error("cannot write --port-file %s: %s", cfg.port_file, strerror(errno));
         goto out;
     }
-    while (!g_stop_signals) pause();
-    pgcl_log_info("shutdown: signal received; draining (up to %ld s)", cfg.shutdown_grace_s);
+    int sig = 0;
+    sigwait(stop_signals, &sig);
+    struct sigaction sa = {.sa_handler = on_second_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    pthread_sigmask(SIG_UNBLOCK, stop_signals, NULL);
+    pgcl_log_info("shutdown: %s received; draining (up to %ld s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                  cfg.shutdown_grace_s);
     rc = 0;
 out:
     pgcld_server_stop(&srv, (int)cfg.shutdown_grace_s);
@@ -156,5 +156,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pgcld: libsodium failed to initialise\n");
         return 1;
     }
-    return serve(argc - 2, argv + 2);
+    /* Block the stop signals before any thread exists, so every thread inherits the mask and the
+     * main thread alone takes them with sigwait(). */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return serve(argc - 2, argv + 2, &stop_signals);
 }

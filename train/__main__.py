@@ -1,9 +1,11 @@
-"""Command line: `python3 -m train random-checkpoint ...` and `python3 -m train parity ...`.
+"""Command line: `python3 -m train {fit,evaluate,report,examples,random-checkpoint,parity} ...`.
 
-random-checkpoint writes a checkpoint with seeded random weights (for tests and as a placeholder
-until a trained model exists); parity writes PyTorch reference outputs of a checkpoint for pgcld's
-parity tests. Every random draw comes from numpy's Generator seeded with --seed, so the output is
-reproducible byte for byte.
+fit trains, calibrates and exports a checkpoint from embeddings and labels (train/README.md); evaluate
+scores a checkpoint on a labelled split; report runs the evaluation protocol of docs/train-report.md;
+examples writes /v1/score request files from labelled rows. random-checkpoint writes a checkpoint with
+seeded random weights (for tests); parity writes PyTorch reference outputs of a checkpoint for pgcld's
+parity tests. Every random draw of those two comes from numpy's Generator seeded with --seed, so the
+output is reproducible byte for byte.
 """
 
 import argparse
@@ -13,6 +15,10 @@ import sys
 import numpy as np
 import torch
 
+from . import evaluate as evaluate_module
+from . import examples as examples_module
+from . import fit as fit_module
+from . import report as report_module
 from . import safetensors_io
 from .export import GOLDEN_MARGIN, decide, decision_margin, export_checkpoint, validate_policy
 from .load import load_checkpoint
@@ -162,6 +168,47 @@ def main(argv=None):
     pa.add_argument("--seed", type=int, required=True)
     pa.add_argument("--out", required=True, help="safetensors file to write")
     pa.set_defaults(run=parity)
+
+    fi = commands.add_parser("fit", help="train PGCL on embeddings and export a calibrated checkpoint",
+                             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    fit_module.add_fit_arguments(fi)
+    fi.set_defaults(run=fit_module.run_fit_command)
+
+    ev = commands.add_parser("evaluate", help="a checkpoint's figures on a labelled split (JSON)")
+    ev.add_argument("--checkpoint", required=True, help="checkpoint directory")
+    ev.add_argument("--emb", required=True, help="embeddings, .npy float32 N x D")
+    ev.add_argument("--emb-labels", required=True, help="labels: shared-layout TSV or one integer per line")
+    ev.add_argument("--no-geometry", action="store_true", help="skip the geometry diagnostics")
+    ev.add_argument("--out", help="also write the JSON here")
+    ev.set_defaults(run=evaluate_module.run_evaluate_command)
+
+    rp = commands.add_parser("report", help="the evaluation protocol of docs/train-report.md on shared datasets")
+    rp.add_argument("--data-root", default="../shared/data", help="folder of dataset folders (default %(default)s)")
+    rp.add_argument("--datasets", default=report_module.DATASETS, help="NAME:TASK,... (default %(default)s)")
+    rp.add_argument("--seed", type=int, default=0)
+    rp.add_argument("--val-fraction", type=float, default=0.15)
+    rp.add_argument("--bootstrap", type=int, default=2000, help="paired-bootstrap resamples (default %(default)s)")
+    rp.add_argument("--threads", type=int, default=1)
+    rp.add_argument("--work-dir", default="/tmp/pgcl-report", help="per-dataset JSON results (outside the repository)")
+    rp.add_argument("--render-only", action="store_true", help="re-render from --work-dir without training")
+    rp.add_argument("--reading", help="Markdown file with the written reading, inserted after the protocol")
+    rp.add_argument("--command-line", help="the command line to print under Reproduction")
+    rp.add_argument("--out-json", help="report JSON to write")
+    rp.add_argument("--out-md", help="report Markdown to write")
+    rp.add_argument("--verbose", action="store_true", help="per-epoch progress")
+    rp.set_defaults(run=report_module.run_report_command)
+
+    ex = commands.add_parser("examples", help="example /v1/score request files from labelled rows")
+    ex.add_argument("--emb", required=True, help="embeddings, .npy")
+    ex.add_argument("--tsv", required=True, help="the matching shared-layout TSV (its text becomes the item id)")
+    ex.add_argument("--model", required=True, help="model name written in each request")
+    ex.add_argument("--out-dir", required=True)
+    ex.add_argument("--prefix", required=True, help="files are PREFIX-1.json, PREFIX-2.json, ...")
+    ex.add_argument("--files", type=int, default=4)
+    ex.add_argument("--items", type=int, default=3)
+    ex.add_argument("--id-bytes", type=int, default=200)
+    ex.add_argument("--seed", type=int, default=0)
+    ex.set_defaults(run=examples_module.run_examples_command)
 
     args = parser.parse_args(argv)
     try:

@@ -17,9 +17,11 @@ TASKS = ("binary", "multiclass", "ordinal")
 def init_prototypes(K, d, task):
     """Prototype anchors on the unit hypersphere (paper, Appendix A.2), drawn from torch's global RNG.
 
-    Classification: random unit vectors; when K <= d they are made orthonormal, which reaches the
-    target minimum pairwise distance sqrt(2) exactly. Ordinal: points at equal angular steps along one
-    half great circle, so anchors of distant ratings start farther apart than adjacent ones.
+    Classification: random unit vectors with the target minimum pairwise distance sqrt(2): when K <= d
+    they are made orthonormal, which reaches it exactly; for K > d (where it is unreachable for all pairs)
+    they are pushed apart by spread_on_sphere. Ordinal: points at equal angular steps along one half
+    great circle (a geodesic from c_1 to c_K = -c_1), so anchors of distant ratings start farther apart
+    than adjacent ones.
     """
     if task == "ordinal":
         basis, _ = torch.linalg.qr(torch.randn(d, 2))  # (d, 2): two orthonormal directions u, v
@@ -28,7 +30,25 @@ def init_prototypes(K, d, task):
     if K <= d:
         q, _ = torch.linalg.qr(torch.randn(d, K))  # (d, K) with orthonormal columns
         return q.T.contiguous()
-    return F.normalize(torch.randn(K, d), dim=1)
+    return spread_on_sphere(F.normalize(torch.randn(K, d), dim=1))
+
+
+def spread_on_sphere(x, steps=300, step_size=0.1):
+    """Push K > d unit vectors apart (the target distance sqrt(2) cannot hold for all pairs then).
+
+    Projected steps along the tangent repulsion sum_j (x_i - x_j) / |x_i - x_j|^3, normalised per point,
+    with a linearly decaying step; deterministic for a given x. Returns unit rows.
+    """
+    x = x.clone()
+    eye = torch.eye(len(x), dtype=torch.bool)
+    for t in range(steps):
+        diff = x[:, None, :] - x[None, :, :]
+        d2 = diff.pow(2).sum(dim=2).masked_fill(eye, float("inf"))
+        force = (diff / d2[..., None].pow(1.5)).sum(dim=1)
+        force = force - (force * x).sum(dim=1, keepdim=True) * x
+        force = force / force.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        x = F.normalize(x + step_size * (1 - t / steps) * force, dim=1)
+    return x
 
 
 class PGCL(nn.Module):

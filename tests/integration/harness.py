@@ -489,6 +489,7 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                self.proc = None  # reported here; the cleanup need not report it again
                 _LIVE.discard(self)
                 raise DaemonError(f"pgcld did not exit within {timeout} s of SIGTERM\n"
                                   f"{self.logs()}")

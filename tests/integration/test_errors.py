@@ -96,6 +96,26 @@ class ErrorTest(ErrorChecks, unittest.TestCase):
             with self.subTest(body=raw):
                 self.reject(raw, BAD_REQUEST, "invalid_json", what=repr(raw))
 
+    def test_deeply_nested_json(self):
+        """A pathological but well-formed body is refused cleanly (and the daemon survives)."""
+        raw = b'{"items": ' + b"[" * 100000 + b"]" * 100000 + b"}"
+        self.reject(raw, BAD_REQUEST, {"invalid_json", "invalid_request"}, what="deep nesting")
+
+    def test_nul_in_id(self):
+        """An id holding U+0000 is either refused with 400 or stored verbatim (not truncated)."""
+        item = {"id": "a\u0000b", "embedding_b64": H.embedding_b64(self.Z[0])}
+        before = self.daemon.count()
+        r = self.daemon.score({"items": [item]})
+        if r.status == 200:
+            self.assertEqual(r.json["results"][0]["id"], "a\u0000b")
+            row = self.daemon.rows_for([r.json["results"][0]["decision_id"]])
+            (only,) = row.values()
+            self.assertEqual(only["item_id"], "a\u0000b", "id truncated at NUL in the audit DB")
+        else:
+            self.assertError(r, BAD_REQUEST, {"invalid_json", "invalid_request", "missing_id"},
+                             what="NUL in id")
+            self.assertEqual(self.daemon.count(), before)
+
     def test_nan_literal_is_rejected(self):
         emb = ",".join(["0.5"] * (self.D - 1) + ["NaN"])
         raw = ('{"items": [{"id": "a", "embedding": [%s]}]}' % emb).encode()
