@@ -42,9 +42,9 @@ def spread_on_sphere(x, steps=300, step_size=0.1):
     x = x.clone()
     eye = torch.eye(len(x), dtype=torch.bool)
     for t in range(steps):
-        diff = x[:, None, :] - x[None, :, :]
-        d2 = diff.pow(2).sum(dim=2).masked_fill(eye, float("inf"))
-        force = (diff / d2[..., None].pow(1.5)).sum(dim=1)
+        d2 = (2.0 - 2.0 * x @ x.T).clamp_min(1e-12).masked_fill(eye, float("inf"))  # unit rows
+        weight = d2.pow(-1.5)
+        force = x * weight.sum(dim=1, keepdim=True) - weight @ x
         force = force - (force * x).sum(dim=1, keepdim=True) * x
         force = force / force.norm(dim=1, keepdim=True).clamp_min(1e-12)
         x = F.normalize(x + step_size * (1 - t / steps) * force, dim=1)
