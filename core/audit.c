@@ -14,9 +14,15 @@
 
 #define ERR_CAP 512
 
-/* A caller's batch, queued for the writer; lives on the caller's stack. */
+typedef enum { JOB_DECISIONS, JOB_EVENT, JOB_SHADOW } job_kind;
+
+/* A caller's batch, queued for the writer; lives on the caller's stack (shadow jobs: on the heap,
+ * owned by the shadow worker that waits for them). */
 typedef struct audit_job {
+    job_kind kind;
     const pgcl_decision_row *rows;
+    const pgcl_admin_event *event;
+    const pgcl_shadow_row *shadow;
     int n;
     pgcl_status status;
     bool done;
@@ -27,6 +33,8 @@ typedef struct audit_job {
 struct pgcl_audit {
     sqlite3 *db;
     sqlite3_stmt *insert;
+    sqlite3_stmt *insert_event;
+    sqlite3_stmt *insert_shadow;
     pthread_t writer;
     bool writer_started;
     pthread_mutex_t lock;
@@ -165,20 +173,59 @@ static int insert_row(pgcl_audit *a, const pgcl_decision_row *r) {
     return sqlite3_step(s);
 }
 
+static int insert_event(pgcl_audit *a, const pgcl_admin_event *ev) {
+    sqlite3_stmt *s = a->insert_event;
+    char id[PGCL_UUID_LEN + 1], now[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_uuid7(id);
+    pgcl_timestamp_now(now);
+    sqlite3_reset(s);
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 2, now, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 3, ev->actor, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, ev->action, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, ev->target, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, ev->details_json ? ev->details_json : "{}", -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc;
+}
+
+static int insert_shadow(pgcl_audit *a, const pgcl_shadow_row *r) {
+    sqlite3_stmt *s = a->insert_shadow;
+    sqlite3_reset(s);
+    const char *text[] = {r->decision_id, r->created_at, r->model_name, r->primary_version, r->shadow_version,
+                          r->shadow_sha256, r->primary_label, r->shadow_label, r->primary_decision, r->shadow_decision};
+    for (int i = 0; i < 10; i++) sqlite3_bind_text(s, i + 1, text[i], -1, SQLITE_STATIC);
+    sqlite3_bind_double(s, 11, r->primary_score);
+    sqlite3_bind_double(s, 12, r->shadow_score);
+    sqlite3_bind_text(s, 13, r->probabilities_json, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc;
+}
+
+static int insert_job(pgcl_audit *a, const audit_job *j) {
+    for (int i = 0; i < j->n; i++) {
+        int rc = j->kind == JOB_DECISIONS ? insert_row(a, &j->rows[i])
+                 : j->kind == JOB_EVENT   ? insert_event(a, j->event)
+                                          : insert_shadow(a, &j->shadow[i]);
+        if (rc != SQLITE_DONE) return rc;
+    }
+    return SQLITE_DONE;
+}
+
 /* Runs jobs [first, NULL) in one transaction. Returns SQLITE_OK or the failing code; on failure
  * the transaction is rolled back and the message is in err. */
 static int commit_group(pgcl_audit *a, audit_job *first, audit_job *stop, char *err, int cap) {
     if (exec_sql(a->db, "BEGIN IMMEDIATE", err, cap) != SQLITE_OK) return SQLITE_ERROR;
     for (audit_job *j = first; j != stop; j = j->next) {
-        for (int i = 0; i < j->n; i++) {
-            int rc = insert_row(a, &j->rows[i]);
-            if (rc != SQLITE_DONE) {
-                pgcl_errorf(err, cap, "insert: %s", sqlite3_errmsg(a->db));
-                sqlite3_reset(a->insert);
-                char ignored[64];
-                exec_sql(a->db, "ROLLBACK", ignored, sizeof ignored);
-                return rc;
-            }
+        int rc = insert_job(a, j);
+        if (rc != SQLITE_DONE) {
+            pgcl_errorf(err, cap, "insert: %s", sqlite3_errmsg(a->db));
+            sqlite3_reset(a->insert);
+            char ignored[64];
+            exec_sql(a->db, "ROLLBACK", ignored, sizeof ignored);
+            return rc;
         }
     }
     sqlite3_reset(a->insert);
@@ -231,16 +278,17 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-pgcl_status pgcl_audit_append(pgcl_audit *a, const pgcl_decision_row *rows, int n, char *err, int cap) {
-    if (n <= 0) return PGCL_OK;
-    audit_job job = {.rows = rows, .n = n, .status = PGCL_ERR_DB};
+/* Queues job and waits until the writer has committed (or failed) it. */
+static pgcl_status submit(pgcl_audit *a, audit_job *jobp, char *err, int cap) {
+    audit_job job = *jobp;
+    int n = job.n;
     pthread_mutex_lock(&a->lock);
     if (a->closing) {
         pthread_mutex_unlock(&a->lock);
         pgcl_errorf(err, cap, "audit store is closing");
         return PGCL_ERR_CLOSED;
     }
-    if (a->pending_rows > 0 && a->pending_rows + n > a->max_pending_rows) {
+    if (job.kind != JOB_EVENT && a->pending_rows > 0 && a->pending_rows + n > a->max_pending_rows) {
         pthread_mutex_unlock(&a->lock);
         pgcl_errorf(err, cap, "audit backlog is full (%d rows pending)", a->pending_rows);
         return PGCL_ERR_BUSY;
@@ -254,6 +302,133 @@ pgcl_status pgcl_audit_append(pgcl_audit *a, const pgcl_decision_row *rows, int 
     pthread_mutex_unlock(&a->lock);
     if (job.status != PGCL_OK) pgcl_errorf(err, cap, "%s", job.err);
     return job.status;
+}
+
+pgcl_status pgcl_audit_append(pgcl_audit *a, const pgcl_decision_row *rows, int n, char *err, int cap) {
+    if (n <= 0) return PGCL_OK;
+    audit_job job = {.kind = JOB_DECISIONS, .rows = rows, .n = n, .status = PGCL_ERR_DB};
+    return submit(a, &job, err, cap);
+}
+
+pgcl_status pgcl_audit_record_event(pgcl_audit *a, const pgcl_admin_event *ev, char *err, int cap) {
+    audit_job job = {.kind = JOB_EVENT, .event = ev, .n = 1, .status = PGCL_ERR_DB};
+    return submit(a, &job, err, cap);
+}
+
+pgcl_status pgcl_audit_append_shadow(pgcl_audit *a, const pgcl_shadow_row *rows, int n, char *err, int cap) {
+    if (n <= 0) return PGCL_OK;
+    audit_job job = {.kind = JOB_SHADOW, .shadow = rows, .n = n, .status = PGCL_ERR_DB};
+    return submit(a, &job, err, cap);
+}
+
+int pgcl_audit_pending_rows(pgcl_audit *a) {
+    pthread_mutex_lock(&a->lock);
+    int n = a->pending_rows;
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}
+
+/* ---- read side ---- */
+
+static sqlite3 *open_reader(const char *path, char *err, int cap) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", path, db ? sqlite3_errmsg(db) : "cannot open");
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    return db;
+}
+
+pgcl_status pgcl_audit_read_activations(const char *path, json_t **out, char *err, int cap) {
+    *out = NULL;
+    sqlite3 *db = open_reader(path, err, cap);
+    if (!db) return PGCL_ERR_DB;
+    sqlite3_stmt *s = NULL;
+    pgcl_status st = PGCL_ERR_DB;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT json_extract(details, '$.model'), json_extract(details, '$.version')"
+                           " FROM admin_events WHERE action = 'model.activate' ORDER BY seq",
+                           -1, &s, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(db));
+        goto done;
+    }
+    json_t *map = json_object();
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *model = (const char *)sqlite3_column_text(s, 0);
+        const char *version = (const char *)sqlite3_column_text(s, 1);
+        if (model && version) json_object_set_new(map, model, json_string(version));
+    }
+    if (rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(db));
+        json_decref(map);
+        goto done;
+    }
+    *out = map;
+    st = PGCL_OK;
+done:
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return st;
+}
+
+pgcl_status pgcl_audit_read_shadow_report(const char *path, const char *model, const char *shadow_version,
+                                          json_t **out, char *err, int cap) {
+    *out = NULL;
+    sqlite3 *db = open_reader(path, err, cap);
+    if (!db) return PGCL_ERR_DB;
+    sqlite3_stmt *s = NULL;
+    pgcl_status st = PGCL_ERR_DB;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT primary_decision, shadow_decision, count(*), sum(primary_label = shadow_label),"
+                           " sum(abs(primary_score - shadow_score)), max(abs(primary_score - shadow_score)),"
+                           " group_concat(DISTINCT primary_version)"
+                           " FROM shadow_decisions WHERE model_name = ?1 AND shadow_version = ?2"
+                           " GROUP BY primary_decision, shadow_decision",
+                           -1, &s, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(db));
+        goto done;
+    }
+    sqlite3_bind_text(s, 1, model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, shadow_version, -1, SQLITE_STATIC);
+    static const char *const names[] = {"allow", "review", "block"};
+    json_t *matrix = json_object();
+    for (int i = 0; i < 3; i++) {
+        json_t *row = json_object();
+        for (int j = 0; j < 3; j++) json_object_set_new(row, names[j], json_integer(0));
+        json_object_set_new(matrix, names[i], row);
+    }
+    json_int_t total = 0, same_label = 0, same_decision = 0;
+    double sum_diff = 0, max_diff = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *pd = (const char *)sqlite3_column_text(s, 0), *sd = (const char *)sqlite3_column_text(s, 1);
+        json_int_t n = sqlite3_column_int64(s, 2);
+        json_t *row = pd ? json_object_get(matrix, pd) : NULL;
+        if (row && sd && json_object_get(row, sd)) json_object_set_new(row, sd, json_integer(n));
+        total += n;
+        if (pd && sd && strcmp(pd, sd) == 0) same_decision += n;
+        same_label += sqlite3_column_int64(s, 3);
+        sum_diff += sqlite3_column_double(s, 4);
+        if (sqlite3_column_double(s, 5) > max_diff) max_diff = sqlite3_column_double(s, 5);
+    }
+    if (rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(db));
+        json_decref(matrix);
+        goto done;
+    }
+    *out = json_pack("{s:I, s:I, s:I, s:o, s:f, s:f, s:f, s:f}", "items", total, "decision_agreements", same_decision,
+                     "decision_flips", total - same_decision, "decision_matrix", matrix, "label_agreement",
+                     total ? (double)same_label / (double)total : 0.0, "decision_agreement",
+                     total ? (double)same_decision / (double)total : 0.0, "mean_abs_score_difference",
+                     total ? sum_diff / (double)total : 0.0, "max_abs_score_difference", max_diff);
+    st = PGCL_OK;
+done:
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return st;
 }
 
 bool pgcl_audit_healthy(pgcl_audit *a) { return a->healthy; }
@@ -298,7 +473,17 @@ pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, ch
     }
     if ((st = apply_migrations(a, opts->path, err, cap)) != PGCL_OK) goto fail;
     st = PGCL_ERR_DB;
-    if (sqlite3_prepare_v2(a->db, INSERT_SQL, -1, &a->insert, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(a->db, INSERT_SQL, -1, &a->insert, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(a->db,
+                           "INSERT INTO admin_events (event_id, created_at, actor, action, target, details)"
+                           " VALUES (?,?,?,?,?,?)",
+                           -1, &a->insert_event, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(a->db,
+                           "INSERT INTO shadow_decisions (decision_id, created_at, model_name, primary_version,"
+                           " shadow_version, shadow_sha256, primary_label, shadow_label, primary_decision,"
+                           " shadow_decision, primary_score, shadow_score, probabilities)"
+                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           -1, &a->insert_shadow, NULL) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: %s", opts->path, sqlite3_errmsg(a->db));
         goto fail;
     }
@@ -324,6 +509,8 @@ void pgcl_audit_close(pgcl_audit *a) {
         pthread_join(a->writer, NULL);
     }
     sqlite3_finalize(a->insert);
+    sqlite3_finalize(a->insert_event);
+    sqlite3_finalize(a->insert_shadow);
     if (a->db) sqlite3_close(a->db);
     pthread_mutex_destroy(&a->lock);
     pthread_cond_destroy(&a->work);

@@ -10,6 +10,7 @@
 #define PGCL_AUDIT_H
 
 #include <stdbool.h>
+#include <jansson.h>
 #include <stdint.h>
 
 #include "status.h"
@@ -42,6 +43,19 @@ typedef struct pgcl_decision_row {
     int64_t latency_us;
 } pgcl_decision_row;
 
+/* One administrative event (admin_events); pointers borrowed for the call. details is a JSON object. */
+typedef struct pgcl_admin_event {
+    const char *actor, *action, *target, *details_json;
+} pgcl_admin_event;
+
+/* One shadow output beside the primary decision it shadows (shadow_decisions). */
+typedef struct pgcl_shadow_row {
+    const char *decision_id, *created_at, *model_name, *primary_version, *shadow_version, *shadow_sha256;
+    const char *primary_label, *shadow_label, *primary_decision, *shadow_decision;
+    double primary_score, shadow_score;
+    const char *probabilities_json;
+} pgcl_shadow_row;
+
 /* Opens or creates the database, applies pending migrations in one transaction, and starts the
  * writer thread. On failure returns an error with the reason in err and *out NULL. */
 pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap);
@@ -53,6 +67,26 @@ void pgcl_audit_close(pgcl_audit *a);
  * PGCL_ERR_BUSY: backlog full; PGCL_ERR_DB: the write failed (err says why); PGCL_ERR_CLOSED:
  * shutting down. On any error no row of this call is in the database. */
 pgcl_status pgcl_audit_append(pgcl_audit *a, const pgcl_decision_row *rows, int n, char *err, int cap);
+
+/* Records one administrative event durably (same writer, same guarantees as append). */
+pgcl_status pgcl_audit_record_event(pgcl_audit *a, const pgcl_admin_event *ev, char *err, int cap);
+
+/* Commits n shadow rows. Never blocks on a full backlog: returns PGCL_ERR_BUSY instead. */
+pgcl_status pgcl_audit_append_shadow(pgcl_audit *a, const pgcl_shadow_row *rows, int n, char *err, int cap);
+
+/* Rows waiting for the writer (a gauge for /metrics). */
+int pgcl_audit_pending_rows(pgcl_audit *a);
+
+/* Read side: each call opens its own read-only connection to the database file, so it can run on
+ * any thread beside the writer. */
+
+/* {model name: version} of the last successful model.activate event per model; caller owns it. */
+pgcl_status pgcl_audit_read_activations(const char *path, json_t **out, char *err, int cap);
+
+/* Agreement of a shadow version with the primary on the same items: counts, the 3×3 decision
+ * matrix {primary: {shadow: n}}, label agreement, mean and max absolute score difference. */
+pgcl_status pgcl_audit_read_shadow_report(const char *path, const char *model, const char *shadow_version,
+                                          json_t **out, char *err, int cap);
 
 /* False after a failed commit until the next successful one. */
 bool pgcl_audit_healthy(pgcl_audit *a);

@@ -16,6 +16,7 @@ const char *pgcl_status_str(pgcl_status st) {
     case PGCL_ERR_DB: return "db";
     case PGCL_ERR_BUSY: return "busy";
     case PGCL_ERR_CLOSED: return "closed";
+    case PGCL_ERR_NOT_FOUND: return "not_found";
     }
     return "unknown";
 }

@@ -15,6 +15,7 @@ typedef enum pgcl_status {
     PGCL_ERR_DB,          /* SQLite reported an error */
     PGCL_ERR_BUSY,        /* a bounded resource is exhausted; retry later */
     PGCL_ERR_CLOSED,      /* the component is shutting down */
+    PGCL_ERR_NOT_FOUND,   /* the named thing (model, version, key) does not exist */
 } pgcl_status;
 
 /* Stable lowercase name of a status, e.g. "format". Never NULL. */

@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "ids.h"
+
 typedef struct slot {
     pgcl_scratch *scratch;
     struct slot *next_free;
@@ -46,12 +48,13 @@ void pgcld_compute_destroy(pgcld_compute *c) {
 }
 
 pgcl_status pgcld_compute_forward(pgcld_compute *c, const pgcl_model *m, const float *z, int n, float *vectors,
-                                  float *probs) {
+                                  float *probs, int64_t *t_start_us) {
     pthread_mutex_lock(&c->lock);
     while (!c->free_list) pthread_cond_wait(&c->freed, &c->lock);
     slot *s = c->free_list;
     c->free_list = s->next_free;
     pthread_mutex_unlock(&c->lock);
+    if (t_start_us) *t_start_us = pgcl_monotonic_us();
 
     pgcl_status st = PGCL_OK;
     if (!s->scratch || !pgcl_scratch_fits(s->scratch, m)) {

@@ -1,42 +1,97 @@
-/* The daemon's configuration: one table row per option (name, type, bounds, default, help, target
- * field) drives command-line parsing, validation, --help and the dump of the effective
- * configuration at start. */
+/* The daemon's configuration: one table row per option (name, type, bounds or allowed values,
+ * default, help, target field, whether SIGHUP may change it) drives every source of values — the
+ * config file, the environment and the command line — and validation, --help, --print-config and
+ * the dump of the effective configuration at start.
+ *
+ * Precedence, highest first: command-line flags (--max-batch 256), environment variables
+ * (PGCLD_MAX_BATCH=256: "PGCLD_" + the option name upper-cased with '-' as '_'), the config file
+ * (--config FILE or PGCLD_CONFIG; lines "max-batch = 256"), the defaults in the table.
+ *
+ * Threads: parse, reload, print and free run on the main thread only. The integer options are
+ * _Atomic so that request threads may read them (a plain read of cfg->max_batch is an atomic load)
+ * while pgcld_config_reload() changes them. String options never change after parse, except
+ * log_level, which only the main thread reads. */
 #ifndef PGCLD_CONFIG_H
 #define PGCLD_CONFIG_H
 
 #include <stdbool.h>
 #include <stdio.h>
 
+/* Bound on the number of option rows; config.c checks the table against it at compile time. */
+#define PGCLD_CONFIG_MAX_OPTIONS 32
+
+/* Where an option's effective value came from. */
+typedef enum pgcld_config_source {
+    PGCLD_SRC_DEFAULT = 0,
+    PGCLD_SRC_FILE,
+    PGCLD_SRC_ENV,
+    PGCLD_SRC_FLAG,
+} pgcld_config_source;
+
 typedef struct pgcld_config {
-    char *listen;         /* HOST:PORT */
+    char *listen; /* HOST:PORT */
     char *models_dir;
     char *db_path;
     char *default_model;
-    char *port_file;      /* written with the bound port once listening; "" = none */
-    char *synchronous;    /* FULL or NORMAL */
-    char *log_level;
-    long max_body_bytes;
-    long max_batch;
-    long max_connections;
-    long connection_timeout_s;
-    long compute_workers; /* concurrent forward passes; 0 = number of CPUs */
-    long blas_threads;    /* OpenBLAS threads inside one forward pass */
-    long chunk_rows;      /* rows per GEMM call; also scratch size */
-    long max_pending_rows;
-    long shutdown_grace_s;
+    char *port_file;             /* written with the bound port once listening; "" = none */
+    char *synchronous;           /* FULL or NORMAL */
+    char *log_level;             /* debug, info, warn or error; reloadable */
+    char *auth;                  /* "required" (API keys enforced) or "off" */
+    char *metrics;               /* "on" (serve GET /metrics) or "off" */
+    char *config_path;           /* the config file read; "" = none */
+    _Atomic long max_body_bytes; /* reloadable */
+    _Atomic long max_batch;      /* reloadable */
+    _Atomic long max_connections;
+    _Atomic long connection_timeout_s;
+    _Atomic long compute_workers;  /* concurrent forward passes; 0 = number of CPUs */
+    _Atomic long blas_threads;     /* OpenBLAS threads inside one forward pass */
+    _Atomic long chunk_rows;       /* rows per GEMM call; also scratch size */
+    _Atomic long max_pending_rows; /* reloadable */
+    _Atomic long shutdown_grace_s;
+    _Atomic long max_upload_bytes; /* largest model upload accepted */
+    _Atomic long shadow_queue;     /* shadow jobs waiting before they are dropped; reloadable */
+
+    bool print_config; /* --print-config was given: the caller prints the config and exits */
+
+    /* Bookkeeping of config.c; read it through the functions below. */
+    unsigned char source[PGCLD_CONFIG_MAX_OPTIONS]; /* pgcld_config_source per table row */
+    int source_line[PGCLD_CONFIG_MAX_OPTIONS];      /* line in config_path when source is FILE */
+    int argc;                                       /* copy of the serve arguments, for reload */
+    char **argv;
 } pgcld_config;
 
-/* Fills cfg with the defaults. */
+/* Fills cfg with the defaults (every source DEFAULT). cfg needs pgcld_config_free() afterwards. */
 void pgcld_config_defaults(pgcld_config *cfg);
 
-/* Parses "--name value" / "--name=value" arguments. Returns 0, or -1 with a message in err. */
+/* Applies, over what cfg holds (normally the defaults), the config file, then the environment, then
+ * the flags in argv (the arguments after "serve": "--name value", "--name=value", "--print-config").
+ * The file is the one named by --config, else by PGCLD_CONFIG; when one is named it must exist.
+ * Every value is validated as it is read; an error names its source ("--max-batch",
+ * "PGCLD_MAX_BATCH" or "pgcld.conf:12"). Environment variables with the PGCLD_ prefix that name no
+ * option are ignored. Keeps a copy of argv for pgcld_config_reload() and applies log-level to the
+ * logger. Returns 0, or -1 with a message in err (cfg must then still be freed). */
 int pgcld_config_parse(pgcld_config *cfg, int argc, char **argv, char *err, int cap);
+
+/* For SIGHUP: reads the defaults, the config file and the environment again, and the flags kept
+ * by pgcld_config_parse() (so they still win), into a fresh configuration. If that fails, returns
+ * -1 with a message in err and changes nothing. Otherwise copies into cfg only the options that
+ * are safe to change at run time — log-level, max-body-bytes, max-batch, max-pending-rows,
+ * shadow-queue (the rows marked reloadable in config.c; --help lists them) — logs each change,
+ * warns about changed options that need a restart (they keep their running value), applies
+ * log-level to the logger, and returns 0. Main thread only. */
+int pgcld_config_reload(pgcld_config *cfg, char *err, int cap);
+
+/* Prints every option as "name = value" with a comment naming its source (default, file PATH:LINE,
+ * env NAME, flag --NAME) in the config-file format, so the output is a valid config file. The
+ * config row itself is printed commented out, since a file cannot name another. */
+void pgcld_config_print(const pgcld_config *cfg, FILE *out);
 
 void pgcld_config_print_help(FILE *out);
 
 /* Logs every option with its effective value, one line. */
 void pgcld_config_log(const pgcld_config *cfg);
 
+/* Frees what cfg owns; safe on a zeroed or partly parsed cfg. */
 void pgcld_config_free(pgcld_config *cfg);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -18,29 +19,58 @@
 
 typedef void (*route_fn)(pgcld_server *, const pgcld_request *, pgcld_reply *);
 
+#define ANYONE 0 /* no key needed */
+#define ANY_ROLE (PGCL_ROLE_SCORER | PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN)
+
 typedef struct route {
     const char *method;
-    const char *path;
+    const char *pattern; /* "{name}" matches one non-empty path segment */
     route_fn fn;
-    bool takes_body;
+    int roles;           /* pgcl_role bits allowed; ANYONE for public routes */
+    bool upload;         /* body limit is --max-upload-bytes instead of --max-body-bytes */
 } route;
 
 static const route g_routes[] = {
-    {"POST", "/v1/score", pgcld_handle_score, true},
-    {"GET", "/v1/models", pgcld_handle_models, false},
-    {"GET", "/healthz", pgcld_handle_healthz, false},
-    {"GET", "/readyz", pgcld_handle_readyz, false},
+    {"POST", "/v1/score", pgcld_handle_score, PGCL_ROLE_SCORER, false},
+    {"GET", "/v1/models", pgcld_handle_models, ANY_ROLE, false},
+    {"POST", "/v1/admin/models/{name}/activate", pgcld_handle_activate, PGCL_ROLE_ADMIN, false},
+    {"PUT", "/v1/admin/models/{name}/versions/{version}", pgcld_handle_upload, PGCL_ROLE_ADMIN, true},
+    {"POST", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_attach, PGCL_ROLE_ADMIN, false},
+    {"DELETE", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_detach, PGCL_ROLE_ADMIN, false},
+    {"GET", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_report, PGCL_ROLE_ADMIN, false},
+    {"POST", "/v1/admin/keys", pgcld_handle_keys_create, PGCL_ROLE_ADMIN, false},
+    {"GET", "/v1/admin/keys", pgcld_handle_keys_list, PGCL_ROLE_ADMIN, false},
+    {"DELETE", "/v1/admin/keys/{key_id}", pgcld_handle_keys_revoke, PGCL_ROLE_ADMIN, false},
+    {"GET", "/healthz", pgcld_handle_healthz, ANYONE, false},
+    {"GET", "/readyz", pgcld_handle_readyz, ANYONE, false},
+    {"GET", "/metrics", pgcld_handle_metrics, ANYONE, false},
 };
 #define N_ROUTES ((int)(sizeof g_routes / sizeof g_routes[0]))
+
+const char *const pgcld_route_names[] = {
+    "POST /v1/score", "GET /v1/models", "POST /v1/admin/models/{name}/activate",
+    "PUT /v1/admin/models/{name}/versions/{version}", "POST /v1/admin/models/{name}/shadow",
+    "DELETE /v1/admin/models/{name}/shadow", "GET /v1/admin/models/{name}/shadow", "POST /v1/admin/keys",
+    "GET /v1/admin/keys", "DELETE /v1/admin/keys/{key_id}", "GET /healthz", "GET /readyz", "GET /metrics",
+};
+const int pgcld_route_count = N_ROUTES;
+_Static_assert(sizeof pgcld_route_names / sizeof pgcld_route_names[0] == N_ROUTES, "a name for every route");
 
 /* Per-request state kept by libmicrohttpd between calls of the access handler. */
 typedef struct request_ctx {
     pgcld_server *srv;
     const route *route;
+    int route_index;
+    char params[PGCLD_MAX_PARAMS][128];
+    int n_params;
+    pgcl_identity identity;
+    bool authenticated;
+    char actor[PGCLD_ACTOR_LEN];
     char *body;
     size_t len, cap;
     bool too_large;
     int64_t t_start_us;
+    int status; /* of the answer sent, for metrics */
 } request_ctx;
 
 void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int item, const char *field,
@@ -58,8 +88,45 @@ void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int ite
     reply->body = json_pack("{s:o}", "error", err);
 }
 
+const char *pgcld_request_query(const pgcld_request *req, const char *key) {
+    return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* True for "application/json" with optional parameters, any case. */
+static bool is_json_type(const char *ct) {
+    if (!ct) return false;
+    while (*ct == ' ') ct++;
+    static const char want[] = "application/json";
+    if (strncasecmp(ct, want, sizeof want - 1) != 0) return false;
+    char next = ct[sizeof want - 1];
+    return next == 0 || next == ';' || next == ' ';
+}
+
+json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply) {
+    if (!is_json_type(req->content_type)) {
+        pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
+                          "Content-Type must be application/json, got '%.64s'",
+                          req->content_type ? req->content_type : "(none)");
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (!root) {
+        pgcld_reply_error(reply, 400, "invalid_json", -1, NULL, "malformed JSON at line %d column %d: %s", jerr.line,
+                          jerr.column, jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        pgcld_reply_error(reply, 400, "invalid_request", -1, NULL, "the body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *conn, pgcld_reply *reply) {
-    char *text = reply->body ? json_dumps(reply->body, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    char *text = reply->text ? reply->text : reply->body ? json_dumps(reply->body, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    reply->text = NULL;
     if (reply->body && !text) {
         reply->status = 500;
         text = strdup("{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}");
@@ -71,10 +138,11 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, pgcld_reply *repl
         free(text);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, reply->content_type ? reply->content_type : "application/json");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (reply->retry_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, reply->retry_after);
     if (reply->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, reply->allow);
+    if (reply->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, reply->www_authenticate);
     enum MHD_Result rc = MHD_queue_response(conn, (unsigned)reply->status, resp);
     MHD_destroy_response(resp);
     json_decref(reply->body);
@@ -87,22 +155,83 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, int status, const
     pgcld_reply reply = {0};
     pgcld_reply_error(&reply, status, code, -1, NULL, "%s", msg);
     reply.allow = allow;
+    if (status == 401) reply.www_authenticate = "Bearer";
     return send_reply(conn, &reply);
 }
 
+/* Matches path against pattern, capturing "{…}" segments into params. */
+static bool match_pattern(const char *pattern, const char *path, request_ctx *ctx) {
+    int n = 0;
+    while (*pattern && *path) {
+        if (*pattern == '{') {
+            const char *pend = strchr(pattern, '}');
+            size_t len = strcspn(path, "/");
+            if (!pend || len == 0 || len >= sizeof ctx->params[0] || n == PGCLD_MAX_PARAMS) return false;
+            memcpy(ctx->params[n], path, len);
+            ctx->params[n++][len] = 0;
+            pattern = pend + 1;
+            path += len;
+        } else if (*pattern++ != *path++) {
+            return false;
+        }
+    }
+    if (*pattern || *path) return false;
+    ctx->n_params = n;
+    return true;
+}
+
 /* Finds the route for method+path. Sets *path_known when some method serves the path. */
-static const route *find_route(const char *method, const char *path, bool *path_known, char *allow, size_t cap) {
+static int find_route(request_ctx *ctx, const char *method, const char *path, bool *path_known, char *allow,
+                      size_t cap) {
     *path_known = false;
     allow[0] = 0;
-    const route *hit = NULL;
+    int hit = -1;
     for (int i = 0; i < N_ROUTES; i++) {
-        if (strcmp(g_routes[i].path, path) != 0) continue;
+        request_ctx probe;
+        if (!match_pattern(g_routes[i].pattern, path, &probe)) continue;
         *path_known = true;
         size_t used = strlen(allow);
         snprintf(allow + used, cap - used, "%s%s", used ? ", " : "", g_routes[i].method);
-        if (strcmp(g_routes[i].method, method) == 0) hit = &g_routes[i];
+        if (strcmp(g_routes[i].method, method) == 0) {
+            hit = i;
+            memcpy(ctx->params, probe.params, sizeof ctx->params);
+            ctx->n_params = probe.n_params;
+        }
     }
     return hit;
+}
+
+/* Checks the caller's key against the route's roles. Returns 0, or sends 401/403 and returns -1
+ * with *rc set. */
+static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Result *rc) {
+    pgcld_server *srv = ctx->srv;
+    if (ctx->route->roles == ANYONE || !srv->keyring) {
+        snprintf(ctx->actor, sizeof ctx->actor, "anonymous");
+        return 0;
+    }
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) {
+        ctx->status = 401;
+        *rc = send_error(conn, 401, "unauthorized", "this endpoint needs an API key: Authorization: Bearer <key>", NULL);
+        return -1;
+    }
+    const char *token = auth + 7;
+    while (*token == ' ') token++;
+    if (pgcl_keyring_verify(srv->keyring, token, &ctx->identity) != PGCL_OK) {
+        ctx->status = 401;
+        *rc = send_error(conn, 401, "unauthorized", "the API key is unknown or revoked", NULL);
+        return -1;
+    }
+    ctx->authenticated = true;
+    snprintf(ctx->actor, sizeof ctx->actor, "%s (%s)", ctx->identity.name, ctx->identity.key_id);
+    if (!(ctx->route->roles & (int)ctx->identity.role)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "a %s key may not use this endpoint", pgcl_role_str(ctx->identity.role));
+        ctx->status = 403;
+        *rc = send_error(conn, 403, "forbidden", msg, NULL);
+        return -1;
+    }
+    return 0;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -111,39 +240,46 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     pgcld_server *srv = cls;
     request_ctx *ctx = *con_cls;
     if (!ctx) {
-        /* First call: headers only. Route, and refuse early what can be refused from headers. */
+        /* First call: headers only. Route, authenticate, and refuse early what headers can refuse. */
         ctx = calloc(1, sizeof *ctx);
         if (!ctx) return MHD_NO;
         ctx->srv = srv;
         ctx->t_start_us = pgcl_monotonic_us();
+        ctx->route_index = -1;
         *con_cls = ctx;
         atomic_fetch_add(&srv->in_flight, 1);
         bool path_known;
         char allow[64];
         const char *lookup = strcmp(method, "HEAD") == 0 ? "GET" : method;
-        ctx->route = find_route(lookup, url, &path_known, allow, sizeof allow);
-        if (!ctx->route) {
-            if (path_known)
+        ctx->route_index = find_route(ctx, lookup, url, &path_known, allow, sizeof allow);
+        if (ctx->route_index < 0) {
+            if (path_known) {
+                ctx->status = 405;
                 return send_error(conn, 405, "method_not_allowed", "this path does not accept that method", allow);
+            }
             char msg[320];
             snprintf(msg, sizeof msg, "no route for %.256s", url);
+            ctx->status = 404;
             return send_error(conn, 404, "not_found", msg, NULL);
         }
-        if (ctx->route->takes_body) {
-            const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-            if (cl && strtoull(cl, NULL, 10) > (unsigned long long)srv->cfg->max_body_bytes) {
-                char msg[128];
-                snprintf(msg, sizeof msg, "request body of %s bytes exceeds the limit of %ld bytes", cl,
-                         srv->cfg->max_body_bytes);
-                return send_error(conn, 413, "payload_too_large", msg, NULL);
-            }
+        ctx->route = &g_routes[ctx->route_index];
+        enum MHD_Result rc;
+        if (authorise(ctx, conn, &rc) != 0) return rc;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        long limit = ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes;
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)limit) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "request body of %s bytes exceeds the limit of %ld bytes", cl, limit);
+            ctx->status = 413;
+            return send_error(conn, 413, "payload_too_large", msg, NULL);
         }
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (ctx->too_large || ctx->len + n > (size_t)srv->cfg->max_body_bytes) {
+        long limit = ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes;
+        if (ctx->too_large || ctx->len + n > (size_t)limit) {
             ctx->too_large = true; /* keep reading and discarding; answer 413 at the end */
             return MHD_YES;
         }
@@ -162,7 +298,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (ctx->too_large) {
         char msg[128];
-        snprintf(msg, sizeof msg, "request body exceeds the limit of %ld bytes", srv->cfg->max_body_bytes);
+        snprintf(msg, sizeof msg, "request body exceeds the limit of %ld bytes",
+                 ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes);
+        ctx->status = 413;
         return send_error(conn, 413, "payload_too_large", msg, NULL);
     }
     pgcld_request req = {
@@ -172,10 +310,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .body = ctx->body ? ctx->body : "",
         .body_len = ctx->len,
         .t_start_us = ctx->t_start_us,
+        .identity = ctx->authenticated ? &ctx->identity : NULL,
+        .actor = ctx->actor,
+        .connection = conn,
     };
+    for (int i = 0; i < ctx->n_params; i++) req.params[i] = ctx->params[i];
     pgcld_reply reply = {.status = 200};
     ctx->route->fn(srv, &req, &reply);
-    if (!reply.body) pgcld_reply_error(&reply, 500, "internal_error", -1, NULL, "handler produced no answer");
+    if (!reply.body && !reply.text)
+        pgcld_reply_error(&reply, 500, "internal_error", -1, NULL, "handler produced no answer");
+    ctx->status = reply.status;
     return send_reply(conn, &reply);
 }
 
@@ -183,6 +327,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     request_ctx *ctx = *con_cls;
     if (!ctx) return;
+    pgcld_metrics_request(ctx->srv->metrics, ctx->route_index, ctx->status ? ctx->status : 500);
     atomic_fetch_sub(&ctx->srv->in_flight, 1);
     free(ctx->body);
     free(ctx);
@@ -252,6 +397,7 @@ int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
 }
 
 void pgcld_server_stop(pgcld_server *srv, int grace_s) {
+    atomic_store(&srv->draining, true);
     if (!srv->daemon) return;
     MHD_socket listener = MHD_quiesce_daemon(srv->daemon);
     if (listener != MHD_INVALID_SOCKET) close(listener);

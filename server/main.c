@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "blas.h"
+#include "cli_keys.h"
 #include "config.h"
 #include "ids.h"
 #include "log.h"
@@ -45,6 +46,11 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         pgcld_config_free(&cfg);
         return 2;
     }
+    if (cfg.print_config) {
+        pgcld_config_print(&cfg, stdout);
+        pgcld_config_free(&cfg);
+        return 0;
+    }
     int64_t t0 = pgcl_monotonic_us();
     pgcl_log_info("pgcld %s starting", PGCLD_VERSION);
     pgcld_config_log(&cfg);
@@ -53,7 +59,8 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     int workers = cfg.compute_workers > 0 ? (int)cfg.compute_workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (workers < 1) workers = 1;
     srv.compute = pgcld_compute_create(workers, (int)cfg.chunk_rows);
-    if (!srv.compute) {
+    srv.metrics = pgcld_metrics_create(pgcld_route_names, pgcld_route_count);
+    if (!srv.compute || !srv.metrics) {
         pgcl_log_error("out of memory");
         goto out;
     }
@@ -67,8 +74,25 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     }
     pgcl_log_info("audit: %s open (WAL, synchronous=%s, schema version %d)", cfg.db_path, cfg.synchronous,
                   pgcl_audit_schema_version(srv.audit));
-    if (pgcl_registry_create(cfg.models_dir, &srv.registry, err, sizeof err) != PGCL_OK) {
-        pgcl_log_error("models: %s", err);
+    if (strcmp(cfg.auth, "required") == 0) {
+        if (pgcl_keyring_open(cfg.db_path, &srv.keyring, err, sizeof err) != PGCL_OK) {
+            pgcl_log_error("keys: %s", err);
+            goto out;
+        }
+        int n_keys = pgcl_keyring_count_active(srv.keyring);
+        pgcl_log_info("keys: %d active API keys; create one with: pgcld keys create --db %s --role scorer --name NAME",
+                      n_keys, cfg.db_path);
+    } else {
+        pgcl_log_warn("keys: --auth off: every endpoint is open to anyone who can reach %s", cfg.listen);
+    }
+    srv.shadow = pgcld_shadow_create(srv.audit, srv.metrics, (int)cfg.shadow_queue, (int)cfg.chunk_rows);
+    json_t *preferred = NULL;
+    if (pgcl_audit_read_activations(cfg.db_path, &preferred, err, sizeof err) != PGCL_OK)
+        pgcl_log_warn("models: cannot read past activations (%s); serving the highest versions", err);
+    pgcl_status rst = pgcl_registry_create(cfg.models_dir, preferred, &srv.registry, err, sizeof err);
+    json_decref(preferred);
+    if (rst != PGCL_OK || !srv.shadow) {
+        pgcl_log_error("models: %s", srv.shadow ? err : "cannot start the shadow worker");
         goto out;
     }
     if (pgcl_registry_ready_count(srv.registry) == 0)
@@ -85,7 +109,17 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         goto out;
     }
     int sig = 0;
-    sigwait(stop_signals, &sig);
+    for (;;) {
+        sigwait(stop_signals, &sig);
+        if (sig != SIGHUP) break;
+        /* SIGHUP: re-read the configuration's reloadable options and the API keys. */
+        if (pgcld_config_reload(&cfg, err, sizeof err) != 0) pgcl_log_error("SIGHUP: configuration not reloaded: %s", err);
+        else pgcld_config_log(&cfg);
+        if (srv.keyring && pgcl_keyring_reload(srv.keyring, err, sizeof err) != PGCL_OK)
+            pgcl_log_error("SIGHUP: keys not reloaded: %s", err);
+        else if (srv.keyring)
+            pgcl_log_info("SIGHUP: %d active API keys", pgcl_keyring_count_active(srv.keyring));
+    }
     struct sigaction sa = {.sa_handler = on_second_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
@@ -96,9 +130,12 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     rc = 0;
 out:
     pgcld_server_stop(&srv, (int)cfg.shutdown_grace_s);
+    pgcld_shadow_destroy(srv.shadow);
     pgcl_audit_close(srv.audit);
+    pgcl_keyring_close(srv.keyring);
     pgcl_registry_destroy(srv.registry);
     pgcld_compute_destroy(srv.compute);
+    pgcld_metrics_destroy(srv.metrics);
     if (rc == 0) pgcl_log_info("shutdown: complete");
     pgcld_config_free(&cfg);
     return rc;
@@ -130,6 +167,7 @@ static int check_models(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "keys") == 0) return pgcld_cli_keys(argc - 2, argv + 2);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 || (i == 1 && strcmp(argv[i], "help") == 0)) {
             pgcld_config_print_help(stdout);
@@ -162,6 +200,7 @@ int main(int argc, char **argv) {
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
     return serve(argc - 2, argv + 2, &stop_signals);

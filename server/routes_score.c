@@ -20,6 +20,7 @@
 typedef struct score_job {
     json_t *root;
     pgcl_model *model;
+    pgcl_model *shadow;       /* candidate scoring the same items off the response path, or NULL */
     int n;
     const char **ids;         /* (n) borrowed from root */
     float *z;                 /* (n, D) */
@@ -46,17 +47,8 @@ static void job_free(score_job *j) {
     free(j->input_sha);
     free(j->rows);
     pgcl_model_release(j->model);
+    pgcl_model_release(j->shadow);
     json_decref(j->root);
-}
-
-/* True for "application/json" with optional parameters, any case. */
-static bool is_json_type(const char *ct) {
-    if (!ct) return false;
-    while (*ct == ' ') ct++;
-    static const char want[] = "application/json";
-    if (strncasecmp(ct, want, sizeof want - 1) != 0) return false;
-    char next = ct[sizeof want - 1];
-    return next == 0 || next == ';' || next == ' ';
 }
 
 /* Decodes one item's embedding into z (D). Returns 0, or -1 with reply filled. */
@@ -152,17 +144,8 @@ static int parse_embedding(const pgcl_model *m, json_t *item, int i, float *z, p
 /* Parses and validates the whole request into job. Returns 0, or -1 with reply filled. */
 static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job *job, bool *return_vector,
                          pgcld_reply *reply) {
-    json_error_t jerr;
-    job->root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-    if (!job->root) {
-        pgcld_reply_error(reply, 400, "invalid_json", -1, NULL, "malformed JSON at line %d column %d: %s", jerr.line,
-                          jerr.column, jerr.text);
-        return -1;
-    }
-    if (!json_is_object(job->root)) {
-        pgcld_reply_error(reply, 400, "invalid_request", -1, NULL, "the body must be a JSON object");
-        return -1;
-    }
+    job->root = pgcld_parse_json_body(req, reply);
+    if (!job->root) return -1;
     const char *key;
     json_t *val;
     json_object_foreach(job->root, key, val) {
@@ -198,7 +181,7 @@ static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job 
                           srv->cfg->max_batch);
         return -1;
     }
-    job->model = pgcl_registry_acquire(srv->registry, name);
+    job->model = pgcl_registry_acquire(srv->registry, name, &job->shadow);
     if (!job->model) {
         if (pgcl_registry_knows(srv->registry, name)) {
             reply->retry_after = "5";
@@ -290,12 +273,6 @@ static json_t *build_answer(const score_job *job, const char *request_id, bool r
 void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     score_job job = {0};
     bool return_vector = true;
-    if (!is_json_type(req->content_type)) {
-        pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
-                          "Content-Type must be application/json, got '%.64s'",
-                          req->content_type ? req->content_type : "(none)");
-        goto done;
-    }
     if (parse_request(srv, req, &job, &return_vector, reply) != 0) goto done;
 
     const pgcl_model *m = job.model;
@@ -308,12 +285,16 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
     job.input_sha = calloc(n, sizeof *job.input_sha);
     job.probs_json = calloc(n, sizeof *job.probs_json);
     job.rows = calloc(n, sizeof *job.rows);
+    int64_t t_queue = pgcl_monotonic_us(), t_compute = 0;
     if (!job.vectors || !job.probs || !job.label_index || !job.decision || !job.decision_id || !job.input_sha ||
         !job.probs_json || !job.rows ||
-        pgcld_compute_forward(srv->compute, m, job.z, job.n, job.vectors, job.probs) != PGCL_OK) {
+        pgcld_compute_forward(srv->compute, m, job.z, job.n, job.vectors, job.probs, &t_compute) != PGCL_OK) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         goto done;
     }
+    int64_t t_computed = pgcl_monotonic_us();
+    pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_QUEUE, (double)(t_compute - t_queue) * 1e-6);
+    pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_COMPUTE, (double)(t_computed - t_compute) * 1e-6);
 
     char request_id[PGCL_UUID_LEN + 1], created_at[PGCL_TIMESTAMP_LEN + 1];
     pgcl_uuid7(request_id);
@@ -354,8 +335,19 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
         pgcl_log_error("score: audit append failed (%s): %s", pgcl_status_str(st), err);
         goto done;
     }
+    int64_t t_committed = pgcl_monotonic_us();
+    pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_AUDIT, (double)(t_committed - t_computed) * 1e-6);
+    pgcld_metrics_batch(srv->metrics, job.n);
+    pgcld_metrics_scored(srv->metrics, m->name, m->version, job.n);
+    if (job.shadow) {
+        pgcl_model *shadow = job.shadow;
+        job.shadow = NULL; /* the shadow worker takes both references */
+        pgcld_shadow_submit(srv->shadow, pgcl_model_retain(job.model), shadow, job.n, job.z,
+                            (const char(*)[PGCL_UUID_LEN + 1])job.decision_id, job.label_index, job.decision, job.probs);
+    }
     reply->status = 200;
     reply->body = build_answer(&job, request_id, return_vector);
+    pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - req->t_start_us) * 1e-6);
     if (!reply->body) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
 done:
     job_free(&job);

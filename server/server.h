@@ -1,6 +1,7 @@
-/* The HTTP server: libmicrohttpd in thread-per-connection mode, a route table, JSON replies and
- * errors, and the shared state every handler sees. Handlers are plain functions that fill a
- * pgcld_reply; they never touch libmicrohttpd directly. */
+/* The HTTP server: libmicrohttpd in thread-per-connection mode, a route table with path
+ * parameters and the roles allowed on each route, JSON replies and errors, and the shared state
+ * every handler sees. Handlers are plain functions that fill a pgcld_reply; they never touch
+ * libmicrohttpd directly. */
 #ifndef PGCLD_SERVER_H
 #define PGCLD_SERVER_H
 
@@ -13,42 +14,70 @@
 #include "audit.h"
 #include "compute.h"
 #include "config.h"
+#include "keys.h"
+#include "metrics.h"
 #include "registry.h"
+#include "shadow.h"
 
 typedef struct pgcld_server {
-    const pgcld_config *cfg;
+    pgcld_config *cfg;
     pgcl_registry *registry;
     pgcl_audit *audit;
+    pgcl_keyring *keyring;     /* NULL when --auth off */
     pgcld_compute *compute;
+    pgcld_metrics *metrics;
+    pgcld_shadow *shadow;
     struct MHD_Daemon *daemon;
     int port;
-    _Atomic int in_flight; /* requests between arrival and completion */
+    _Atomic int in_flight;     /* requests between arrival and completion */
+    _Atomic bool draining;     /* set at shutdown: /readyz answers 503 */
 } pgcld_server;
+
+#define PGCLD_MAX_PARAMS 4
+#define PGCLD_ACTOR_LEN 200
 
 typedef struct pgcld_request {
     const char *method;
     const char *path;
-    const char *content_type; /* NULL when absent */
+    const char *params[PGCLD_MAX_PARAMS]; /* the {…} segments of the route pattern, in order */
+    const char *content_type;             /* NULL when absent */
     const char *body;
     size_t body_len;
-    int64_t t_start_us;       /* monotonic arrival time */
+    int64_t t_start_us;                   /* monotonic arrival time */
+    const pgcl_identity *identity;        /* the caller's key; NULL when --auth off */
+    const char *actor;                    /* "name (key_id)" or "anonymous": who, for the audit log */
+    void *connection;                     /* for pgcld_request_query() only */
 } pgcld_request;
+
+/* Value of a query-string argument, or NULL. */
+const char *pgcld_request_query(const pgcld_request *req, const char *key);
 
 typedef struct pgcld_reply {
     int status;
     json_t *body;             /* owned; serialised compactly */
     const char *retry_after;  /* seconds, for 503/429; NULL for none */
     const char *allow;        /* Allow header for 405 */
+    const char *www_authenticate; /* for 401 */
+    char *text;               /* owned; a non-JSON body sent instead of `body` (e.g. /metrics) */
+    const char *content_type; /* default application/json */
 } pgcld_reply;
 
 /* Sets reply to {"error": {"code", "message"[, "item"][, "field"]}}. item < 0 and field NULL omit them. */
 void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int item, const char *field,
                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
+/* Parses the body as a JSON object. Returns it, or NULL with reply set (415 / 400). */
+json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply);
+
+/* Route patterns, for metrics labels. */
+extern const char *const pgcld_route_names[];
+extern const int pgcld_route_count;
+
 /* Starts listening on cfg->listen. Returns 0, or -1 with a message in err. */
 int pgcld_server_start(pgcld_server *srv, char *err, int cap);
 
-/* Stops accepting connections, waits up to grace_s seconds for running requests, then stops. */
+/* Marks the server draining, stops accepting connections, waits up to grace_s seconds for running
+ * requests, then stops. */
 void pgcld_server_stop(pgcld_server *srv, int grace_s);
 
 /* Route handlers (routes_*.c). */
@@ -56,5 +85,14 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
 void pgcld_handle_healthz(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_readyz(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_models(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_metrics(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_activate(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_upload(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_shadow_attach(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_shadow_detach(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_shadow_report(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_keys_create(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_keys_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_keys_revoke(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 
 #endif

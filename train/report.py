@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from . import calibrate, data, probe, trainer
-from .fit import clean, fit_pgcl, weights_sha256
+from .fit import clean, fit_pgcl, forward_probabilities, weights_sha256
 from .metrics import (DEFAULT_SELECTION, geometry, macro_f1, mae, precision_recall_f1, quadratic_weighted_kappa,
                       roc_auc, paired_bootstrap, task_metrics, weighted_f1)
 
@@ -46,11 +46,16 @@ def bootstrap_metrics(task, K):
             "mae": (mae, "pred")}
 
 
-def assess(task, K, metric, E, y, Ev, yv, Et, yt, lr=None, C=None, c_scores=None, grid=probe.C_GRID):
-    """One method: probe (chosen on validation unless given), thresholds on validation, held-out figures."""
+def assess(task, K, metric, E, y, Ev, yv, Et, yt, lr=None, C=None, c_scores=None, grid=probe.C_GRID, pv=None,
+           pt=None):
+    """One method: probe (chosen on validation unless given), thresholds on validation, held-out figures.
+
+    pv / pt: validation / held-out probabilities when they come from elsewhere (a PGCL module's own
+    forward, whose head is the probe); otherwise the probe's predict_proba."""
     if lr is None:
         lr, C, c_scores = probe.select(E, y, Ev, yv, task, K, metric, grid)
-    pv, pt = probe.probabilities(lr, Ev, task), probe.probabilities(lr, Et, task)
+    if pv is None:
+        pv, pt = probe.probabilities(lr, Ev, task), probe.probabilities(lr, Et, task)
     out = {"probe_C": C, "probe_C_validation_scores": c_scores}
     threshold = None
     if task == "binary":
@@ -91,7 +96,10 @@ def run_dataset(name, task, args, log):
     methods["raw_lr"], arrays["raw_lr"] = assess(task, K, metric, X, y, Xv, yv, Xt, yt)
     for key, r in (("pgcl_default", results[0]), ("pgcl_select", results[chosen])):
         E, Ev, Et = (trainer.embed(r["model"], Z) for Z in (X, Xv, Xt))
-        methods[key], arrays[key] = assess(task, K, metric, E, y, Ev, yv, Et, yt, r["probe"], r["C"], r["C_scores"])
+        # the checkpoint's own forward (head = probe), exactly what `fit` calibrates and `evaluate` scores
+        methods[key], arrays[key] = assess(task, K, metric, E, y, Ev, yv, Et, yt, r["probe"], r["C"], r["C_scores"],
+                                           pv=forward_probabilities(r["model"], Xv),
+                                           pt=forward_probabilities(r["model"], Xt))
         methods[key].update({"variant": r["name"], "best_epoch": r["info"]["best_epoch"],
                              "epochs_run": r["info"]["epochs_run"], "train_seconds": r["info"]["seconds"],
                              "alpha": r["info"].get("alpha"), "weights_sha256": weights_sha256(r["model"])})
@@ -104,8 +112,7 @@ def run_dataset(name, task, args, log):
 
     variants = []
     for r in results:
-        Ev, Et = trainer.embed(r["model"], Xv), trainer.embed(r["model"], Xt)
-        pv, pt = probe.probabilities(r["probe"], Ev, task), probe.probabilities(r["probe"], Et, task)
+        pv, pt = forward_probabilities(r["model"], Xv), forward_probabilities(r["model"], Xt)
         threshold = calibrate.binary_thresholds(yv, pv[:, 1])[1] if task == "binary" else None
         held_out = task_metrics(task, yt, pt, K, threshold)
         variants.append({"name": r["name"], "also": r.get("also", []), "overrides": r["overrides"],

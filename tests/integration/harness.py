@@ -419,7 +419,7 @@ class Daemon:
     """
 
     def __init__(self, models=("toxicity",), extra_models=None, args=(), default_model=None,
-                 db_path=None):
+                 db_path=None, auth=True):
         require_binary()
         self.tmp = tempfile.mkdtemp(prefix="pgcld-it-")
         if isinstance(models, str):
@@ -434,6 +434,38 @@ class Daemon:
         self.starts = 0
         self._stderr_path = None
         self._stdout_path = None
+        # API keys: one per role, made with the CLI before the first start (which also creates
+        # the database). With auth=False the daemon runs with --auth off.
+        self.auth = auth
+        self.keys = {}
+        if auth:
+            for role in ("scorer", "reviewer", "admin"):
+                self.keys[role] = self.create_key(role, f"test-{role}")
+        else:
+            self.args.append("--auth=off")
+
+    # -- keys and the CLI
+    def cli(self, *args, check=True):
+        """Runs `pgcld ARGS...`; returns the CompletedProcess (raises on failure when check)."""
+        p = subprocess.run([PGCLD_BIN, *args], stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=60, cwd=self.tmp)
+        if check and p.returncode != 0:
+            raise DaemonError(f"pgcld {' '.join(args)} exited {p.returncode}\n{p.stderr}")
+        return p
+
+    def create_key(self, role, name):
+        """A new key made with `pgcld keys create`; returns the key text (its last output line)."""
+        out = self.cli("keys", "create", "--db", self.db_path, "--role", role, "--name", name).stdout
+        return out.strip().splitlines()[-1]
+
+    def auth_headers(self, path, key=None):
+        """Authorization for path: key=None picks the role the route needs (admin for /v1/admin/,
+        scorer otherwise); key="" sends none; any other string is sent as the key."""
+        if key is None:
+            if not self.auth:
+                return {}
+            key = self.keys["admin" if path.startswith("/v1/admin/") else "scorer"]
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     # -- lifecycle
     def command(self, port_file):
@@ -538,8 +570,10 @@ class Daemon:
         return "\n".join(parts) or "(pgcld wrote nothing to stderr/stdout)"
 
     # -- HTTP
-    def request(self, method, path, body=None, **kw):
-        return http_request(self.port, method, path, body, **kw)
+    def request(self, method, path, body=None, key=None, headers=None, **kw):
+        hdrs = self.auth_headers(path, key)
+        hdrs.update(headers or {})
+        return http_request(self.port, method, path, body, headers=hdrs, **kw)
 
     def get(self, path, **kw):
         return self.request("GET", path, **kw)
@@ -550,8 +584,10 @@ class Daemon:
     def score(self, body, **kw):
         return self.post("/v1/score", body, **kw)
 
-    def raw(self, method, path, body=None, **kw):
-        return raw_request(self.port, method, path, body, **kw)
+    def raw(self, method, path, body=None, key=None, headers=None, **kw):
+        hdrs = self.auth_headers(path, key)
+        hdrs.update(headers or {})
+        return raw_request(self.port, method, path, body, headers=hdrs, **kw)
 
     # -- DB
     def query(self, sql, params=()):

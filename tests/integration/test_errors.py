@@ -434,7 +434,9 @@ class LimitsTest(ErrorChecks, unittest.TestCase):
         import socket
         before = self.daemon.count()
         with socket.create_connection(("127.0.0.1", self.daemon.port), timeout=20) as s:
+            auth = self.daemon.auth_headers("/v1/score").get("Authorization", "")
             s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      b"Authorization: " + auth.encode() + b"\r\n"
                       b"Content-Type: application/json\r\nContent-Length: 50000000\r\n\r\n")
             data = b""
             while b"\r\n\r\n" not in data:

@@ -452,7 +452,7 @@ class ScoreTest(ScoreChecks, unittest.TestCase):
                 os.path.join(H.version_dir(name), "model.safetensors")))
         self.assertEqual(self.daemon.get("/healthz").json, {"status": "ok"})
         self.assertEqual(self.daemon.get("/readyz").json,
-                         {"status": "ready", "checks": {"models": True, "audit_db": True}})
+                         {"status": "ready", "checks": {"models": True, "audit_db": True, "draining": False}})
 
 
 class RestartTest(ScoreChecks, unittest.TestCase):

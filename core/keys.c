@@ -1,0 +1,630 @@
+/* API keys: generation, storage as a SHA-256 digest, the create/revoke/list transactions, and the
+ * daemon's keyring (a sorted in-memory copy of the active keys, refreshed when the database changes).
+ * See keys.h for the contract. */
+#include "keys.h"
+
+#include <pthread.h>
+#include <sodium.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ids.h"
+#include "log.h"
+
+#define KEY_PREFIX "pgcld_"
+#define KEY_PREFIX_LEN 6
+#define KEY_HEX_LEN 8       /* 4 random bytes */
+#define KEY_SECRET_BYTES 32 /* 256 random bits */
+#define KEY_SECRET_LEN 43   /* base64url of 32 bytes, no padding */
+#define KEY_B64_VARIANT sodium_base64_VARIANT_URLSAFE_NO_PADDING
+#define ACTOR_MAX 256
+#define BUSY_TIMEOUT_MS 5000
+#define RECHECK_US 1000000 /* the keyring looks at data_version at most this often */
+#define ERR_CAP 512
+#define CREATE_ATTEMPTS 8 /* fresh key_ids tried when one is already taken (p = n / 2^32 each) */
+
+_Static_assert(PGCL_KEY_ID_LEN == KEY_PREFIX_LEN + KEY_HEX_LEN, "key_id layout");
+_Static_assert(PGCL_KEY_LEN == PGCL_KEY_ID_LEN + 1 + KEY_SECRET_LEN, "key layout");
+_Static_assert(PGCL_KEY_LEN < 128 && PGCL_KEY_ID_LEN < 32, "output buffers of keys.h");
+_Static_assert(sodium_base64_ENCODED_LEN(KEY_SECRET_BYTES, KEY_B64_VARIANT) == KEY_SECRET_LEN + 1, "secret length");
+
+/* ---- roles ---- */
+
+static const struct {
+    pgcl_role role;
+    const char *name;
+} g_roles[] = {{PGCL_ROLE_SCORER, "scorer"}, {PGCL_ROLE_REVIEWER, "reviewer"}, {PGCL_ROLE_ADMIN, "admin"}};
+#define N_ROLES ((int)(sizeof g_roles / sizeof g_roles[0]))
+
+static const char *role_name(pgcl_role role) {
+    for (int i = 0; i < N_ROLES; i++)
+        if (g_roles[i].role == role) return g_roles[i].name;
+    return NULL;
+}
+
+const char *pgcl_role_str(pgcl_role role) {
+    const char *name = role_name(role);
+    return name ? name : "unknown";
+}
+
+int pgcl_role_parse(const char *text, pgcl_role *out) {
+    for (int i = 0; text && i < N_ROLES; i++) {
+        if (strcmp(text, g_roles[i].name) == 0) {
+            *out = g_roles[i].role;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ---- the shape of keys and names (no secrets involved: the layout is public) ---- */
+
+static bool is_lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+static bool is_b64url(char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* "pgcld_" and 8 lowercase hex digits at the start of s. */
+static bool has_key_id_shape(const char *s) {
+    if (strncmp(s, KEY_PREFIX, KEY_PREFIX_LEN) != 0) return false;
+    for (int i = KEY_PREFIX_LEN; i < PGCL_KEY_ID_LEN; i++)
+        if (!is_lower_hex(s[i])) return false;
+    return true;
+}
+
+static bool key_id_wellformed(const char *s) {
+    return s && strnlen(s, PGCL_KEY_ID_LEN + 1) == PGCL_KEY_ID_LEN && has_key_id_shape(s);
+}
+
+static bool token_wellformed(const char *s) {
+    if (!s || strnlen(s, PGCL_KEY_LEN + 1) != PGCL_KEY_LEN || !has_key_id_shape(s) || s[PGCL_KEY_ID_LEN] != '_')
+        return false;
+    for (int i = PGCL_KEY_ID_LEN + 1; i < PGCL_KEY_LEN; i++)
+        if (!is_b64url(s[i])) return false;
+    return true;
+}
+
+/* 1..max bytes of valid UTF-8 without C0 or C1 control characters (names end up in JSON and logs). */
+static bool text_valid(const char *s, size_t max) {
+    size_t n = s ? strnlen(s, max + 1) : 0;
+    if (n < 1 || n > max) return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) return false;
+        if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 && (unsigned char)s[i + 1] <= 0x9f) return false;
+    }
+    json_t *probe = json_stringn(s, n); /* NULL when not valid UTF-8 */
+    if (!probe) return false;
+    json_decref(probe);
+    return true;
+}
+
+/* Writes a new key text and its key_id. The secret is wiped from the temporaries; the caller wipes
+ * `key` when done with it. */
+static void generate_key(char key[PGCL_KEY_LEN + 1], char key_id[PGCL_KEY_ID_LEN + 1]) {
+    unsigned char id[KEY_HEX_LEN / 2], secret[KEY_SECRET_BYTES];
+    char hex[KEY_HEX_LEN + 1], b64[KEY_SECRET_LEN + 1];
+    randombytes_buf(id, sizeof id);
+    randombytes_buf(secret, sizeof secret);
+    sodium_bin2hex(hex, sizeof hex, id, sizeof id);
+    sodium_bin2base64(b64, sizeof b64, secret, sizeof secret, KEY_B64_VARIANT);
+    memcpy(key, KEY_PREFIX, KEY_PREFIX_LEN);
+    memcpy(key + KEY_PREFIX_LEN, hex, KEY_HEX_LEN);
+    key[PGCL_KEY_ID_LEN] = '_';
+    memcpy(key + PGCL_KEY_ID_LEN + 1, b64, KEY_SECRET_LEN);
+    key[PGCL_KEY_LEN] = 0;
+    memcpy(key_id, key, PGCL_KEY_ID_LEN);
+    key_id[PGCL_KEY_ID_LEN] = 0;
+    sodium_memzero(secret, sizeof secret);
+    sodium_memzero(b64, sizeof b64);
+}
+
+/* ---- database helpers ---- */
+
+static int exec_sql(sqlite3 *db, const char *sql, char *err, int cap) {
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s", msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+    }
+    return rc;
+}
+
+/* Opens an existing pgcld database (never creates the file) with the busy timeout, and checks that
+ * the key tables exist. On failure *out is NULL. */
+static pgcl_status db_open(const char *path, sqlite3 **out, char *err, int cap) {
+    *out = NULL;
+    if (!path || !*path) {
+        pgcl_errorf(err, cap, "no database path given");
+        return PGCL_ERR_INVALID;
+    }
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    pgcl_status st = PGCL_ERR_DB;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: cannot open the database: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        st = PGCL_ERR_IO;
+        goto done;
+    }
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                            " AND name IN ('api_keys', 'admin_events')",
+                            -1, &s, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(db));
+        st = (rc & 0xff) == SQLITE_NOTADB ? PGCL_ERR_FORMAT : PGCL_ERR_DB;
+        goto done;
+    }
+    if (sqlite3_column_int(s, 0) != 2) {
+        pgcl_errorf(err, cap,
+                    "%s has no api_keys/admin_events tables: it is not a pgcld audit database, or its schema "
+                    "is older; run 'pgcld serve --db %s' once to create or upgrade it",
+                    path, path);
+        st = PGCL_ERR_FORMAT;
+        goto done;
+    }
+    st = PGCL_OK;
+done:
+    sqlite3_finalize(s);
+    if (st == PGCL_OK)
+        *out = db;
+    else
+        sqlite3_close(db);
+    return st;
+}
+
+/* Appends one admin_events row about a key; the caller holds the transaction. */
+static pgcl_status add_key_event(sqlite3 *db, const char *actor, const char *action, const char *key_id,
+                                 const char *name, const char *role, char *err, int cap) {
+    char event_id[PGCL_UUID_LEN + 1], now[PGCL_TIMESTAMP_LEN + 1];
+    sqlite3_stmt *s = NULL;
+    char *details = NULL;
+    json_t *obj = json_pack("{s:s, s:s}", "name", name, "role", role);
+    pgcl_status st = PGCL_ERR_NOMEM;
+    if (!obj || !(details = json_dumps(obj, JSON_COMPACT))) {
+        pgcl_errorf(err, cap, "out of memory");
+        goto done;
+    }
+    pgcl_uuid7(event_id);
+    pgcl_timestamp_now(now);
+    st = PGCL_ERR_DB;
+    if (sqlite3_prepare_v2(db,
+                           "INSERT INTO admin_events (event_id, created_at, actor, action, target, details)"
+                           " VALUES (?,?,?,?,?,?)",
+                           -1, &s, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "admin_events: %s", sqlite3_errmsg(db));
+        goto done;
+    }
+    sqlite3_bind_text(s, 1, event_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, actor, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, action, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, key_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, details, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "admin_events: %s", sqlite3_errmsg(db));
+        goto done;
+    }
+    st = PGCL_OK;
+done:
+    sqlite3_finalize(s);
+    free(details);
+    json_decref(obj);
+    return st;
+}
+
+/* ---- management ---- */
+
+pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *name, const char *actor,
+                             char key_out[128], char key_id_out[32], char *err, int cap) {
+    char key[PGCL_KEY_LEN + 1] = "", key_id[PGCL_KEY_ID_LEN + 1] = "", digest[65], now[PGCL_TIMESTAMP_LEN + 1];
+    char sub[ERR_CAP];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *ins = NULL;
+    bool in_tx = false;
+    pgcl_status st;
+    key_out[0] = 0;
+    key_id_out[0] = 0;
+    const char *zrole = role_name(role);
+    if (!zrole) {
+        pgcl_errorf(err, cap, "role must be scorer, reviewer or admin");
+        return PGCL_ERR_INVALID;
+    }
+    if (!text_valid(name, PGCL_KEY_NAME_MAX)) {
+        pgcl_errorf(err, cap, "name must be 1 to %d bytes of UTF-8 without control characters", PGCL_KEY_NAME_MAX);
+        return PGCL_ERR_INVALID;
+    }
+    if (!text_valid(actor, ACTOR_MAX)) {
+        pgcl_errorf(err, cap, "actor must be 1 to %d bytes of UTF-8 without control characters", ACTOR_MAX);
+        return PGCL_ERR_INVALID;
+    }
+    if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
+    st = PGCL_ERR_DB;
+    exec_sql(db, "PRAGMA synchronous = FULL", NULL, 0); /* a created key is on disk before it is shown */
+    if (sqlite3_prepare_v2(db,
+                           "INSERT INTO api_keys (key_id, name, role, key_sha256, created_at, created_by)"
+                           " VALUES (?,?,?,?,?,?)",
+                           -1, &ins, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
+        goto done;
+    }
+    if (exec_sql(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: cannot start a write transaction: %s", db_path, sub);
+        goto done;
+    }
+    in_tx = true;
+    pgcl_timestamp_now(now);
+    bool inserted = false;
+    for (int attempt = 0; attempt < CREATE_ATTEMPTS && !inserted; attempt++) {
+        generate_key(key, key_id);
+        /* Only the SHA-256 of the key text is stored. A fast hash is enough here, no slow KDF such as
+         * Argon2: the text carries 256 random bits, so nothing can be guessed from the digest, and
+         * verify() has to stay cheap on every request. */
+        pgcl_sha256_hex(key, PGCL_KEY_LEN, digest);
+        sqlite3_reset(ins);
+        sqlite3_bind_text(ins, 1, key_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(ins, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(ins, 3, zrole, -1, SQLITE_STATIC);
+        sqlite3_bind_text(ins, 4, digest, -1, SQLITE_STATIC);
+        sqlite3_bind_text(ins, 5, now, -1, SQLITE_STATIC);
+        sqlite3_bind_text(ins, 6, actor, -1, SQLITE_STATIC);
+        if (sqlite3_step(ins) == SQLITE_DONE)
+            inserted = true;
+        else if (sqlite3_extended_errcode(db) != SQLITE_CONSTRAINT_PRIMARYKEY) {
+            pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
+            goto done;
+        }
+    }
+    if (!inserted) {
+        pgcl_errorf(err, cap, "%s: %d random key_ids in a row were taken", db_path, CREATE_ATTEMPTS);
+        goto done;
+    }
+    if ((st = add_key_event(db, actor, "key.create", key_id, name, zrole, err, cap)) != PGCL_OK) goto done;
+    st = PGCL_ERR_DB;
+    if (exec_sql(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: commit: %s", db_path, sub);
+        goto done;
+    }
+    in_tx = false;
+    memcpy(key_out, key, sizeof key);
+    memcpy(key_id_out, key_id, sizeof key_id);
+    st = PGCL_OK;
+done:
+    if (in_tx) exec_sql(db, "ROLLBACK", NULL, 0);
+    sqlite3_finalize(ins);
+    sqlite3_close(db);
+    sodium_memzero(key, sizeof key);
+    return st;
+}
+
+pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char *actor, char *err, int cap) {
+    char sub[ERR_CAP], now[PGCL_TIMESTAMP_LEN + 1], name[PGCL_KEY_NAME_MAX + 1], role[16];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *get = NULL, *upd = NULL;
+    bool in_tx = false;
+    pgcl_status st;
+    /* The argument is not echoed: a full key pasted here by mistake must not reach a terminal log. */
+    if (!key_id_wellformed(key_id)) {
+        pgcl_errorf(err, cap, "not a key_id: expected pgcld_ and 8 lowercase hex digits (the first %d characters "
+                    "of the key)", PGCL_KEY_ID_LEN);
+        return PGCL_ERR_INVALID;
+    }
+    if (!text_valid(actor, ACTOR_MAX)) {
+        pgcl_errorf(err, cap, "actor must be 1 to %d bytes of UTF-8 without control characters", ACTOR_MAX);
+        return PGCL_ERR_INVALID;
+    }
+    if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
+    st = PGCL_ERR_DB;
+    exec_sql(db, "PRAGMA synchronous = FULL", NULL, 0);
+    if (sqlite3_prepare_v2(db, "SELECT name, role, revoked_at, revoked_by FROM api_keys WHERE key_id = ?", -1, &get,
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "UPDATE api_keys SET revoked_at = ?, revoked_by = ? WHERE key_id = ? AND revoked_at IS NULL",
+                           -1, &upd, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
+        goto done;
+    }
+    if (exec_sql(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: cannot start a write transaction: %s", db_path, sub);
+        goto done;
+    }
+    in_tx = true;
+    sqlite3_bind_text(get, 1, key_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(get);
+    if (rc == SQLITE_DONE) {
+        pgcl_errorf(err, cap, "no key with key_id %s in %s", key_id, db_path);
+        st = PGCL_ERR_INVALID;
+        goto done;
+    }
+    if (rc != SQLITE_ROW) {
+        pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
+        goto done;
+    }
+    if (sqlite3_column_type(get, 2) != SQLITE_NULL) {
+        const char *by = (const char *)sqlite3_column_text(get, 3);
+        pgcl_errorf(err, cap, "key %s was already revoked at %s by %s", key_id, sqlite3_column_text(get, 2),
+                    by ? by : "?");
+        st = PGCL_ERR_INVALID;
+        goto done;
+    }
+    snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(get, 0));
+    snprintf(role, sizeof role, "%s", (const char *)sqlite3_column_text(get, 1));
+    pgcl_timestamp_now(now);
+    sqlite3_bind_text(upd, 1, now, -1, SQLITE_STATIC);
+    sqlite3_bind_text(upd, 2, actor, -1, SQLITE_STATIC);
+    sqlite3_bind_text(upd, 3, key_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(upd) != SQLITE_DONE || sqlite3_changes(db) != 1) {
+        pgcl_errorf(err, cap, "%s: revoking %s: %s", db_path, key_id, sqlite3_errmsg(db));
+        goto done;
+    }
+    if ((st = add_key_event(db, actor, "key.revoke", key_id, name, role, err, cap)) != PGCL_OK) goto done;
+    st = PGCL_ERR_DB;
+    if (exec_sql(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: commit: %s", db_path, sub);
+        goto done;
+    }
+    in_tx = false;
+    st = PGCL_OK;
+done:
+    if (in_tx) exec_sql(db, "ROLLBACK", NULL, 0);
+    sqlite3_finalize(get);
+    sqlite3_finalize(upd);
+    sqlite3_close(db);
+    return st;
+}
+
+pgcl_status pgcl_keys_list(const char *db_path, json_t **out, char *err, int cap) {
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    json_t *arr = NULL;
+    pgcl_status st;
+    *out = NULL;
+    if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
+    st = PGCL_ERR_DB;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT key_id, name, role, created_at, created_by, revoked_at, revoked_by"
+                           " FROM api_keys ORDER BY created_at, key_id",
+                           -1, &s, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
+        goto done;
+    }
+    if (!(arr = json_array())) {
+        st = PGCL_ERR_NOMEM;
+        pgcl_errorf(err, cap, "out of memory");
+        goto done;
+    }
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *col[7];
+        for (int i = 0; i < 7; i++) col[i] = (const char *)sqlite3_column_text(s, i);
+        json_t *row = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?}", "key_id", col[0], "name", col[1], "role",
+                                col[2], "created_at", col[3], "created_by", col[4], "revoked_at", col[5],
+                                "revoked_by", col[6]);
+        if (!row || json_array_append_new(arr, row) != 0) {
+            pgcl_errorf(err, cap, "%s: key %s: a column is not valid UTF-8 (or out of memory)", db_path,
+                        col[0] && key_id_wellformed(col[0]) ? col[0] : "?");
+            st = PGCL_ERR_FORMAT;
+            goto done;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
+        goto done;
+    }
+    *out = arr;
+    arr = NULL;
+    st = PGCL_OK;
+done:
+    json_decref(arr);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return st;
+}
+
+/* ---- the keyring ---- */
+
+typedef struct key_entry {
+    char key_id[PGCL_KEY_ID_LEN + 1];
+    char name[PGCL_KEY_NAME_MAX + 1];
+    pgcl_role role;
+    unsigned char digest[crypto_hash_sha256_BYTES];
+} key_entry;
+
+struct pgcl_keyring {
+    pthread_mutex_t lock; /* guards every field below, the connection and its statements included */
+    bool lock_ready;
+    char *path;
+    sqlite3 *db;            /* read-only use (query_only) */
+    sqlite3_stmt *version;  /* PRAGMA data_version */
+    sqlite3_stmt *select;   /* the active keys */
+    key_entry *keys;        /* (n) sorted by key_id */
+    int n;
+    int64_t data_version;   /* as read just before the rows in keys were read */
+    int64_t last_check_us;  /* monotonic time of the last data_version check */
+};
+
+static int entry_cmp(const void *a, const void *b) {
+    return strcmp(((const key_entry *)a)->key_id, ((const key_entry *)b)->key_id);
+}
+
+static pgcl_status read_data_version(pgcl_keyring *kr, int64_t *out, char *err, int cap) {
+    sqlite3_reset(kr->version);
+    int rc = sqlite3_step(kr->version);
+    if (rc != SQLITE_ROW) {
+        pgcl_errorf(err, cap, "%s: data_version: %s", kr->path, sqlite3_errmsg(kr->db));
+        sqlite3_reset(kr->version);
+        return PGCL_ERR_DB;
+    }
+    *out = sqlite3_column_int64(kr->version, 0);
+    sqlite3_reset(kr->version);
+    return PGCL_OK;
+}
+
+/* Reads the active keys into a new array and swaps it in; on failure the old set stays. data_version
+ * is read first, so a commit that lands during the read is seen again at the next check, never
+ * missed. Caller holds the lock (or owns kr exclusively). */
+static pgcl_status load_locked(pgcl_keyring *kr, char *err, int cap) {
+    int64_t version;
+    pgcl_status st = read_data_version(kr, &version, err, cap);
+    if (st != PGCL_OK) return st;
+    key_entry *keys = NULL;
+    int n = 0, n_alloc = 0, rc;
+    sqlite3_reset(kr->select);
+    while ((rc = sqlite3_step(kr->select)) == SQLITE_ROW) {
+        const char *key_id = (const char *)sqlite3_column_text(kr->select, 0);
+        const char *name = (const char *)sqlite3_column_text(kr->select, 1);
+        const char *role = (const char *)sqlite3_column_text(kr->select, 2);
+        const char *hex = (const char *)sqlite3_column_text(kr->select, 3);
+        if (n == n_alloc) {
+            n_alloc = n_alloc ? 2 * n_alloc : 16;
+            key_entry *grown = realloc(keys, (size_t)n_alloc * sizeof *keys);
+            if (!grown) {
+                pgcl_errorf(err, cap, "out of memory");
+                st = PGCL_ERR_NOMEM;
+                goto fail;
+            }
+            keys = grown;
+        }
+        key_entry *e = &keys[n];
+        size_t hex_len = hex ? strlen(hex) : 0;
+        if (!key_id_wellformed(key_id) || !name || strlen(name) > PGCL_KEY_NAME_MAX ||
+            pgcl_role_parse(role, &e->role) != 0 || hex_len != 2 * sizeof e->digest ||
+            sodium_hex2bin(e->digest, sizeof e->digest, hex, hex_len, NULL, NULL, NULL) != 0) {
+            pgcl_log_warn("keyring: %s: ignoring the malformed api_keys row %s", kr->path,
+                          key_id_wellformed(key_id) ? key_id : "(bad key_id)");
+            continue;
+        }
+        memcpy(e->key_id, key_id, PGCL_KEY_ID_LEN + 1);
+        memcpy(e->name, name, strlen(name) + 1);
+        n++;
+    }
+    if (rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "%s: api_keys: %s", kr->path, sqlite3_errmsg(kr->db));
+        st = PGCL_ERR_DB;
+        goto fail;
+    }
+    sqlite3_reset(kr->select); /* ends the read transaction */
+    if (n > 1) qsort(keys, (size_t)n, sizeof *keys, entry_cmp);
+    free(kr->keys);
+    kr->keys = keys;
+    kr->n = n;
+    kr->data_version = version;
+    return PGCL_OK;
+fail:
+    sqlite3_reset(kr->select);
+    free(keys);
+    return st;
+}
+
+/* At most once per RECHECK_US: re-reads the keys if any connection committed since the last read.
+ * Caller holds the lock. */
+static void refresh_locked(pgcl_keyring *kr, bool now_please) {
+    int64_t now = pgcl_monotonic_us();
+    if (!now_please && now - kr->last_check_us < RECHECK_US) return;
+    kr->last_check_us = now;
+    char err[ERR_CAP];
+    int64_t version;
+    pgcl_status st = read_data_version(kr, &version, err, sizeof err);
+    if (st == PGCL_OK && version == kr->data_version) return;
+    if (st == PGCL_OK) st = load_locked(kr, err, sizeof err);
+    if (st != PGCL_OK) pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in 1 s", err, kr->n);
+}
+
+pgcl_status pgcl_keyring_open(const char *db_path, pgcl_keyring **out, char *err, int cap) {
+    *out = NULL;
+    pgcl_keyring *kr = calloc(1, sizeof *kr);
+    if (!kr || !(kr->path = strdup(db_path ? db_path : ""))) {
+        free(kr);
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    pgcl_status st = PGCL_ERR_NOMEM;
+    if (pthread_mutex_init(&kr->lock, NULL) != 0) {
+        pgcl_errorf(err, cap, "cannot create the keyring lock");
+        goto fail;
+    }
+    kr->lock_ready = true;
+    if ((st = db_open(db_path, &kr->db, err, cap)) != PGCL_OK) goto fail;
+    st = PGCL_ERR_DB;
+    exec_sql(kr->db, "PRAGMA query_only = ON", NULL, 0);
+    if (sqlite3_prepare_v2(kr->db, "PRAGMA data_version", -1, &kr->version, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(kr->db, "SELECT key_id, name, role, key_sha256 FROM api_keys WHERE revoked_at IS NULL", -1,
+                           &kr->select, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", kr->path, sqlite3_errmsg(kr->db));
+        goto fail;
+    }
+    if ((st = load_locked(kr, err, cap)) != PGCL_OK) goto fail;
+    kr->last_check_us = pgcl_monotonic_us();
+    *out = kr;
+    return PGCL_OK;
+fail:
+    pgcl_keyring_close(kr);
+    return st;
+}
+
+void pgcl_keyring_close(pgcl_keyring *kr) {
+    if (!kr) return;
+    sqlite3_finalize(kr->version);
+    sqlite3_finalize(kr->select);
+    sqlite3_close(kr->db);
+    if (kr->lock_ready) pthread_mutex_destroy(&kr->lock);
+    free(kr->keys);
+    free(kr->path);
+    free(kr);
+}
+
+pgcl_status pgcl_keyring_reload(pgcl_keyring *kr, char *err, int cap) {
+    pthread_mutex_lock(&kr->lock);
+    pgcl_status st = load_locked(kr, err, cap);
+    kr->last_check_us = pgcl_monotonic_us();
+    pthread_mutex_unlock(&kr->lock);
+    return st;
+}
+
+int pgcl_keyring_count_active(pgcl_keyring *kr) {
+    pthread_mutex_lock(&kr->lock);
+    refresh_locked(kr, false);
+    int n = kr->n;
+    pthread_mutex_unlock(&kr->lock);
+    return n;
+}
+
+pgcl_status pgcl_keyring_verify(pgcl_keyring *kr, const char *token, pgcl_identity *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!kr || !token_wellformed(token)) return PGCL_ERR_INVALID; /* before any lock or lookup */
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(digest, (const unsigned char *)token, PGCL_KEY_LEN);
+    key_entry probe;
+    memcpy(probe.key_id, token, PGCL_KEY_ID_LEN);
+    probe.key_id[PGCL_KEY_ID_LEN] = 0;
+    pgcl_status st = PGCL_ERR_INVALID;
+    pthread_mutex_lock(&kr->lock);
+    refresh_locked(kr, false);
+    const key_entry *e = kr->n ? bsearch(&probe, kr->keys, (size_t)kr->n, sizeof *kr->keys, entry_cmp) : NULL;
+    if (!e) {
+        /* An unknown key_id may have been created a moment ago by another process: look at
+         * data_version now (one cheap PRAGMA) rather than refuse it for up to a second. */
+        refresh_locked(kr, true);
+        e = kr->n ? bsearch(&probe, kr->keys, (size_t)kr->n, sizeof *kr->keys, entry_cmp) : NULL;
+    }
+    /* key_id is public, so finding it may take variable time; the digest comparison may not. */
+    if (e && sodium_memcmp(e->digest, digest, sizeof digest) == 0) {
+        if (out) {
+            memcpy(out->key_id, e->key_id, sizeof e->key_id);
+            memcpy(out->name, e->name, sizeof e->name);
+            out->role = e->role;
+        }
+        st = PGCL_OK;
+    }
+    pthread_mutex_unlock(&kr->lock);
+    return st;
+}

@@ -1,0 +1,95 @@
+/* API keys and roles. A key is the text pgcld_<8 lowercase hex>_<43 base64url characters>: its first
+ * 14 characters, "pgcld_<8 hex>", are the visible key_id; the rest carries 256 random bits. The
+ * database (table api_keys, from migration 0002) keeps only the hex SHA-256 of the whole text, and
+ * every create or revoke also appends an admin_events row in the same transaction.
+ *
+ * The management calls (create, revoke, list) each open their own short-lived connection and are
+ * meant for the CLI and admin routes. The keyring is the daemon's in-memory copy of the active keys,
+ * used on every request: verify() costs one SHA-256, a clock read and a lookup, and notices changes
+ * made by any process (the CLI included) within about a second.
+ *
+ * None of these functions create the schema: the database must already hold the api_keys and
+ * admin_events tables (pgcld serve --db FILE creates them at start). All of them need sodium_init().
+ * Never log a key text; key_id is safe to log. */
+#ifndef PGCL_KEYS_H
+#define PGCL_KEYS_H
+
+#include <jansson.h>
+
+#include "status.h"
+
+/* Bit values, so that a route can allow a set of roles: (PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN). */
+typedef enum pgcl_role { PGCL_ROLE_SCORER = 1, PGCL_ROLE_REVIEWER = 2, PGCL_ROLE_ADMIN = 4 } pgcl_role;
+
+#define PGCL_KEY_LEN 58    /* strlen of a key text: 6 + 8 + 1 + 43 */
+#define PGCL_KEY_ID_LEN 14 /* strlen of a key_id: "pgcld_" + 8 hex */
+#define PGCL_KEY_NAME_MAX 128
+
+/* Who presented a valid key. */
+typedef struct pgcl_identity {
+    char key_id[32];
+    char name[PGCL_KEY_NAME_MAX + 1];
+    pgcl_role role;
+} pgcl_identity;
+
+/* "scorer", "reviewer" or "admin"; "unknown" for any other value (never NULL). */
+const char *pgcl_role_str(pgcl_role role);
+
+/* Parses exactly "scorer", "reviewer" or "admin" into *out. Returns 0, or -1 (and leaves *out). */
+int pgcl_role_parse(const char *text, pgcl_role *out);
+
+/* ---- management: one connection per call ---- */
+
+/* Creates a key for `name` (1..128 bytes of valid UTF-8 without control characters) with one role,
+ * recorded as created by `actor` (e.g. "cli:alice"). In one transaction it inserts the api_keys row
+ * and an admin_events row (action key.create, target the key_id, details {"name","role"}).
+ * On PGCL_OK key_out holds the key text (shown to the holder once; it cannot be recovered) and
+ * key_id_out its key_id (both empty strings on error). Errors: PGCL_ERR_INVALID (bad role, name,
+ * actor or empty path), PGCL_ERR_IO (the file cannot be opened; it is never created),
+ * PGCL_ERR_FORMAT (no api_keys/admin_events table, or not a database), PGCL_ERR_DB (SQLite failed;
+ * nothing was written). The reason is in err. Not for the request path: it fsyncs. */
+pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *name, const char *actor,
+                             char key_out[128], char key_id_out[32], char *err, int cap);
+
+/* Marks key_id revoked (revoked_at = now, revoked_by = actor) and appends an admin_events row
+ * (action key.revoke, details {"name","role"}) in one transaction. A revoked key stays listed and
+ * its key_id is never reused. PGCL_ERR_INVALID: malformed, unknown or already revoked key_id; other
+ * errors as for create. */
+pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char *actor, char *err, int cap);
+
+/* On PGCL_OK *out is a new JSON array (the caller json_decref()s it), oldest key first, of objects
+ * {key_id, name, role, created_at, created_by, revoked_at, revoked_by} with null for a key that is
+ * not revoked. Digests are never included. On error *out is NULL; errors as for create. */
+pgcl_status pgcl_keys_list(const char *db_path, json_t **out, char *err, int cap);
+
+/* ---- the daemon's keyring ---- */
+
+typedef struct pgcl_keyring pgcl_keyring;
+
+/* Opens a read connection to db_path and loads the active (unrevoked) keys. On failure *out is NULL
+ * and err says why (PGCL_ERR_IO, PGCL_ERR_FORMAT, PGCL_ERR_DB or PGCL_ERR_NOMEM). */
+pgcl_status pgcl_keyring_open(const char *db_path, pgcl_keyring **out, char *err, int cap);
+
+/* Closes the connection and frees the keyring. Accepts NULL. No other call may be running. */
+void pgcl_keyring_close(pgcl_keyring *kr);
+
+/* Re-reads the active keys now, whether or not the table changed. On failure the previous set stays
+ * in force and err says why. Thread-safe. */
+pgcl_status pgcl_keyring_reload(pgcl_keyring *kr, char *err, int cap);
+
+/* Number of active keys after the same rate-limited change check that verify() makes. Thread-safe. */
+int pgcl_keyring_count_active(pgcl_keyring *kr);
+
+/* Checks a presented key text. PGCL_OK and *out filled for a known, unrevoked key; PGCL_ERR_INVALID
+ * (and *out zeroed) for anything else: NULL, malformed (rejected before any lookup), unknown key_id,
+ * wrong secret, revoked. The digest is compared in constant time. Thread-safe; allocates nothing
+ * unless it reloads.
+ *
+ * Freshness: at most once a second (per keyring) verify() reads PRAGMA data_version on the keyring's
+ * connection and re-reads the table when any connection, in this process or another, has committed
+ * to the database since; so a key created or revoked elsewhere takes effect here within about a
+ * second of the next request, without a restart. If that re-read fails the previous set stays in
+ * force, a warning is logged and the next check (a second later) tries again. */
+pgcl_status pgcl_keyring_verify(pgcl_keyring *kr, const char *token, pgcl_identity *out);
+
+#endif

@@ -1,0 +1,199 @@
+/* pgcld keys create|list|revoke: API key administration from the command line, on the same
+ * database file a running daemon uses (SQLite's locking makes that safe; the daemon's keyring picks
+ * the change up within about a second). See cli_keys.h. */
+#include "cli_keys.h"
+
+#include <jansson.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <sodium.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "audit.h"
+#include "keys.h"
+
+static const char USAGE[] =
+    "usage: pgcld keys create --db FILE --role ROLE --name NAME\n"
+    "       pgcld keys list   --db FILE\n"
+    "       pgcld keys revoke --db FILE --key-id KEY_ID\n"
+    "\n"
+    "Manages the API keys kept in the audit database FILE (the --db of pgcld serve, which creates\n"
+    "the schema: run it once first). Options are --name VALUE or --name=VALUE.\n"
+    "\n"
+    "  create  makes a key with one ROLE: scorer (scoring), reviewer (audit reading, contests,\n"
+    "          resolutions) or admin (models, keys). NAME (1 to 128 bytes) says who holds it.\n"
+    "          The key is printed once, as the last line of stdout; only its SHA-256 is stored.\n"
+    "  list    prints one JSON object per line, oldest key first, with the fields key_id, name,\n"
+    "          role, created_at, created_by, revoked_at, revoked_by (the last two null while the\n"
+    "          key is active). Keys themselves are never stored, so never printed.\n"
+    "  revoke  revokes KEY_ID (pgcld_ and 8 hex digits: the first 14 characters of the key). A\n"
+    "          running pgcld refuses the key within about a second.\n"
+    "\n"
+    "create and revoke are recorded in the admin_events table with the actor \"cli:<user name>\".\n"
+    "Exit status: 0 done, 1 the operation failed (reason on stderr), 2 bad usage.\n";
+
+typedef struct cli_opts {
+    const char *db, *role, *name, *key_id;
+} cli_opts;
+
+enum { OPT_DB = 1, OPT_ROLE = 2, OPT_NAME = 4, OPT_KEY_ID = 8 };
+
+/* Prints the reason and the usage to stderr; returns exit status 2. */
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...);
+
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "pgcld keys: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n\n%s", USAGE);
+    return 2;
+}
+
+/* Parses --opt VALUE / --opt=VALUE for the options in the `allowed` mask into o.
+ * Returns 0, or 2 after printing the usage. */
+static int parse_opts(int argc, char **argv, int allowed, cli_opts *o) {
+    static const struct {
+        const char *name;
+        int bit;
+        size_t offset;
+    } table[] = {{"db", OPT_DB, offsetof(cli_opts, db)},
+                 {"role", OPT_ROLE, offsetof(cli_opts, role)},
+                 {"name", OPT_NAME, offsetof(cli_opts, name)},
+                 {"key-id", OPT_KEY_ID, offsetof(cli_opts, key_id)}};
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0) return usage_error("unexpected argument '%s'", arg);
+        const char *zname = arg + 2, *eq = strchr(zname, '=');
+        size_t len = eq ? (size_t)(eq - zname) : strlen(zname);
+        const char **field = NULL;
+        for (size_t j = 0; j < sizeof table / sizeof table[0] && !field; j++) {
+            if ((allowed & table[j].bit) && strlen(table[j].name) == len && strncmp(table[j].name, zname, len) == 0)
+                field = (const char **)((char *)o + table[j].offset);
+        }
+        if (!field) return usage_error("unknown option '%s'", arg);
+        if (*field) return usage_error("option '%s' given twice", arg);
+        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!value) return usage_error("%s needs a value", arg);
+        *field = value;
+    }
+    return 0;
+}
+
+/* "cli:<name of the real user>", or "cli:uid<N>" when the user has no passwd entry. */
+static void cli_actor(char *out, size_t cap) {
+    uid_t uid = getuid();
+    struct passwd *pw = getpwuid(uid);
+    if (pw && pw->pw_name && *pw->pw_name)
+        snprintf(out, cap, "cli:%s", pw->pw_name);
+    else
+        snprintf(out, cap, "cli:uid%lu", (unsigned long)uid);
+}
+
+static int cmd_create(const cli_opts *o, const char *actor) {
+    pgcl_role role;
+    if (pgcl_role_parse(o->role, &role) != 0)
+        return usage_error("--role '%s': must be scorer, reviewer or admin", o->role);
+    char key[128], key_id[32], err[1024];
+    /* The first admin key is made before the daemon ever ran: create the database and its schema
+     * (the same migrations pgcld serve applies) when they are missing. */
+    pgcl_audit_options aopts = {.path = o->db, .synchronous_full = true};
+    pgcl_audit *audit = NULL;
+    if (pgcl_audit_open(&aopts, &audit, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld keys create: %s\n", err);
+        return 1;
+    }
+    pgcl_audit_close(audit);
+    if (pgcl_keys_create(o->db, role, o->name, actor, key, key_id, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld keys create: %s\n", err);
+        return 1;
+    }
+    printf("Created API key %s (role %s) for \"%s\".\n"
+           "Copy it now: it is shown only this once and cannot be recovered (pgcld stores only its SHA-256).\n"
+           "Clients send it as the header  Authorization: Bearer <key>\n"
+           "%s\n",
+           key_id, pgcl_role_str(role), o->name, key);
+    sodium_memzero(key, sizeof key);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "pgcld keys create: the key was created but could not be written to stdout; "
+                        "revoke it with: pgcld keys revoke --db %s --key-id %s\n", o->db, key_id);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_list(const cli_opts *o) {
+    json_t *keys = NULL;
+    char err[1024];
+    if (pgcl_keys_list(o->db, &keys, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld keys list: %s\n", err);
+        return 1;
+    }
+    size_t i;
+    json_t *k;
+    int rc = 0;
+    json_array_foreach(keys, i, k) {
+        char *line = json_dumps(k, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (!line) {
+            fprintf(stderr, "pgcld keys list: out of memory\n");
+            rc = 1;
+            break;
+        }
+        printf("%s\n", line);
+        free(line);
+    }
+    json_decref(keys);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "pgcld keys list: cannot write to stdout\n");
+        rc = 1;
+    }
+    return rc;
+}
+
+static int cmd_revoke(const cli_opts *o, const char *actor) {
+    char err[1024];
+    if (pgcl_keys_revoke(o->db, o->key_id, actor, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld keys revoke: %s\n", err);
+        return 1;
+    }
+    printf("Revoked %s.\n", o->key_id);
+    return 0;
+}
+
+int pgcld_cli_keys(int argc, char **argv) {
+    if (argc < 1) return usage_error("%s", "missing subcommand: create, list or revoke");
+    const char *cmd = argv[0];
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    int allowed;
+    if (strcmp(cmd, "create") == 0)
+        allowed = OPT_DB | OPT_ROLE | OPT_NAME;
+    else if (strcmp(cmd, "list") == 0)
+        allowed = OPT_DB;
+    else if (strcmp(cmd, "revoke") == 0)
+        allowed = OPT_DB | OPT_KEY_ID;
+    else
+        return usage_error("unknown subcommand '%s' (create, list or revoke)", cmd);
+    cli_opts o = {0};
+    if (parse_opts(argc - 1, argv + 1, allowed, &o) != 0) return 2;
+    if (!o.db) return usage_error("%s needs --db FILE", cmd);
+    if (strcmp(cmd, "create") == 0 && (!o.role || !o.name))
+        return usage_error("%s needs --role ROLE and --name NAME", cmd);
+    if (strcmp(cmd, "revoke") == 0 && !o.key_id) return usage_error("%s needs --key-id KEY_ID", cmd);
+    if (sodium_init() < 0) {
+        fprintf(stderr, "pgcld keys: libsodium failed to initialise\n");
+        return 1;
+    }
+    char actor[300];
+    cli_actor(actor, sizeof actor);
+    if (strcmp(cmd, "create") == 0) return cmd_create(&o, actor);
+    if (strcmp(cmd, "list") == 0) return cmd_list(&o);
+    return cmd_revoke(&o, actor);
+}

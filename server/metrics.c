@@ -1,0 +1,224 @@
+/* Prometheus metrics; see metrics.h. */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double g_latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                          0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+#define N_LAT ((int)(sizeof g_latency_bounds / sizeof g_latency_bounds[0]))
+static const double g_batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
+#define N_BATCH ((int)(sizeof g_batch_bounds / sizeof g_batch_bounds[0]))
+static const int g_statuses[] = {200, 201, 400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 503};
+#define N_STATUS ((int)(sizeof g_statuses / sizeof g_statuses[0]))
+static const char *const g_stage_names[] = {"queue", "compute", "audit", "total"};
+
+typedef struct histogram {
+    _Atomic unsigned long long buckets[16]; /* cumulative counts are computed at render time */
+    _Atomic unsigned long long count;
+    _Atomic unsigned long long sum_ns;      /* sum in nanoseconds (latency) or items (batch) */
+} histogram;
+
+/* One labelled counter series: model[, version][, kind]. */
+typedef struct series {
+    char model[65], version[65], kind[16];
+    unsigned long long value;
+    struct series *next;
+} series;
+
+struct pgcld_metrics {
+    const char *const *route_names;
+    int n_routes;
+    _Atomic unsigned long long *requests; /* (n_routes + 1) × (N_STATUS + 1); last route = unmatched */
+    histogram stages[PGCLD_N_STAGES];
+    histogram batch;
+    pthread_mutex_t lock;                 /* guards the series lists */
+    series *scored, *swaps, *shadow;
+};
+
+pgcld_metrics *pgcld_metrics_create(const char *const *route_names, int n_routes) {
+    pgcld_metrics *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->route_names = route_names;
+    m->n_routes = n_routes;
+    m->requests = calloc((size_t)(n_routes + 1) * (N_STATUS + 1), sizeof *m->requests);
+    if (!m->requests) {
+        free(m);
+        return NULL;
+    }
+    pthread_mutex_init(&m->lock, NULL);
+    return m;
+}
+
+static void free_series(series *s) {
+    while (s) {
+        series *next = s->next;
+        free(s);
+        s = next;
+    }
+}
+
+void pgcld_metrics_destroy(pgcld_metrics *m) {
+    if (!m) return;
+    free_series(m->scored);
+    free_series(m->swaps);
+    free_series(m->shadow);
+    free(m->requests);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+void pgcld_metrics_request(pgcld_metrics *m, int route, int status) {
+    if (!m) return;
+    int r = route < 0 || route >= m->n_routes ? m->n_routes : route, s = N_STATUS;
+    for (int i = 0; i < N_STATUS; i++)
+        if (g_statuses[i] == status) s = i;
+    atomic_fetch_add_explicit(&m->requests[r * (N_STATUS + 1) + s], 1, memory_order_relaxed);
+}
+
+static void observe(histogram *h, const double *bounds, int n, double value, unsigned long long sum_units) {
+    int b = n;
+    for (int i = 0; i < n; i++) {
+        if (value <= bounds[i]) {
+            b = i;
+            break;
+        }
+    }
+    atomic_fetch_add_explicit(&h->buckets[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_ns, sum_units, memory_order_relaxed);
+}
+
+void pgcld_metrics_stage(pgcld_metrics *m, pgcld_stage stage, double seconds) {
+    if (m) observe(&m->stages[stage], g_latency_bounds, N_LAT, seconds, (unsigned long long)(seconds * 1e9));
+}
+
+void pgcld_metrics_batch(pgcld_metrics *m, int items) {
+    if (m) observe(&m->batch, g_batch_bounds, N_BATCH, items, (unsigned long long)items);
+}
+
+static void bump(pgcld_metrics *m, series **list, const char *model, const char *version, const char *kind,
+                 unsigned long long by) {
+    pthread_mutex_lock(&m->lock);
+    series *s = *list;
+    while (s && !(strcmp(s->model, model) == 0 && strcmp(s->version, version) == 0 && strcmp(s->kind, kind) == 0))
+        s = s->next;
+    if (!s && (s = calloc(1, sizeof *s))) {
+        snprintf(s->model, sizeof s->model, "%s", model);
+        snprintf(s->version, sizeof s->version, "%s", version);
+        snprintf(s->kind, sizeof s->kind, "%s", kind);
+        s->next = *list;
+        *list = s;
+    }
+    if (s) s->value += by;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void pgcld_metrics_scored(pgcld_metrics *m, const char *model, const char *version, int items) {
+    if (m) bump(m, &m->scored, model, version, "", (unsigned long long)items);
+}
+
+void pgcld_metrics_swap(pgcld_metrics *m, const char *model, bool ok) {
+    if (m) bump(m, &m->swaps, model, "", ok ? "ok" : "failed", 1);
+}
+
+void pgcld_metrics_shadow(pgcld_metrics *m, const char *model, bool dropped, int items) {
+    if (m) bump(m, &m->shadow, model, "", dropped ? "dropped" : "scored", (unsigned long long)items);
+}
+
+/* ---- rendering ---- */
+
+typedef struct text {
+    char *p;
+    size_t len, cap;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) return;
+        if (t->p && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap ? t->cap * 2 : 8192;
+        while (cap < t->len + (size_t)n + 1) cap *= 2;
+        char *grown = realloc(t->p, cap);
+        if (!grown) return;
+        t->p = grown;
+        t->cap = cap;
+    }
+}
+
+static void put_histogram(text *t, const char *name, const char *labels, const histogram *h, const double *bounds,
+                          int n, double sum_scale) {
+    unsigned long long cum = 0;
+    for (int i = 0; i <= n; i++) {
+        cum += atomic_load_explicit(&h->buckets[i], memory_order_relaxed);
+        if (i < n) put(t, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, *labels ? "," : "", bounds[i], cum);
+        else put(t, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, *labels ? "," : "", cum);
+    }
+    put(t, "%s_sum%s%s%s %.9g\n", name, *labels ? "{" : "", labels, *labels ? "}" : "",
+        (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) * sum_scale);
+    put(t, "%s_count%s%s%s %llu\n", name, *labels ? "{" : "", labels, *labels ? "}" : "",
+        (unsigned long long)atomic_load_explicit(&h->count, memory_order_relaxed));
+}
+
+char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, const char *extra) {
+    text t = {0};
+    put(&t, "# HELP pgcld_requests_total HTTP requests by route and status.\n# TYPE pgcld_requests_total counter\n");
+    for (int r = 0; r <= m->n_routes; r++) {
+        for (int s = 0; s <= N_STATUS; s++) {
+            unsigned long long v = atomic_load_explicit(&m->requests[r * (N_STATUS + 1) + s], memory_order_relaxed);
+            if (!v) continue;
+            char status[16];
+            if (s < N_STATUS) snprintf(status, sizeof status, "%d", g_statuses[s]);
+            else snprintf(status, sizeof status, "other");
+            put(&t, "pgcld_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                r < m->n_routes ? m->route_names[r] : "unmatched", status, v);
+        }
+    }
+    put(&t, "# HELP pgcld_request_duration_seconds Latency of /v1/score by stage (queue: waiting for a compute slot;"
+            " compute: forward pass; audit: commit of the rows; total: arrival to answer).\n"
+            "# TYPE pgcld_request_duration_seconds histogram\n");
+    for (int s = 0; s < PGCLD_N_STAGES; s++) {
+        char labels[32];
+        snprintf(labels, sizeof labels, "stage=\"%s\"", g_stage_names[s]);
+        put_histogram(&t, "pgcld_request_duration_seconds", labels, &m->stages[s], g_latency_bounds, N_LAT, 1e-9);
+    }
+    put(&t, "# HELP pgcld_batch_items Items per /v1/score request.\n# TYPE pgcld_batch_items histogram\n");
+    put_histogram(&t, "pgcld_batch_items", "", &m->batch, g_batch_bounds, N_BATCH, 1.0);
+    pthread_mutex_lock(&m->lock);
+    put(&t, "# HELP pgcld_items_scored_total Items scored, by model and version.\n"
+            "# TYPE pgcld_items_scored_total counter\n");
+    for (series *s = m->scored; s; s = s->next)
+        put(&t, "pgcld_items_scored_total{model=\"%s\",version=\"%s\"} %llu\n", s->model, s->version, s->value);
+    put(&t, "# HELP pgcld_model_swaps_total Activations by model and result (failed: the load was refused).\n"
+            "# TYPE pgcld_model_swaps_total counter\n");
+    for (series *s = m->swaps; s; s = s->next)
+        put(&t, "pgcld_model_swaps_total{model=\"%s\",result=\"%s\"} %llu\n", s->model, s->kind, s->value);
+    put(&t, "# HELP pgcld_shadow_items_total Items scored by shadow candidates, or dropped because the shadow queue"
+            " was full.\n# TYPE pgcld_shadow_items_total counter\n");
+    for (series *s = m->shadow; s; s = s->next)
+        put(&t, "pgcld_shadow_items_total{model=\"%s\",result=\"%s\"} %llu\n", s->model, s->kind, s->value);
+    pthread_mutex_unlock(&m->lock);
+    put(&t, "# HELP pgcld_audit_queue_rows Rows waiting for the audit writer.\n# TYPE pgcld_audit_queue_rows gauge\n"
+            "pgcld_audit_queue_rows %d\n", g->audit_pending_rows);
+    put(&t, "# HELP pgcld_in_flight_requests Requests being served.\n# TYPE pgcld_in_flight_requests gauge\n"
+            "pgcld_in_flight_requests %d\n", g->in_flight);
+    put(&t, "# HELP pgcld_models_ready Models with an active version.\n# TYPE pgcld_models_ready gauge\n"
+            "pgcld_models_ready %d\n", g->models_ready);
+    put(&t, "# HELP pgcld_draining 1 while shutting down.\n# TYPE pgcld_draining gauge\npgcld_draining %d\n",
+        g->draining ? 1 : 0);
+    put(&t, "# HELP pgcld_model_active_info The active version of each model.\n# TYPE pgcld_model_active_info gauge\n");
+    if (extra) put(&t, "%s", extra);
+    return t.p;
+}

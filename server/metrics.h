@@ -1,0 +1,38 @@
+/* Prometheus metrics: counters, gauges and histograms kept with atomics (fixed label sets) or under
+ * a mutex (per model/version series), rendered in the text exposition format for GET /metrics. */
+#ifndef PGCLD_METRICS_H
+#define PGCLD_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct pgcld_metrics pgcld_metrics;
+
+/* Stages of a /v1/score request whose latency is recorded. */
+typedef enum { PGCLD_STAGE_QUEUE, PGCLD_STAGE_COMPUTE, PGCLD_STAGE_AUDIT, PGCLD_STAGE_TOTAL, PGCLD_N_STAGES } pgcld_stage;
+
+/* route_names: the route patterns, indexed as passed to pgcld_metrics_request(); borrowed. */
+pgcld_metrics *pgcld_metrics_create(const char *const *route_names, int n_routes);
+void pgcld_metrics_destroy(pgcld_metrics *m); /* accepts NULL */
+
+/* route < 0 counts a request that matched no route. */
+void pgcld_metrics_request(pgcld_metrics *m, int route, int status);
+void pgcld_metrics_stage(pgcld_metrics *m, pgcld_stage stage, double seconds);
+void pgcld_metrics_batch(pgcld_metrics *m, int items);
+void pgcld_metrics_scored(pgcld_metrics *m, const char *model, const char *version, int items);
+void pgcld_metrics_swap(pgcld_metrics *m, const char *model, bool ok);
+void pgcld_metrics_shadow(pgcld_metrics *m, const char *model, bool dropped, int items);
+
+/* Appends the exposition text to a growing buffer. Gauges that live elsewhere are passed in. */
+typedef struct pgcld_metrics_gauges {
+    int audit_pending_rows;
+    int in_flight;
+    int models_ready;
+    bool draining;
+} pgcld_metrics_gauges;
+
+/* Returns a malloc'd NUL-terminated text; `extra` (may be NULL) is appended verbatim (the active
+ * version info lines, built by the caller under the registry lock). */
+char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, const char *extra);
+
+#endif
