@@ -321,6 +321,12 @@ pgcl_status pgcl_audit_append_shadow(pgcl_audit *a, const pgcl_shadow_row *rows,
     return submit(a, &job, err, cap);
 }
 
+void pgcl_audit_set_max_pending_rows(pgcl_audit *a, int max_pending_rows) {
+    pthread_mutex_lock(&a->lock);
+    if (max_pending_rows > 0) a->max_pending_rows = max_pending_rows;
+    pthread_mutex_unlock(&a->lock);
+}
+
 int pgcl_audit_pending_rows(pgcl_audit *a) {
     pthread_mutex_lock(&a->lock);
     int n = a->pending_rows;

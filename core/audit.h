@@ -74,6 +74,9 @@ pgcl_status pgcl_audit_record_event(pgcl_audit *a, const pgcl_admin_event *ev, c
 /* Commits n shadow rows. Never blocks on a full backlog: returns PGCL_ERR_BUSY instead. */
 pgcl_status pgcl_audit_append_shadow(pgcl_audit *a, const pgcl_shadow_row *rows, int n, char *err, int cap);
 
+/* Changes the backlog limit (SIGHUP reload). */
+void pgcl_audit_set_max_pending_rows(pgcl_audit *a, int max_pending_rows);
+
 /* Rows waiting for the writer (a gauge for /metrics). */
 int pgcl_audit_pending_rows(pgcl_audit *a);
 

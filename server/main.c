@@ -49,7 +49,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     if (cfg.print_config) {
         pgcld_config_print(&cfg, stdout);
         pgcld_config_free(&cfg);
-        return 0;
+        return fflush(stdout) == 0 ? 0 : 1;
     }
     int64_t t0 = pgcl_monotonic_us();
     pgcl_log_info("pgcld %s starting", PGCLD_VERSION);
@@ -113,8 +113,13 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         sigwait(stop_signals, &sig);
         if (sig != SIGHUP) break;
         /* SIGHUP: re-read the configuration's reloadable options and the API keys. */
-        if (pgcld_config_reload(&cfg, err, sizeof err) != 0) pgcl_log_error("SIGHUP: configuration not reloaded: %s", err);
-        else pgcld_config_log(&cfg);
+        if (pgcld_config_reload(&cfg, err, sizeof err) != 0) {
+            pgcl_log_error("SIGHUP: configuration not reloaded: %s", err);
+        } else {
+            pgcl_audit_set_max_pending_rows(srv.audit, (int)cfg.max_pending_rows);
+            pgcld_shadow_set_capacity(srv.shadow, (int)cfg.shadow_queue);
+            pgcld_config_log(&cfg);
+        }
         if (srv.keyring && pgcl_keyring_reload(srv.keyring, err, sizeof err) != PGCL_OK)
             pgcl_log_error("SIGHUP: keys not reloaded: %s", err);
         else if (srv.keyring)
@@ -124,7 +129,9 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    pthread_sigmask(SIG_UNBLOCK, stop_signals, NULL);
+    sigset_t term_signals = *stop_signals; /* SIGHUP stays blocked: its default action would kill us */
+    sigdelset(&term_signals, SIGHUP);
+    pthread_sigmask(SIG_UNBLOCK, &term_signals, NULL);
     pgcl_log_info("shutdown: %s received; draining (up to %ld s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
                   cfg.shutdown_grace_s);
     rc = 0;

@@ -147,6 +147,12 @@ void pgcld_shadow_destroy(pgcld_shadow *s) {
     free(s);
 }
 
+void pgcld_shadow_set_capacity(pgcld_shadow *s, int max_jobs) {
+    pthread_mutex_lock(&s->lock);
+    if (max_jobs > 0) s->max_jobs = max_jobs;
+    pthread_mutex_unlock(&s->lock);
+}
+
 bool pgcld_shadow_submit(pgcld_shadow *s, pgcl_model *primary, pgcl_model *shadow, int n, const float *z,
                          const char (*decision_ids)[PGCL_UUID_LEN + 1], const int *labels,
                          const pgcl_decision *decisions, const float *probs) {

@@ -20,6 +20,9 @@ pgcld_shadow *pgcld_shadow_create(pgcl_audit *audit, pgcld_metrics *metrics, int
 /* Scores what is queued, stops the worker and frees. Accepts NULL. Call before closing the audit. */
 void pgcld_shadow_destroy(pgcld_shadow *s);
 
+/* Changes how many jobs may wait (SIGHUP reload). */
+void pgcld_shadow_set_capacity(pgcld_shadow *s, int max_jobs);
+
 /* Queues n items. Takes over the caller's references to primary and shadow in every case. Copies
  * z (n, D), the decision ids, the primary labels, decisions and probabilities (n, K). Returns false
  * when the job was dropped (queue full or out of memory). */
