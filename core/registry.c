@@ -78,6 +78,7 @@ static int cmp_entry_ptr(const void *a, const void *b) {
 }
 
 static reg_entry *find_entry(pgcl_registry *r, const char *name) {
+    if (r->n_entries == 0) return NULL;
     reg_entry key = {.name = (char *)name}, *pkey = &key;
     reg_entry **hit = bsearch(&pkey, r->entries, (size_t)r->n_entries, sizeof *r->entries, cmp_entry_ptr);
     return hit ? *hit : NULL;
@@ -389,7 +390,7 @@ json_t *pgcl_registry_describe(pgcl_registry *r) {
     rescan(r);
     for (int i = 0; i < r->n_entries; i++) {
         reg_entry *e = r->entries[i];
-        qsort(e->versions, (size_t)e->n_versions, sizeof *e->versions, cmp_version_asc);
+        if (e->n_versions > 1) qsort(e->versions, (size_t)e->n_versions, sizeof *e->versions, cmp_version_asc);
         json_t *versions = json_array();
         for (int v = 0; v < e->n_versions; v++) json_array_append_new(versions, describe_version(e, &e->versions[v]));
         json_array_append_new(list, json_pack("{s:s, s:o, s:o, s:o}", "name", e->name, "active_version",
