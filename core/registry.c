@@ -184,7 +184,7 @@ static pgcl_status load_unlocked(pgcl_registry *r, reg_entry *e, const char *ver
     return st;
 }
 
-pgcl_status pgcl_registry_create(const char *dir, json_t *preferred, pgcl_registry **out, char *err, int cap) {
+pgcl_status pgcl_registry_create(const char *dir, pgcl_registry **out, char *err, int cap) {
     *out = NULL;
     pgcl_registry *r = calloc(1, sizeof *r);
     if (!r) return PGCL_ERR_NOMEM;
@@ -198,8 +198,20 @@ pgcl_status pgcl_registry_create(const char *dir, json_t *preferred, pgcl_regist
     pthread_mutex_lock(&r->lock);
     rescan(r);
     pthread_mutex_unlock(&r->lock);
-    for (int i = 0; i < r->n_entries; i++) {
-        reg_entry *e = r->entries[i];
+    *out = r;
+    return PGCL_OK;
+}
+
+void pgcl_registry_load_initial(pgcl_registry *r, json_t *preferred) {
+    pthread_mutex_lock(&r->lock);
+    int n_entries = r->n_entries;
+    reg_entry **entries = malloc(sizeof *entries * (size_t)(n_entries ? n_entries : 1));
+    if (entries) memcpy(entries, r->entries, sizeof *entries * (size_t)n_entries);
+    pthread_mutex_unlock(&r->lock);
+    if (!entries) return;
+    for (int i = 0; i < n_entries; i++) {
+        reg_entry *e = entries[i];
+        if (e->active) continue;
         /* Try the preferred version first, then the others from the highest down. */
         const char **order = calloc((size_t)e->n_versions + 1, sizeof *order);
         if (!order) continue;
@@ -216,18 +228,24 @@ pgcl_status pgcl_registry_create(const char *dir, json_t *preferred, pgcl_regist
         } else if (pv) {
             pgcl_log_warn("models: %s: last activated version %s is no longer on disk", e->name, pv);
         }
-        for (int k = 0; k < n && !e->active; k++) {
+        pgcl_model *loaded = NULL;
+        for (int k = 0; k < n && !loaded; k++) {
             char msg[1024];
-            pgcl_model *m = NULL;
-            if (load_unlocked(r, e, order[k], &m, msg, sizeof msg) == PGCL_OK) e->active = m;
-            if (k == 0 && pv && !e->active) pgcl_log_warn("models: %s: falling back from version %s", e->name, pv);
+            if (load_unlocked(r, e, order[k], &loaded, msg, sizeof msg) != PGCL_OK) loaded = NULL;
+            if (k == 0 && pv && !loaded) pgcl_log_warn("models: %s: falling back from version %s", e->name, pv);
         }
         free(order);
-        if (e->active) pgcl_log_info("models: %s serves version %s", e->name, e->active->version);
-        else pgcl_log_warn("models: %s has no loadable version", e->name);
+        if (loaded) {
+            pgcl_model *previous = NULL;
+            pgcl_registry_set_active(r, loaded, &previous);
+            pgcl_model_release(previous);
+            pgcl_model_release(loaded);
+            pgcl_log_info("models: %s serves version %s", e->name, e->active->version);
+        } else {
+            pgcl_log_warn("models: %s has no loadable version", e->name);
+        }
     }
-    *out = r;
-    return PGCL_OK;
+    free(entries);
 }
 
 void pgcl_registry_destroy(pgcl_registry *r) {

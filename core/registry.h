@@ -20,10 +20,14 @@
 
 typedef struct pgcl_registry pgcl_registry;
 
-/* Scans dir and loads each model's preferred version: `preferred` maps model name -> version
- * (may be NULL). Fails only if dir cannot be read; a registry with no loadable model is valid
- * (and not ready). */
-pgcl_status pgcl_registry_create(const char *dir, json_t *preferred, pgcl_registry **out, char *err, int cap);
+/* Scans dir; loads nothing (every version "available"). Fails only if dir cannot be read. */
+pgcl_status pgcl_registry_create(const char *dir, pgcl_registry **out, char *err, int cap);
+
+/* Loads each model's preferred version — `preferred` maps model name -> version (may be NULL) —
+ * falling back to the highest version that loads, and makes it active. Meant to run once, right
+ * after create, while the HTTP server already answers /healthz. A model with no loadable version
+ * stays without an active version (not ready). */
+void pgcl_registry_load_initial(pgcl_registry *r, json_t *preferred);
 void pgcl_registry_destroy(pgcl_registry *r); /* accepts NULL */
 
 const char *pgcl_registry_dir(const pgcl_registry *r);

@@ -86,24 +86,30 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         pgcl_log_warn("keys: --auth off: every endpoint is open to anyone who can reach %s", cfg.listen);
     }
     srv.shadow = pgcld_shadow_create(srv.audit, srv.metrics, (int)cfg.shadow_queue, (int)cfg.chunk_rows);
-    json_t *preferred = NULL;
-    if (pgcl_audit_read_activations(cfg.db_path, &preferred, err, sizeof err) != PGCL_OK)
-        pgcl_log_warn("models: cannot read past activations (%s); serving the highest versions", err);
-    pgcl_status rst = pgcl_registry_create(cfg.models_dir, preferred, &srv.registry, err, sizeof err);
-    json_decref(preferred);
-    if (rst != PGCL_OK || !srv.shadow) {
-        pgcl_log_error("models: %s", srv.shadow ? err : "cannot start the shadow worker");
+    if (!srv.shadow) {
+        pgcl_log_error("cannot start the shadow worker");
         goto out;
     }
-    if (pgcl_registry_ready_count(srv.registry) == 0)
-        pgcl_log_warn("models: no model could be loaded from %s; /readyz answers 503", cfg.models_dir);
+    if (pgcl_registry_create(cfg.models_dir, &srv.registry, err, sizeof err) != PGCL_OK) {
+        pgcl_log_error("models: %s", err);
+        goto out;
+    }
 
     if (pgcld_server_start(&srv, err, sizeof err) != 0) {
         pgcl_log_error("http: %s", err);
         goto out;
     }
-    pgcl_log_info("http: listening on %s (port %d), %d compute workers, ready in %.1f ms", cfg.listen, srv.port,
-                  workers, (double)(pgcl_monotonic_us() - t0) / 1000.0);
+    pgcl_log_info("http: listening on %s (port %d), %d compute workers; /healthz answers, loading models",
+                  cfg.listen, srv.port, workers);
+    /* Models load while /healthz already answers and /readyz says 503. */
+    json_t *preferred = NULL;
+    if (pgcl_audit_read_activations(cfg.db_path, &preferred, err, sizeof err) != PGCL_OK)
+        pgcl_log_warn("models: cannot read past activations (%s); serving the highest versions", err);
+    pgcl_registry_load_initial(srv.registry, preferred);
+    json_decref(preferred);
+    if (pgcl_registry_ready_count(srv.registry) == 0)
+        pgcl_log_warn("models: no model could be loaded from %s; /readyz answers 503", cfg.models_dir);
+    pgcl_log_info("ready in %.1f ms", (double)(pgcl_monotonic_us() - t0) / 1000.0);
     if (*cfg.port_file && write_port_file(cfg.port_file, srv.port) != 0) {
         pgcl_log_error("cannot write --port-file %s: %s", cfg.port_file, strerror(errno));
         goto out;

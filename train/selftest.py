@@ -25,7 +25,7 @@ from .export import decide, export_checkpoint
 from .load import load_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHECKPOINTS = ("models/toxicity/1", "tests/fixtures/models/tiny_binary/1",
+CHECKPOINTS = ("models/toxicity/1", "models/emotions/1", "tests/fixtures/models/tiny_binary/1",
                "tests/fixtures/models/tiny_multi/1", "tests/fixtures/models/tiny_ordinal/1")
 PARITY_FILES = ("tests/fixtures/parity/toxicity.safetensors", "tests/fixtures/parity/tiny_multi.safetensors")
 PARITY_MARGIN = 1e-4
