@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "ids.h"
 #include "log.h"
 #include "migrations.h"
@@ -55,25 +56,15 @@ static const char INSERT_SQL[] =
 
 /* ---- migrations ---- */
 
-static int exec_sql(sqlite3 *db, const char *sql, char *err, int cap) {
-    char *msg = NULL;
-    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-    if (rc != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s", msg ? msg : sqlite3_errstr(rc));
-        sqlite3_free(msg);
-    }
-    return rc;
-}
-
 static pgcl_status apply_migrations(pgcl_audit *a, const char *path, char *err, int cap) {
     char sub[ERR_CAP];
     sqlite3_stmt *get = NULL, *put = NULL;
     pgcl_status st = PGCL_ERR_DB;
-    if (exec_sql(a->db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
+    if (pgcl_db_exec(a->db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: cannot start the migration transaction: %s", path, sub);
         return PGCL_ERR_DB;
     }
-    if (exec_sql(a->db,
+    if (pgcl_db_exec(a->db,
                  "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
                  " sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)",
                  sub, sizeof sub) != SQLITE_OK) {
@@ -111,7 +102,7 @@ static pgcl_status apply_migrations(pgcl_audit *a, const char *path, char *err, 
     }
     for (int v = applied + 1; v <= pgcl_migration_count; v++) {
         const pgcl_migration *mig = &pgcl_migrations[v - 1];
-        if (exec_sql(a->db, mig->sql, sub, sizeof sub) != SQLITE_OK) {
+        if (pgcl_db_exec(a->db, mig->sql, sub, sizeof sub) != SQLITE_OK) {
             pgcl_errorf(err, cap, "%s: migration %d (%s) failed: %s", path, v, mig->name, sub);
             goto done;
         }
@@ -129,7 +120,7 @@ static pgcl_status apply_migrations(pgcl_audit *a, const char *path, char *err, 
         }
         pgcl_log_info("audit: applied migration %04d_%s to %s", v, mig->name, path);
     }
-    if (exec_sql(a->db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
+    if (pgcl_db_exec(a->db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: committing migrations: %s", path, sub);
         goto done;
     }
@@ -138,7 +129,7 @@ static pgcl_status apply_migrations(pgcl_audit *a, const char *path, char *err, 
 done:
     sqlite3_finalize(get);
     sqlite3_finalize(put);
-    if (st != PGCL_OK) exec_sql(a->db, "ROLLBACK", sub, sizeof sub);
+    if (st != PGCL_OK) pgcl_db_exec(a->db, "ROLLBACK", sub, sizeof sub);
     return st;
 }
 
@@ -217,22 +208,22 @@ static int insert_job(pgcl_audit *a, const audit_job *j) {
 /* Runs jobs [first, NULL) in one transaction. Returns SQLITE_OK or the failing code; on failure
  * the transaction is rolled back and the message is in err. */
 static int commit_group(pgcl_audit *a, audit_job *first, audit_job *stop, char *err, int cap) {
-    if (exec_sql(a->db, "BEGIN IMMEDIATE", err, cap) != SQLITE_OK) return SQLITE_ERROR;
+    if (pgcl_db_exec(a->db, "BEGIN IMMEDIATE", err, cap) != SQLITE_OK) return SQLITE_ERROR;
     for (audit_job *j = first; j != stop; j = j->next) {
         int rc = insert_job(a, j);
         if (rc != SQLITE_DONE) {
             pgcl_errorf(err, cap, "insert: %s", sqlite3_errmsg(a->db));
             sqlite3_reset(a->insert);
             char ignored[64];
-            exec_sql(a->db, "ROLLBACK", ignored, sizeof ignored);
+            pgcl_db_exec(a->db, "ROLLBACK", ignored, sizeof ignored);
             return rc;
         }
     }
     sqlite3_reset(a->insert);
-    int rc = exec_sql(a->db, "COMMIT", err, cap);
+    int rc = pgcl_db_exec(a->db, "COMMIT", err, cap);
     if (rc != SQLITE_OK) {
         char ignored[64];
-        exec_sql(a->db, "ROLLBACK", ignored, sizeof ignored);
+        pgcl_db_exec(a->db, "ROLLBACK", ignored, sizeof ignored);
     }
     return rc;
 }
@@ -336,20 +327,9 @@ int pgcl_audit_pending_rows(pgcl_audit *a) {
 
 /* ---- read side ---- */
 
-static sqlite3 *open_reader(const char *path, char *err, int cap) {
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, db ? sqlite3_errmsg(db) : "cannot open");
-        sqlite3_close(db);
-        return NULL;
-    }
-    sqlite3_busy_timeout(db, 5000);
-    return db;
-}
-
 pgcl_status pgcl_audit_read_activations(const char *path, json_t **out, char *err, int cap) {
     *out = NULL;
-    sqlite3 *db = open_reader(path, err, cap);
+    sqlite3 *db = pgcl_db_open_reader(path, err, cap);
     if (!db) return PGCL_ERR_DB;
     sqlite3_stmt *s = NULL;
     pgcl_status st = PGCL_ERR_DB;
@@ -383,7 +363,7 @@ done:
 pgcl_status pgcl_audit_read_shadow_report(const char *path, const char *model, const char *shadow_version,
                                           json_t **out, char *err, int cap) {
     *out = NULL;
-    sqlite3 *db = open_reader(path, err, cap);
+    sqlite3 *db = pgcl_db_open_reader(path, err, cap);
     if (!db) return PGCL_ERR_DB;
     sqlite3_stmt *s = NULL;
     pgcl_status st = PGCL_ERR_DB;
@@ -460,7 +440,7 @@ pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, ch
         pgcl_errorf(err, cap, "%s: cannot open: %s", opts->path, a->db ? sqlite3_errmsg(a->db) : sqlite3_errstr(rc));
         goto fail;
     }
-    sqlite3_busy_timeout(a->db, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000);
+    sqlite3_busy_timeout(a->db, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : PGCL_DB_BUSY_TIMEOUT_MS);
     sqlite3_extended_result_codes(a->db, 1);
     /* WAL: readers (audit queries) never block the writer. */
     sqlite3_stmt *jm = NULL;
@@ -472,8 +452,8 @@ pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, ch
     }
     sqlite3_finalize(jm);
     const char *sync = opts->synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
-    if (exec_sql(a->db, sync, sub, sizeof sub) != SQLITE_OK ||
-        exec_sql(a->db, "PRAGMA foreign_keys=ON", sub, sizeof sub) != SQLITE_OK) {
+    if (pgcl_db_exec(a->db, sync, sub, sizeof sub) != SQLITE_OK ||
+        pgcl_db_exec(a->db, "PRAGMA foreign_keys=ON", sub, sizeof sub) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: %s", opts->path, sub);
         goto fail;
     }

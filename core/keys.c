@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "ids.h"
 #include "log.h"
 
@@ -21,7 +22,7 @@
 #define KEY_SECRET_LEN 43   /* base64url of 32 bytes, no padding */
 #define KEY_B64_VARIANT sodium_base64_VARIANT_URLSAFE_NO_PADDING
 #define ACTOR_MAX 256
-#define BUSY_TIMEOUT_MS 5000
+
 #define RECHECK_US 1000000 /* the keyring looks at data_version at most this often */
 #define ERR_CAP 512
 #define CREATE_ATTEMPTS 8 /* fresh key_ids tried when one is already taken (p = n / 2^32 each) */
@@ -125,16 +126,6 @@ static void generate_key(char key[PGCL_KEY_LEN + 1], char key_id[PGCL_KEY_ID_LEN
 
 /* ---- database helpers ---- */
 
-static int exec_sql(sqlite3 *db, const char *sql, char *err, int cap) {
-    char *msg = NULL;
-    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-    if (rc != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s", msg ? msg : sqlite3_errstr(rc));
-        sqlite3_free(msg);
-    }
-    return rc;
-}
-
 /* Opens an existing pgcld database (never creates the file) with the busy timeout, and checks that
  * the key tables exist. On failure *out is NULL. */
 static pgcl_status db_open(const char *path, sqlite3 **out, char *err, int cap) {
@@ -153,7 +144,7 @@ static pgcl_status db_open(const char *path, sqlite3 **out, char *err, int cap) 
         goto done;
     }
     sqlite3_extended_result_codes(db, 1);
-    sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+    sqlite3_busy_timeout(db, PGCL_DB_BUSY_TIMEOUT_MS);
     rc = sqlite3_prepare_v2(db,
                             "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
                             " AND name IN ('api_keys', 'admin_events')",
@@ -249,7 +240,7 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
     }
     if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
     st = PGCL_ERR_DB;
-    exec_sql(db, "PRAGMA synchronous = FULL", NULL, 0); /* a created key is on disk before it is shown */
+    pgcl_db_exec(db, "PRAGMA synchronous = FULL", NULL, 0); /* a created key is on disk before it is shown */
     if (sqlite3_prepare_v2(db,
                            "INSERT INTO api_keys (key_id, name, role, key_sha256, created_at, created_by)"
                            " VALUES (?,?,?,?,?,?)",
@@ -257,7 +248,7 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
         pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
         goto done;
     }
-    if (exec_sql(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
+    if (pgcl_db_exec(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: cannot start a write transaction: %s", db_path, sub);
         goto done;
     }
@@ -290,7 +281,7 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
     }
     if ((st = add_key_event(db, actor, "key.create", key_id, name, zrole, err, cap)) != PGCL_OK) goto done;
     st = PGCL_ERR_DB;
-    if (exec_sql(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
+    if (pgcl_db_exec(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: commit: %s", db_path, sub);
         goto done;
     }
@@ -299,7 +290,7 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
     memcpy(key_id_out, key_id, sizeof key_id);
     st = PGCL_OK;
 done:
-    if (in_tx) exec_sql(db, "ROLLBACK", NULL, 0);
+    if (in_tx) pgcl_db_exec(db, "ROLLBACK", NULL, 0);
     sqlite3_finalize(ins);
     sqlite3_close(db);
     sodium_memzero(key, sizeof key);
@@ -324,7 +315,7 @@ pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char
     }
     if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
     st = PGCL_ERR_DB;
-    exec_sql(db, "PRAGMA synchronous = FULL", NULL, 0);
+    pgcl_db_exec(db, "PRAGMA synchronous = FULL", NULL, 0);
     if (sqlite3_prepare_v2(db, "SELECT name, role, revoked_at, revoked_by FROM api_keys WHERE key_id = ?", -1, &get,
                            NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db,
@@ -333,7 +324,7 @@ pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char
         pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
         goto done;
     }
-    if (exec_sql(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
+    if (pgcl_db_exec(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: cannot start a write transaction: %s", db_path, sub);
         goto done;
     }
@@ -368,14 +359,14 @@ pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char
     }
     if ((st = add_key_event(db, actor, "key.revoke", key_id, name, role, err, cap)) != PGCL_OK) goto done;
     st = PGCL_ERR_DB;
-    if (exec_sql(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
+    if (pgcl_db_exec(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: commit: %s", db_path, sub);
         goto done;
     }
     in_tx = false;
     st = PGCL_OK;
 done:
-    if (in_tx) exec_sql(db, "ROLLBACK", NULL, 0);
+    if (in_tx) pgcl_db_exec(db, "ROLLBACK", NULL, 0);
     sqlite3_finalize(get);
     sqlite3_finalize(upd);
     sqlite3_close(db);
@@ -555,7 +546,7 @@ pgcl_status pgcl_keyring_open(const char *db_path, pgcl_keyring **out, char *err
     kr->lock_ready = true;
     if ((st = db_open(db_path, &kr->db, err, cap)) != PGCL_OK) goto fail;
     st = PGCL_ERR_DB;
-    exec_sql(kr->db, "PRAGMA query_only = ON", NULL, 0);
+    pgcl_db_exec(kr->db, "PRAGMA query_only = ON", NULL, 0);
     if (sqlite3_prepare_v2(kr->db, "PRAGMA data_version", -1, &kr->version, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(kr->db, "SELECT key_id, name, role, key_sha256 FROM api_keys WHERE revoked_at IS NULL", -1,
                            &kr->select, NULL) != SQLITE_OK) {
