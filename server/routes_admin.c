@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,6 +182,7 @@ void pgcld_handle_upload(pgcld_server *srv, const pgcld_request *req, pgcld_repl
     char *config_text = NULL;
     char tmp[PATH_MAX + 200] = "";
     json_t *body = NULL;
+    bool changing = false;
     if (!pgcl_registry_valid_name(name, false) || !pgcl_registry_valid_name(version, true)) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, NULL,
                           "model names are [A-Za-z0-9_-] and versions [A-Za-z0-9._-], 1 to 64 characters");
@@ -244,6 +246,9 @@ void pgcld_handle_upload(pgcld_server *srv, const pgcld_request *req, pgcld_repl
         pgcld_reply_error(reply, 409, "conflict", -1, NULL, "%s exists and is not a plain directory", mdir);
         goto done;
     }
+    /* Serialise with other changes of this model (a concurrent upload of the same version gets 409). */
+    if (begin_change(srv, name, reply) != 0) goto done;
+    changing = true;
     snprintf(vdir, sizeof vdir, "%s/%s", mdir, version);
     if (lstat(vdir, &sb) == 0) {
         pgcld_reply_error(reply, 409, "version_exists", -1, NULL, "version %s/%s exists; versions are immutable", name,
@@ -263,32 +268,33 @@ void pgcld_handle_upload(pgcld_server *srv, const pgcld_request *req, pgcld_repl
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     if (write_file(path, weights, wlen, err, sizeof err) != 0) goto io_error;
     fsync_dir(tmp);
-    if (rename(tmp, vdir) != 0) {
-        if (errno == EEXIST || errno == ENOTEMPTY)
-            pgcld_reply_error(reply, 409, "version_exists", -1, NULL, "version %s/%s exists; versions are immutable",
-                              name, version);
-        else
-            pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "rename to %s: %s", vdir, strerror(errno));
-        goto done;
-    }
-    tmp[0] = 0;
-    fsync_dir(mdir);
+    /* Record first: if the audit log cannot take the event, the version never appears. */
     json_t *details = json_pack("{s:s, s:s, s:s, s:I}", "model", name, "version", version, "sha256", digest, "bytes",
                                 (json_int_t)wlen);
     char target[160];
     snprintf(target, sizeof target, "%s/%s", name, version);
-    if (record(srv, req, "model.upload", target, details, reply) == 0) {
-        pgcl_log_info("admin: %s uploaded %s (%zu bytes, sha256 %.12s…)", req->actor, target, wlen, digest);
-        reply->status = 201;
-        reply->body = json_pack("{s:s, s:s, s:s, s:s}", "model", name, "version", version, "sha256", digest, "state",
-                                "available");
-    }
+    int recorded = record(srv, req, "model.upload", target, details, reply);
     json_decref(details);
+    if (recorded != 0) goto done;
+    if (rename(tmp, vdir) != 0) {
+        /* Only a change made behind pgcld's back (a copy into the repository) gets here. */
+        pgcl_log_error("admin: upload of %s recorded but not renamed into place: %s", target, strerror(errno));
+        pgcld_reply_error(reply, 409, "version_exists", -1, NULL, "version %s/%s appeared meanwhile: %s", name, version,
+                          strerror(errno));
+        goto done;
+    }
+    tmp[0] = 0;
+    fsync_dir(mdir);
+    pgcl_log_info("admin: %s uploaded %s (%zu bytes, sha256 %.12s…)", req->actor, target, wlen, digest);
+    reply->status = 201;
+    reply->body = json_pack("{s:s, s:s, s:s, s:s}", "model", name, "version", version, "sha256", digest, "state",
+                            "available");
     goto done;
 io_error:
     pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "writing the upload failed: %s", err);
 done:
     if (tmp[0]) remove_tree(tmp);
+    if (changing) pgcl_registry_end_change(srv->registry, name);
     free(weights);
     free(config_text);
     json_decref(body);
@@ -372,8 +378,10 @@ void pgcld_handle_shadow_report(pgcld_server *srv, const pgcld_request *req, pgc
     pgcl_model *shadow = NULL;
     pgcl_model *active = pgcl_registry_acquire(srv->registry, name, &shadow);
     const char *version = pgcld_request_query(req, "version");
-    if (!version && shadow) version = shadow->version;
-    if (!version) {
+    if (version && !pgcl_registry_valid_name(version, true)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "version",
+                          "'version' must be a version name ([A-Za-z0-9._-], 1 to 64 characters, not starting with '.')");
+    } else if (!version && !(version = shadow ? shadow->version : NULL)) {
         pgcld_reply_error(reply, 404, "no_shadow", -1, NULL,
                           "model '%s' has no shadow attached; ask for a past one with ?version=", name);
     } else {

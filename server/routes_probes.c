@@ -57,9 +57,12 @@ void pgcld_handle_metrics(pgcld_server *srv, const pgcld_request *req, pgcld_rep
                               .draining = atomic_load(&srv->draining)};
     reply->text = pgcld_metrics_render(srv->metrics, &g, extra);
     free(extra);
+    if (!reply->text) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return;
+    }
     reply->content_type = "text/plain; version=0.0.4; charset=utf-8";
-    reply->status = reply->text ? 200 : 500;
-    if (!reply->text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+    reply->status = 200;
 }
 
 void pgcld_handle_models(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {

@@ -3,45 +3,89 @@
 
 1. Structure: OpenAPI 3.1, every operation has responses with descriptions, every $ref (and
    discriminator mapping) resolves, every component schema is valid Draft 2020-12, every example
-   validates against its schema, and every error code of the contract is documented under the
-   right status.
-2. Live: requests to a real daemon (successes and errors on every endpoint); each response body is
-   validated with jsonschema (Draft 2020-12, #/components refs inlined) against the schema for
-   its path, method and status.
+   validates against its schema, every error code of the contract is documented under the right
+   status of exactly the operations that answer it, and the documented operations, their
+   security and their roles match the daemon's route table (server/http.c).
+2. Live: requests to real daemons (successes and errors on every endpoint, 401 and 403
+   included); each response body is validated with jsonschema (Draft 2020-12, #/components refs
+   inlined) against the schema for its path, method, status and media type, and each required
+   response header is checked.
 3. Self-check: deliberately wrong bodies must fail validation.
 
 Run: /usr/bin/python3 tests/integration/test_openapi.py
 """
 
+import base64
 import copy
+import hashlib
 import json
 import os
+import re
 import shutil
+import sqlite3
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import jsonschema  # noqa: E402
+import jsonschema  # noqa: E402,F401
 import yaml  # noqa: E402
 from jsonschema import Draft202012Validator  # noqa: E402
 
 import harness as H  # noqa: E402
 
 SPEC_PATH = os.path.join(H.SOURCE_ROOT, "openapi.yaml")
+HTTP_C = os.path.join(H.SOURCE_ROOT, "server", "http.c")
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 # (code -> HTTP status) as the contract defines them; "route" errors are answered on any path.
 CONTRACT_ERRORS = {
     "invalid_json": 400, "invalid_request": 400, "missing_id": 400, "dimension_mismatch": 400,
     "non_finite_value": 400, "invalid_base64": 400, "empty_batch": 400,
-    "model_not_found": 404, "not_found": 404, "method_not_allowed": 405,
+    "unauthorized": 401, "forbidden": 403,
+    "model_not_found": 404, "version_not_found": 404, "no_shadow": 404, "key_not_found": 404,
+    "not_found": 404, "method_not_allowed": 405,
+    "conflict": 409, "version_exists": 409,
     "payload_too_large": 413, "batch_too_large": 413, "unsupported_media_type": 415,
+    "invalid_checkpoint": 422, "checksum_mismatch": 422,
     "not_ready": 503, "audit_unavailable": 503, "overloaded": 503, "internal_error": 500,
 }
-SCORE_ERRORS = {c: s for c, s in CONTRACT_ERRORS.items()
-                if c not in ("not_found", "method_not_allowed")}
+# Answered by every operation of a documented path.
+ROUTE_ERRORS = {"method_not_allowed", "internal_error"}
+AUTH_ERRORS = {"unauthorized", "forbidden"}
+BODY_ERRORS = {"invalid_json", "invalid_request", "payload_too_large", "unsupported_media_type"}
+# The error codes each operation answers (besides ROUTE_ERRORS), and nothing else.
+OPERATION_ERRORS = {
+    ("get", "/healthz"): set(),
+    ("get", "/readyz"): set(),
+    ("get", "/metrics"): {"not_found"},
+    ("get", "/v1/models"): AUTH_ERRORS,
+    ("post", "/v1/score"): AUTH_ERRORS | {
+        "invalid_json", "invalid_request", "missing_id", "dimension_mismatch", "non_finite_value",
+        "invalid_base64", "empty_batch", "model_not_found", "payload_too_large", "batch_too_large",
+        "unsupported_media_type", "not_ready", "audit_unavailable", "overloaded"},
+    ("post", "/v1/admin/models/{name}/activate"): AUTH_ERRORS | BODY_ERRORS | {
+        "model_not_found", "version_not_found", "not_found", "conflict", "invalid_checkpoint",
+        "audit_unavailable"},
+    ("put", "/v1/admin/models/{name}/versions/{version}"): AUTH_ERRORS | BODY_ERRORS | {
+        "invalid_base64", "not_found", "version_exists", "conflict", "checksum_mismatch",
+        "invalid_checkpoint", "audit_unavailable"},
+    ("post", "/v1/admin/models/{name}/shadow"): AUTH_ERRORS | BODY_ERRORS | {
+        "model_not_found", "version_not_found", "not_found", "conflict", "invalid_checkpoint",
+        "not_ready", "audit_unavailable"},
+    ("delete", "/v1/admin/models/{name}/shadow"): AUTH_ERRORS | {
+        "model_not_found", "no_shadow", "not_found", "conflict", "audit_unavailable"},
+    ("get", "/v1/admin/models/{name}/shadow"): AUTH_ERRORS | {
+        "invalid_request", "model_not_found", "no_shadow", "not_found", "audit_unavailable"},
+    ("post", "/v1/admin/keys"): AUTH_ERRORS | BODY_ERRORS | {"audit_unavailable"},
+    ("get", "/v1/admin/keys"): AUTH_ERRORS | {"audit_unavailable"},
+    ("delete", "/v1/admin/keys/{key_id}"): AUTH_ERRORS | {
+        "key_not_found", "not_found", "audit_unavailable"},
+}
+ALL_ROLES = ["scorer", "reviewer", "admin"]
 
 
 def load_spec(path=SPEC_PATH):
@@ -156,12 +200,111 @@ DOC = load_spec()
 SPEC = Spec(DOC)
 
 
+def template_regex(template):
+    return re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)) + "$")
+
+
+def spec_path_for(path):
+    """The documented path (template) a concrete request path falls under, or the path itself
+    when none does (it is then an undocumented path: RouteNotFound)."""
+    path = path.split("?")[0]
+    if path in DOC["paths"]:
+        return path
+    for template in DOC["paths"]:
+        if "{" in template and template_regex(template).match(path):
+            return template
+    return path
+
+
+def error_body(code):
+    return {"error": {"code": code, "message": "m"}}
+
+
+def read_route_table():
+    """(method, pattern) -> roles (sorted list; [] for public routes) from server/http.c."""
+    with open(HTTP_C, encoding="utf-8") as f:
+        text = f.read()
+    table = text[text.index("g_routes[] = {"):]
+    table = table[:table.index("};")]
+    routes = {}
+    for m in re.finditer(r'\{"([A-Z]+)",\s*"([^"]+)",\s*\w+,\s*([A-Z_| ]+?),\s*(true|false)\}',
+                         table):
+        method, pattern, roles, _upload = m.groups()
+        roles = roles.strip()
+        if roles == "ANYONE":
+            names = []
+        elif roles == "ANY_ROLE":
+            names = list(ALL_ROLES)
+        else:
+            names = [r.strip().replace("PGCL_ROLE_", "").lower() for r in roles.split("|")]
+        routes[(method.lower(), pattern)] = sorted(names)
+    return routes
+
+
+def parse_prometheus(text):
+    """{family: {"type", "help", "samples": [(name, {label: value}, value)]}} of a text exposition.
+    Raises ValueError on a malformed line."""
+    families, current = {}, None
+    sample_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+    label_re = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
+    if not text.endswith("\n"):
+        raise ValueError("the exposition must end with a newline")
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line.startswith("# HELP "):
+            name, _, help_text = line[7:].partition(" ")
+            current = families.setdefault(name, {"type": None, "help": help_text, "samples": []})
+            continue
+        if line.startswith("# TYPE "):
+            name, _, typ = line[7:].partition(" ")
+            if typ not in ("counter", "gauge", "histogram", "summary", "untyped"):
+                raise ValueError(f"bad TYPE line {line!r}")
+            current = families.setdefault(name, {"type": None, "help": "", "samples": []})
+            current["type"] = typ
+            continue
+        if line.startswith("#"):
+            continue
+        m = sample_re.match(line)
+        if not m:
+            raise ValueError(f"bad sample line {line!r}")
+        name, labels_text, value = m.groups()
+        float(value)  # ValueError when not a number (+Inf, NaN are accepted by float())
+        labels = {}
+        if labels_text:
+            pos = 0
+            for lm in label_re.finditer(labels_text):
+                if lm.start() != pos:
+                    raise ValueError(f"bad labels in {line!r}")
+                labels[lm.group(1)] = lm.group(2)
+                pos = lm.end()
+            if pos != len(labels_text):
+                raise ValueError(f"bad labels in {line!r}")
+        family = None
+        for fam in families:
+            if name == fam or (families[fam]["type"] == "histogram" and
+                               name in (fam + "_bucket", fam + "_sum", fam + "_count")):
+                family = fam
+        if family is None:
+            raise ValueError(f"sample {name} before its # TYPE line")
+        families[family]["samples"].append((name, labels, float(value)))
+    return families
+
+
+def metric_families():
+    resp = SPEC.response("/metrics", "get", 200)
+    return {f["name"]: f for f in resp["x-metric-families"]}
+
+
 class SpecStructureTest(unittest.TestCase):
     def test_openapi_31_header(self):
         self.assertTrue(str(DOC.get("openapi", "")).startswith("3.1."), DOC.get("openapi"))
         self.assertTrue(DOC["info"]["title"])
         self.assertTrue(DOC["info"]["version"])
-        self.assertEqual(set(DOC["paths"]), {"/healthz", "/readyz", "/v1/models", "/v1/score"})
+        self.assertEqual(set(DOC["paths"]), {
+            "/healthz", "/readyz", "/metrics", "/v1/models", "/v1/score",
+            "/v1/admin/models/{name}/activate", "/v1/admin/models/{name}/versions/{version}",
+            "/v1/admin/models/{name}/shadow", "/v1/admin/keys", "/v1/admin/keys/{key_id}"})
 
     def test_every_operation_has_responses(self):
         op_ids = []
@@ -178,16 +321,78 @@ class SpecStructureTest(unittest.TestCase):
                                 (status.isdigit() and 100 <= int(status) <= 599), status)
                 r = SPEC.deref(resp)
                 self.assertTrue(r.get("description"), f"{where} {status}: no description")
-                if status != "204":
-                    self.assertIn("application/json", r.get("content", {}),
+                if status == "204":
+                    continue
+                content = r.get("content", {})
+                self.assertTrue(content, f"{where} {status}: no content")
+                if not status.startswith("2"):  # errors are always JSON
+                    self.assertIn("application/json", content,
                                   f"{where} {status}: no application/json content")
+                for media_type, media in content.items():
+                    self.assertIn("schema", media, f"{where} {status} {media_type}: no schema")
             self.assertTrue(any(s.startswith("2") for s in responses), f"{where}: no 2xx")
             for s in ("405", "500"):
                 self.assertIn(s, responses, f"{where}: {s} not documented")
             allow = SPEC.deref(responses["405"]).get("headers", {}).get("Allow")
             self.assertIsNotNone(allow, f"{where}: 405 must document the Allow header")
             self.assertTrue(SPEC.deref(allow).get("required"), f"{where}: Allow must be required")
+            # path parameters are declared
+            params = [SPEC.deref(p) for p in
+                      DOC["paths"][path].get("parameters", []) + op.get("parameters", [])]
+            declared = {p["name"] for p in params if p["in"] == "path"}
+            self.assertEqual(declared, set(re.findall(r"\{([^}]+)\}", path)), where)
+            for p in params:
+                if p["in"] == "path":
+                    self.assertTrue(p.get("required"), f"{where}: path parameter {p['name']}")
         self.assertEqual(len(op_ids), len(set(op_ids)), "operationIds must be unique")
+
+    def test_security(self):
+        schemes = DOC["components"]["securitySchemes"]
+        self.assertEqual(set(schemes), {"bearerAuth"})
+        bearer = schemes["bearerAuth"]
+        self.assertEqual((bearer["type"], bearer["scheme"]), ("http", "bearer"))
+        self.assertIn("pgcld_", bearer.get("bearerFormat", ""))
+        self.assertNotIn("security", DOC, "security is applied per operation")
+        key_schema = SPEC.inline({"$ref": "#/components/schemas/ApiKey"})
+        sample = "pgcld_0123abcd_" + "A-_z" * 10 + "xyz"
+        self.assertFalse(validation_errors(key_schema, sample))
+        for bad in (sample[:-1], sample.replace("0123abcd", "0123ABCD"), sample + "A",
+                    "pgcld_0123abcd", sample.replace("_A", "+A", 1)):
+            self.assertTrue(validation_errors(key_schema, bad), bad)
+        for path, method, op in SPEC.operations():
+            where = f"{method.upper()} {path}"
+            self.assertIn("security", op, f"{where}: no security (use [] for public operations)")
+            self.assertIn("x-roles", op, f"{where}: no x-roles")
+            roles = op["x-roles"]
+            self.assertTrue(set(roles) <= set(ALL_ROLES), f"{where}: {roles}")
+            responses = op["responses"]
+            if not roles:
+                self.assertEqual(op["security"], [], where)
+                self.assertNotIn("401", responses, where)
+                self.assertNotIn("403", responses, where)
+                continue
+            self.assertEqual(op["security"], [{"bearerAuth": []}], where)
+            for role in roles:
+                self.assertIn(role, op["description"], f"{where}: roles not in the description")
+            for status, code in (("401", "unauthorized"), ("403", "forbidden")):
+                self.assertIn(status, responses, f"{where}: {status} not documented")
+                r = SPEC.deref(responses[status])
+                self.assertFalse(validation_errors(SPEC.schema_for(r), error_body(code)), where)
+            www = SPEC.deref(SPEC.deref(responses["401"])["headers"]["WWW-Authenticate"])
+            self.assertTrue(www.get("required"), f"{where}: WWW-Authenticate must be required")
+            self.assertFalse(validation_errors(www["schema"], "Bearer"))
+
+    @unittest.skipUnless(os.path.isfile(HTTP_C), "server/http.c not available")
+    def test_operations_match_the_route_table(self):
+        routes = read_route_table()
+        self.assertGreaterEqual(len(routes), 13, "could not parse g_routes in server/http.c")
+        documented = {(method, path): sorted(op["x-roles"])
+                      for path, method, op in SPEC.operations()}
+        self.assertEqual(set(documented), set(routes),
+                         "the documented operations differ from the daemon's routes")
+        for key, roles in routes.items():
+            self.assertEqual(documented[key], roles, f"{key}: x-roles differ from the route table")
+        self.assertEqual(set(OPERATION_ERRORS), set(routes))
 
     def test_every_ref_resolves(self):
         count = 0
@@ -229,34 +434,54 @@ class SpecStructureTest(unittest.TestCase):
                 n += 1
                 errs = validation_errors(schema, value)
                 self.assertFalse(errs, f"{where} {k}: " + "; ".join(e.message for e in errs[:3]))
-        self.assertGreaterEqual(n, 10)
+        self.assertGreaterEqual(n, 30)
+        # the metrics example is a valid exposition
+        example = SPEC.response("/metrics", "get", 200)["content"]["text/plain"]["example"]
+        self.assertTrue(parse_prometheus(example))
+
+    def test_metric_families_documented(self):
+        fams = SPEC.response("/metrics", "get", 200).get("x-metric-families")
+        self.assertTrue(fams, "x-metric-families missing")
+        names = [f["name"] for f in fams]
+        self.assertEqual(len(names), len(set(names)))
+        for f in fams:
+            self.assertTrue(f["name"].startswith("pgcld_"), f)
+            self.assertIn(f["type"], ("counter", "gauge", "histogram"), f)
+            self.assertIsInstance(f["labels"], list, f)
+            self.assertTrue(f["help"], f)
+            if f["type"] == "counter":
+                self.assertTrue(f["name"].endswith("_total"), f)
 
     def test_every_contract_error_is_documented(self):
         enum = set(DOC["components"]["schemas"]["ErrorCode"]["enum"])
         self.assertEqual(enum, set(CONTRACT_ERRORS))
-        # /v1/score: every code its status documents accepts it, and no other status does
-        for code, status in SCORE_ERRORS.items():
-            body = {"error": {"code": code, "message": "m"}}
-            resp = SPEC.response("/v1/score", "post", status)
-            self.assertIsNotNone(resp, f"POST /v1/score {status} ({code}) not documented")
-            self.assertFalse(validation_errors(SPEC.schema_for(resp), body),
-                             f"POST /v1/score {status} does not accept code {code}")
-            for other in ("400", "404", "413", "415", "500", "503"):
-                if other == str(status):
+        answered = set().union(*OPERATION_ERRORS.values()) | ROUTE_ERRORS | {"not_found"}
+        self.assertEqual(answered, set(CONTRACT_ERRORS), "codes no operation answers")
+        # Per operation: each status's error schema accepts exactly the codes the operation
+        # answers with that status (so a code is neither missing nor documented where it is not
+        # answered).
+        for (method, path), codes in OPERATION_ERRORS.items():
+            where = f"{method.upper()} {path}"
+            codes = codes | ROUTE_ERRORS
+            op = DOC["paths"][path][method]
+            for status in op["responses"]:
+                if int(status) < 400:
                     continue
-                o = SPEC.response("/v1/score", "post", other)
-                self.assertTrue(validation_errors(SPEC.schema_for(o), body),
-                                f"POST /v1/score {other} wrongly accepts code {code}")
+                validator = make_validator(SPEC.schema_for(SPEC.response(path, method, status)))
+                accepted = {c for c in CONTRACT_ERRORS if validator.is_valid(error_body(c))}
+                expected = {c for c in codes if str(CONTRACT_ERRORS[c]) == status}
+                self.assertEqual(accepted, expected, f"{where} {status}: error codes")
+            for code in codes:
+                self.assertIn(str(CONTRACT_ERRORS[code]), op["responses"],
+                              f"{where}: {CONTRACT_ERRORS[code]} ({code}) not documented")
         # route-level errors on every documented path
         for path in DOC["paths"]:
-            for status, code in ((405, "method_not_allowed"),):
-                resp = SPEC.response(path, "trace", status)
-                self.assertIsNotNone(resp)
-                self.assertFalse(validation_errors(
-                    SPEC.schema_for(resp), {"error": {"code": code, "message": "m"}}))
+            resp = SPEC.response(path, "trace", 405)
+            self.assertIsNotNone(resp)
+            self.assertFalse(validation_errors(SPEC.schema_for(resp),
+                                               error_body("method_not_allowed")))
         resp = SPEC.response("/no/such/path", "get", 404)
-        self.assertFalse(validation_errors(SPEC.schema_for(resp),
-                                           {"error": {"code": "not_found", "message": "m"}}))
+        self.assertFalse(validation_errors(SPEC.schema_for(resp), error_body("not_found")))
         # per-item errors: item and field are documented
         detail = DOC["components"]["schemas"]["ErrorDetail"]["properties"]
         self.assertIn("item", detail)
@@ -267,8 +492,10 @@ class LiveValidationMixin:
     checked = []  # (method, path, status, code)
 
     def check_live(self, method, path, resp, spec_path=None):
-        """Validate a live Response against the spec; returns the parsed body."""
-        spec_path = spec_path or path.split("?")[0]
+        """Validate a live Response against the spec; returns the parsed body (the text for
+        media types other than JSON). The documented path is found from the request path
+        (templates included) unless spec_path is given."""
+        spec_path = spec_path or spec_path_for(path)
         where = f"{method} {path} -> {resp.status}"
         r = SPEC.response(spec_path, method, resp.status)
         self.assertIsNotNone(r, f"{where}: status {resp.status} is not documented for this "
@@ -276,19 +503,79 @@ class LiveValidationMixin:
         content = r.get("content") or {}
         self.assertIn(resp.content_type, content,
                       f"{where}: Content-Type {resp.headers.get('Content-Type')!r} not documented")
-        self.assertIsNotNone(resp.json, f"{where}: body is not JSON: {resp.body[:300]!r}")
-        errs = validation_errors(SPEC.schema_for(r, resp.content_type), resp.json)
+        if resp.content_type == "application/json":
+            self.assertIsNotNone(resp.json, f"{where}: body is not JSON: {resp.body[:300]!r}")
+            body = resp.json
+        else:
+            try:
+                body = resp.body.decode("utf-8")
+            except UnicodeDecodeError:
+                self.fail(f"{where}: body is not UTF-8 text")
+        errs = validation_errors(SPEC.schema_for(r, resp.content_type), body)
         if errs:
             self.fail(f"{where}: body does not match the schema: " +
                       " | ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
                                  for e in errs[:5]) + f"\nbody: {resp.body[:500]!r}")
         for name, h in (r.get("headers") or {}).items():
             h = SPEC.deref(h)
+            value = resp.headers.get(name)
             if h.get("required"):
-                self.assertIsNotNone(resp.headers.get(name), f"{where}: header {name} missing")
-        code = resp.json.get("error", {}).get("code") if isinstance(resp.json, dict) else None
+                self.assertIsNotNone(value, f"{where}: header {name} missing")
+            if value is not None and "schema" in h:
+                self.assertFalse(validation_errors(SPEC.inline(h["schema"]), value),
+                                 f"{where}: header {name}: {value!r} does not match its schema")
+        code = body.get("error", {}).get("code") if isinstance(body, dict) else None
         type(self).checked.append((method, spec_path, resp.status, code))
-        return resp.json
+        return body
+
+    def send(self, method, path, body=None, key=None, content_type="application/json"):
+        """One request with http.client (harness.raw_request), which also reads answers the
+        daemon sends before it has read a large body (401, 403, 404, 413)."""
+        headers = {"Content-Type": content_type} if body is not None and content_type else {}
+        return self.daemon.raw(method, path, body, key=key, headers=headers)
+
+    def expect(self, method, path, status, code=None, body=None, **kw):
+        """Send a request, assert its status (and error code), validate it; returns the body."""
+        r = self.send(method, path, body, **kw)
+        self.assertEqual((r.status, r.error_code()), (status, code), f"{method} {path}: {r!r}")
+        return self.check_live(method, path, r)
+
+    def expect_auth_errors(self, method, path, body=None, forbidden_roles=()):
+        """401 without a key and with an unknown key, 403 for each role in forbidden_roles."""
+        d = self.daemon
+        for key in ("", "pgcld_deadbeef_" + "A" * 43, "not-a-key"):
+            r = self.send(method, path, body, key=key)
+            self.assertEqual((r.status, r.error_code()), (401, "unauthorized"), r)
+            self.assertEqual(r.headers.get("WWW-Authenticate"), "Bearer")
+            self.check_live(method, path, r)
+        for role in forbidden_roles:
+            r = self.send(method, path, body, key=d.keys[role])
+            self.assertEqual((r.status, r.error_code()), (403, "forbidden"), (role, r))
+            self.check_live(method, path, r)
+
+
+def tiny_copy(root, model, version, src=("tiny_binary", "1")):
+    dst = os.path.join(root, model, version)
+    shutil.copytree(H.version_dir(*src), dst)
+    return dst
+
+
+def edit_config(vdir, fn):
+    path = os.path.join(vdir, "config.json")
+    with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    fn(cfg)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f)
+
+
+def bad_shape(cfg):
+    cfg["dims"]["d"] = 9
+    cfg["semantic_mlp"]["layers"][-1]["out"] = 9
+
+
+def tiny_b64_items(n, seed, prefix="it"):
+    return H.b64_items(H.random_embeddings(n, 32, seed), prefix)
 
 
 class LiveTest(LiveValidationMixin, unittest.TestCase):
@@ -303,15 +590,35 @@ class LiveTest(LiveValidationMixin, unittest.TestCase):
 
     def test_health_endpoints(self):
         d = self.daemon
-        self.check_live("GET", "/healthz", d.get("/healthz"))
-        self.check_live("GET", "/readyz", d.get("/readyz"))
-        body = self.check_live("GET", "/v1/models", d.get("/v1/models"))
-        self.assertEqual(len(body["models"]), 4)
+        for path in ("/healthz", "/readyz", "/metrics"):
+            r = d.get(path, key="")  # public: no key needed
+            self.assertEqual(r.status, 200, r)
+            self.check_live("GET", path, r)
+        body = self.check_live("GET", "/readyz", d.get("/readyz", key=""))
+        self.assertEqual(body["checks"], {"models": True, "audit_db": True, "draining": False})
         for m, p in (("POST", "/healthz"), ("PUT", "/readyz"), ("DELETE", "/v1/models"),
-                     ("POST", "/v1/models")):
+                     ("POST", "/v1/models"), ("POST", "/metrics")):
             r = d.request(m, p, {} if m != "DELETE" else None)
             self.assertEqual(r.status, 405, r)
             self.check_live(m, p, r)
+
+    def test_models(self):
+        d = self.daemon
+        for role in ("scorer", "reviewer", "admin"):  # every role may list the models
+            r = d.get("/v1/models", key=d.keys[role])
+            self.assertEqual(r.status, 200, (role, r))
+            body = self.check_live("GET", "/v1/models", r)
+            self.assertEqual(len(body["models"]), 4)
+            for m in body["models"]:
+                self.assertIsNone(m["shadow_version"])
+                (v,) = m["versions"]
+                self.assertEqual((v["state"], v["role"]), ("ready", "active"), v)
+                self.assertIn("policy", v)
+        self.expect_auth_errors("GET", "/v1/models")
+
+    def test_score_auth(self):
+        body = {"items": H.b64_items(self.Z[:1])}
+        self.expect_auth_errors("POST", "/v1/score", body, forbidden_roles=("reviewer", "admin"))
 
     def test_score_successes(self):
         d = self.daemon
@@ -507,6 +814,481 @@ class LiveOverloadTest(LiveValidationMixin, unittest.TestCase):
         for (status, code), r in sorted(seen.items(), key=str):
             with self.subTest(status=status, code=code):
                 self.check_live("POST", "/v1/score", r)
+
+
+class LiveAdminTest(LiveValidationMixin, unittest.TestCase):
+    """Every administrative endpoint: successes, every error the daemon can be made to answer
+    deterministically, 401 and 403. Each test works on its own model so that the order of the
+    tests does not matter."""
+
+    MAX_BODY = 4096
+    MAX_UPLOAD = 2 << 20
+
+    @classmethod
+    def setUpClass(cls):
+        H.require_models("tiny_binary", "toxicity")
+        cls.tmp = tempfile.mkdtemp(prefix="pgcld-openapi-admin-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        root = os.path.join(cls.tmp, "models")
+        for v in ("1", "2", "3"):
+            tiny_copy(root, "tiny", v)  # activations
+        edit_config(tiny_copy(root, "tiny", "shape"), bad_shape)
+        for v in ("1", "2", "3"):
+            tiny_copy(root, "shadowed", v)  # shadows
+        edit_config(tiny_copy(root, "shadowed", "shape"), bad_shape)
+        tiny_copy(root, "shadowed", "0wide", src=("toxicity", "1"))  # D = 1024; sorts below 3
+        edit_config(tiny_copy(root, "broken", "1"), bad_shape)  # no active version
+        with open(os.path.join(root, "plainfile"), "w") as f:  # not a model directory
+            f.write("not a model\n")
+        cls.daemon = H.start_daemon(cls, models=root, default_model="tiny",
+                                    args=["--max-body-bytes", str(cls.MAX_BODY),
+                                          "--max-upload-bytes", str(cls.MAX_UPLOAD)])
+        vdir = H.version_dir("tiny_binary")
+        with open(os.path.join(vdir, "config.json"), encoding="utf-8") as f:
+            cls.config = json.load(f)
+        with open(os.path.join(vdir, "model.safetensors"), "rb") as f:
+            cls.weights = f.read()
+
+    def upload_body(self, weights=None, digest=None, config=None):
+        w = self.weights if weights is None else weights
+        return {"config": config or self.config, "weights_b64": base64.b64encode(w).decode(),
+                "weights_sha256": digest or hashlib.sha256(w).hexdigest()}
+
+    def models(self):
+        body = self.check_live("GET", "/v1/models", self.daemon.get("/v1/models"))
+        return {m["name"]: m for m in body["models"]}
+
+    def too_large(self, method, path, size):
+        """A body over the limit, announced by Content-Length (answered before it is read)."""
+        body = b'{"version": "' + b"x" * size + b'"}'
+        r = self.daemon.raw(method, path, body, headers={"Content-Type": "application/json"})
+        self.assertEqual((r.status, r.error_code()), (413, "payload_too_large"), r)
+        self.check_live(method, path, r)
+
+    # ------------------------------------------------------------------ activate
+    def test_activate(self):
+        d, path = self.daemon, "/v1/admin/models/tiny/activate"
+        before = self.models()["tiny"]
+        self.assertEqual(before["active_version"], "3")
+        body = self.expect("POST", path, 200, body={"version": "2"})
+        self.assertEqual((body["model"], body["version"], body["previous_version"]),
+                         ("tiny", "2", "3"))
+        self.assertEqual(body["activated_by"], f"test-admin ({d.keys['admin'][:14]})")
+        body = self.expect("POST", path, 200, body={"version": "2"})  # already active
+        self.assertEqual(body["previous_version"], "2")
+        self.expect("POST", path, 404, "version_not_found", {"version": "9"})
+        self.expect("POST", "/v1/admin/models/nope/activate", 404, "model_not_found",
+                    {"version": "1"})
+        self.expect("POST", "/v1/admin/models/bad.name/activate", 404, "model_not_found",
+                    {"version": "1"})
+        self.expect("POST", f"/v1/admin/models/{'x' * 200}/activate", 404, "not_found",
+                    {"version": "1"})
+        self.expect("POST", path, 400, "invalid_request", {"version": "../1"})
+        self.expect("POST", path, 400, "invalid_request", {"version": "1", "extra": 1})
+        self.expect("POST", path, 400, "invalid_request", {})
+        self.expect("POST", path, 400, "invalid_request", ["1"])
+        self.expect("POST", path, 400, "invalid_json", b'{"version": ')
+        self.expect("POST", path, 415, "unsupported_media_type", {"version": "1"},
+                    content_type="text/plain")
+        self.too_large("POST", path, self.MAX_BODY)
+        body = self.expect("POST", path, 422, "invalid_checkpoint", {"version": "shape"})
+        self.assertIn("shape", body["error"]["message"])
+        self.expect("GET", path, 405, "method_not_allowed")
+        self.expect_auth_errors("POST", path, {"version": "1"},
+                                forbidden_roles=("scorer", "reviewer"))
+        after = self.models()["tiny"]
+        states = {v["version"]: v for v in after["versions"]}
+        self.assertEqual(after["active_version"], "2")
+        self.assertEqual(states["2"]["role"], "active")
+        self.assertEqual(states["3"]["state"], "retired")
+        self.assertNotIn("role", states["3"])
+        self.assertEqual(states["shape"]["state"], "failed")
+        self.assertEqual(states["1"]["state"], "available")
+        r = d.score({"items": tiny_b64_items(2, 1)})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.check_live("POST", "/v1/score", r)["model"]["version"], "2")
+
+    # ------------------------------------------------------------------ upload
+    def test_upload(self):
+        path = "/v1/admin/models/up/versions/1"
+        body = self.expect("PUT", path, 201, body=self.upload_body())
+        self.assertEqual(body, {"model": "up", "version": "1", "state": "available",
+                                "sha256": hashlib.sha256(self.weights).hexdigest()})
+        self.expect("PUT", path, 409, "version_exists", self.upload_body())
+        self.expect("PUT", "/v1/admin/models/plainfile/versions/1", 409, "conflict",
+                    self.upload_body())
+        p2 = "/v1/admin/models/up/versions/2"
+        self.expect("PUT", p2, 422, "checksum_mismatch", self.upload_body(digest="0" * 64))
+        self.expect("PUT", p2, 422, "invalid_checkpoint",
+                    self.upload_body(weights=self.weights[:-100]))
+        bad = self.upload_body()
+        bad["weights_b64"] = "***"
+        self.expect("PUT", p2, 400, "invalid_base64", bad)
+        self.expect("PUT", p2, 400, "invalid_json", b'{"config": ')
+        self.expect("PUT", p2, 400, "invalid_request", {"config": {}})
+        self.expect("PUT", p2, 400, "invalid_request", dict(self.upload_body(), extra=1))
+        self.expect("PUT", "/v1/admin/models/bad.name/versions/2", 400, "invalid_request",
+                    self.upload_body())
+        self.expect("PUT", f"/v1/admin/models/{'x' * 200}/versions/2", 404, "not_found",
+                    self.upload_body())
+        self.expect("PUT", p2, 415, "unsupported_media_type", self.upload_body(),
+                    content_type="text/plain")
+        self.too_large("PUT", p2, self.MAX_UPLOAD)
+        self.expect("POST", p2, 405, "method_not_allowed", {})
+        self.expect_auth_errors("PUT", p2, self.upload_body(),
+                                forbidden_roles=("scorer", "reviewer"))
+        up = self.models()["up"]
+        self.assertEqual((up["active_version"], [v["state"] for v in up["versions"]]),
+                         (None, ["available"]))
+        # an upload bigger than --max-body-bytes but within --max-upload-bytes was accepted
+        self.assertGreater(len(json.dumps(self.upload_body())), self.MAX_BODY)
+
+    # ------------------------------------------------------------------ shadows
+    def test_shadow(self):
+        d, path = self.daemon, "/v1/admin/models/shadowed/shadow"
+        self.assertEqual(self.models()["shadowed"]["active_version"], "3")
+        self.expect("GET", path, 404, "no_shadow")
+        self.expect("DELETE", path, 404, "no_shadow")
+        body = self.expect("POST", path, 200, body={"version": "1"})
+        self.assertEqual((body["shadow_version"], body["active_version"],
+                          body["previous_shadow_version"]), ("1", "3", None))
+        body = self.expect("POST", path, 200, body={"version": "2"})
+        self.assertEqual(body["previous_shadow_version"], "1")
+        listed = self.models()["shadowed"]
+        states = {v["version"]: v for v in listed["versions"]}
+        self.assertEqual(listed["shadow_version"], "2")
+        self.assertEqual((states["2"]["state"], states["2"]["role"]), ("ready", "shadow"))
+        self.assertEqual(states["1"]["state"], "retired")
+        total = 0
+        for k in range(3):
+            r = d.score({"model": "shadowed", "items": tiny_b64_items(8, 300 + k, f"s{k}")})
+            self.assertEqual(r.status, 200, r)
+            self.check_live("POST", "/v1/score", r)
+            total += 8
+        self.assertTrue(H.wait_until(lambda: d.scalar(
+            "SELECT count(*) FROM shadow_decisions WHERE model_name = 'shadowed'"
+            " AND shadow_version = '2'") == total), "shadow rows did not all arrive")
+        report = self.expect("GET", path, 200)
+        self.assertEqual((report["items"], report["attached"], report["shadow_version"],
+                          report["active_version"]), (total, True, "2", "3"))
+        self.assertEqual(report["decision_flips"], 0)  # same weights, same policy
+        self.assertEqual(report["label_agreement"], 1.0)
+        # errors while attached
+        self.expect("POST", path, 404, "version_not_found", {"version": "9"})
+        self.expect("POST", path, 422, "invalid_checkpoint", {"version": "shape"})
+        body = self.expect("POST", path, 422, "invalid_checkpoint", {"version": "0wide"})
+        self.assertIn("D=", body["error"]["message"])
+        self.expect("POST", path, 400, "invalid_request", {"version": ".hidden"})
+        self.expect("POST", path, 400, "invalid_json", b"[")
+        self.expect("POST", path, 415, "unsupported_media_type", {"version": "1"},
+                    content_type="application/x-www-form-urlencoded")
+        self.too_large("POST", path, self.MAX_BODY)
+        self.expect("POST", "/v1/admin/models/broken/shadow", 503, "not_ready", {"version": "1"})
+        for method in ("POST", "DELETE", "GET"):
+            self.expect(method, "/v1/admin/models/nope/shadow", 404, "model_not_found",
+                        {"version": "1"} if method == "POST" else None)
+            self.expect(method, f"/v1/admin/models/{'x' * 130}/shadow", 404, "not_found",
+                        {"version": "1"} if method == "POST" else None)
+            self.expect_auth_errors(method, path, {"version": "2"} if method == "POST" else None,
+                                    forbidden_roles=("scorer", "reviewer"))
+        self.expect("PUT", path, 405, "method_not_allowed", {})
+        # detach, then the past shadow's report
+        body = self.expect("DELETE", path, 200)
+        self.assertEqual(body, {"model": "shadowed", "shadow_version": None,
+                                "previous_shadow_version": "2"})
+        self.expect("DELETE", path, 404, "no_shadow")
+        self.expect("GET", path, 404, "no_shadow")
+        report = self.expect("GET", path + "?version=2", 200)
+        self.assertEqual((report["items"], report["attached"]), (total, False))
+        report = self.expect("GET", path + "?version=1", 200)
+        self.assertEqual(report["items"], 0)
+        self.assertIsNone(self.models()["shadowed"]["shadow_version"])
+
+    # ------------------------------------------------------------------ keys
+    def test_keys(self):
+        d = self.daemon
+        created = self.expect("POST", "/v1/admin/keys", 201,
+                              body={"role": "scorer", "name": "openapi scorer"})
+        key, key_id = created["key"], created["key_id"]
+        self.assertTrue(key.startswith(key_id + "_"), created)
+        r = d.score({"items": tiny_b64_items(1, 2)}, key=key)
+        self.assertEqual(r.status, 200, r)
+        self.check_live("POST", "/v1/score", r)
+        listed = self.expect("GET", "/v1/admin/keys", 200)
+        by_id = {k["key_id"]: k for k in listed["keys"]}
+        self.assertEqual((by_id[key_id]["role"], by_id[key_id]["revoked_at"]), ("scorer", None))
+        self.assertEqual(by_id[d.keys["admin"][:14]]["created_by"][:4], "cli:")
+        revoked = self.expect("DELETE", f"/v1/admin/keys/{key_id}", 200)
+        self.assertEqual((revoked["key_id"], revoked["revoked"]), (key_id, True))
+        listed = self.expect("GET", "/v1/admin/keys", 200)
+        mine = [k for k in listed["keys"] if k["key_id"] == key_id][0]
+        self.assertIsNotNone(mine["revoked_at"])
+        self.assertEqual(mine["revoked_by"], revoked["revoked_by"])
+        self.assertTrue(H.wait_until(
+            lambda: d.score({"items": tiny_b64_items(1, 3)}, key=key).status == 401, timeout=5))
+        r = d.score({"items": tiny_b64_items(1, 3)}, key=key)
+        self.check_live("POST", "/v1/score", r)
+        self.expect("DELETE", f"/v1/admin/keys/{key_id}", 404, "key_not_found")
+        self.expect("DELETE", "/v1/admin/keys/pgcld_00000000", 404, "key_not_found")
+        self.expect("DELETE", "/v1/admin/keys/garbage", 404, "key_not_found")
+        self.expect("DELETE", f"/v1/admin/keys/{'x' * 200}", 404, "not_found")
+        self.expect("POST", "/v1/admin/keys", 400, "invalid_request", {"role": "boss", "name": "x"})
+        self.expect("POST", "/v1/admin/keys", 400, "invalid_request", {"role": "admin", "name": ""})
+        self.expect("POST", "/v1/admin/keys", 400, "invalid_request", {"role": "admin"})
+        self.expect("POST", "/v1/admin/keys", 400, "invalid_request",
+                    {"role": "admin", "name": "x", "key": "mine"})
+        self.expect("POST", "/v1/admin/keys", 400, "invalid_json", b"{")
+        self.expect("POST", "/v1/admin/keys", 415, "unsupported_media_type",
+                    {"role": "admin", "name": "x"}, content_type="text/plain")
+        self.too_large("POST", "/v1/admin/keys", self.MAX_BODY)
+        self.expect("PUT", "/v1/admin/keys", 405, "method_not_allowed", {})
+        self.expect("GET", "/v1/admin/keys/pgcld_00000000", 405, "method_not_allowed")
+        for method, path, body in (("POST", "/v1/admin/keys", {"role": "admin", "name": "x"}),
+                                   ("GET", "/v1/admin/keys", None),
+                                   ("DELETE", "/v1/admin/keys/pgcld_00000000", None)):
+            self.expect_auth_errors(method, path, body, forbidden_roles=("scorer", "reviewer"))
+        # a revoked key is refused like an unknown one
+        r = d.get("/v1/models", key=key)
+        self.assertEqual((r.status, r.error_code()), (401, "unauthorized"), r)
+        self.check_live("GET", "/v1/models", r)
+
+    # ------------------------------------------------------------------ metrics
+    def test_metrics(self):
+        d = self.daemon
+        self.assertEqual(d.score({"items": tiny_b64_items(3, 9)}).status, 200)
+        r = d.get("/metrics", key="")
+        self.assertEqual(r.status, 200, r)
+        text = self.check_live("GET", "/metrics", r)
+        ctype = r.headers.get("Content-Type", "")
+        self.assertIn("version=0.0.4", ctype.replace(" ", ""), ctype)
+        live = parse_prometheus(text)
+        documented = metric_families()
+        self.assertEqual(set(live), set(documented), "live metric families differ from the spec")
+        for name, fam in live.items():
+            with self.subTest(family=name):
+                doc = documented[name]
+                self.assertEqual(fam["type"], doc["type"])
+                for sample, labels, _value in fam["samples"]:
+                    expected = set(doc["labels"])
+                    if sample.endswith("_bucket"):
+                        expected.add("le")
+                    self.assertEqual(set(labels), expected, sample)
+        routes = {lbl["route"] for _, lbl, _ in live["pgcld_requests_total"]["samples"]}
+        self.assertIn("POST /v1/score", routes)
+        known = {f"{m.upper()} {p}" for p, m, _ in SPEC.operations()} | {"unmatched"}
+        self.assertTrue(routes <= known, routes - known)
+
+    # ------------------------------------------------------------------ the test can fail
+    def test_validation_rejects_wrong_admin_bodies(self):
+        """Negative self-check for the new schemas: live bodies pass, mutated ones do not."""
+        d = self.daemon
+
+        def mutated(good, fn):
+            b = copy.deepcopy(good)
+            fn(b)
+            return b
+
+        def assert_rejected(schema, cases):
+            for what, body in cases.items():
+                with self.subTest(case=what):
+                    self.assertTrue(validation_errors(schema, body),
+                                    f"{what}: a wrong body passed validation")
+
+        models = self.check_live("GET", "/v1/models", d.get("/v1/models"))
+        schema = SPEC.schema_for(SPEC.response("/v1/models", "get", 200))
+        self.assertFalse(validation_errors(schema, models))
+        i = [m["name"] for m in models["models"]].index("shadowed")
+
+        def version(b, state):
+            """The active version for "ready", else the first version in that state."""
+            return [v for v in b["models"][i]["versions"] if v["state"] == state and
+                    (state != "ready" or v.get("role") == "active")][0]
+
+        assert_rejected(schema, {
+            "no shadow_version": mutated(models, lambda b: b["models"][i].pop("shadow_version")),
+            "bad state": mutated(models, lambda b: version(b, "ready").__setitem__("state", "up")),
+            "role on a failed version": mutated(
+                models, lambda b: version(b, "failed").__setitem__("role", "active")),
+            "task without role": mutated(
+                models, lambda b: version(b, "ready").pop("role")),
+            "active without dims": mutated(models, lambda b: version(b, "ready").pop("dims")),
+            "failed without error": mutated(models, lambda b: version(b, "failed").pop("error")),
+            "error on a ready version": mutated(
+                models, lambda b: version(b, "ready").__setitem__("error", "x")),
+            "bad role": mutated(models, lambda b: version(b, "ready").__setitem__("role", "boss")),
+        })
+
+        act = self.expect("POST", "/v1/admin/models/tiny/activate", 200, body={"version": "2"})
+        schema = SPEC.schema_for(SPEC.response("/v1/admin/models/{name}/activate", "post", 200))
+        assert_rejected(schema, {
+            "no previous_version": mutated(act, lambda b: b.pop("previous_version")),
+            "bad actor": mutated(act, lambda b: b.__setitem__("activated_by", "someone")),
+            "short sha256": mutated(act, lambda b: b.__setitem__("sha256", "abc")),
+        })
+
+        bad = self.expect("GET", "/v1/admin/models/shadowed/shadow?version=..", 400, "invalid_request")
+        self.assertEqual(bad["error"]["field"], "version")
+        report = self.expect("GET", "/v1/admin/models/shadowed/shadow?version=1", 200)
+        schema = SPEC.schema_for(SPEC.response("/v1/admin/models/{name}/shadow", "get", 200))
+        assert_rejected(schema, {
+            "matrix without block": mutated(report, lambda b: b["decision_matrix"].pop("block")),
+            "negative count": mutated(report, lambda b: b["decision_matrix"]["allow"].__setitem__(
+                "review", -1)),
+            "agreement > 1": mutated(report, lambda b: b.__setitem__("label_agreement", 1.5)),
+            "attached as string": mutated(report, lambda b: b.__setitem__("attached", "yes")),
+            "unknown member": mutated(report, lambda b: b.__setitem__("extra", 1)),
+        })
+
+        created = self.expect("POST", "/v1/admin/keys", 201,
+                              body={"role": "reviewer", "name": "self-check"})
+        schema = SPEC.schema_for(SPEC.response("/v1/admin/keys", "post", 201))
+        assert_rejected(schema, {
+            "short key": mutated(created, lambda b: b.__setitem__("key", b["key"][:-1])),
+            "upper-case key_id": mutated(created, lambda b: b.__setitem__(
+                "key_id", b["key_id"].upper())),
+            "bad role": mutated(created, lambda b: b.__setitem__("role", "root")),
+        })
+        listed = self.expect("GET", "/v1/admin/keys", 200)
+        schema = SPEC.schema_for(SPEC.response("/v1/admin/keys", "get", 200))
+        assert_rejected(schema, {
+            "digest listed": mutated(listed, lambda b: b["keys"][0].__setitem__("key_sha256", "0")),
+            "revoked_by without revoked_at": mutated(
+                listed, lambda b: b["keys"][0].__setitem__("revoked_by", "cli:x")),
+            "bad created_at": mutated(
+                listed, lambda b: b["keys"][0].__setitem__("created_at", "yesterday")),
+        })
+        # error schemas: a code documented under another status or another operation
+        for (path, method, status), body in {
+            ("/v1/admin/models/{name}/activate", "post", 404): error_body("no_shadow"),
+            ("/v1/admin/models/{name}/activate", "post", 409): error_body("version_exists"),
+            ("/v1/admin/models/{name}/versions/{version}", "put", 404):
+                error_body("model_not_found"),
+            ("/v1/admin/models/{name}/shadow", "delete", 404): error_body("version_not_found"),
+            ("/v1/admin/keys/{key_id}", "delete", 404): error_body("model_not_found"),
+            ("/v1/score", "post", 401): error_body("forbidden"),
+            ("/v1/score", "post", 403): error_body("unauthorized"),
+        }.items():
+            with self.subTest(case=f"{method} {path} {status} {body['error']['code']}"):
+                schema = SPEC.schema_for(SPEC.response(path, method, status))
+                self.assertTrue(validation_errors(schema, body))
+        # the live check fails on a 401 without WWW-Authenticate, and on wrong metrics text
+        r = d.get("/v1/models", key="")
+        self.assertEqual(r.status, 401)
+        headers = r.headers.__class__()
+        for k, v in r.headers.items():
+            if k.lower() != "www-authenticate":
+                headers[k] = v
+        with self.assertRaises(AssertionError):
+            self.check_live("GET", "/v1/models", H.Response(401, headers, r.body))
+        m = d.get("/metrics", key="")
+        with self.assertRaises(AssertionError):
+            self.check_live("GET", "/metrics", H.Response(200, m.headers, b""))
+        with self.assertRaises(ValueError):
+            parse_prometheus("# TYPE pgcld_x counter\npgcld_x{a=b} 1\n")
+
+
+class LiveAdminAuditLockTest(LiveValidationMixin, unittest.TestCase):
+    """Another process holds the SQLite write lock: changes that cannot be recorded are refused
+    with 503 audit_unavailable, and a second change of a model whose change is in progress gets
+    409 conflict."""
+
+    @classmethod
+    def setUpClass(cls):
+        H.require_models("tiny_binary")
+        cls.tmp = tempfile.mkdtemp(prefix="pgcld-openapi-lock-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        root = os.path.join(cls.tmp, "models")
+        for model in ("tiny", "other"):
+            for v in ("1", "2"):
+                tiny_copy(root, model, v)
+        cls.daemon = H.start_daemon(cls, models=root, default_model="tiny")
+        vdir = H.version_dir("tiny_binary")
+        with open(os.path.join(vdir, "config.json"), encoding="utf-8") as f:
+            cls.config = json.load(f)
+        with open(os.path.join(vdir, "model.safetensors"), "rb") as f:
+            cls.weights = f.read()
+
+    def test_locked_audit_database(self):
+        d = self.daemon
+        upload = {"config": self.config, "weights_b64": base64.b64encode(self.weights).decode(),
+                  "weights_sha256": hashlib.sha256(self.weights).hexdigest()}
+        blocked = [  # each of these needs a write, so waits for the lock and gives up
+            ("POST", "/v1/admin/models/tiny/activate", {"version": "1"}),
+            ("POST", "/v1/admin/models/other/shadow", {"version": "1"}),
+            ("PUT", "/v1/admin/models/third/versions/5", upload),
+            ("POST", "/v1/admin/keys", {"role": "scorer", "name": "locked out"}),
+            ("DELETE", f"/v1/admin/keys/{d.keys['reviewer'][:14]}", None),
+        ]
+        answers = {}
+        lock = sqlite3.connect(d.db_path, timeout=30, isolation_level=None)
+        try:
+            lock.execute("BEGIN EXCLUSIVE")
+            lock.execute("INSERT INTO schema_migrations SELECT * FROM schema_migrations WHERE 0")
+
+            def call(i, method, path, body):
+                answers[i] = d.request(method, path, body, timeout=120)
+
+            threads = [threading.Thread(target=call, args=(i, *c)) for i, c in enumerate(blocked)]
+            for t in threads:
+                t.start()
+            time.sleep(1.0)  # the activation and the attachment are now waiting on the lock
+            for method, path, body in (("POST", "/v1/admin/models/tiny/activate", {"version": "2"}),
+                                       ("POST", "/v1/admin/models/tiny/shadow", {"version": "2"}),
+                                       ("DELETE", "/v1/admin/models/tiny/shadow", None),
+                                       ("POST", "/v1/admin/models/other/activate",
+                                        {"version": "2"})):
+                with self.subTest(conflict=f"{method} {path}"):
+                    self.expect(method, path, 409, "conflict", body)
+            for t in threads:
+                t.join(130)
+                self.assertFalse(t.is_alive(), "a change hung while the audit DB was locked")
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        for i, (method, path, _body) in enumerate(blocked):
+            with self.subTest(blocked=f"{method} {path}"):
+                r = answers[i]
+                self.assertEqual((r.status, r.error_code()), (503, "audit_unavailable"), r)
+                self.check_live(method, path, r)
+        models = {m["name"]: m for m in self.check_live("GET", "/v1/models",
+                                                        d.get("/v1/models"))["models"]}
+        self.assertEqual(models["tiny"]["active_version"], "2", "a refused activation took effect")
+        self.assertIsNone(models["other"]["shadow_version"], "a refused shadow was attached")
+        self.assertEqual(models["third"]["versions"], [], "an upload that could not be recorded appeared")
+        self.assertEqual(d.get("/v1/models", key=d.keys["reviewer"]).status, 200,
+                         "a refused revocation took effect")
+
+
+class LiveAuthOffTest(LiveValidationMixin, unittest.TestCase):
+    """--auth off --metrics off: no key is needed, changes are made by `anonymous`, and /metrics
+    is 404."""
+
+    @classmethod
+    def setUpClass(cls):
+        H.require_models("tiny_binary")
+        cls.tmp = tempfile.mkdtemp(prefix="pgcld-openapi-noauth-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        root = os.path.join(cls.tmp, "models")
+        for v in ("1", "2"):
+            tiny_copy(root, "tiny", v)
+        cls.daemon = H.start_daemon(cls, models=root, default_model="tiny", auth=False,
+                                    args=["--metrics", "off"])
+
+    def test_auth_off(self):
+        d = self.daemon
+        body = self.expect("POST", "/v1/admin/models/tiny/activate", 200, body={"version": "1"},
+                           key="")
+        self.assertEqual(body["activated_by"], "anonymous")
+        r = d.score({"items": tiny_b64_items(1, 1)}, key="")
+        self.assertEqual(r.status, 200, r)
+        self.check_live("POST", "/v1/score", r)
+        self.expect("GET", "/metrics", 404, "not_found", key="")
+        created = self.expect("POST", "/v1/admin/keys", 201, body={"role": "admin", "name": "a"},
+                              key="")
+        revoked = self.expect("DELETE", f"/v1/admin/keys/{created['key_id']}", 200, key="")
+        self.assertEqual(revoked["revoked_by"], "anonymous")
+        listed = self.expect("GET", "/v1/admin/keys", 200, key="")
+        self.assertEqual(listed["keys"][-1]["created_by"], "anonymous")
 
 
 def tearDownModule():
