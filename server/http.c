@@ -41,6 +41,17 @@ static const route g_routes[] = {
     {"POST", "/v1/admin/keys", pgcld_handle_keys_create, PGCL_ROLE_ADMIN, false},
     {"GET", "/v1/admin/keys", pgcld_handle_keys_list, PGCL_ROLE_ADMIN, false},
     {"DELETE", "/v1/admin/keys/{key_id}", pgcld_handle_keys_revoke, PGCL_ROLE_ADMIN, false},
+    {"GET", "/v1/decisions", pgcld_handle_decisions_list, PGCL_ROLE_REVIEWER, false},
+    {"GET", "/v1/decisions/{id}", pgcld_handle_decision_get, PGCL_ROLE_REVIEWER, false},
+    {"GET", "/v1/decisions/{id}/statement", pgcld_handle_decision_statement, PGCL_ROLE_REVIEWER, false},
+    {"POST", "/v1/decisions/{id}/contests", pgcld_handle_contest_file, PGCL_ROLE_REVIEWER, false},
+    {"POST", "/v1/decisions/{id}/rescore", pgcld_handle_rescore, PGCL_ROLE_REVIEWER, false},
+    {"GET", "/v1/contests", pgcld_handle_contests_list, PGCL_ROLE_REVIEWER, false},
+    {"POST", "/v1/contests/{id}/resolution", pgcld_handle_resolution, PGCL_ROLE_REVIEWER, false},
+    {"GET", "/v1/audit/export", pgcld_handle_audit_export, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false},
+    {"GET", "/v1/audit/stats", pgcld_handle_audit_stats, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false},
+    {"GET", "/v1/audit/verify", pgcld_handle_audit_verify, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false},
+    {"POST", "/v1/audit/checkpoints", pgcld_handle_audit_checkpoint, PGCL_ROLE_ADMIN, false},
     {"GET", "/healthz", pgcld_handle_healthz, ANYONE, false},
     {"GET", "/readyz", pgcld_handle_readyz, ANYONE, false},
     {"GET", "/metrics", pgcld_handle_metrics, ANYONE, false},
@@ -51,7 +62,10 @@ const char *const pgcld_route_names[] = {
     "POST /v1/score", "GET /v1/models", "POST /v1/admin/models/{name}/activate",
     "PUT /v1/admin/models/{name}/versions/{version}", "POST /v1/admin/models/{name}/shadow",
     "DELETE /v1/admin/models/{name}/shadow", "GET /v1/admin/models/{name}/shadow", "POST /v1/admin/keys",
-    "GET /v1/admin/keys", "DELETE /v1/admin/keys/{key_id}", "GET /healthz", "GET /readyz", "GET /metrics",
+    "GET /v1/admin/keys", "DELETE /v1/admin/keys/{key_id}", "GET /v1/decisions", "GET /v1/decisions/{id}",
+    "GET /v1/decisions/{id}/statement", "POST /v1/decisions/{id}/contests", "POST /v1/decisions/{id}/rescore",
+    "GET /v1/contests", "POST /v1/contests/{id}/resolution", "GET /v1/audit/export", "GET /v1/audit/stats",
+    "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /healthz", "GET /readyz", "GET /metrics",
 };
 const int pgcld_route_count = N_ROUTES;
 _Static_assert(sizeof pgcld_route_names / sizeof pgcld_route_names[0] == N_ROUTES, "a name for every route");
@@ -124,7 +138,46 @@ json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply) {
     return root;
 }
 
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    pgcld_reply *r = cls;
+    long n = r->stream_fn(r->stream_ctx, buf, max);
+    if (n > 0) return (ssize_t)n;
+    return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_done(void *cls) {
+    pgcld_reply *r = cls;
+    if (r->stream_free) r->stream_free(r->stream_ctx);
+    free(r);
+}
+
+/* Queues a streamed response; takes over the reply's stream. */
+static enum MHD_Result send_stream(struct MHD_Connection *conn, pgcld_reply *reply) {
+    pgcld_reply *copy = malloc(sizeof *copy);
+    if (!copy) {
+        if (reply->stream_free) reply->stream_free(reply->stream_ctx);
+        return MHD_NO;
+    }
+    *copy = *reply;
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_reader, copy,
+                                                                  stream_done);
+    if (!resp) {
+        stream_done(copy);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, reply->content_type ? reply->content_type : "application/octet-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (reply->content_disposition)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, reply->content_disposition);
+    enum MHD_Result rc = MHD_queue_response(conn, (unsigned)reply->status, resp);
+    MHD_destroy_response(resp);
+    json_decref(reply->body);
+    reply->body = NULL;
+    return rc;
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *conn, pgcld_reply *reply) {
+    if (reply->stream_fn) return send_stream(conn, reply);
     char *text = reply->text ? reply->text : reply->body ? json_dumps(reply->body, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
     reply->text = NULL;
     if (reply->body && !text) {
@@ -192,7 +245,7 @@ static int find_route(request_ctx *ctx, const char *method, const char *path, bo
         *path_known = true;
         size_t used = strlen(allow);
         snprintf(allow + used, cap - used, "%s%s", used ? ", " : "", g_routes[i].method);
-        if (strcmp(g_routes[i].method, method) == 0) {
+        if (hit < 0 && strcmp(g_routes[i].method, method) == 0) {
             hit = i;
             memcpy(ctx->params, probe.params, sizeof ctx->params);
             ctx->n_params = probe.n_params;
@@ -317,7 +370,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     for (int i = 0; i < ctx->n_params; i++) req.params[i] = ctx->params[i];
     pgcld_reply reply = {.status = 200};
     ctx->route->fn(srv, &req, &reply);
-    if (!reply.body && !reply.text)
+    if (!reply.body && !reply.text && !reply.stream_fn)
         pgcld_reply_error(&reply, 500, "internal_error", -1, NULL, "handler produced no answer");
     ctx->status = reply.status;
     return send_reply(conn, &reply);

@@ -60,6 +60,13 @@ typedef struct pgcld_reply {
     const char *www_authenticate; /* for 401 */
     char *text;               /* owned; a non-JSON body sent instead of `body` (e.g. /metrics) */
     const char *content_type; /* default application/json */
+    /* A streamed body of unknown length (exports): stream_fn fills buf with up to max bytes and
+     * returns how many it wrote, 0 at the end, or -1 on error (the connection is then closed);
+     * stream_free releases stream_ctx when the response is done. Constant memory per request. */
+    long (*stream_fn)(void *stream_ctx, char *buf, size_t max);
+    void (*stream_free)(void *stream_ctx);
+    void *stream_ctx;
+    const char *content_disposition; /* e.g. attachment; filename="decisions.csv" */
 } pgcld_reply;
 
 /* Sets reply to {"error": {"code", "message"[, "item"][, "field"]}}. item < 0 and field NULL omit them. */
@@ -94,5 +101,18 @@ void pgcld_handle_shadow_report(pgcld_server *srv, const pgcld_request *req, pgc
 void pgcld_handle_keys_create(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_keys_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_keys_revoke(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+/* Reviewers (routes_audit.c: reads; routes_contests.c: contests, resolutions, re-score;
+ * routes_chain.c: verification and signed checkpoints). */
+void pgcld_handle_decision_get(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_audit_export(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_audit_stats(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_contests_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_contest_file(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_resolution(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_audit_checkpoint(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 
 #endif

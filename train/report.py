@@ -161,7 +161,7 @@ def render_dataset(r):
     if task == "binary":
         head += ["ROC AUC", "pos. F1 @ t_block", "pos. P / R", "t_block (val)"]
     if task == "ordinal":
-        head += ["MAE", "QWK", "severe (|err|≥2)"]
+        head += ["MAE", "QWK", "severe (error ≥ 2 levels)"]
     head += ["W/B", "silhouette", "10-NN overlap", "GQI"]
     lines += ["Held-out figures (shared `val`), probe fitted on the training rows, thresholds and C from validation:", "",
               "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -275,7 +275,9 @@ int main(void) {
     test_fast_vs_oracle("tests/fixtures/models/tiny_multi/1");
     test_fast_vs_oracle("tests/fixtures/models/tiny_ordinal/1");
     test_fast_vs_oracle("models/toxicity/1");
+    test_fast_vs_oracle("models/emotions/1");
     test_torch_parity("models/toxicity/1", "tests/fixtures/parity/toxicity.safetensors");
+    test_torch_parity("models/emotions/1", "tests/fixtures/parity/emotions.safetensors");
     test_torch_parity("tests/fixtures/models/tiny_multi/1", "tests/fixtures/parity/tiny_multi.safetensors");
     return test_finish("test_model");
 }
