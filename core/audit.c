@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chain.h"
 #include "db.h"
 #include "ids.h"
 #include "log.h"
@@ -15,27 +16,32 @@
 
 #define ERR_CAP 512
 
-typedef enum { JOB_DECISIONS, JOB_EVENT, JOB_SHADOW } job_kind;
-
-/* A caller's batch, queued for the writer; lives on the caller's stack (shadow jobs: on the heap,
- * owned by the shadow worker that waits for them). */
+/* A caller's unit of work, queued for the writer; lives on the caller's stack. */
 typedef struct audit_job {
-    job_kind kind;
-    const pgcl_decision_row *rows;
-    const pgcl_admin_event *event;
-    const pgcl_shadow_row *shadow;
-    int n;
+    pgcl_audit_fn fn;
+    void *ctx;
+    int n_rows;             /* counted against the backlog limit */
+    bool bounded;           /* refused with PGCL_ERR_BUSY when the backlog is full */
     pgcl_status status;
     bool done;
     char err[ERR_CAP];
     struct audit_job *next;
 } audit_job;
 
+/* What a job's callback sees: the connection inside the open transaction, the transaction's
+ * timestamp, and the chain. */
+struct pgcl_audit_txn {
+    pgcl_audit *a;
+    char now[PGCL_TIMESTAMP_LEN + 1];
+};
+
 struct pgcl_audit {
     sqlite3 *db;
     sqlite3_stmt *insert;
     sqlite3_stmt *insert_event;
     sqlite3_stmt *insert_shadow;
+    pgcl_chain *chain;
+    char last_stamp[PGCL_TIMESTAMP_LEN + 1]; /* writer-only: created_at never goes backwards */
     pthread_t writer;
     bool writer_started;
     pthread_mutex_t lock;
@@ -52,7 +58,7 @@ struct pgcl_audit {
 static const char INSERT_SQL[] =
     "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
     " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
-    " vector, input_sha256, latency_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " vector, input_sha256, latency_us, input, input_dtype) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
 /* ---- migrations ---- */
 
@@ -135,12 +141,20 @@ done:
 
 /* ---- the writer ---- */
 
-static int insert_row(pgcl_audit *a, const pgcl_decision_row *r) {
+struct sqlite3 *pgcl_audit_txn_db(pgcl_audit_txn *t) { return t->a->db; }
+
+const char *pgcl_audit_txn_now(pgcl_audit_txn *t) { return t->now; }
+
+pgcl_status pgcl_audit_txn_chain(pgcl_audit_txn *t, const char *kind, int64_t row_seq, char *err, int cap) {
+    return pgcl_chain_record(t->a->chain, kind, row_seq, err, cap);
+}
+
+static int insert_row(pgcl_audit *a, const pgcl_decision_row *r, const char *created_at) {
     sqlite3_stmt *s = a->insert;
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
     sqlite3_bind_text(s, 1, r->decision_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, r->created_at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, created_at, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 3, r->request_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 4, r->item_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 5, r->model_name, -1, SQLITE_STATIC);
@@ -161,71 +175,136 @@ static int insert_row(pgcl_audit *a, const pgcl_decision_row *r) {
     sqlite3_bind_blob(s, 16, r->vector, r->d * (int)sizeof(float), SQLITE_STATIC);
     sqlite3_bind_text(s, 17, r->input_sha256, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 18, r->latency_us);
-    return sqlite3_step(s);
+    if (r->input && r->input_dtype) {
+        sqlite3_bind_blob(s, 19, r->input, r->input_bytes, SQLITE_STATIC);
+        sqlite3_bind_text(s, 20, r->input_dtype, -1, SQLITE_STATIC);
+    }
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc;
 }
 
-static int insert_event(pgcl_audit *a, const pgcl_admin_event *ev) {
-    sqlite3_stmt *s = a->insert_event;
-    char id[PGCL_UUID_LEN + 1], now[PGCL_TIMESTAMP_LEN + 1];
+typedef struct rows_ctx {
+    const pgcl_decision_row *rows;
+    int n;
+} rows_ctx;
+
+static pgcl_status decisions_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
+    const rows_ctx *rc = ctx;
+    for (int i = 0; i < rc->n; i++) {
+        if (insert_row(t->a, &rc->rows[i], t->now) != SQLITE_DONE) {
+            pgcl_errorf(err, cap, "insert decision: %s", sqlite3_errmsg(t->a->db));
+            return PGCL_ERR_DB;
+        }
+        pgcl_status st = pgcl_audit_txn_chain(t, "decisions", sqlite3_last_insert_rowid(t->a->db), err, cap);
+        if (st != PGCL_OK) return st;
+    }
+    return PGCL_OK;
+}
+
+static pgcl_status event_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
+    const pgcl_admin_event *ev = ctx;
+    sqlite3_stmt *s = t->a->insert_event;
+    char id[PGCL_UUID_LEN + 1];
     pgcl_uuid7(id);
-    pgcl_timestamp_now(now);
     sqlite3_reset(s);
     sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(s, 2, now, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 2, t->now, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 3, ev->actor, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 4, ev->action, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 5, ev->target, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 6, ev->details_json ? ev->details_json : "{}", -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
-    return rc;
-}
-
-static int insert_shadow(pgcl_audit *a, const pgcl_shadow_row *r) {
-    sqlite3_stmt *s = a->insert_shadow;
-    sqlite3_reset(s);
-    const char *text[] = {r->decision_id, r->created_at, r->model_name, r->primary_version, r->shadow_version,
-                          r->shadow_sha256, r->primary_label, r->shadow_label, r->primary_decision, r->shadow_decision};
-    for (int i = 0; i < 10; i++) sqlite3_bind_text(s, i + 1, text[i], -1, SQLITE_STATIC);
-    sqlite3_bind_double(s, 11, r->primary_score);
-    sqlite3_bind_double(s, 12, r->shadow_score);
-    sqlite3_bind_text(s, 13, r->probabilities_json, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    return rc;
-}
-
-static int insert_job(pgcl_audit *a, const audit_job *j) {
-    for (int i = 0; i < j->n; i++) {
-        int rc = j->kind == JOB_DECISIONS ? insert_row(a, &j->rows[i])
-                 : j->kind == JOB_EVENT   ? insert_event(a, j->event)
-                                          : insert_shadow(a, &j->shadow[i]);
-        if (rc != SQLITE_DONE) return rc;
+    if (rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "insert event: %s", sqlite3_errmsg(t->a->db));
+        return PGCL_ERR_DB;
     }
-    return SQLITE_DONE;
+    return pgcl_audit_txn_chain(t, "admin_events", sqlite3_last_insert_rowid(t->a->db), err, cap);
 }
 
-/* Runs jobs [first, NULL) in one transaction. Returns SQLITE_OK or the failing code; on failure
- * the transaction is rolled back and the message is in err. */
-static int commit_group(pgcl_audit *a, audit_job *first, audit_job *stop, char *err, int cap) {
-    if (pgcl_db_exec(a->db, "BEGIN IMMEDIATE", err, cap) != SQLITE_OK) return SQLITE_ERROR;
-    for (audit_job *j = first; j != stop; j = j->next) {
-        int rc = insert_job(a, j);
+typedef struct shadow_ctx {
+    const pgcl_shadow_row *rows;
+    int n;
+} shadow_ctx;
+
+/* Shadow outputs are derived data, not audit events: not chained. */
+static pgcl_status shadow_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
+    const shadow_ctx *sc = ctx;
+    sqlite3_stmt *s = t->a->insert_shadow;
+    for (int i = 0; i < sc->n; i++) {
+        const pgcl_shadow_row *r = &sc->rows[i];
+        sqlite3_reset(s);
+        const char *text[] = {r->decision_id, t->now, r->model_name, r->primary_version, r->shadow_version,
+                              r->shadow_sha256, r->primary_label, r->shadow_label, r->primary_decision, r->shadow_decision};
+        for (int k = 0; k < 10; k++) sqlite3_bind_text(s, k + 1, text[k], -1, SQLITE_STATIC);
+        sqlite3_bind_double(s, 11, r->primary_score);
+        sqlite3_bind_double(s, 12, r->shadow_score);
+        sqlite3_bind_text(s, 13, r->probabilities_json, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(s);
+        sqlite3_reset(s);
         if (rc != SQLITE_DONE) {
-            pgcl_errorf(err, cap, "insert: %s", sqlite3_errmsg(a->db));
-            sqlite3_reset(a->insert);
-            char ignored[64];
-            pgcl_db_exec(a->db, "ROLLBACK", ignored, sizeof ignored);
-            return rc;
+            pgcl_errorf(err, cap, "insert shadow row: %s", sqlite3_errmsg(t->a->db));
+            return PGCL_ERR_DB;
         }
     }
-    sqlite3_reset(a->insert);
-    int rc = pgcl_db_exec(a->db, "COMMIT", err, cap);
-    if (rc != SQLITE_OK) {
+    return PGCL_OK;
+}
+
+/* The transaction's timestamp: now, but never before the previous transaction's, so that
+ * created_at follows seq order (time-range filters rely on it). */
+static void stamp(pgcl_audit *a, char out[PGCL_TIMESTAMP_LEN + 1]) {
+    pgcl_timestamp_now(out);
+    if (strcmp(out, a->last_stamp) < 0) memcpy(out, a->last_stamp, sizeof a->last_stamp);
+    memcpy(a->last_stamp, out, sizeof a->last_stamp);
+}
+
+/* Runs the jobs of one batch in one transaction, each inside its own savepoint: a job that fails
+ * is undone alone and reports its error; the others commit together. If the commit itself fails,
+ * every job of the batch fails. */
+static void commit_batch(pgcl_audit *a, audit_job *batch) {
+    char err[ERR_CAP];
+    pgcl_audit_txn txn = {.a = a};
+    stamp(a, txn.now);
+    if (pgcl_db_exec(a->db, "BEGIN IMMEDIATE", err, sizeof err) != SQLITE_OK ||
+        pgcl_chain_begin(a->chain, err, sizeof err) != PGCL_OK) {
         char ignored[64];
         pgcl_db_exec(a->db, "ROLLBACK", ignored, sizeof ignored);
+        for (audit_job *j = batch; j; j = j->next) {
+            j->status = PGCL_ERR_DB;
+            memcpy(j->err, err, ERR_CAP);
+        }
+        return;
     }
-    return rc;
+    int committed = 0;
+    for (audit_job *j = batch; j; j = j->next) {
+        char sub[ERR_CAP];
+        if (pgcl_db_exec(a->db, "SAVEPOINT job", sub, sizeof sub) != SQLITE_OK) {
+            j->status = PGCL_ERR_DB;
+            snprintf(j->err, ERR_CAP, "%s", sub);
+            continue;
+        }
+        j->status = j->fn(&txn, j->ctx, j->err, ERR_CAP);
+        if (j->status == PGCL_OK) {
+            pgcl_db_exec(a->db, "RELEASE job", sub, sizeof sub);
+            committed++;
+        } else {
+            pgcl_db_exec(a->db, "ROLLBACK TO job", sub, sizeof sub);
+            pgcl_db_exec(a->db, "RELEASE job", sub, sizeof sub);
+            pgcl_chain_begin(a->chain, sub, sizeof sub); /* the head went back with the savepoint */
+        }
+    }
+    if (pgcl_db_exec(a->db, "COMMIT", err, sizeof err) != SQLITE_OK) {
+        char ignored[64];
+        pgcl_db_exec(a->db, "ROLLBACK", ignored, sizeof ignored);
+        for (audit_job *j = batch; j; j = j->next) {
+            if (j->status != PGCL_OK) continue;
+            j->status = PGCL_ERR_DB;
+            memcpy(j->err, err, ERR_CAP);
+        }
+        committed = 0;
+    }
+    (void)committed;
 }
 
 static void *writer_main(void *arg) {
@@ -238,29 +317,20 @@ static void *writer_main(void *arg) {
         a->head = a->tail = NULL;
         pthread_mutex_unlock(&a->lock);
 
-        char err[ERR_CAP];
-        int rc = commit_group(a, batch, NULL, err, sizeof err);
-        if (rc == SQLITE_OK) {
-            for (audit_job *j = batch; j; j = j->next) j->status = PGCL_OK;
-        } else if (batch->next) {
-            /* Isolate the failing job: commit each one on its own. */
-            for (audit_job *j = batch; j; j = j->next) {
-                rc = commit_group(a, j, j->next, j->err, ERR_CAP);
-                j->status = rc == SQLITE_OK ? PGCL_OK : PGCL_ERR_DB;
+        commit_batch(a, batch);
+        bool db_ok = true;
+        for (audit_job *j = batch; j; j = j->next) {
+            if (j->status == PGCL_ERR_DB) {
+                db_ok = false;
+                pgcl_log_error("audit: write failed: %s", j->err);
             }
-        } else {
-            batch->status = PGCL_ERR_DB;
-            memcpy(batch->err, err, ERR_CAP);
         }
-        bool ok = true;
-        for (audit_job *j = batch; j; j = j->next) ok = ok && j->status == PGCL_OK;
-        if (!ok) pgcl_log_error("audit: write failed: %s", rc == SQLITE_OK ? "one request's rows" : err);
-        a->healthy = ok;
+        a->healthy = db_ok;
 
         pthread_mutex_lock(&a->lock);
         for (audit_job *j = batch, *next; j; j = next) {
             next = j->next; /* j belongs to its caller once done is set */
-            a->pending_rows -= j->n;
+            a->pending_rows -= j->n_rows;
             j->done = true;
         }
         pthread_cond_broadcast(&a->done);
@@ -269,46 +339,50 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-/* Queues job and waits until the writer has committed (or failed) it. */
-static pgcl_status submit(pgcl_audit *a, audit_job *jobp, char *err, int cap) {
-    audit_job job = *jobp;
-    int n = job.n;
+/* Queues a job and waits until the writer has committed (or failed) it. */
+static pgcl_status submit(pgcl_audit *a, audit_job *job, char *err, int cap) {
     pthread_mutex_lock(&a->lock);
     if (a->closing) {
         pthread_mutex_unlock(&a->lock);
         pgcl_errorf(err, cap, "audit store is closing");
         return PGCL_ERR_CLOSED;
     }
-    if (job.kind != JOB_EVENT && a->pending_rows > 0 && a->pending_rows + n > a->max_pending_rows) {
+    if (job->bounded && a->pending_rows > 0 && a->pending_rows + job->n_rows > a->max_pending_rows) {
         pthread_mutex_unlock(&a->lock);
         pgcl_errorf(err, cap, "audit backlog is full (%d rows pending)", a->pending_rows);
         return PGCL_ERR_BUSY;
     }
-    a->pending_rows += n;
-    if (a->tail) a->tail->next = &job;
-    else a->head = &job;
-    a->tail = &job;
+    a->pending_rows += job->n_rows;
+    if (a->tail) a->tail->next = job;
+    else a->head = job;
+    a->tail = job;
     pthread_cond_signal(&a->work);
-    while (!job.done) pthread_cond_wait(&a->done, &a->lock);
+    while (!job->done) pthread_cond_wait(&a->done, &a->lock);
     pthread_mutex_unlock(&a->lock);
-    if (job.status != PGCL_OK) pgcl_errorf(err, cap, "%s", job.err);
-    return job.status;
+    if (job->status != PGCL_OK) pgcl_errorf(err, cap, "%s", job->err);
+    return job->status;
+}
+
+pgcl_status pgcl_audit_run(pgcl_audit *a, pgcl_audit_fn fn, void *ctx, char *err, int cap) {
+    audit_job job = {.fn = fn, .ctx = ctx, .n_rows = 1, .status = PGCL_ERR_DB};
+    return submit(a, &job, err, cap);
 }
 
 pgcl_status pgcl_audit_append(pgcl_audit *a, const pgcl_decision_row *rows, int n, char *err, int cap) {
     if (n <= 0) return PGCL_OK;
-    audit_job job = {.kind = JOB_DECISIONS, .rows = rows, .n = n, .status = PGCL_ERR_DB};
+    rows_ctx ctx = {rows, n};
+    audit_job job = {.fn = decisions_fn, .ctx = &ctx, .n_rows = n, .bounded = true, .status = PGCL_ERR_DB};
     return submit(a, &job, err, cap);
 }
 
 pgcl_status pgcl_audit_record_event(pgcl_audit *a, const pgcl_admin_event *ev, char *err, int cap) {
-    audit_job job = {.kind = JOB_EVENT, .event = ev, .n = 1, .status = PGCL_ERR_DB};
-    return submit(a, &job, err, cap);
+    return pgcl_audit_run(a, event_fn, (void *)ev, err, cap);
 }
 
 pgcl_status pgcl_audit_append_shadow(pgcl_audit *a, const pgcl_shadow_row *rows, int n, char *err, int cap) {
     if (n <= 0) return PGCL_OK;
-    audit_job job = {.kind = JOB_SHADOW, .shadow = rows, .n = n, .status = PGCL_ERR_DB};
+    shadow_ctx ctx = {rows, n};
+    audit_job job = {.fn = shadow_fn, .ctx = &ctx, .n_rows = n, .bounded = true, .status = PGCL_ERR_DB};
     return submit(a, &job, err, cap);
 }
 
@@ -473,6 +547,7 @@ pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, ch
         pgcl_errorf(err, cap, "%s: %s", opts->path, sqlite3_errmsg(a->db));
         goto fail;
     }
+    if (!(a->chain = pgcl_chain_create(a->db, err, cap))) goto fail;
     if (pthread_create(&a->writer, NULL, writer_main, a) != 0) {
         pgcl_errorf(err, cap, "cannot start the audit writer thread");
         goto fail;
@@ -494,6 +569,7 @@ void pgcl_audit_close(pgcl_audit *a) {
         pthread_mutex_unlock(&a->lock);
         pthread_join(a->writer, NULL);
     }
+    pgcl_chain_destroy(a->chain);
     sqlite3_finalize(a->insert);
     sqlite3_finalize(a->insert_event);
     sqlite3_finalize(a->insert_shadow);

@@ -24,9 +24,10 @@ typedef struct pgcl_audit_options {
     int max_pending_rows;   /* append() fails with PGCL_ERR_BUSY beyond this backlog */
 } pgcl_audit_options;
 
-/* One decision row; every pointer is borrowed for the duration of pgcl_audit_append(). */
+/* One decision row; every pointer is borrowed for the duration of pgcl_audit_append(). created_at
+ * is set by the writer (the commit's time, never earlier than the previous commit's). */
 typedef struct pgcl_decision_row {
-    const char *decision_id, *created_at, *request_id, *item_id;
+    const char *decision_id, *request_id, *item_id;
     const char *model_name, *model_version, *model_sha256;
     const char *label;
     int label_index;
@@ -41,6 +42,9 @@ typedef struct pgcl_decision_row {
     int d;
     const char *input_sha256;
     int64_t latency_us;
+    const void *input;       /* the stored input (NULL: not stored) */
+    int input_bytes;
+    const char *input_dtype; /* "f16" or "f32" */
 } pgcl_decision_row;
 
 /* One administrative event (admin_events); pointers borrowed for the call. details is a JSON object. */
@@ -48,9 +52,10 @@ typedef struct pgcl_admin_event {
     const char *actor, *action, *target, *details_json;
 } pgcl_admin_event;
 
-/* One shadow output beside the primary decision it shadows (shadow_decisions). */
+/* One shadow output beside the primary decision it shadows (shadow_decisions); created_at is the
+ * writer's. */
 typedef struct pgcl_shadow_row {
-    const char *decision_id, *created_at, *model_name, *primary_version, *shadow_version, *shadow_sha256;
+    const char *decision_id, *model_name, *primary_version, *shadow_version, *shadow_sha256;
     const char *primary_label, *shadow_label, *primary_decision, *shadow_decision;
     double primary_score, shadow_score;
     const char *probabilities_json;
@@ -67,6 +72,25 @@ void pgcl_audit_close(pgcl_audit *a);
  * PGCL_ERR_BUSY: backlog full; PGCL_ERR_DB: the write failed (err says why); PGCL_ERR_CLOSED:
  * shutting down. On any error no row of this call is in the database. */
 pgcl_status pgcl_audit_append(pgcl_audit *a, const pgcl_decision_row *rows, int n, char *err, int cap);
+
+/* ---- arbitrary work in the writer's transaction ---- */
+
+/* The open transaction a job runs in. */
+typedef struct pgcl_audit_txn pgcl_audit_txn;
+/* Its connection (use only inside the job). */
+struct sqlite3 *pgcl_audit_txn_db(pgcl_audit_txn *t);
+/* The transaction's timestamp (RFC 3339, monotonic across transactions). */
+const char *pgcl_audit_txn_now(pgcl_audit_txn *t);
+/* Appends the chain entry of row row_seq of table kind (see chain.h). */
+pgcl_status pgcl_audit_txn_chain(pgcl_audit_txn *t, const char *kind, int64_t row_seq, char *err, int cap);
+
+/* A job: runs inside a savepoint of the writer's transaction; anything but PGCL_OK undoes exactly
+ * its own writes. Must not block. */
+typedef pgcl_status (*pgcl_audit_fn)(pgcl_audit_txn *t, void *ctx, char *err, int cap);
+
+/* Runs fn in the writer's next transaction and returns once that transaction committed, with fn's
+ * status (or PGCL_ERR_DB if the commit failed). Thread-safe. */
+pgcl_status pgcl_audit_run(pgcl_audit *a, pgcl_audit_fn fn, void *ctx, char *err, int cap);
 
 /* Records one administrative event durably (same writer, same guarantees as append). */
 pgcl_status pgcl_audit_record_event(pgcl_audit *a, const pgcl_admin_event *ev, char *err, int cap);

@@ -55,4 +55,17 @@ typedef struct pgcl_chain_report {
 pgcl_status pgcl_chain_verify(const char *path, const char *const *checkpoint_files, int n_checkpoints,
                               pgcl_chain_report *report, char *err, int cap);
 
+/* As pgcl_chain_verify(), and each checkpoint file must be signed by public_key_hex (64 hex digits)
+ * unless that is NULL. A checkpoint file that cannot be read, is malformed, is not signed by its own
+ * key or by the expected one is an error (PGCL_ERR_IO/FORMAT/UNSUPPORTED/MISMATCH, err naming the
+ * file), not a report: the verification cannot rely on it.
+ *
+ * Conventions of the report: events counts the entries checked (all N when intact; the walk stops
+ * at the first bad entry). A row that no entry refers to is reported at first_bad_seq N + 1, where
+ * its entry is missing; so is a checkpoint whose head lies beyond the chain's end. A checkpoint
+ * whose head entry has another hash is reported at its head_seq. Rows with seq at most the genesis
+ * entry's maxima predate the chain and are not checked (legacy rows). */
+pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkpoint_files, int n_checkpoints,
+                                     const char *public_key_hex, pgcl_chain_report *report, char *err, int cap);
+
 #endif

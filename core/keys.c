@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chain.h"
 #include "db.h"
 #include "ids.h"
 #include "log.h"
@@ -178,6 +179,7 @@ static pgcl_status add_key_event(sqlite3 *db, const char *actor, const char *act
                                  const char *name, const char *role, char *err, int cap) {
     char event_id[PGCL_UUID_LEN + 1], now[PGCL_TIMESTAMP_LEN + 1];
     sqlite3_stmt *s = NULL;
+    pgcl_chain *chain = NULL;
     char *details = NULL;
     json_t *obj = json_pack("{s:s, s:s}", "name", name, "role", role);
     pgcl_status st = PGCL_ERR_NOMEM;
@@ -187,6 +189,13 @@ static pgcl_status add_key_event(sqlite3 *db, const char *actor, const char *act
     }
     pgcl_uuid7(event_id);
     pgcl_timestamp_now(now);
+    st = PGCL_ERR_DB;
+    /* The event joins the audit chain in this same transaction (see chain.h); the head is read
+     * before the row is inserted. The daemon's writer reads the head again at its next commit. */
+    if (!(chain = pgcl_chain_create(db, err, cap)) || (st = pgcl_chain_begin(chain, err, cap)) != PGCL_OK) {
+        if (!chain) st = PGCL_ERR_DB;
+        goto done;
+    }
     st = PGCL_ERR_DB;
     if (sqlite3_prepare_v2(db,
                            "INSERT INTO admin_events (event_id, created_at, actor, action, target, details)"
@@ -205,8 +214,9 @@ static pgcl_status add_key_event(sqlite3 *db, const char *actor, const char *act
         pgcl_errorf(err, cap, "admin_events: %s", sqlite3_errmsg(db));
         goto done;
     }
-    st = PGCL_OK;
+    st = pgcl_chain_record(chain, "admin_events", sqlite3_last_insert_rowid(db), err, cap);
 done:
+    pgcl_chain_destroy(chain);
     sqlite3_finalize(s);
     free(details);
     json_decref(obj);

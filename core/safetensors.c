@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "f16.h"
+
 struct pgcl_safetensors {
     void *map;          /* mmap of the whole file, or NULL for in-memory parses */
     size_t map_size;
@@ -283,26 +285,6 @@ const pgcl_st_tensor *pgcl_safetensors_find(const pgcl_safetensors *st, const ch
     return NULL;
 }
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (mant == 0) {
-            bits = sign;
-        } else { /* subnormal: normalise */
-            int e = -1;
-            do { e++; mant <<= 1; } while (!(mant & 0x400));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
-        }
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (mant << 13);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 pgcl_status pgcl_st_read_f32(const pgcl_st_tensor *t, float *dst, char *err, int cap) {
     const uint8_t *p = t->data;
     for (int64_t i = 0; i < t->numel; i++) {
@@ -312,7 +294,7 @@ pgcl_status pgcl_st_read_f32(const pgcl_st_tensor *t, float *dst, char *err, int
                             (uint32_t)p[4 * i + 3] << 24;
             memcpy(&v, &bits, 4);
         } else if (t->dtype == PGCL_DT_F16) {
-            v = half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+            v = pgcl_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         } else if (t->dtype == PGCL_DT_BF16) {
             uint32_t bits = (uint32_t)(p[2 * i] | p[2 * i + 1] << 8) << 16;
             memcpy(&v, &bits, 4);

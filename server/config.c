@@ -91,6 +91,17 @@ static const opt_def g_opts[] = {
      .help = "shadow jobs waiting before further ones are dropped"},
     {.name = "shutdown-grace", L(shutdown_grace_s, 0, 3600), .def = "10",
      .help = "seconds to let requests finish on SIGTERM"},
+    {.name = "store-inputs", S(store_inputs, "none|float16|float32"), .def = "float16",
+     .choices = "none|float16|float32",
+     .help = "keep each decision's input embedding for re-scoring (float16: 2 bytes per dimension)"},
+    {.name = "contest-window-days", L(contest_window_days, 1, 36500), .def = "180",
+     .help = "days after a decision during which it may be contested"},
+    {.name = "signing-key", S(signing_key, "FILE"), .def = "",
+     .help = "Ed25519 secret key file for signed audit checkpoints (pgcld audit keygen)"},
+    {.name = "checkpoint-dir", S(checkpoint_dir, "DIR"), .def = "",
+     .help = "where signed audit checkpoints are written (default: beside the audit database)"},
+    {.name = "checkpoint-interval", L(checkpoint_interval_s, 0, 86400 * 30), .def = "0",
+     .help = "seconds between automatic signed checkpoints (0: only on demand); needs --signing-key"},
 };
 // clang-format on
 #define N_OPTS ((int)(sizeof g_opts / sizeof g_opts[0]))

@@ -39,6 +39,9 @@ typedef struct pgcld_config {
     char *auth;                  /* "required" (API keys enforced) or "off" */
     char *metrics;               /* "on" (serve GET /metrics) or "off" */
     char *config_path;           /* the config file read; "" = none */
+    char *store_inputs;          /* none, float16 or float32 */
+    char *signing_key;           /* Ed25519 secret key file; "" = none */
+    char *checkpoint_dir;        /* "" = the audit database's directory */
     _Atomic long max_body_bytes; /* reloadable */
     _Atomic long max_batch;      /* reloadable */
     _Atomic long max_connections;
@@ -50,6 +53,8 @@ typedef struct pgcld_config {
     _Atomic long shutdown_grace_s;
     _Atomic long max_upload_bytes; /* largest model upload accepted */
     _Atomic long shadow_queue;     /* shadow jobs waiting before they are dropped; reloadable */
+    _Atomic long contest_window_days;
+    _Atomic long checkpoint_interval_s; /* 0 = checkpoints only on demand */
 
     bool print_config; /* --print-config was given: the caller prints the config and exits */
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "blas.h"
+#include "cli_audit.h"
 #include "cli_keys.h"
 #include "config.h"
 #include "ids.h"
@@ -181,6 +182,7 @@ static int check_models(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "keys") == 0) return pgcld_cli_keys(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "audit") == 0) return pgcld_cli_audit(argc - 2, argv + 2);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 || (i == 1 && strcmp(argv[i], "help") == 0)) {
             pgcld_config_print_help(stdout);

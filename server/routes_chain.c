@@ -1,10 +1,89 @@
-/* Audit chain verification and signed checkpoints over HTTP. (Being written.) */
+/* Audit chain verification and signed checkpoints over HTTP:
+ *   GET  /v1/audit/verify       (reviewer, admin) verifies the chain of the daemon's database
+ *   POST /v1/audit/checkpoints  (admin) signs the current head and writes a checkpoint file
+ * Both run on the request's thread with their own connections (core/chain.c, core/signing.c); a
+ * verification reads one snapshot while the writer goes on. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chain.h"
+#include "log.h"
 #include "server.h"
+#include "signing.h"
+
+#define ERR_CAP 1024
 
 void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    pgcld_reply_error(reply, 501, "not_implemented", -1, NULL, "not implemented yet");
+    pgcl_chain_report rep;
+    char err[ERR_CAP];
+    if (pgcl_chain_verify(srv->cfg->db_path, NULL, 0, &rep, err, sizeof err) != PGCL_OK) {
+        pgcl_log_error("audit verify: %s", err);
+        pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "the audit chain could not be read: %s", err);
+        reply->retry_after = "1";
+        return;
+    }
+    if (!rep.intact) pgcl_log_warn("audit verify: NOT INTACT at entry %lld: %s", (long long)rep.first_bad_seq, rep.reason);
+    reply->status = 200;
+    reply->body = json_pack("{s:b, s:I, s:o, s:o, s:I, s:o}", "intact", rep.intact, "events", (json_int_t)rep.events,
+                            "first_bad_seq", rep.intact ? json_null() : json_integer(rep.first_bad_seq), "reason",
+                            rep.intact ? json_null() : json_string(rep.reason), "head_seq", (json_int_t)rep.head_seq,
+                            "head_hash", rep.head_hash[0] ? json_string(rep.head_hash) : json_null());
+}
+
+/* The directory of the database file ("." when it has none). */
+static void db_directory(const char *db_path, char *out, size_t cap) {
+    snprintf(out, cap, "%s", db_path);
+    char *slash = strrchr(out, '/');
+    if (!slash) snprintf(out, cap, ".");
+    else if (slash == out) out[1] = 0;
+    else *slash = 0;
 }
 
 void pgcld_handle_audit_checkpoint(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    pgcld_reply_error(reply, 501, "not_implemented", -1, NULL, "not implemented yet");
+    if (req->body_len > 0) {
+        json_t *body = pgcld_parse_json_body(req, reply); /* no options yet: {} or nothing */
+        if (!body) return;
+        size_t n = json_object_size(body);
+        json_decref(body);
+        if (n > 0) {
+            pgcld_reply_error(reply, 400, "invalid_request", -1, NULL, "this request takes no fields");
+            return;
+        }
+    }
+    /* The key: PGCLD_SIGNING_KEY until the configuration has a signing-key option. */
+    const char *key_path = getenv("PGCLD_SIGNING_KEY");
+    if (!key_path || !*key_path) {
+        pgcld_reply_error(reply, 409, "no_signing_key", -1, NULL,
+                          "no signing key is configured: make one with 'pgcld audit keygen --out FILE' and start "
+                          "pgcld with PGCLD_SIGNING_KEY=FILE");
+        return;
+    }
+    char dir[PATH_MAX];
+    const char *env_dir = getenv("PGCLD_CHECKPOINT_DIR");
+    if (env_dir && *env_dir) snprintf(dir, sizeof dir, "%s", env_dir);
+    else db_directory(srv->cfg->db_path, dir, sizeof dir);
+
+    pgcl_checkpoint *cp = malloc(sizeof *cp);
+    char err[ERR_CAP];
+    if (!cp) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return;
+    }
+    pgcl_status st = pgcl_checkpoint_create(srv->cfg->db_path, key_path, NULL, dir, cp, err, sizeof err);
+    if (st == PGCL_ERR_NOT_FOUND) {
+        pgcld_reply_error(reply, 409, "empty_chain", -1, NULL, "%s", err);
+    } else if (st != PGCL_OK) {
+        pgcl_log_error("audit checkpoint: %s", err);
+        pgcld_reply_error(reply, 500, "checkpoint_failed", -1, NULL, "%s", err);
+    } else {
+        pgcl_log_info("audit checkpoint: head %lld %s signed by %s, written to %s (by %s)", (long long)cp->head_seq,
+                      cp->head_hash, cp->public_key, cp->file, req->actor ? req->actor : "anonymous");
+        reply->status = 201;
+        reply->body = json_pack("{s:I, s:s, s:s, s:s, s:s, s:s}", "head_seq", (json_int_t)cp->head_seq, "head_hash",
+                                cp->head_hash, "created_at", cp->created_at, "public_key", cp->public_key,
+                                "signature", cp->signature, "file", cp->file);
+    }
+    free(cp);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "f16.h"
 #include "ids.h"
 #include "log.h"
 #include "server.h"
@@ -32,6 +33,7 @@ typedef struct score_job {
     char (*input_sha)[65];
     char **probs_json;        /* (n) */
     pgcl_decision_row *rows;  /* (n) */
+    uint16_t *inputs_f16;     /* (n, D) when --store-inputs float16 */
 } score_job;
 
 static void job_free(score_job *j) {
@@ -46,6 +48,7 @@ static void job_free(score_job *j) {
     free(j->decision_id);
     free(j->input_sha);
     free(j->rows);
+    free(j->inputs_f16);
     pgcl_model_release(j->model);
     pgcl_model_release(j->shadow);
     json_decref(j->root);
@@ -296,9 +299,8 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_QUEUE, (double)(t_compute - t_queue) * 1e-6);
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_COMPUTE, (double)(t_computed - t_compute) * 1e-6);
 
-    char request_id[PGCL_UUID_LEN + 1], created_at[PGCL_TIMESTAMP_LEN + 1];
+    char request_id[PGCL_UUID_LEN + 1];
     pgcl_uuid7(request_id);
-    pgcl_timestamp_now(created_at);
     int64_t latency = pgcl_monotonic_us() - req->t_start_us;
     for (size_t i = 0; i < n; i++) {
         const float *p = job.probs + i * (size_t)m->K;
@@ -312,7 +314,7 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
         }
         bool threshold = m->policy.kind == PGCL_POLICY_THRESHOLD;
         job.rows[i] = (pgcl_decision_row){
-            .decision_id = job.decision_id[i], .created_at = created_at, .request_id = request_id,
+            .decision_id = job.decision_id[i], .request_id = request_id,
             .item_id = job.ids[i], .model_name = m->name, .model_version = m->version, .model_sha256 = m->sha256,
             .label = m->labels[job.label_index[i]], .label_index = job.label_index[i],
             .probabilities_json = job.probs_json[i], .has_toxicity = m->task == PGCL_TASK_BINARY,
@@ -322,6 +324,22 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
             .vector = job.vectors + i * (size_t)m->d, .d = m->d, .input_sha256 = job.input_sha[i],
             .latency_us = latency,
         };
+    }
+    /* The input kept for re-scoring on review (--store-inputs). */
+    if (strcmp(srv->cfg->store_inputs, "float16") == 0) {
+        job.inputs_f16 = malloc(n * (size_t)m->D * sizeof *job.inputs_f16);
+        if (!job.inputs_f16) {
+            pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+            goto done;
+        }
+        for (size_t k = 0; k < n * (size_t)m->D; k++) job.inputs_f16[k] = pgcl_f32_to_f16(job.z[k]);
+    }
+    for (size_t i = 0; i < n && strcmp(srv->cfg->store_inputs, "none") != 0; i++) {
+        bool half = job.inputs_f16 != NULL;
+        job.rows[i].input = half ? (const void *)(job.inputs_f16 + i * (size_t)m->D)
+                                 : (const void *)(job.z + i * (size_t)m->D);
+        job.rows[i].input_bytes = m->D * (half ? 2 : 4);
+        job.rows[i].input_dtype = half ? "f16" : "f32";
     }
     char err[512];
     pgcl_status st = pgcl_audit_append(srv->audit, job.rows, job.n, err, sizeof err);

@@ -70,15 +70,13 @@ static void run_job(pgcld_shadow *s, shadow_job *j) {
         pgcld_metrics_shadow(s->metrics, pm->name, true, j->n);
     } else {
         pgcl_forward(m, s->scratch, j->z, j->n, vec, probs);
-        char now[PGCL_TIMESTAMP_LEN + 1];
-        pgcl_timestamp_now(now);
         for (int i = 0; i < j->n; i++) {
             const float *p = probs + (size_t)i * m->K;
             int label;
             pgcl_decision d = pgcl_model_decide(m, p, &label);
             pj[i] = probs_json(m, p);
             rows[i] = (pgcl_shadow_row){
-                .decision_id = j->decision_ids[i], .created_at = now, .model_name = pm->name,
+                .decision_id = j->decision_ids[i], .model_name = pm->name,
                 .primary_version = pm->version, .shadow_version = m->version, .shadow_sha256 = m->sha256,
                 .primary_label = pm->labels[j->labels[i]], .shadow_label = m->labels[label],
                 .primary_decision = pgcl_decision_str(j->decisions[i]), .shadow_decision = pgcl_decision_str(d),

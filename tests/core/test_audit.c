@@ -48,13 +48,12 @@ typedef struct row_store {
 } row_store;
 
 static void make_rows(row_store *rs, int n, const char *request_id) {
-    static const char ts[] = "2026-11-21T10:00:00.000000Z";
     for (int i = 0; i < n; i++) {
         pgcl_uuid7(rs->ids[i]);
         snprintf(rs->item[i], sizeof rs->item[i], "item-%d", i);
         for (int j = 0; j < 4; j++) rs->vec[i][j] = (float)(i + j);
         rs->rows[i] = (pgcl_decision_row){
-            .decision_id = rs->ids[i], .created_at = ts, .request_id = request_id, .item_id = rs->item[i],
+            .decision_id = rs->ids[i], .request_id = request_id, .item_id = rs->item[i],
             .model_name = "m", .model_version = "1", .model_sha256 = "00", .label = "toxic", .label_index = 1,
             .probabilities_json = "{\"toxic\":1}", .has_toxicity = true, .toxicity = 0.9, .decision = "block",
             .policy_json = "{}", .has_thresholds = true, .t_review = 0.5, .t_block = 0.8, .vector = rs->vec[i],

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "f16.h"
 #include "safetensors.h"
 #include "test_util.h"
 
@@ -144,6 +145,19 @@ int main(void) {
         pgcl_safetensors_destroy(st);
     }
     free(b);
+
+    /* binary16: every value round-trips through binary32; rounding is to nearest, ties to even */
+    int mismatches = 0;
+    for (uint32_t bits = 0; bits < 65536; bits++) {
+        float f = pgcl_f16_to_f32((uint16_t)bits);
+        if (isnan(f)) continue;
+        if (pgcl_f32_to_f16(f) != bits) mismatches++;
+    }
+    CHECK(mismatches == 0, "%d binary16 values do not round-trip", mismatches);
+    CHECK(pgcl_f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00, "tie to even (down)");
+    CHECK(pgcl_f32_to_f16(1.0f + 3 * ldexpf(1, -11)) == 0x3c02, "tie to even (up)");
+    CHECK(pgcl_f32_to_f16(65520.0f) == 0x7c00 && pgcl_f32_to_f16(1e-9f) == 0, "overflow and underflow");
+    CHECK(isnan(pgcl_f16_to_f32(pgcl_f32_to_f16(NAN))), "NaN stays NaN");
 
     /* from disk: a missing file names the path */
     CHECK(pgcl_safetensors_open("/nonexistent/x.safetensors", &st, err, sizeof err) == PGCL_ERR_IO &&

@@ -48,6 +48,11 @@ DEFAULTS = {
     "max-pending-rows": "65536",
     "shadow-queue": "4096",
     "shutdown-grace": "10",
+    "store-inputs": "float16",
+    "contest-window-days": "180",
+    "signing-key": "",
+    "checkpoint-dir": "",
+    "checkpoint-interval": "0",
 }
 RELOADABLE = ["log-level", "max-body-bytes", "max-batch", "max-pending-rows", "shadow-queue"]
 

@@ -1,0 +1,47 @@
+/* Contests and resolutions: the reviewer's writes to the audit log, each one transaction of the
+ * audit writer (so it is chained and serialised with every other event). The rules are checked
+ * inside that transaction, against the rows as they are, so two reviewers racing cannot both
+ * succeed: at most one open contest per decision, a contest window, one resolution per contest,
+ * and the key that filed a contest cannot resolve it. Decision rows are never changed. */
+#ifndef PGCL_REVIEW_H
+#define PGCL_REVIEW_H
+
+#include "audit.h"
+#include "ids.h"
+#include "status.h"
+
+#define PGCL_REASON_MAX 2000 /* bytes of a contest reason or a resolution note */
+
+typedef struct pgcl_contest_request {
+    const char *decision_id;
+    const char *reason;        /* 1..PGCL_REASON_MAX bytes */
+    const char *filed_by;      /* actor */
+    const char *filer_key_id;  /* NULL when keys are off */
+    int window_days;
+    /* out */
+    char contest_id[PGCL_UUID_LEN + 1];
+    char filed_at[PGCL_TIMESTAMP_LEN + 1];
+    const char *code;          /* on failure: decision_not_found, contest_window_closed, contest_open */
+} pgcl_contest_request;
+
+/* Files a contest. PGCL_OK, or an error with r->code and a message in err. */
+pgcl_status pgcl_review_file_contest(pgcl_audit *a, pgcl_contest_request *r, char *err, int cap);
+
+typedef struct pgcl_resolution_request {
+    const char *contest_id;
+    const char *outcome;          /* "upheld" or "overturned" */
+    const char *corrected_label;  /* NULL, or one of the decision's labels */
+    const char *note;             /* 1..PGCL_REASON_MAX bytes */
+    const char *resolved_by;
+    const char *resolver_key_id;  /* NULL when keys are off */
+    /* out */
+    char resolved_at[PGCL_TIMESTAMP_LEN + 1];
+    char decision_id[PGCL_UUID_LEN + 1];
+    const char *code;             /* on failure: contest_not_found, already_resolved, filer_cannot_resolve,
+                                     invalid_label */
+} pgcl_resolution_request;
+
+/* Resolves a contest. PGCL_OK, or an error with r->code and a message in err. */
+pgcl_status pgcl_review_resolve(pgcl_audit *a, pgcl_resolution_request *r, char *err, int cap);
+
+#endif

@@ -1,0 +1,67 @@
+/* Signed checkpoints of the audit chain: Ed25519 (libsodium) signing keys, and checkpoint files that
+ * state "the chain had this head at this time" under a signature. Kept away from the database, the
+ * files are what makes a rewritten or truncated history detectable (see docs/audit.md).
+ *
+ * Signing key file: one line, the hex of libsodium's 64-byte Ed25519 secret key (seed ‖ public
+ * key), mode 0600. Checkpoint statement (the signed bytes):
+ *     "pgcld-audit-checkpoint-v1\n<head_seq>\n<head_hash>\n<created_at>\n"
+ * Checkpoint file: the JSON object {"format": "pgcld-audit-checkpoint", "version": 1, "head_seq",
+ * "head_hash", "created_at", "public_key", "signature"} (hex strings).
+ *
+ * Every function is thread-safe (no shared state) and needs sodium_init() first. */
+#ifndef PGCL_SIGNING_H
+#define PGCL_SIGNING_H
+
+#include <stdint.h>
+
+#include "status.h"
+
+#define PGCL_CHECKPOINT_FORMAT "pgcld-audit-checkpoint"
+#define PGCL_CHECKPOINT_VERSION 1
+#define PGCL_PUBLIC_KEY_HEX_LEN 64 /* 32 bytes */
+#define PGCL_SIGNATURE_HEX_LEN 128 /* 64 bytes */
+#define PGCL_CHECKPOINT_PATH_MAX 4096
+
+typedef struct pgcl_checkpoint {
+    int64_t head_seq;
+    char head_hash[65];
+    char created_at[65]; /* RFC 3339 UTC when made by pgcld; any text without a newline when read */
+    char public_key[PGCL_PUBLIC_KEY_HEX_LEN + 1];
+    char signature[PGCL_SIGNATURE_HEX_LEN + 1];
+    char file[PGCL_CHECKPOINT_PATH_MAX]; /* the file it was written to or read from */
+} pgcl_checkpoint;
+
+/* Makes a new Ed25519 key pair and writes the secret key file at path (created with mode 0600;
+ * an existing file is never overwritten: PGCL_ERR_IO). Writes the public key's hex into public_hex. */
+pgcl_status pgcl_signing_keygen(const char *path, char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1], char *err, int cap);
+
+/* Reads the secret key file at path and writes its public key's hex. Refuses a file readable or
+ * writable by group or others (PGCL_ERR_INVALID), a malformed one (PGCL_ERR_FORMAT). */
+pgcl_status pgcl_signing_public_key(const char *path, char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1], char *err,
+                                    int cap);
+
+/* Writes the statement signed for cp (head_seq, head_hash, created_at) into buf. Returns its length,
+ * or -1 when it does not fit in cap bytes (NUL included). */
+int pgcl_checkpoint_statement(const pgcl_checkpoint *cp, char *buf, int cap);
+
+/* Makes a checkpoint of the chain in the database at db_path: reads the head in a read transaction,
+ * signs it with the key file at key_path, writes the file atomically (temporary file, fsync,
+ * rename, fsync of the directory) at out_file, or, when out_file is NULL, at
+ * <out_dir>/checkpoint-<head_seq>.json (replacing an earlier checkpoint of the same head), and then
+ * records it in audit_checkpoints in a short write transaction. Fills *out (out->file: the path).
+ * PGCL_ERR_NOT_FOUND: the chain is empty. If only the last step fails the file exists and is valid;
+ * err says so. */
+pgcl_status pgcl_checkpoint_create(const char *db_path, const char *key_path, const char *out_file,
+                                   const char *out_dir, pgcl_checkpoint *out, char *err, int cap);
+
+/* Reads and checks the checkpoint file at path: its format, and its signature by its own public key,
+ * which must equal expected_public_hex unless that is NULL. PGCL_ERR_IO (unreadable),
+ * PGCL_ERR_FORMAT (not a checkpoint file), PGCL_ERR_UNSUPPORTED (another version), PGCL_ERR_MISMATCH
+ * (the signature does not verify, or another key signed it). */
+pgcl_status pgcl_checkpoint_read(const char *path, const char *expected_public_hex, pgcl_checkpoint *out, char *err,
+                                 int cap);
+
+/* Checks cp's signature (and signer, unless expected_public_hex is NULL); PGCL_ERR_MISMATCH if bad. */
+pgcl_status pgcl_checkpoint_verify(const pgcl_checkpoint *cp, const char *expected_public_hex, char *err, int cap);
+
+#endif

@@ -1,0 +1,223 @@
+/* pgcld audit verify|checkpoint|keygen: checks the tamper-evident chain of an audit database
+ * (optionally against signed checkpoints), exports signed checkpoints of its head, and makes
+ * Ed25519 signing keys. Works on the file a running daemon uses (verification reads one snapshot).
+ * See cli_audit.h and docs/audit.md. */
+#include "cli_audit.h"
+
+#include <jansson.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chain.h"
+#include "signing.h"
+
+static const char USAGE[] =
+    "usage: pgcld audit verify     --db FILE [--checkpoint FILE]... [--public-key HEX]\n"
+    "       pgcld audit checkpoint --db FILE --signing-key FILE --out FILE\n"
+    "       pgcld audit keygen     --out FILE\n"
+    "\n"
+    "Tamper evidence for the audit database FILE (the --db of pgcld serve). Options are\n"
+    "--name VALUE or --name=VALUE.\n"
+    "\n"
+    "  verify      walks the hash chain over every decision, admin event, contest and resolution:\n"
+    "              entries numbered without gaps, each linked to the previous one, each row hashing\n"
+    "              to what its entry recorded, every row chained. With --checkpoint (repeatable),\n"
+    "              each signed checkpoint must verify and its head must still be in the chain with\n"
+    "              the same hash (this is what detects a truncated or rewritten history); with\n"
+    "              --public-key, every checkpoint must be signed by that key. Prints one JSON line:\n"
+    "              intact, events, first_bad_seq, reason, head_seq, head_hash, checkpoints.\n"
+    "  checkpoint  signs the chain's current head with the Ed25519 key in --signing-key and writes\n"
+    "              the checkpoint file --out atomically; prints it as one JSON line. Keep the files\n"
+    "              away from the database (another machine, write-once storage).\n"
+    "  keygen      writes a new secret signing key to --out (mode 0600, never overwritten) and\n"
+    "              prints its public key (64 hex digits) for verify --public-key.\n"
+    "\n"
+    "Exit status: 0 done (verify: intact), 1 not intact or failed (reason on stderr), 2 bad usage.\n";
+
+#define MAX_CHECKPOINTS 1024
+
+typedef struct cli_opts {
+    const char *db, *signing_key, *out, *public_key;
+    const char *checkpoints[MAX_CHECKPOINTS];
+    int n_checkpoints;
+} cli_opts;
+
+enum { OPT_DB = 1, OPT_SIGNING_KEY = 2, OPT_OUT = 4, OPT_PUBLIC_KEY = 8, OPT_CHECKPOINT = 16 };
+
+/* Prints the reason and the usage to stderr; returns exit status 2. */
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...);
+
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "pgcld audit: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n\n%s", USAGE);
+    return 2;
+}
+
+/* Parses --opt VALUE / --opt=VALUE for the options in the `allowed` mask into o (--checkpoint may
+ * repeat). Returns 0, or 2 after printing the usage. */
+static int parse_opts(int argc, char **argv, int allowed, cli_opts *o) {
+    static const struct {
+        const char *name;
+        int bit;
+        size_t offset;
+    } table[] = {{"db", OPT_DB, offsetof(cli_opts, db)},
+                 {"signing-key", OPT_SIGNING_KEY, offsetof(cli_opts, signing_key)},
+                 {"out", OPT_OUT, offsetof(cli_opts, out)},
+                 {"public-key", OPT_PUBLIC_KEY, offsetof(cli_opts, public_key)},
+                 {"checkpoint", OPT_CHECKPOINT, 0}};
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0) return usage_error("unexpected argument '%s'", arg);
+        const char *zname = arg + 2, *eq = strchr(zname, '=');
+        size_t len = eq ? (size_t)(eq - zname) : strlen(zname);
+        int bit = 0;
+        size_t offset = 0;
+        for (size_t j = 0; j < sizeof table / sizeof table[0] && !bit; j++) {
+            if ((allowed & table[j].bit) && strlen(table[j].name) == len && strncmp(table[j].name, zname, len) == 0) {
+                bit = table[j].bit;
+                offset = table[j].offset;
+            }
+        }
+        if (!bit) return usage_error("unknown option '%s'", arg);
+        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!value || !*value) return usage_error("%s needs a value", arg);
+        if (bit == OPT_CHECKPOINT) {
+            if (o->n_checkpoints == MAX_CHECKPOINTS) return usage_error("at most %d checkpoints", MAX_CHECKPOINTS);
+            o->checkpoints[o->n_checkpoints++] = value;
+            continue;
+        }
+        const char **field = (const char **)((char *)o + offset);
+        if (*field) return usage_error("option '%s' given twice", arg);
+        *field = value;
+    }
+    return 0;
+}
+
+/* Prints obj as one compact JSON line; returns 0, or 1 when stdout fails. */
+static int print_line(json_t *obj, const char *cmd) {
+    char *line = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    int rc = 0;
+    if (!line) {
+        fprintf(stderr, "pgcld audit %s: out of memory\n", cmd);
+        return 1;
+    }
+    printf("%s\n", line);
+    free(line);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "pgcld audit %s: cannot write to stdout\n", cmd);
+        rc = 1;
+    }
+    return rc;
+}
+
+static int cmd_verify(const cli_opts *o) {
+    pgcl_chain_report rep;
+    char err[1024];
+    pgcl_status st = pgcl_chain_verify_signed(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
+                                              sizeof err);
+    if (st != PGCL_OK) {
+        fprintf(stderr, "pgcld audit verify: %s\n", err);
+        return 1;
+    }
+    json_t *out = json_pack("{s:b, s:I, s:o, s:o, s:I, s:o, s:i}", "intact", rep.intact, "events",
+                            (json_int_t)rep.events, "first_bad_seq",
+                            rep.intact ? json_null() : json_integer(rep.first_bad_seq), "reason",
+                            rep.intact ? json_null() : json_string(rep.reason), "head_seq", (json_int_t)rep.head_seq,
+                            "head_hash", rep.head_hash[0] ? json_string(rep.head_hash) : json_null(), "checkpoints",
+                            o->n_checkpoints);
+    int rc = print_line(out, "verify");
+    json_decref(out);
+    if (rc != 0) return 1;
+    if (!rep.intact) {
+        fprintf(stderr, "pgcld audit verify: NOT INTACT at entry %lld: %s\n", (long long)rep.first_bad_seq,
+                rep.reason);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_checkpoint(const cli_opts *o) {
+    pgcl_checkpoint *cp = malloc(sizeof *cp);
+    char err[1024];
+    if (!cp) {
+        fprintf(stderr, "pgcld audit checkpoint: out of memory\n");
+        return 1;
+    }
+    int rc = 1;
+    if (pgcl_checkpoint_create(o->db, o->signing_key, o->out, NULL, cp, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld audit checkpoint: %s\n", err);
+    } else {
+        json_t *out = json_pack("{s:I, s:s, s:s, s:s, s:s, s:s}", "head_seq", (json_int_t)cp->head_seq, "head_hash",
+                                cp->head_hash, "created_at", cp->created_at, "public_key", cp->public_key,
+                                "signature", cp->signature, "file", cp->file);
+        rc = print_line(out, "checkpoint");
+        json_decref(out);
+    }
+    free(cp);
+    return rc;
+}
+
+static int cmd_keygen(const cli_opts *o) {
+    char pub[PGCL_PUBLIC_KEY_HEX_LEN + 1], err[1024];
+    if (pgcl_signing_keygen(o->out, pub, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld audit keygen: %s\n", err);
+        return 1;
+    }
+    fprintf(stderr, "Wrote the secret signing key to %s (mode 0600): keep it secret. Its public key (for "
+                    "pgcld audit verify --public-key) follows.\n", o->out);
+    printf("%s\n", pub);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "pgcld audit keygen: cannot write to stdout\n");
+        return 1;
+    }
+    return 0;
+}
+
+int pgcld_cli_audit(int argc, char **argv) {
+    if (argc < 1) return usage_error("%s", "missing subcommand: verify, checkpoint or keygen");
+    const char *cmd = argv[0];
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    int allowed;
+    if (strcmp(cmd, "verify") == 0)
+        allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY;
+    else if (strcmp(cmd, "checkpoint") == 0)
+        allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT;
+    else if (strcmp(cmd, "keygen") == 0)
+        allowed = OPT_OUT;
+    else
+        return usage_error("unknown subcommand '%s' (verify, checkpoint or keygen)", cmd);
+    cli_opts *o = calloc(1, sizeof *o);
+    if (!o) {
+        fprintf(stderr, "pgcld audit: out of memory\n");
+        return 1;
+    }
+    int rc = parse_opts(argc - 1, argv + 1, allowed, o);
+    if (rc == 0 && (allowed & OPT_DB) && !o->db) rc = usage_error("%s needs --db FILE", cmd);
+    if (rc == 0 && (allowed & OPT_SIGNING_KEY) && !o->signing_key)
+        rc = usage_error("%s needs --signing-key FILE", cmd);
+    if (rc == 0 && (allowed & OPT_OUT) && !o->out) rc = usage_error("%s needs --out FILE", cmd);
+    if (rc == 0 && o->public_key && strlen(o->public_key) != PGCL_PUBLIC_KEY_HEX_LEN)
+        rc = usage_error("--public-key must be %d hex digits", PGCL_PUBLIC_KEY_HEX_LEN);
+    if (rc == 0 && sodium_init() < 0) {
+        fprintf(stderr, "pgcld audit: libsodium failed to initialise\n");
+        rc = 1;
+    }
+    if (rc == 0) {
+        if (strcmp(cmd, "verify") == 0) rc = cmd_verify(o);
+        else if (strcmp(cmd, "checkpoint") == 0) rc = cmd_checkpoint(o);
+        else rc = cmd_keygen(o);
+    }
+    free(o);
+    return rc;
+}

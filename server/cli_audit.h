@@ -1,0 +1,12 @@
+/* pgcld audit ...: the command line that verifies the audit chain of a database, exports signed
+ * checkpoints of it, and makes signing keys. */
+#ifndef PGCLD_CLI_AUDIT_H
+#define PGCLD_CLI_AUDIT_H
+
+/* Runs one audit subcommand. argv starts after the word "audit": argv[0] is "verify",
+ * "checkpoint", "keygen" or "help". Initialises libsodium itself. Writes results to stdout and
+ * reasons to stderr. Returns the process exit status: 0 done (verify: the chain is intact), 1 the
+ * chain is not intact or the operation failed, 2 bad usage. Not thread-safe (meant for main). */
+int pgcld_cli_audit(int argc, char **argv);
+
+#endif
