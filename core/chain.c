@@ -67,51 +67,85 @@ static int table_index(const char *kind, size_t len) {
     return -1;
 }
 
+/* An encoder that hashes as it goes. Values are staged in a small buffer so that SHA-256 sees few,
+ * large updates (libsodium's per-call overhead is as large as the hashing of a short row); a value
+ * that does not fit goes straight to the hash. No allocation. */
+typedef struct encoder {
+    crypto_hash_sha256_state h;
+    size_t n;
+    unsigned char buf[512];
+} encoder;
+
+static void enc_init(encoder *e) {
+    crypto_hash_sha256_init(&e->h);
+    e->n = 0;
+}
+
+static void enc_put(encoder *e, const void *p, size_t n) {
+    if (e->n + n > sizeof e->buf) {
+        crypto_hash_sha256_update(&e->h, e->buf, e->n);
+        e->n = 0;
+        if (n > sizeof e->buf / 2) {
+            crypto_hash_sha256_update(&e->h, p, n);
+            return;
+        }
+    }
+    memcpy(e->buf + e->n, p, n);
+    e->n += n;
+}
+
+static void enc_final(encoder *e, char out_hex[HEX_LEN + 1]) {
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_update(&e->h, e->buf, e->n);
+    crypto_hash_sha256_final(&e->h, digest);
+    sodium_bin2hex(out_hex, HEX_LEN + 1, digest, sizeof digest);
+}
+
 static void put_be64(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (56 - 8 * i));
 }
 
-static void enc_integer(crypto_hash_sha256_state *h, int64_t v) {
+static void enc_integer(encoder *e, int64_t v) {
     unsigned char b[9];
     b[0] = TAG_INTEGER;
     put_be64(b + 1, (uint64_t)v);
-    crypto_hash_sha256_update(h, b, sizeof b);
+    enc_put(e, b, sizeof b);
 }
 
-static void enc_real(crypto_hash_sha256_state *h, double v) {
+static void enc_real(encoder *e, double v) {
     unsigned char b[9];
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
     b[0] = TAG_REAL;
     put_be64(b + 1, bits);
-    crypto_hash_sha256_update(h, b, sizeof b);
+    enc_put(e, b, sizeof b);
 }
 
 /* TEXT or BLOB: tag, 4-byte length, bytes. SQLite values are shorter than 2^31 bytes. */
-static void enc_bytes(crypto_hash_sha256_state *h, int tag, const void *p, size_t n) {
+static void enc_bytes(encoder *e, int tag, const void *p, size_t n) {
     unsigned char b[5] = {(unsigned char)tag, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
                           (unsigned char)(n >> 8), (unsigned char)n};
-    crypto_hash_sha256_update(h, b, sizeof b);
-    if (n) crypto_hash_sha256_update(h, p, n);
+    enc_put(e, b, sizeof b);
+    if (n) enc_put(e, p, n);
 }
 
-static void enc_column(crypto_hash_sha256_state *h, sqlite3_stmt *s, int i) {
+static void enc_column(encoder *e, sqlite3_stmt *s, int i) {
     switch (sqlite3_column_type(s, i)) {
-    case SQLITE_INTEGER: enc_integer(h, sqlite3_column_int64(s, i)); break;
-    case SQLITE_FLOAT: enc_real(h, sqlite3_column_double(s, i)); break;
+    case SQLITE_INTEGER: enc_integer(e, sqlite3_column_int64(s, i)); break;
+    case SQLITE_FLOAT: enc_real(e, sqlite3_column_double(s, i)); break;
     case SQLITE_TEXT: {
         const unsigned char *z = sqlite3_column_text(s, i); /* UTF-8; then its length */
-        enc_bytes(h, TAG_TEXT, z, (size_t)sqlite3_column_bytes(s, i));
+        enc_bytes(e, TAG_TEXT, z, (size_t)sqlite3_column_bytes(s, i));
         break;
     }
     case SQLITE_BLOB: {
         const void *p = sqlite3_column_blob(s, i);
-        enc_bytes(h, TAG_BLOB, p, (size_t)sqlite3_column_bytes(s, i));
+        enc_bytes(e, TAG_BLOB, p, (size_t)sqlite3_column_bytes(s, i));
         break;
     }
     default: {
         unsigned char tag = TAG_NULL;
-        crypto_hash_sha256_update(h, &tag, 1);
+        enc_put(e, &tag, 1);
     }
     }
 }
@@ -124,13 +158,11 @@ static int hash_row(sqlite3_stmt *sel, int64_t row_seq, char out_hex[HEX_LEN + 1
     sqlite3_bind_int64(sel, 1, row_seq);
     int rc = sqlite3_step(sel);
     if (rc == SQLITE_ROW) {
-        crypto_hash_sha256_state h;
-        unsigned char digest[crypto_hash_sha256_BYTES];
-        crypto_hash_sha256_init(&h);
+        encoder e;
+        enc_init(&e);
         int n = sqlite3_column_count(sel);
-        for (int i = 0; i < n; i++) enc_column(&h, sel, i);
-        crypto_hash_sha256_final(&h, digest);
-        sodium_bin2hex(out_hex, HEX_LEN + 1, digest, sizeof digest);
+        for (int i = 0; i < n; i++) enc_column(&e, sel, i);
+        enc_final(&e, out_hex);
     }
     sqlite3_reset(sel);
     return rc;
@@ -139,27 +171,23 @@ static int hash_row(sqlite3_stmt *sel, int64_t row_seq, char out_hex[HEX_LEN + 1
 /* hash = SHA-256(INTEGER seq, TEXT kind, INTEGER row_seq, TEXT payload_sha256, TEXT prev_hash). */
 static void entry_hash(int64_t seq, const char *kind, size_t kind_len, int64_t row_seq, const char *payload,
                        size_t payload_len, const char *prev, size_t prev_len, char out_hex[HEX_LEN + 1]) {
-    crypto_hash_sha256_state h;
-    unsigned char digest[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_init(&h);
-    enc_integer(&h, seq);
-    enc_bytes(&h, TAG_TEXT, kind, kind_len);
-    enc_integer(&h, row_seq);
-    enc_bytes(&h, TAG_TEXT, payload, payload_len);
-    enc_bytes(&h, TAG_TEXT, prev, prev_len);
-    crypto_hash_sha256_final(&h, digest);
-    sodium_bin2hex(out_hex, HEX_LEN + 1, digest, sizeof digest);
+    encoder e;
+    enc_init(&e);
+    enc_integer(&e, seq);
+    enc_bytes(&e, TAG_TEXT, kind, kind_len);
+    enc_integer(&e, row_seq);
+    enc_bytes(&e, TAG_TEXT, payload, payload_len);
+    enc_bytes(&e, TAG_TEXT, prev, prev_len);
+    enc_final(&e, out_hex);
 }
 
 /* The genesis payload: SHA-256 of the INTEGERs max(seq) of decisions, admin_events, contests and
  * resolutions (0 for an empty table) when the chain began. */
 static void genesis_payload(const int64_t maxima[N_TABLES], char out_hex[HEX_LEN + 1]) {
-    crypto_hash_sha256_state h;
-    unsigned char digest[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_init(&h);
-    for (int t = 0; t < N_TABLES; t++) enc_integer(&h, maxima[t]);
-    crypto_hash_sha256_final(&h, digest);
-    sodium_bin2hex(out_hex, HEX_LEN + 1, digest, sizeof digest);
+    encoder e;
+    enc_init(&e);
+    for (int t = 0; t < N_TABLES; t++) enc_integer(&e, maxima[t]);
+    enc_final(&e, out_hex);
 }
 
 /* Prepares the four row selects on db. Returns SQLITE_OK or the failing code (err set). */
@@ -566,18 +594,20 @@ static pgcl_status check_legacy(verifier *v, int64_t legacy[N_TABLES], bool *ok)
 
 /* Every row after the genesis maxima is referred to by an entry: the walk counted the entries of
  * each kind (each one names an existing, distinct row above the maxima), so a table with more such
- * rows than entries holds an unchained row; the first one is reported at seq N + 1. */
+ * rows than entries holds an unchained row; the first one is reported at seq N + 1. A row with a seq
+ * below 1 was never made by SQLite (rowids start at 1): it counts as after the chain began, not as
+ * a legacy row. */
 static pgcl_status check_unchained(verifier *v, const int64_t legacy[N_TABLES]) {
     for (int t = 0; t < N_TABLES; t++) {
         char sql[256];
         int64_t rows = 0, first = 0;
         bool is_null;
         pgcl_status st;
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE seq > ?1", g_tables[t].name);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE seq > ?1 OR seq < 1", g_tables[t].name);
         if ((st = query_int(v, sql, true, legacy[t], NULL, &rows, NULL)) != PGCL_OK) return st;
         if (rows == v->per_kind[t]) continue;
         snprintf(sql, sizeof sql,
-                 "SELECT min(seq) FROM %s AS r WHERE seq > ?1 AND NOT EXISTS"
+                 "SELECT min(seq) FROM %s AS r WHERE (seq > ?1 OR seq < 1) AND NOT EXISTS"
                  " (SELECT 1 FROM audit_chain AS c WHERE c.kind = ?2 AND c.row_seq = r.seq)",
                  g_tables[t].name);
         if ((st = query_int(v, sql, true, legacy[t], g_tables[t].name, &first, &is_null)) != PGCL_OK) return st;

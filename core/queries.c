@@ -4,6 +4,7 @@
  * SQL builder (bound parameters only), one decision, decision lists, contests, figures, export. */
 #include "queries.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -761,9 +762,22 @@ static pgcl_status choose_time_plan(sqlite3 *db, const pgcl_decision_filter *f, 
     return st;
 }
 
-/* Builds the page query into q. n = rows to fetch. */
-static pgcl_status build_list_query(sqlite3 *db, qbuild *q, const pgcl_decision_filter *f, int64_t before_seq,
-                                    int n, const char **plan_note, char *err, int cap) {
+/* Version names found by model_versions(); the query binds them, so they live as long as it. */
+typedef struct version_list {
+    char **v;
+    int n;
+} version_list;
+
+static void version_list_free(version_list *vl) {
+    for (int i = 0; i < vl->n; i++) free(vl->v[i]);
+    free(vl->v);
+    vl->v = NULL;
+    vl->n = 0;
+}
+
+/* Builds the page query into q (n = rows to fetch); *vl holds strings q binds (free after use). */
+static pgcl_status build_list_query(sqlite3 *db, qbuild *q, version_list *vl, const pgcl_decision_filter *f,
+                                    int64_t before_seq, int n, const char **plan_note, char *err, int cap) {
     qb_sql(q, "SELECT " SUMMARY_COLS " FROM decisions d WHERE d.seq IN (");
     *plan_note = "single query";
     if (contest_driven(f)) {
@@ -779,37 +793,23 @@ static pgcl_status build_list_query(sqlite3 *db, qbuild *q, const pgcl_decision_
         qb_sql(q, " ORDER BY d.seq DESC LIMIT ");
         qb_int(q, n);
     } else if (f->model && !f->version) {
-        char **versions = NULL;
-        int n_versions = 0;
-        pgcl_status st = model_versions(db, f->model, &versions, &n_versions, err, cap);
+        pgcl_status st = model_versions(db, f->model, &vl->v, &vl->n, err, cap);
         if (st != PGCL_OK) return st;
-        if (n_versions == 0) {
+        if (vl->n == 0) {
             *plan_note = "model has no decisions";
             qb_sql(q, "SELECT NULL WHERE 0");
-        } else if (n_versions > MAX_UNION_VERSIONS) {
+        } else if (vl->n > MAX_UNION_VERSIONS) {
             *plan_note = "single query (too many versions to merge)";
             qb_inner_decisions(q, f, NULL, before_seq, n, TIME_PLAN_DEFAULT);
         } else {
             *plan_note = "merge of one index range per model version";
-            for (int i = 0; i < n_versions; i++) {
+            for (int i = 0; i < vl->n; i++) {
                 qb_sql(q, i ? " UNION ALL SELECT seq FROM (" : "SELECT seq FROM (");
-                qb_inner_decisions(q, f, versions[i], before_seq, n, TIME_PLAN_DEFAULT);
+                qb_inner_decisions(q, f, vl->v[i], before_seq, n, TIME_PLAN_DEFAULT);
                 qb_sql(q, ")");
             }
             qb_sql(q, " ORDER BY 1 DESC LIMIT ");
             qb_int(q, n);
-        }
-        /* The SQL binds the version strings: keep them alive with the builder. */
-        for (int i = 0; i < n_versions; i++) {
-            for (int k = 0; k < q->n; k++)
-                if (!q->args[k].is_int && q->args[k].s == versions[i]) q->args[k].s = versions[i];
-        }
-        /* Hand ownership of the strings to the caller through the note list below. */
-        if (n_versions > 0) {
-            /* versions are freed by free_versions() after the statement is finalized */
-            q->args[QB_MAX_ARGS - 1].s = (const char *)versions; /* stash (never bound: n < QB_MAX_ARGS - 1) */
-            q->args[QB_MAX_ARGS - 1].i = n_versions;
-            if (q->n >= QB_MAX_ARGS - 1) q->overflow = true;
         }
     } else {
         time_plan plan;
@@ -823,14 +823,6 @@ static pgcl_status build_list_query(sqlite3 *db, qbuild *q, const pgcl_decision_
     return PGCL_OK;
 }
 
-/* Frees the version strings build_list_query() stashed in q. */
-static void free_versions(qbuild *q) {
-    char **versions = (char **)q->args[QB_MAX_ARGS - 1].s;
-    for (int64_t i = 0; versions && i < q->args[QB_MAX_ARGS - 1].i; i++) free(versions[i]);
-    free(versions);
-    q->args[QB_MAX_ARGS - 1].s = NULL;
-}
-
 pgcl_status pgcl_queries_decisions(pgcl_qpool *p, const pgcl_decision_filter *f, int64_t before_seq, int limit,
                                    json_t **out, int64_t *next_before, char *err, int cap) {
     *out = NULL;
@@ -839,6 +831,7 @@ pgcl_status pgcl_queries_decisions(pgcl_qpool *p, const pgcl_decision_filter *f,
     json_t *rows = json_array();
     sqlite3 *db = NULL;
     sqlite3_stmt *s = NULL;
+    version_list vl = {0};
     pgcl_status st = PGCL_ERR_NOMEM;
     if (!q || !rows) {
         pgcl_errorf(err, cap, "out of memory");
@@ -846,7 +839,7 @@ pgcl_status pgcl_queries_decisions(pgcl_qpool *p, const pgcl_decision_filter *f,
     }
     if ((st = pgcl_qpool_acquire(p, &db, err, cap)) != PGCL_OK) goto done;
     const char *note;
-    if ((st = build_list_query(db, q, f, before_seq, limit + 1, &note, err, cap)) != PGCL_OK) goto done;
+    if ((st = build_list_query(db, q, &vl, f, before_seq, limit + 1, &note, err, cap)) != PGCL_OK) goto done;
     if ((st = qb_prepare(db, q, NULL, &s, err, cap)) != PGCL_OK) goto done;
     int rc, n = 0;
     int64_t last = 0;
@@ -873,7 +866,7 @@ pgcl_status pgcl_queries_decisions(pgcl_qpool *p, const pgcl_decision_filter *f,
     st = PGCL_OK;
 done:
     sqlite3_finalize(s);
-    if (q) free_versions(q);
+    version_list_free(&vl);
     pgcl_qpool_release(p, db);
     free(q);
     json_decref(rows);
@@ -887,6 +880,7 @@ pgcl_status pgcl_queries_decisions_explain(pgcl_qpool *p, const pgcl_decision_fi
     sqlite3 *db = NULL;
     sqlite3_stmt *s = NULL;
     json_t *plan = json_array();
+    version_list vl = {0};
     pgcl_status st = PGCL_ERR_NOMEM;
     if (!q || !plan) {
         pgcl_errorf(err, cap, "out of memory");
@@ -894,7 +888,7 @@ pgcl_status pgcl_queries_decisions_explain(pgcl_qpool *p, const pgcl_decision_fi
     }
     if ((st = pgcl_qpool_acquire(p, &db, err, cap)) != PGCL_OK) goto done;
     const char *note;
-    if ((st = build_list_query(db, q, f, before_seq, limit + 1, &note, err, cap)) != PGCL_OK) goto done;
+    if ((st = build_list_query(db, q, &vl, f, before_seq, limit + 1, &note, err, cap)) != PGCL_OK) goto done;
     if ((st = qb_prepare(db, q, "EXPLAIN QUERY PLAN ", &s, err, cap)) != PGCL_OK) goto done;
     /* Rows: id, parent, notused, detail. Indent each line by its depth in the tree. */
     int64_t ids[64];
@@ -920,7 +914,7 @@ pgcl_status pgcl_queries_decisions_explain(pgcl_qpool *p, const pgcl_decision_fi
     st = *out ? PGCL_OK : PGCL_ERR_NOMEM;
 done:
     sqlite3_finalize(s);
-    if (q) free_versions(q);
+    version_list_free(&vl);
     pgcl_qpool_release(p, db);
     free(q);
     json_decref(plan);
@@ -1022,37 +1016,61 @@ static void qb_range(qbuild *q, const char *col, const char *since, const char *
     }
 }
 
+/* Decision counts. Without a window, three scans of narrow covering indexes (model+version,
+ * label, decision) instead of one scan of the table, whose rows are wide; with a window, one
+ * grouped pass over the window's rows (found through the created_at index). Every query has the
+ * columns (model_name, model_version, label, decision, count), NULL where not grouped. */
 static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, const char *until, json_t *out,
                                    char *err, int cap) {
-    memset(q, 0, sizeof *q);
-    qb_sql(q, "SELECT model_name, model_version, label, decision, count(*) FROM decisions WHERE 1");
-    qb_range(q, "created_at", since, until);
-    qb_sql(q, " GROUP BY model_name, model_version, label, decision");
-    sqlite3_stmt *s = NULL;
-    pgcl_status st = qb_prepare(db, q, NULL, &s, err, cap);
-    if (st != PGCL_OK) return st;
+    static const char *const whole[] = {
+        "SELECT model_name, model_version, NULL, NULL, count(*) FROM decisions GROUP BY model_name, model_version",
+        "SELECT NULL, NULL, label, NULL, count(*) FROM decisions GROUP BY label",
+        "SELECT NULL, NULL, NULL, decision, count(*) FROM decisions GROUP BY decision",
+    };
     json_t *by_mv = json_array(), *by_label = json_object();
     json_t *by_decision = json_pack("{s:i, s:i, s:i}", "allow", 0, "review", 0, "block", 0);
     json_int_t total = 0;
     json_t *cur = NULL; /* the by_model_version entry being counted (rows come grouped by model, version) */
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        const char *model = (const char *)sqlite3_column_text(s, 0), *version = (const char *)sqlite3_column_text(s, 1);
-        const char *label = (const char *)sqlite3_column_text(s, 2), *decision = (const char *)sqlite3_column_text(s, 3);
-        json_int_t n = sqlite3_column_int64(s, 4);
-        total += n;
-        if (!cur || strcmp(json_string_value(json_object_get(cur, "model_name")), model) != 0 ||
-            strcmp(json_string_value(json_object_get(cur, "model_version")), version) != 0) {
-            cur = json_pack("{s:s, s:s, s:I}", "model_name", model, "model_version", version, "count", (json_int_t)0);
-            json_array_append_new(by_mv, cur);
+    pgcl_status st = PGCL_OK;
+    bool window = since || until;
+    for (int k = 0; st == PGCL_OK && k < (window ? 1 : 3); k++) {
+        memset(q, 0, sizeof *q);
+        if (window) {
+            qb_sql(q, "SELECT model_name, model_version, label, decision, count(*) FROM decisions WHERE 1");
+            qb_range(q, "created_at", since, until);
+            qb_sql(q, " GROUP BY model_name, model_version, label, decision");
+        } else {
+            qb_sql(q, whole[k]);
         }
-        json_object_set_new(cur, "count", json_integer(json_integer_value(json_object_get(cur, "count")) + n));
-        json_object_set_new(by_label, label, json_integer(json_integer_value(json_object_get(by_label, label)) + n));
-        json_object_set_new(by_decision, decision,
-                            json_integer(json_integer_value(json_object_get(by_decision, decision)) + n));
+        sqlite3_stmt *s = NULL;
+        if ((st = qb_prepare(db, q, NULL, &s, err, cap)) != PGCL_OK) break;
+        int rc;
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+            const char *model = (const char *)sqlite3_column_text(s, 0);
+            const char *version = (const char *)sqlite3_column_text(s, 1);
+            const char *label = (const char *)sqlite3_column_text(s, 2);
+            const char *decision = (const char *)sqlite3_column_text(s, 3);
+            json_int_t n = sqlite3_column_int64(s, 4);
+            if (model && version) {
+                total += n;
+                if (!cur || strcmp(json_string_value(json_object_get(cur, "model_name")), model) != 0 ||
+                    strcmp(json_string_value(json_object_get(cur, "model_version")), version) != 0) {
+                    cur = json_pack("{s:s, s:s, s:I}", "model_name", model, "model_version", version, "count",
+                                    (json_int_t)0);
+                    json_array_append_new(by_mv, cur);
+                }
+                json_object_set_new(cur, "count", json_integer(json_integer_value(json_object_get(cur, "count")) + n));
+            }
+            if (label)
+                json_object_set_new(by_label, label,
+                                    json_integer(json_integer_value(json_object_get(by_label, label)) + n));
+            if (decision)
+                json_object_set_new(by_decision, decision,
+                                    json_integer(json_integer_value(json_object_get(by_decision, decision)) + n));
+        }
+        if (rc != SQLITE_DONE) st = step_error(db, rc, err, cap);
+        sqlite3_finalize(s);
     }
-    if (rc != SQLITE_DONE) st = step_error(db, rc, err, cap);
-    sqlite3_finalize(s);
     json_object_set_new(out, "decisions",
                         json_pack("{s:I, s:o, s:o, s:o}", "total", total, "by_model_version", by_mv, "by_label",
                                   by_label, "by_decision", by_decision));
@@ -1199,17 +1217,39 @@ static bool csv_field(pgcl_export *e, const char *text, bool last) {
     return ok && buf_put(e, last ? "\r\n" : ",", last ? 2 : 1);
 }
 
+/* The vector BLOB as a JSON array, "%.9g" per value (float32 round-trips; the same digits as the
+ * JSON answers, which jansson writes with JSON_REAL_PRECISION(9)). Formatting floats is most of an
+ * export's CPU time, hence no JSON tree here. */
+static bool put_vector(pgcl_export *e, sqlite3_stmt *s, int col) {
+    const unsigned char *b = sqlite3_column_blob(s, col);
+    int n = sqlite3_column_bytes(s, col) / (int)sizeof(float);
+    bool ok = buf_put(e, "[", 1);
+    for (int k = 0; ok && b && k < n; k++) {
+        float f;
+        memcpy(&f, b + (size_t)k * sizeof f, sizeof f);
+        char num[40];
+        int len = snprintf(num + 1, sizeof num - 1, "%.9g", (double)f);
+        num[0] = ',';
+        ok = buf_put(e, k ? num : num + 1, (size_t)len + (k ? 1 : 0));
+    }
+    return ok && buf_put(e, "]", 1);
+}
+
 static bool export_row(pgcl_export *e, sqlite3_stmt *s) {
     json_t *row = summary_json(s);
-    json_t *probs = col_json(s, 11), *vec = col_vector(s, 12);
+    json_t *probs = col_json(s, 11);
+    char *text = NULL, *ptext = NULL;
     bool ok = false;
-    char *text = NULL;
-    if (!row || !probs || !vec) goto done;
+    if (!row || !probs) goto done;
+    ptext = json_dumps(probs, JSON_COMPACT | JSON_REAL_PRECISION(9) | JSON_ENCODE_ANY);
+    if (!ptext) goto done;
     if (e->fmt == PGCL_EXPORT_NDJSON) {
-        json_object_set(row, "probabilities", probs);
-        json_object_set(row, "vector", vec);
+        /* {summary…,"probabilities":{…},"vector":[…]} */
         text = json_dumps(row, JSON_COMPACT | JSON_REAL_PRECISION(9));
-        ok = text && buf_put(e, text, strlen(text)) && buf_put(e, "\n", 1);
+        size_t n = text ? strlen(text) : 0;
+        ok = n > 2 && buf_put(e, text, n - 1) && buf_put(e, ",\"probabilities\":", 17) &&
+             buf_put(e, ptext, strlen(ptext)) && buf_put(e, ",\"vector\":", 10) && put_vector(e, s, 12) &&
+             buf_put(e, "}\n", 2);
         goto done;
     }
     static const char *const keys[] = {"decision_id", "seq",   "created_at", "item_id",    "request_id",
@@ -1230,15 +1270,13 @@ static bool export_row(pgcl_export *e, sqlite3_stmt *s) {
         }
         ok = csv_field(e, field ? field : "", false);
     }
-    char *ptext = ok ? json_dumps(probs, JSON_COMPACT | JSON_REAL_PRECISION(9) | JSON_ENCODE_ANY) : NULL;
-    text = ptext ? json_dumps(vec, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
-    ok = ptext && text && csv_field(e, ptext, false) && csv_field(e, text, true);
-    free(ptext);
+    /* The vector's text has commas: quoted, and it holds no quote to double. */
+    ok = ok && csv_field(e, ptext, false) && buf_put(e, "\"", 1) && put_vector(e, s, 12) && buf_put(e, "\"\r\n", 3);
 done:
     free(text);
+    free(ptext);
     json_decref(row);
     json_decref(probs);
-    json_decref(vec);
     return ok;
 }
 

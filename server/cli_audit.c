@@ -137,7 +137,7 @@ static int cmd_verify(const cli_opts *o) {
     json_decref(out);
     if (rc != 0) return 1;
     if (!rep.intact) {
-        fprintf(stderr, "pgcld audit verify: NOT INTACT at entry %lld: %s\n", (long long)rep.first_bad_seq,
+        fprintf(stderr, "pgcld audit verify: NOT INTACT (first bad entry %lld): %s\n", (long long)rep.first_bad_seq,
                 rep.reason);
         return 1;
     }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "blas.h"
+#include "checkpointer.h"
 #include "cli_audit.h"
 #include "cli_keys.h"
 #include "config.h"
@@ -42,6 +43,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     char err[1024];
     int rc = 1;
     pgcld_server srv = {.cfg = &cfg};
+    pgcld_checkpointer *checkpointer = NULL;
     if (pgcld_config_parse(&cfg, argc, argv, err, sizeof err) != 0) {
         fprintf(stderr, "pgcld: %s\n", err);
         pgcld_config_free(&cfg);
@@ -111,6 +113,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     if (pgcl_registry_ready_count(srv.registry) == 0)
         pgcl_log_warn("models: no model could be loaded from %s; /readyz answers 503", cfg.models_dir);
     pgcl_log_info("ready in %.1f ms", (double)(pgcl_monotonic_us() - t0) / 1000.0);
+    checkpointer = pgcld_checkpointer_start(&srv);
     if (*cfg.port_file && write_port_file(cfg.port_file, srv.port) != 0) {
         pgcl_log_error("cannot write --port-file %s: %s", cfg.port_file, strerror(errno));
         goto out;
@@ -145,6 +148,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
 out:
     pgcld_server_stop(&srv, (int)cfg.shutdown_grace_s);
     pgcld_shadow_destroy(srv.shadow);
+    pgcld_checkpointer_stop(checkpointer); /* after the drain: its last checkpoint covers every answered decision */
     pgcl_audit_close(srv.audit);
     pgcl_keyring_close(srv.keyring);
     pgcl_registry_destroy(srv.registry);

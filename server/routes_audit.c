@@ -1,14 +1,521 @@
-/* Reviewer reads: decisions, lists with cursor paging, statements of reasons, exports, figures,
- * the contest queue. (Being written.) */
+/* Reviewer reads: one decision in full, decision lists with cursor paging, the statement of
+ * reasons of a decision in the vocabulary of the EU DSA Transparency Database, a streamed export,
+ * figures for a time range, and the contest queue. The SQL lives in core/queries.c; this file
+ * validates query strings and shapes answers.
+ *
+ * Query strings: every parameter must be one the route knows, given once and non-empty; anything
+ * else is 400 invalid_request naming it. Times are RFC 3339 date-times (any offset; '+' must be
+ * sent as %2B, though a '+' decoded to a space is accepted), compared with created_at (decisions)
+ * or filed_at (contests) after conversion to UTC; `since` is inclusive and `until` exclusive. */
+#include <microhttpd.h> /* only to enumerate query arguments (check_params) */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "queries.h"
 #include "server.h"
 
-#define NOT_YET(fn)                                                                                        \
-    void fn(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {                            \
-        pgcld_reply_error(reply, 501, "not_implemented", -1, NULL, "not implemented yet");               \
+#define ERR_CAP 512
+#define MAX_PARAM_BYTES 256
+#define DEFAULT_LIMIT 100
+#define MAX_LIMIT 1000
+
+/* ---- query-string parameters ---- */
+
+typedef struct param_check {
+    const char *const *allowed; /* NULL-terminated */
+    unsigned seen;              /* bit i: allowed[i] was given */
+    const char *problem;        /* NULL, "unknown" or "repeated" */
+    char key[64];
+} param_check;
+
+static enum MHD_Result check_one(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    param_check *c = cls;
+    for (int i = 0; c->allowed[i]; i++) {
+        if (strcmp(c->allowed[i], key) != 0) continue;
+        if (!(c->seen & (1u << i))) {
+            c->seen |= 1u << i;
+            return MHD_YES;
+        }
+        c->problem = "repeated";
+        snprintf(c->key, sizeof c->key, "%s", key);
+        return MHD_NO;
     }
-NOT_YET(pgcld_handle_decision_get)
-NOT_YET(pgcld_handle_decisions_list)
-NOT_YET(pgcld_handle_decision_statement)
-NOT_YET(pgcld_handle_audit_export)
-NOT_YET(pgcld_handle_audit_stats)
-NOT_YET(pgcld_handle_contests_list)
+    c->problem = "unknown";
+    snprintf(c->key, sizeof c->key, "%s", key);
+    return MHD_NO;
+}
+
+/* Every query parameter must be in allowed and given at most once. libmicrohttpd is used directly
+ * here because server.h offers only the lookup of one known key. Returns 0, or -1 with a 400. */
+static int check_params(const pgcld_request *req, const char *const *allowed, pgcld_reply *reply) {
+    param_check c = {.allowed = allowed};
+    MHD_get_connection_values((struct MHD_Connection *)req->connection, MHD_GET_ARGUMENT_KIND, check_one, &c);
+    if (!c.problem) return 0;
+    if (strcmp(c.problem, "unknown") == 0)
+        pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "unknown query parameter '%s'", c.key);
+    else
+        pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "query parameter '%s' is given more than once",
+                          c.key);
+    return -1;
+}
+
+/* An optional text parameter: absent → *out NULL; present → 1..MAX_PARAM_BYTES bytes. */
+static int text_param(const pgcld_request *req, const char *key, const char **out, pgcld_reply *reply) {
+    const char *v = pgcld_request_query(req, key);
+    *out = NULL;
+    if (!v) return 0;
+    size_t n = strlen(v);
+    if (n == 0 || n > MAX_PARAM_BYTES) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, key, "'%s' must be 1 to %d bytes", key, MAX_PARAM_BYTES);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* An optional parameter that must be one of the NULL-terminated choices. */
+static int choice_param(const pgcld_request *req, const char *key, const char *const *choices, const char **out,
+                        pgcld_reply *reply) {
+    const char *v = pgcld_request_query(req, key);
+    *out = NULL;
+    if (!v) return 0;
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(v, choices[i]) == 0) {
+            *out = choices[i];
+            return 0;
+        }
+    char list[160] = "";
+    for (int i = 0; choices[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", choices[i]);
+    pgcld_reply_error(reply, 400, "invalid_request", -1, key, "'%s' must be one of %s", key, list);
+    return -1;
+}
+
+/* An optional RFC 3339 time, converted into the columns' format in buf; *out NULL when absent. */
+static int time_param(const pgcld_request *req, const char *key, char buf[PGCL_QTIME_LEN + 1], const char **out,
+                      pgcld_reply *reply) {
+    const char *v = pgcld_request_query(req, key);
+    *out = NULL;
+    if (!v) return 0;
+    int64_t us;
+    if (!pgcl_time_parse(v, &us)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, key,
+                          "'%s' must be an RFC 3339 date-time such as 2026-11-21T10:33:00Z or "
+                          "2026-11-21T11:33:00.5%%2B01:00, got '%.64s'",
+                          key, v);
+        return -1;
+    }
+    pgcl_time_format(us, buf);
+    *out = buf;
+    return 0;
+}
+
+/* since and until, with since <= until. */
+static int window_params(const pgcld_request *req, char since_buf[PGCL_QTIME_LEN + 1],
+                         char until_buf[PGCL_QTIME_LEN + 1], const char **since, const char **until,
+                         pgcld_reply *reply) {
+    if (time_param(req, "since", since_buf, since, reply) != 0 || time_param(req, "until", until_buf, until, reply) != 0)
+        return -1;
+    if (*since && *until && strcmp(*since, *until) > 0) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "until", "'until' (%s) is before 'since' (%s)", *until,
+                          *since);
+        return -1;
+    }
+    return 0;
+}
+
+static int limit_param(const pgcld_request *req, int *out, pgcld_reply *reply) {
+    const char *v = pgcld_request_query(req, "limit");
+    *out = DEFAULT_LIMIT;
+    if (!v) return 0;
+    long n = 0;
+    bool ok = *v != 0 && strlen(v) <= 4;
+    for (const char *p = v; ok && *p; p++) {
+        ok = *p >= '0' && *p <= '9';
+        n = n * 10 + (*p - '0');
+    }
+    if (!ok || n < 1 || n > MAX_LIMIT) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "limit", "'limit' must be an integer from 1 to %d",
+                          MAX_LIMIT);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+/* An optional cursor of the given kind; *seq 0 when absent. */
+static int cursor_param(const pgcld_request *req, char kind, int64_t *seq, pgcld_reply *reply) {
+    const char *v = pgcld_request_query(req, "cursor");
+    *seq = 0;
+    if (!v) return 0;
+    if (!pgcl_cursor_decode(v, kind, seq)) {
+        pgcld_reply_error(reply, 400, "invalid_cursor", -1, "cursor",
+                          "'cursor' is not a cursor this listing produced; start again without one");
+        return -1;
+    }
+    return 0;
+}
+
+static json_t *next_cursor(char kind, int64_t seq) {
+    if (seq <= 0) return json_null();
+    char text[PGCL_CURSOR_LEN + 1];
+    pgcl_cursor_encode(kind, seq, text);
+    return json_string(text);
+}
+
+/* ---- shared ---- */
+
+static pgcl_qpool *reader_pool(pgcld_server *srv, pgcld_reply *reply) {
+    char err[ERR_CAP];
+    pgcl_qpool *p = pgcl_queries_pool(srv->cfg->db_path, err, sizeof err);
+    if (!p) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "%s", err);
+    return p;
+}
+
+/* Replies to a failed read: 503 when the database is busy or failing (retry), else 500. */
+static void read_error(pgcld_reply *reply, const char *what, pgcl_status st, const char *err) {
+    pgcl_log_error("%s: %s (%s)", what, err, pgcl_status_str(st));
+    if (st == PGCL_ERR_BUSY || st == PGCL_ERR_DB) {
+        reply->retry_after = "1";
+        pgcld_reply_error(reply, 503, st == PGCL_ERR_BUSY ? "overloaded" : "audit_unavailable", -1, NULL,
+                          "the audit database could not be read; retry shortly");
+    } else {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "%s", err);
+    }
+}
+
+static const char *const NO_PARAMS[] = {NULL};
+
+/* ---- GET /v1/decisions/{id} ---- */
+
+/* The full record (core/queries.c, pgcl_queries_decision): every column of the decision but the
+ * stored input (vector decoded from its float32 BLOB, probabilities and policy as JSON objects,
+ * input_stored "f16" / "f32" / null), provenance, chain {seq, hash} or null, contests oldest first
+ * each with its resolution or null, contest_status and effective_outcome {status, label, decision,
+ * contest_id}. Replies 404 decision_not_found itself; returns NULL with reply set on failure. */
+static json_t *load_decision(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    if (check_params(req, NO_PARAMS, reply) != 0) return NULL;
+    pgcl_qpool *p = reader_pool(srv, reply);
+    if (!p) return NULL;
+    json_t *rec = NULL;
+    char err[ERR_CAP];
+    pgcl_status st = pgcl_queries_decision(p, req->params[0], &rec, err, sizeof err);
+    if (st == PGCL_ERR_NOT_FOUND) {
+        pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id '%.64s'", req->params[0]);
+        return NULL;
+    }
+    if (st != PGCL_OK) {
+        read_error(reply, "decision", st, err);
+        return NULL;
+    }
+    return rec;
+}
+
+void pgcld_handle_decision_get(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    json_t *rec = load_decision(srv, req, reply);
+    if (!rec) return;
+    reply->status = 200;
+    reply->body = rec;
+}
+
+/* ---- GET /v1/decisions ---- */
+
+static const char *const DECISIONS_PARAMS[] = {"model", "version", "label", "decision", "item_id", "request_id",
+                                               "since", "until", "contest", "limit", "cursor", NULL};
+static const char *const DECISION_VALUES[] = {"allow", "review", "block", NULL};
+static const char *const CONTEST_VALUES[] = {"open", "resolved", "contested", "none", NULL};
+
+void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    pgcl_decision_filter f = {0};
+    char since[PGCL_QTIME_LEN + 1], until[PGCL_QTIME_LEN + 1];
+    const char *contest;
+    int limit;
+    int64_t before;
+    if (check_params(req, DECISIONS_PARAMS, reply) != 0 || text_param(req, "model", &f.model, reply) != 0 ||
+        text_param(req, "version", &f.version, reply) != 0 || text_param(req, "label", &f.label, reply) != 0 ||
+        choice_param(req, "decision", DECISION_VALUES, &f.decision, reply) != 0 ||
+        text_param(req, "item_id", &f.item_id, reply) != 0 || text_param(req, "request_id", &f.request_id, reply) != 0 ||
+        window_params(req, since, until, &f.since, &f.until, reply) != 0 ||
+        choice_param(req, "contest", CONTEST_VALUES, &contest, reply) != 0 || limit_param(req, &limit, reply) != 0 ||
+        cursor_param(req, PGCL_CURSOR_DECISIONS, &before, reply) != 0)
+        return;
+    if (f.version && !f.model) {
+        /* The index is (model_name, model_version, seq): a version means nothing without its model. */
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "version", "'version' needs 'model'");
+        return;
+    }
+    static const pgcl_contest_filter contest_filter[] = {PGCL_CONTEST_OPEN, PGCL_CONTEST_RESOLVED,
+                                                         PGCL_CONTEST_CONTESTED, PGCL_CONTEST_NONE};
+    for (int i = 0; contest && CONTEST_VALUES[i]; i++)
+        if (contest == CONTEST_VALUES[i]) f.contest = contest_filter[i];
+    pgcl_qpool *p = reader_pool(srv, reply);
+    if (!p) return;
+    json_t *rows = NULL;
+    int64_t next = 0;
+    char err[ERR_CAP];
+    pgcl_status st = pgcl_queries_decisions(p, &f, before, limit, &rows, &next, err, sizeof err);
+    if (st != PGCL_OK) {
+        read_error(reply, "decisions", st, err);
+        return;
+    }
+    reply->status = 200;
+    reply->body = json_pack("{s:o, s:o}", "decisions", rows, "next_cursor", next_cursor(PGCL_CURSOR_DECISIONS, next));
+}
+
+/* ---- GET /v1/decisions/{id}/statement ----
+ *
+ * The decision as a statement of reasons in the field names and values of the EU DSA Transparency
+ * Database API (Article 24(5) DSA), describing the decision in force (the effective outcome):
+ *   puid                     the decision_id (a UUID: letters, digits and hyphens only)
+ *   decision_visibility      block → ["DECISION_VISIBILITY_CONTENT_REMOVED"];
+ *                            review → ["DECISION_VISIBILITY_OTHER"] with decision_visibility_other
+ *                            saying the content is held for human review;
+ *                            allow → [] (no restriction: Article 17 requires no statement, this
+ *                            one is informational; pgcld.restriction is false)
+ *   decision_ground          DECISION_GROUND_INCOMPATIBLE_CONTENT, with incompatible_content_ground
+ *                            and incompatible_content_explanation (the classifier judges content
+ *                            against the platform's policy, not legality; incompatible_content_illegal
+ *                            is left out)
+ *   category                 STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH (toxicity models)
+ *   content_type             ["CONTENT_TYPE_TEXT"] (pgcld scores text embeddings)
+ *   automated_detection      "Yes"
+ *   automated_decision       AUTOMATED_DECISION_FULLY, or AUTOMATED_DECISION_PARTIALLY once a human
+ *                            resolved a contest of it
+ *   application_date         the date of created_at (YYYY-MM-DD)
+ *   decision_facts           score, thresholds or policy, model name, version and SHA-256, and the
+ *                            contest history as dates and outcomes
+ *   source_type              SOURCE_VOLUNTARY (the platform's own initiative)
+ * No personal data: no item_id, request_id, key names, actors, contest reasons or notes.
+ * content_date and territorial_scope, required by the database, are unknown to pgcld: the
+ * platform adds them (listed in pgcld.missing_fields). */
+
+static void facts_append(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void facts_append(char *buf, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(buf);
+    if (n >= cap - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+static const char *date_of(const char *ts, char out[11]) {
+    snprintf(out, 11, "%s", ts ? ts : "");
+    return out;
+}
+
+static json_t *statement_of_reasons(json_t *rec) {
+    const char *model = json_string_value(json_object_get(rec, "model_name"));
+    const char *version = json_string_value(json_object_get(rec, "model_version"));
+    const char *sha = json_string_value(json_object_get(rec, "model_sha256"));
+    const char *label = json_string_value(json_object_get(rec, "label"));
+    const char *decision = json_string_value(json_object_get(rec, "decision"));
+    const char *created = json_string_value(json_object_get(rec, "created_at"));
+    json_t *probs = json_object_get(rec, "probabilities"), *policy = json_object_get(rec, "policy");
+    json_t *outcome = json_object_get(rec, "effective_outcome"), *contests = json_object_get(rec, "contests");
+    const char *status = json_string_value(json_object_get(outcome, "status"));
+    const char *in_force = json_string_value(json_object_get(outcome, "decision"));
+    const char *label_in_force = json_string_value(json_object_get(outcome, "label"));
+    const char *kind = json_string_value(json_object_get(policy, "kind"));
+    bool threshold = kind && strcmp(kind, "threshold") == 0;
+    bool overturned = status && strcmp(status, "overturned") == 0;
+    bool human = false;
+    size_t i;
+    json_t *c;
+    json_array_foreach(contests, i, c) if (json_is_object(json_object_get(c, "resolution"))) human = true;
+
+    char facts[2048] = "";
+    facts_append(facts, sizeof facts, "Automated classification of the text by model '%s' version '%s' (checkpoint SHA-256 %s). ",
+                 model, version, sha);
+    if (threshold) {
+        const char *plabel = json_string_value(json_object_get(policy, "label"));
+        facts_append(facts, sizeof facts,
+                     "Score: probability of '%s' = %.4f; review threshold %.4g, removal threshold %.4g. ",
+                     plabel ? plabel : "?", json_number_value(json_object_get(probs, plabel ? plabel : "")),
+                     json_number_value(json_object_get(policy, "t_review")),
+                     json_number_value(json_object_get(policy, "t_block")));
+    } else {
+        facts_append(facts, sizeof facts, "Score: probability of '%s' = %.4f (policy '%s'",
+                     label, json_number_value(json_object_get(probs, label)), kind ? kind : "?");
+        if (json_is_number(json_object_get(policy, "min_confidence")))
+            facts_append(facts, sizeof facts, ", minimum confidence %.4g",
+                         json_number_value(json_object_get(policy, "min_confidence")));
+        facts_append(facts, sizeof facts, "). ");
+    }
+    facts_append(facts, sizeof facts, "Predicted label '%s'; automated decision '%s' on %s.", label, decision,
+                 created);
+    json_array_foreach(contests, i, c) {
+        char d1[11], d2[11];
+        json_t *res = json_object_get(c, "resolution");
+        facts_append(facts, sizeof facts, " Contested on %s", date_of(json_string_value(json_object_get(c, "filed_at")), d1));
+        if (!json_is_object(res)) {
+            facts_append(facts, sizeof facts, "; the contest is pending human review.");
+            continue;
+        }
+        const char *oc = json_string_value(json_object_get(res, "outcome"));
+        const char *corrected = json_string_value(json_object_get(res, "corrected_label"));
+        facts_append(facts, sizeof facts, "; a human reviewer %s the decision on %s", oc ? oc : "resolved",
+                     date_of(json_string_value(json_object_get(res, "resolved_at")), d2));
+        if (corrected) facts_append(facts, sizeof facts, ", correcting the label to '%s'", corrected);
+        facts_append(facts, sizeof facts, ".");
+    }
+    if (overturned) facts_append(facts, sizeof facts, " Decision in force: '%s'.", in_force);
+
+    bool restricted = strcmp(in_force, "allow") != 0;
+    json_t *visibility = json_array();
+    json_t *sor = json_object();
+    json_object_set_new(sor, "puid", json_incref(json_object_get(rec, "decision_id")));
+    if (strcmp(in_force, "block") == 0) {
+        json_array_append_new(visibility, json_string("DECISION_VISIBILITY_CONTENT_REMOVED"));
+        json_object_set_new(sor, "decision_visibility", visibility);
+    } else if (strcmp(in_force, "review") == 0) {
+        json_array_append_new(visibility, json_string("DECISION_VISIBILITY_OTHER"));
+        json_object_set_new(sor, "decision_visibility", visibility);
+        json_object_set_new(sor, "decision_visibility_other",
+                            json_string(overturned ? "Held for review by a human moderator: a reviewer overturned "
+                                                     "the automated decision to allow the content."
+                                        : threshold ? "Held for review by a human moderator: the automated score "
+                                                      "reached the review threshold but not the removal threshold."
+                                                    : "Held for review by a human moderator, as the moderation "
+                                                      "policy requires for this label or for low confidence."));
+    } else {
+        json_object_set_new(sor, "decision_visibility", visibility); /* empty: no restriction */
+    }
+    char ground[300], explanation[600], app_date[11];
+    snprintf(ground, sizeof ground, "Terms of service: content policy applied through the '%s' moderation model",
+             model);
+    if (overturned)
+        snprintf(explanation, sizeof explanation,
+                 "A human reviewer overturned the automated decision '%s' (label '%s'); the label in force is '%s' "
+                 "and the decision in force '%s'.",
+                 decision, label, label_in_force ? label_in_force : label, in_force);
+    else
+        snprintf(explanation, sizeof explanation,
+                 "An automated classifier labelled the content '%s'; under the platform's moderation policy this "
+                 "label and score lead to the decision '%s'%s.",
+                 label, in_force, status && strcmp(status, "upheld") == 0 ? ", which a human reviewer upheld" : "");
+    json_object_set_new(sor, "decision_ground", json_string("DECISION_GROUND_INCOMPATIBLE_CONTENT"));
+    json_object_set_new(sor, "incompatible_content_ground", json_string(ground));
+    json_object_set_new(sor, "incompatible_content_explanation", json_string(explanation));
+    json_object_set_new(sor, "category", json_string("STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH"));
+    json_object_set_new(sor, "content_type", json_pack("[s]", "CONTENT_TYPE_TEXT"));
+    json_object_set_new(sor, "automated_detection", json_string("Yes"));
+    json_object_set_new(sor, "automated_decision",
+                        json_string(human ? "AUTOMATED_DECISION_PARTIALLY" : "AUTOMATED_DECISION_FULLY"));
+    json_object_set_new(sor, "application_date", json_string(date_of(created, app_date)));
+    json_object_set_new(sor, "decision_facts", json_string(facts));
+    json_object_set_new(sor, "source_type", json_string("SOURCE_VOLUNTARY"));
+    json_object_set_new(
+        sor, "pgcld",
+        json_pack("{s:b, s:s, s:s, s:[ss], s:s}", "restriction", restricted, "effective_status", status ? status : "",
+                  "decision_in_force", in_force, "missing_fields", "content_date", "territorial_scope", "note",
+                  restricted ? "Add content_date and territorial_scope and drop this 'pgcld' member before submitting."
+                             : "No restriction is in force: Article 17 DSA asks for no statement of reasons; this "
+                               "one is for information and is not to be submitted."));
+    return sor;
+}
+
+void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    json_t *rec = load_decision(srv, req, reply);
+    if (!rec) return;
+    reply->status = 200;
+    reply->body = statement_of_reasons(rec);
+    json_decref(rec);
+}
+
+/* ---- GET /v1/audit/export ----
+ * Streamed: core/queries.c reads the rows in chunks of a few hundred, each chunk on a pooled
+ * connection taken and given back within the callback that needs it, so no read transaction is
+ * held while a slow client downloads, and memory stays constant. The export covers the rows that
+ * existed when it started. */
+
+static const char *const EXPORT_PARAMS[] = {"since", "until", "format", NULL};
+static const char *const FORMAT_VALUES[] = {"ndjson", "csv", NULL};
+
+static long export_stream(void *ctx, char *buf, size_t max) { return pgcl_export_read(ctx, buf, max); }
+static void export_free(void *ctx) { pgcl_export_destroy(ctx); }
+
+void pgcld_handle_audit_export(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    char since_buf[PGCL_QTIME_LEN + 1], until_buf[PGCL_QTIME_LEN + 1];
+    const char *since, *until, *format;
+    if (check_params(req, EXPORT_PARAMS, reply) != 0 ||
+        window_params(req, since_buf, until_buf, &since, &until, reply) != 0 ||
+        choice_param(req, "format", FORMAT_VALUES, &format, reply) != 0)
+        return;
+    bool csv = format && strcmp(format, "csv") == 0;
+    pgcl_qpool *p = reader_pool(srv, reply);
+    if (!p) return;
+    pgcl_export *e = NULL;
+    char err[ERR_CAP];
+    pgcl_status st = pgcl_export_create(p, since, until, csv ? PGCL_EXPORT_CSV : PGCL_EXPORT_NDJSON, &e, err, sizeof err);
+    if (st != PGCL_OK) {
+        read_error(reply, "export", st, err);
+        return;
+    }
+    reply->status = 200;
+    reply->stream_fn = export_stream;
+    reply->stream_free = export_free;
+    reply->stream_ctx = e;
+    reply->content_type = csv ? "text/csv; charset=utf-8; header=present" : "application/x-ndjson";
+    reply->content_disposition =
+        csv ? "attachment; filename=\"pgcld-decisions.csv\"" : "attachment; filename=\"pgcld-decisions.ndjson\"";
+}
+
+/* ---- GET /v1/audit/stats ---- */
+
+static const char *const STATS_PARAMS[] = {"since", "until", NULL};
+
+void pgcld_handle_audit_stats(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    char since_buf[PGCL_QTIME_LEN + 1], until_buf[PGCL_QTIME_LEN + 1];
+    const char *since, *until;
+    if (check_params(req, STATS_PARAMS, reply) != 0 ||
+        window_params(req, since_buf, until_buf, &since, &until, reply) != 0)
+        return;
+    pgcl_qpool *p = reader_pool(srv, reply);
+    if (!p) return;
+    json_t *out = NULL;
+    char err[ERR_CAP];
+    pgcl_status st = pgcl_queries_stats(p, since, until, &out, err, sizeof err);
+    if (st != PGCL_OK) {
+        read_error(reply, "stats", st, err);
+        return;
+    }
+    reply->status = 200;
+    reply->body = out;
+}
+
+/* ---- GET /v1/contests ---- */
+
+static const char *const CONTESTS_PARAMS[] = {"status", "limit", "cursor", NULL};
+static const char *const STATUS_VALUES[] = {"open", "resolved", NULL};
+
+/* The contest window in days: the --contest-window-days option. */
+static int contest_window_days(const pgcld_server *srv) { return (int)srv->cfg->contest_window_days; }
+
+void pgcld_handle_contests_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    const char *status;
+    int limit;
+    int64_t after;
+    if (check_params(req, CONTESTS_PARAMS, reply) != 0 ||
+        choice_param(req, "status", STATUS_VALUES, &status, reply) != 0 || limit_param(req, &limit, reply) != 0)
+        return;
+    bool open = !status || strcmp(status, "open") == 0;
+    char kind = open ? PGCL_CURSOR_CONTESTS_OPEN : PGCL_CURSOR_CONTESTS_RESOLVED;
+    if (cursor_param(req, kind, &after, reply) != 0) return;
+    pgcl_qpool *p = reader_pool(srv, reply);
+    if (!p) return;
+    json_t *rows = NULL;
+    int64_t next = 0;
+    char err[ERR_CAP];
+    pgcl_status st = pgcl_queries_contests(p, open, after, limit, contest_window_days(srv), pgcl_time_now_us(), &rows,
+                                           &next, err, sizeof err);
+    if (st != PGCL_OK) {
+        read_error(reply, "contests", st, err);
+        return;
+    }
+    reply->status = 200;
+    reply->body = json_pack("{s:o, s:o}", "contests", rows, "next_cursor", next_cursor(kind, next));
+}

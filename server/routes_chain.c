@@ -24,7 +24,8 @@ void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcl
         reply->retry_after = "1";
         return;
     }
-    if (!rep.intact) pgcl_log_warn("audit verify: NOT INTACT at entry %lld: %s", (long long)rep.first_bad_seq, rep.reason);
+    if (!rep.intact)
+        pgcl_log_warn("audit verify: NOT INTACT (first bad entry %lld): %s", (long long)rep.first_bad_seq, rep.reason);
     reply->status = 200;
     reply->body = json_pack("{s:b, s:I, s:o, s:o, s:I, s:o}", "intact", rep.intact, "events", (json_int_t)rep.events,
                             "first_bad_seq", rep.intact ? json_null() : json_integer(rep.first_bad_seq), "reason",
@@ -41,6 +42,16 @@ static void db_directory(const char *db_path, char *out, size_t cap) {
     else *slash = 0;
 }
 
+pgcl_status pgcld_checkpoint_now(pgcld_server *srv, pgcl_checkpoint *out, char *err, int cap) {
+    /* --signing-key and --checkpoint-dir (or PGCLD_SIGNING_KEY / PGCLD_CHECKPOINT_DIR, config layer) */
+    char dir[PATH_MAX];
+    if (srv->cfg->checkpoint_dir && *srv->cfg->checkpoint_dir)
+        snprintf(dir, sizeof dir, "%s", srv->cfg->checkpoint_dir);
+    else
+        db_directory(srv->cfg->db_path, dir, sizeof dir);
+    return pgcl_checkpoint_create(srv->cfg->db_path, srv->cfg->signing_key, NULL, dir, out, err, cap);
+}
+
 void pgcld_handle_audit_checkpoint(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     if (req->body_len > 0) {
         json_t *body = pgcld_parse_json_body(req, reply); /* no options yet: {} or nothing */
@@ -52,26 +63,19 @@ void pgcld_handle_audit_checkpoint(pgcld_server *srv, const pgcld_request *req, 
             return;
         }
     }
-    /* The key: PGCLD_SIGNING_KEY until the configuration has a signing-key option. */
-    const char *key_path = getenv("PGCLD_SIGNING_KEY");
-    if (!key_path || !*key_path) {
+    if (!srv->cfg->signing_key || !*srv->cfg->signing_key) {
         pgcld_reply_error(reply, 409, "no_signing_key", -1, NULL,
                           "no signing key is configured: make one with 'pgcld audit keygen --out FILE' and start "
-                          "pgcld with PGCLD_SIGNING_KEY=FILE");
+                          "pgcld with --signing-key FILE");
         return;
     }
-    char dir[PATH_MAX];
-    const char *env_dir = getenv("PGCLD_CHECKPOINT_DIR");
-    if (env_dir && *env_dir) snprintf(dir, sizeof dir, "%s", env_dir);
-    else db_directory(srv->cfg->db_path, dir, sizeof dir);
-
     pgcl_checkpoint *cp = malloc(sizeof *cp);
     char err[ERR_CAP];
     if (!cp) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         return;
     }
-    pgcl_status st = pgcl_checkpoint_create(srv->cfg->db_path, key_path, NULL, dir, cp, err, sizeof err);
+    pgcl_status st = pgcld_checkpoint_now(srv, cp, err, sizeof err);
     if (st == PGCL_ERR_NOT_FOUND) {
         pgcld_reply_error(reply, 409, "empty_chain", -1, NULL, "%s", err);
     } else if (st != PGCL_OK) {

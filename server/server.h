@@ -76,6 +76,11 @@ void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int ite
 /* Parses the body as a JSON object. Returns it, or NULL with reply set (415 / 400). */
 json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply);
 
+/* Signs the chain head with --signing-key and writes <checkpoint-dir>/checkpoint-<seq>.json
+ * (routes_chain.c). PGCL_ERR_NOT_FOUND: the chain is empty. */
+struct pgcl_checkpoint;
+pgcl_status pgcld_checkpoint_now(pgcld_server *srv, struct pgcl_checkpoint *out, char *err, int cap);
+
 /* Route patterns, for metrics labels. */
 extern const char *const pgcld_route_names[];
 extern const int pgcld_route_count;

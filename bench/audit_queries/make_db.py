@@ -5,8 +5,8 @@ few thousand contests and resolutions, in one transaction.
 Usage: make_db.py DB [--rows 1000000] [--contests 5000] [--seed 1]
 
 The rows look like production traffic: three toxicity versions and one multiclass model, requests of
-1..32 items sharing created_at and request_id, created_at spread over 30 days (increasing with seq,
-with occasional commit reordering of a few milliseconds), items re-scored now and then (repeated
+1..32 items sharing created_at and request_id, created_at spread over 30 days and never decreasing
+with seq (the audit writer stamps each transaction so), items re-scored now and then (repeated
 item_id), 64-d float32 vectors, probabilities and the policy as JSON. Contests are filed on a
 random sample of decisions (more on blocks), about 60 % resolved, a quarter of those overturned.
 Only the Python standard library is used (the bench must run on a bare Debian).
@@ -83,8 +83,6 @@ def main():
         name, version, sha, labels, policy_text, policy, _ = m
         n = min(rng.choice((1, 1, 1, 2, 4, 8, 16, 32)), a.rows - seq)
         created_us = start_us + int(seq * step)
-        if rng.random() < 0.01:  # this request committed a little after a later-stamped one
-            created_us -= rng.randint(1000, 20000)
         created = ts(created_us)
         request_id = uuid7(created_us // 1000, rng)
         latency = rng.randint(800, 20000)

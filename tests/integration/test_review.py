@@ -200,5 +200,31 @@ class WindowAndStorageTest(unittest.TestCase):
         self.assertEqual((r.status, r.error_code()), (409, "input_not_stored"), r)
 
 
+class PeriodicCheckpointTest(unittest.TestCase):
+    """--checkpoint-interval with --signing-key writes signed checkpoints that verify the chain."""
+
+    def test_periodic_checkpoints(self):
+        tmp = tempfile.mkdtemp(prefix="pgcld-ckpt-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        key = os.path.join(tmp, "signing.key")
+        ckdir = os.path.join(tmp, "checkpoints")
+        os.makedirs(ckdir)
+        d = H.Daemon(models=tiny_root(tmp), default_model="tiny",
+                     args=["--signing-key", key, "--checkpoint-dir", ckdir, "--checkpoint-interval", "1"])
+        self.addCleanup(d.cleanup)
+        public = d.cli("audit", "keygen", "--out", key).stdout.strip().splitlines()[-1]
+        d.start()
+        self.assertEqual(d.score({"items": items(4, 9)}).status, 200)
+        self.assertTrue(H.wait_until(lambda: len(os.listdir(ckdir)) > 0, timeout=10), "no checkpoint was written")
+        self.assertEqual(d.stop(), 0)
+        files = sorted(os.path.join(ckdir, f) for f in os.listdir(ckdir))
+        args = ["audit", "verify", "--db", d.db_path, "--public-key", public]
+        for f in files:
+            args += ["--checkpoint", f]
+        p = d.cli(*args, check=False)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertGreater(d.scalar("SELECT count(*) FROM audit_checkpoints"), 0)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1,0 +1,87 @@
+/* Periodic signed checkpoints; see checkpointer.h. */
+#include "checkpointer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "log.h"
+#include "signing.h"
+
+struct pgcld_checkpointer {
+    pgcld_server *srv;
+    long interval_s;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stopping;
+    int64_t last_seq; /* head of the last checkpoint written; skip when nothing was added since */
+};
+
+static void checkpoint_once(pgcld_checkpointer *c) {
+    pgcl_checkpoint cp;
+    char err[1024];
+    pgcl_status st = pgcld_checkpoint_now(c->srv, &cp, err, sizeof err);
+    if (st == PGCL_OK) {
+        if (cp.head_seq != c->last_seq)
+            pgcl_log_info("audit checkpoint: head %lld signed, written to %s", (long long)cp.head_seq, cp.file);
+        c->last_seq = cp.head_seq;
+    } else if (st != PGCL_ERR_NOT_FOUND) {
+        pgcl_log_error("audit checkpoint failed: %s", err);
+    }
+}
+
+static void *checkpointer_main(void *arg) {
+    pgcld_checkpointer *c = arg;
+    pthread_mutex_lock(&c->lock);
+    while (!c->stopping) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += c->interval_s;
+        while (!c->stopping && pthread_cond_timedwait(&c->wake, &c->lock, &deadline) != ETIMEDOUT) {
+        }
+        pthread_mutex_unlock(&c->lock);
+        checkpoint_once(c); /* also once more at stop: the last head is covered too */
+        pthread_mutex_lock(&c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+pgcld_checkpointer *pgcld_checkpointer_start(pgcld_server *srv) {
+    long interval = srv->cfg->checkpoint_interval_s;
+    if (interval <= 0) return NULL;
+    if (!srv->cfg->signing_key || !*srv->cfg->signing_key) {
+        pgcl_log_warn("audit checkpoint: --checkpoint-interval is set but --signing-key is not; no checkpoints");
+        return NULL;
+    }
+    pgcld_checkpointer *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->srv = srv;
+    c->interval_s = interval;
+    c->last_seq = -1;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->wake, NULL);
+    if (pthread_create(&c->thread, NULL, checkpointer_main, c) != 0) {
+        pgcl_log_error("audit checkpoint: cannot start the checkpoint thread");
+        pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->wake);
+        free(c);
+        return NULL;
+    }
+    pgcl_log_info("audit checkpoint: a signed checkpoint every %ld s", interval);
+    return c;
+}
+
+void pgcld_checkpointer_stop(pgcld_checkpointer *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->lock);
+    c->stopping = true;
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(c->thread, NULL);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->wake);
+    free(c);
+}
