@@ -548,6 +548,12 @@ pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, ch
         goto fail;
     }
     if (!(a->chain = pgcl_chain_create(a->db, err, cap))) goto fail;
+    /* created_at must keep following seq across restarts, even if the clock stepped back. */
+    sqlite3_stmt *last = NULL;
+    if (sqlite3_prepare_v2(a->db, "SELECT max(created_at) FROM decisions", -1, &last, NULL) == SQLITE_OK &&
+        sqlite3_step(last) == SQLITE_ROW && sqlite3_column_type(last, 0) == SQLITE_TEXT)
+        snprintf(a->last_stamp, sizeof a->last_stamp, "%s", (const char *)sqlite3_column_text(last, 0));
+    sqlite3_finalize(last);
     if (pthread_create(&a->writer, NULL, writer_main, a) != 0) {
         pgcl_errorf(err, cap, "cannot start the audit writer thread");
         goto fail;

@@ -23,13 +23,19 @@
 
 struct pgcl_qpool {
     char *path;
-    int size;        /* most connections ever open */
-    int n_open;      /* opened so far (free or out) */
-    sqlite3 **free;  /* (size) the free list */
+    int size;       /* most connections ever open */
+    int n_open;     /* opened so far (free or out) */
+    sqlite3 **free; /* (size) the free list */
     int n_free;
     pthread_mutex_t lock;
     pthread_cond_t returned; /* signalled when a connection comes back or an open fails */
     struct pgcl_qpool *next; /* process-wide registry */
+    /* Whether created_at order is seq order (see time_order_holds): 0 not checked yet, 1 holds
+     * for rows 1..order_seq (whose created_at is order_ts), -1 does not hold. */
+    pthread_mutex_t order_lock;
+    int order_state;
+    int64_t order_seq;
+    char order_ts[PGCL_QTIME_LEN + 8];
 };
 
 pgcl_qpool *pgcl_qpool_create(const char *db_path, int size, char *err, int cap) {
@@ -46,6 +52,7 @@ pgcl_qpool *pgcl_qpool_create(const char *db_path, int size, char *err, int cap)
     }
     p->size = size;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->order_lock, NULL);
     pthread_cond_init(&p->returned, NULL);
     return p;
 }
@@ -54,9 +61,11 @@ void pgcl_qpool_destroy(pgcl_qpool *p) {
     if (!p) return;
     if (p->n_free != p->n_open)
         pgcl_log_warn("queries: pool for %s destroyed with %d connections still out", p->path, p->n_open - p->n_free);
-    for (int i = 0; i < p->n_free; i++) sqlite3_close(p->free[i]);
+    for (int i = 0; i < p->n_free; i++)
+        sqlite3_close(p->free[i]);
     pthread_cond_destroy(&p->returned);
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->order_lock);
     free(p->free);
     free(p->path);
     free(p);
@@ -69,8 +78,7 @@ pgcl_status pgcl_qpool_acquire(pgcl_qpool *p, sqlite3 **out, char *err, int cap)
     deadline.tv_sec += PGCL_DB_BUSY_TIMEOUT_MS / 1000;
     pthread_mutex_lock(&p->lock);
     while (p->n_free == 0 && p->n_open == p->size) {
-        if (pthread_cond_timedwait(&p->returned, &p->lock, &deadline) != 0 && p->n_free == 0 &&
-            p->n_open == p->size) {
+        if (pthread_cond_timedwait(&p->returned, &p->lock, &deadline) != 0 && p->n_free == 0 && p->n_open == p->size) {
             pthread_mutex_unlock(&p->lock);
             pgcl_errorf(err, cap, "all %d reader connections are busy", p->size);
             return PGCL_ERR_BUSY;
@@ -112,7 +120,8 @@ static pgcl_qpool *g_pools;
 pgcl_qpool *pgcl_queries_pool(const char *db_path, char *err, int cap) {
     pthread_mutex_lock(&g_pools_lock);
     pgcl_qpool *p = g_pools;
-    while (p && strcmp(p->path, db_path) != 0) p = p->next;
+    while (p && strcmp(p->path, db_path) != 0)
+        p = p->next;
     if (!p && (p = pgcl_qpool_create(db_path, 0, err, cap))) {
         p->next = g_pools;
         g_pools = p;
@@ -137,9 +146,9 @@ void pgcl_queries_shutdown(void) {
 static int64_t days_from_civil(int64_t y, int m, int d) {
     y -= m <= 2;
     int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;                               /* [0, 399] */
+    int64_t yoe = y - era * 400;                                   /* [0, 399] */
     int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1; /* [0, 365] */
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;       /* [0, 146096] */
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;           /* [0, 146096] */
     return era * 146097 + doe - 719468;
 }
 
@@ -178,8 +187,8 @@ bool pgcl_time_parse(const char *text, int64_t *us) {
     const char *p = text;
     if (!text || strlen(text) > 64) return false;
     if (!read_digits(p, 4, &y) || p[4] != '-' || !read_digits(p + 5, 2, &mo) || p[7] != '-' ||
-        !read_digits(p + 8, 2, &d) || (p[10] != 'T' && p[10] != 't') || !read_digits(p + 11, 2, &h) ||
-        p[13] != ':' || !read_digits(p + 14, 2, &mi) || p[16] != ':' || !read_digits(p + 17, 2, &s))
+        !read_digits(p + 8, 2, &d) || (p[10] != 'T' && p[10] != 't') || !read_digits(p + 11, 2, &h) || p[13] != ':' ||
+        !read_digits(p + 14, 2, &mi) || p[16] != ':' || !read_digits(p + 17, 2, &s))
         return false;
     if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 60) return false;
     p += 19;
@@ -189,11 +198,14 @@ bool pgcl_time_parse(const char *text, int64_t *us) {
         p++;
         int n = 0;
         for (; *p >= '0' && *p <= '9'; p++, n++) {
-            if (n < 6) frac = frac * 10 + (*p - '0');
-            else if (*p != '0') round_up = true;
+            if (n < 6)
+                frac = frac * 10 + (*p - '0');
+            else if (*p != '0')
+                round_up = true;
         }
         if (n == 0) return false;
-        for (; n < 6; n++) frac *= 10;
+        for (; n < 6; n++)
+            frac *= 10;
     }
     int64_t offset_s = 0;
     if (*p == 'Z' || *p == 'z') {
@@ -209,8 +221,8 @@ bool pgcl_time_parse(const char *text, int64_t *us) {
         return false;
     }
     if (*p) return false;
-    int64_t t = (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offset_s) * 1000000 + frac +
-                (round_up ? 1 : 0);
+    int64_t t =
+        (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offset_s) * 1000000 + frac + (round_up ? 1 : 0);
     if (t < days_from_civil(0, 1, 1) * US_PER_DAY || t >= days_from_civil(10000, 1, 1) * US_PER_DAY) return false;
     *us = t;
     return true;
@@ -258,7 +270,8 @@ void pgcl_cursor_encode(char kind, int64_t seq, char out[PGCL_CURSOR_LEN + 1]) {
     unsigned char b[CURSOR_BYTES];
     b[0] = CURSOR_VERSION;
     b[1] = (unsigned char)kind;
-    for (int i = 0; i < 8; i++) b[2 + i] = (unsigned char)((uint64_t)seq >> (56 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        b[2 + i] = (unsigned char)((uint64_t)seq >> (56 - 8 * i));
     cursor_mac(b, b + CURSOR_BYTES - CURSOR_MAC);
     sodium_bin2base64(out, PGCL_CURSOR_LEN + 1, b, sizeof b, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
 }
@@ -275,7 +288,8 @@ bool pgcl_cursor_decode(const char *text, char kind, int64_t *seq) {
     cursor_mac(b, mac);
     if (sodium_memcmp(mac, b + CURSOR_BYTES - CURSOR_MAC, CURSOR_MAC) != 0) return false;
     uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | b[2 + i];
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | b[2 + i];
     if (v < 1 || v > (uint64_t)INT64_MAX) return false;
     *seq = (int64_t)v;
     return true;
@@ -321,8 +335,12 @@ static void qb_arg(qbuild *q, qarg a) {
     qb_sql(q, "?");
 }
 
-static void qb_text(qbuild *q, const char *s) { qb_arg(q, (qarg){.s = s}); }
-static void qb_int(qbuild *q, int64_t v) { qb_arg(q, (qarg){.is_int = true, .i = v}); }
+static void qb_text(qbuild *q, const char *s) {
+    qb_arg(q, (qarg){.s = s});
+}
+static void qb_int(qbuild *q, int64_t v) {
+    qb_arg(q, (qarg){.is_int = true, .i = v});
+}
 
 /* Prepares prefix + the built SQL and binds its values. */
 static pgcl_status qb_prepare(sqlite3 *db, const qbuild *q, const char *prefix, sqlite3_stmt **out, char *err,
@@ -404,14 +422,14 @@ static json_t *col_vector(sqlite3_stmt *s, int i) {
 }
 
 /* Whether a decision has been contested, derived from its contests (alias d in the query). */
-#define CONTEST_STATUS_SQL                                                                                        \
-    "(CASE WHEN NOT EXISTS (SELECT 1 FROM contests c1 WHERE c1.decision_id = d.decision_id) THEN 'none'"         \
-    " WHEN EXISTS (SELECT 1 FROM contests c1 WHERE c1.decision_id = d.decision_id AND NOT EXISTS"                \
+#define CONTEST_STATUS_SQL                                                                                             \
+    "(CASE WHEN NOT EXISTS (SELECT 1 FROM contests c1 WHERE c1.decision_id = d.decision_id) THEN 'none'"               \
+    " WHEN EXISTS (SELECT 1 FROM contests c1 WHERE c1.decision_id = d.decision_id AND NOT EXISTS"                      \
     " (SELECT 1 FROM resolutions r1 WHERE r1.contest_id = c1.contest_id)) THEN 'open' ELSE 'resolved' END)"
 
 /* The summary of a decision: columns 0..10 of every list and export query. */
-#define SUMMARY_COLS                                                                                              \
-    "d.seq, d.decision_id, d.created_at, d.item_id, d.request_id, d.model_name, d.model_version, d.label,"       \
+#define SUMMARY_COLS                                                                                                   \
+    "d.seq, d.decision_id, d.created_at, d.item_id, d.request_id, d.model_name, d.model_version, d.label,"             \
     " d.decision, d.toxicity, " CONTEST_STATUS_SQL
 
 static json_t *summary_json(sqlite3_stmt *s) {
@@ -439,7 +457,9 @@ static json_t *summary_json(sqlite3_stmt *s) {
  * contests: the decision's contests oldest first, each with "resolution" (object or null). */
 static json_t *effective_outcome(const char *label, const char *decision, json_t *contests) {
     size_t n = json_array_size(contests);
-    if (n == 0) return json_pack("{s:s, s:s, s:s, s:n}", "status", "original", "label", label, "decision", decision, "contest_id");
+    if (n == 0)
+        return json_pack("{s:s, s:s, s:s, s:n}", "status", "original", "label", label, "decision", decision,
+                         "contest_id");
     json_t *latest = json_array_get(contests, n - 1);
     json_t *cid = json_object_get(latest, "contest_id");
     json_t *res = json_object_get(latest, "resolution");
@@ -448,12 +468,12 @@ static json_t *effective_outcome(const char *label, const char *decision, json_t
                          "contest_id", cid);
     const char *outcome = json_string_value(json_object_get(res, "outcome"));
     if (!outcome || strcmp(outcome, "overturned") != 0)
-        return json_pack("{s:s, s:s, s:s, s:O}", "status", "upheld", "label", label, "decision", decision,
-                         "contest_id", cid);
+        return json_pack("{s:s, s:s, s:s, s:O}", "status", "upheld", "label", label, "decision", decision, "contest_id",
+                         cid);
     const char *corrected = json_string_value(json_object_get(res, "corrected_label"));
     const char *new_decision = strcmp(decision, "allow") == 0 ? "review" : "allow";
-    return json_pack("{s:s, s:s, s:s, s:O}", "status", "overturned", "label", corrected ? corrected : label,
-                     "decision", new_decision, "contest_id", cid);
+    return json_pack("{s:s, s:s, s:s, s:O}", "status", "overturned", "label", corrected ? corrected : label, "decision",
+                     new_decision, "contest_id", cid);
 }
 
 static const char RECORD_SQL[] =
@@ -474,8 +494,7 @@ static json_t *resolution_json(sqlite3_stmt *s, int first) {
     if (sqlite3_column_type(s, first) == SQLITE_NULL) return json_null();
     return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "resolved_at", col_text(s, first + 1), "resolved_by",
                      col_text(s, first + 2), "resolver_key_id", col_text(s, first + 3), "outcome",
-                     col_text(s, first + 4), "corrected_label", col_text(s, first + 5), "note",
-                     col_text(s, first + 6));
+                     col_text(s, first + 4), "corrected_label", col_text(s, first + 5), "note", col_text(s, first + 6));
 }
 
 static pgcl_status read_record(sqlite3 *db, const char *decision_id, json_t **out, char *err, int cap) {
@@ -503,21 +522,18 @@ static pgcl_status read_record(sqlite3 *db, const char *decision_id, json_t **ou
                     col_text(s, 3), "item_id", col_text(s, 4), "model_name", col_text(s, 5), "model_version",
                     col_text(s, 6), "model_sha256", col_text(s, 7), "label", col_text(s, 8), "label_index",
                     col_int(s, 9), "probabilities", col_json(s, 10), "toxicity", col_real(s, 11), "decision",
-                    col_text(s, 12), "policy", col_json(s, 13), "t_review", col_real(s, 14), "t_block",
-                    col_real(s, 15), "vector", col_vector(s, 16), "input_sha256", col_text(s, 17), "latency_us",
-                    col_int(s, 18));
+                    col_text(s, 12), "policy", col_json(s, 13), "t_review", col_real(s, 14), "t_block", col_real(s, 15),
+                    "vector", col_vector(s, 16), "input_sha256", col_text(s, 17), "latency_us", col_int(s, 18));
     if (!rec) goto nomem;
     json_object_set_new(rec, "input_stored", has_input && dtype ? json_string(dtype) : json_null());
     json_object_set_new(rec, "contest_status", col_text(s, 21));
-    json_object_set_new(rec, "provenance",
-                        json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "model_name",
-                                  json_object_get(rec, "model_name"), "model_version",
-                                  json_object_get(rec, "model_version"), "model_sha256",
-                                  json_object_get(rec, "model_sha256"), "request_id",
-                                  json_object_get(rec, "request_id"), "item_id", json_object_get(rec, "item_id"),
-                                  "input_sha256", json_object_get(rec, "input_sha256"), "created_at",
-                                  json_object_get(rec, "created_at"), "latency_us",
-                                  json_object_get(rec, "latency_us")));
+    json_object_set_new(
+        rec, "provenance",
+        json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "model_name", json_object_get(rec, "model_name"),
+                  "model_version", json_object_get(rec, "model_version"), "model_sha256",
+                  json_object_get(rec, "model_sha256"), "request_id", json_object_get(rec, "request_id"), "item_id",
+                  json_object_get(rec, "item_id"), "input_sha256", json_object_get(rec, "input_sha256"), "created_at",
+                  json_object_get(rec, "created_at"), "latency_us", json_object_get(rec, "latency_us")));
     sqlite3_finalize(s);
     s = NULL;
 
@@ -587,6 +603,14 @@ pgcl_status pgcl_queries_decision(pgcl_qpool *p, const char *decision_id, json_t
     return st;
 }
 
+/* Starts a read transaction: the queries that follow see one snapshot. */
+static pgcl_status begin_read(sqlite3 *db, char *err, int cap) {
+    char sub[ERR_CAP];
+    if (pgcl_db_exec(db, "BEGIN", sub, sizeof sub) == SQLITE_OK) return PGCL_OK;
+    pgcl_errorf(err, cap, "starting a read: %s", sub);
+    return PGCL_ERR_DB;
+}
+
 /* ---- decision lists ----
  *
  * The query has two parts: an inner one that finds the seqs of the page (at most limit + 1, the
@@ -599,16 +623,30 @@ pgcl_status pgcl_queries_decision(pgcl_qpool *p, const char *decision_id, json_t
  *     (model_name, model_version, seq), merged: UNION ALL of per-version pages;
  *   - label / decision / model+version / item_id / request_id: the (x, seq) indexes of migration
  *     0003 give the rows in seq order directly (SQLite picks one when several are given);
- *   - a time range alone: the covering index on created_at, whose entries carry the seq, gives the
- *     page by a top-N sort over the window's entries below the cursor. When at least PROBE_ROWS such
- *     entries exist and the newest row below the cursor is itself inside the window, walking the
- *     table backwards by seq is cheaper (every row it meets matches) and is used instead.
- * Whatever the plan, every filter is applied as a WHERE condition, so results are exact. */
+ *   - a time window, when created_at follows seq order (the audit writer stamps each transaction
+ *     no earlier than the previous one; time_order_holds() verifies it rather than trusting it):
+ *     the window is exactly the seq range [first seq at or after since, last seq before until],
+ *     two O(log n) probes of the created_at index; the page walks that range by seq (window alone)
+ *     or the other filter's (x, seq) index within it. Every page then costs O(page).
+ *   - a time window otherwise: the covering index on created_at (its entries carry the seq) is
+ *     probed for the window's entries below the cursor, up to PROBE_ROWS. When there are fewer,
+ *     their exact lowest and highest seq (read from those same entries) become seq bounds, so no
+ *     plan walks past the window; a window alone is then read as a top-N by seq over those entries.
+ *     When there are more and the window is alone, the table is walked backwards by seq if the
+ *     newest row below the cursor is inside the window (every row met then matches), else the
+ *     top-N over the index entries is used. With another filter, that filter's index is walked.
+ * Whatever the plan, every filter is also applied as a WHERE condition, so results are exact. */
 
 #define PROBE_ROWS 10000
 #define MAX_UNION_VERSIONS 32
 
-typedef enum { TIME_PLAN_DEFAULT, TIME_PLAN_INDEX, TIME_PLAN_SEQ } time_plan;
+typedef struct time_plan {
+    enum { TIME_PLAN_DEFAULT, TIME_PLAN_INDEX, TIME_PLAN_SEQ } how;
+    bool bounded;   /* lo..hi are the exact seqs of the window's rows below the cursor */
+    int64_t lo, hi; /* lo > hi: there are none */
+} time_plan;
+
+static const time_plan NO_TIME_PLAN = {.how = TIME_PLAN_DEFAULT};
 
 static bool has_index_filter(const pgcl_decision_filter *f) {
     return f->model || f->label || f->decision || f->item_id || f->request_id;
@@ -627,10 +665,10 @@ static void qb_filters(qbuild *q, const pgcl_decision_filter *f, const char *ver
     }
     const struct {
         const char *sql, *value;
-    } eq[] = {{" AND d.model_name = ", f->model},   {" AND d.model_version = ", version},
-              {" AND d.label = ", f->label},        {" AND d.decision = ", f->decision},
-              {" AND d.item_id = ", f->item_id},    {" AND d.request_id = ", f->request_id},
-              {" AND d.created_at >= ", f->since},  {" AND d.created_at < ", f->until}};
+    } eq[] = {{" AND d.model_name = ", f->model},  {" AND d.model_version = ", version},
+              {" AND d.label = ", f->label},       {" AND d.decision = ", f->decision},
+              {" AND d.item_id = ", f->item_id},   {" AND d.request_id = ", f->request_id},
+              {" AND d.created_at >= ", f->since}, {" AND d.created_at < ", f->until}};
     for (size_t i = 0; i < sizeof eq / sizeof eq[0]; i++) {
         if (!eq[i].value) continue;
         qb_sql(q, eq[i].sql);
@@ -641,13 +679,19 @@ static void qb_filters(qbuild *q, const pgcl_decision_filter *f, const char *ver
 }
 
 /* The inner query of a decisions-driven page (one version branch when version is given). */
-static void qb_inner_decisions(qbuild *q, const pgcl_decision_filter *f, const char *version, int64_t before_seq,
-                               int n, time_plan plan) {
+static void qb_inner_decisions(qbuild *q, const pgcl_decision_filter *f, const char *version, int64_t before_seq, int n,
+                               const time_plan *plan) {
     qb_sql(q, "SELECT d.seq FROM decisions d");
-    if (plan == TIME_PLAN_INDEX) qb_sql(q, " INDEXED BY decisions_created_at");
-    if (plan == TIME_PLAN_SEQ) qb_sql(q, " NOT INDEXED");
+    if (plan->how == TIME_PLAN_INDEX) qb_sql(q, " INDEXED BY decisions_created_at");
+    if (plan->how == TIME_PLAN_SEQ) qb_sql(q, " NOT INDEXED");
     qb_sql(q, " WHERE 1");
     qb_filters(q, f, version, before_seq);
+    if (plan->bounded) {
+        qb_sql(q, " AND d.seq >= ");
+        qb_int(q, plan->lo);
+        qb_sql(q, " AND d.seq <= ");
+        qb_int(q, plan->hi);
+    }
     qb_sql(q, " ORDER BY d.seq DESC LIMIT ");
     qb_int(q, n);
 }
@@ -675,7 +719,8 @@ static pgcl_status model_versions(sqlite3 *db, const char *model, char ***out, i
         if (rc == SQLITE_DONE) break;
         if (rc != SQLITE_ROW) {
             pgcl_status st = step_error(db, rc, err, cap);
-            for (int i = 0; i < n; i++) free(v[i]);
+            for (int i = 0; i < n; i++)
+                free(v[i]);
             free(v);
             sqlite3_finalize(s);
             return st;
@@ -685,7 +730,8 @@ static pgcl_status model_versions(sqlite3 *db, const char *model, char ***out, i
         if (!grown || !copy) {
             free(copy);
             v = grown ? grown : v;
-            for (int i = 0; i < n; i++) free(v[i]);
+            for (int i = 0; i < n; i++)
+                free(v[i]);
             free(v);
             sqlite3_finalize(s);
             pgcl_errorf(err, cap, "out of memory");
@@ -720,27 +766,171 @@ static pgcl_status scalar_int(sqlite3 *db, const qbuild *q, int64_t *out, bool *
     return st;
 }
 
-/* Chooses how a page of a time window alone is read (see the comment above). */
-static pgcl_status choose_time_plan(sqlite3 *db, const pgcl_decision_filter *f, int64_t before_seq, time_plan *plan,
-                                    char *err, int cap) {
-    *plan = TIME_PLAN_DEFAULT;
-    if (!(f->since || f->until) || has_index_filter(f) || contest_driven(f)) return PGCL_OK;
-    *plan = TIME_PLAN_INDEX;
+/* Whether, in db's current read transaction, created_at never decreases as seq increases (so a
+ * time window is a seq range). Checked once per pool by walking the covering created_at index in
+ * (created_at, seq) order, which must then give increasing seqs; afterwards only the rows added
+ * since are checked, in seq order, against the last checked row's created_at. Rows are
+ * append-only, so a verdict for rows 1..n stays true; once false it stays false (rows written out
+ * of order, e.g. by an older pgcld or after the clock went back across a restart) and the other
+ * plans are used. Serialised per pool; the first check reads the whole index (about 0.2 s per
+ * million rows), later ones only the new rows. */
+static pgcl_status time_order_holds(pgcl_qpool *p, sqlite3 *db, bool *holds, char *err, int cap) {
+    pgcl_status st = PGCL_OK;
+    sqlite3_stmt *s = NULL;
+    int rc = SQLITE_DONE;
+    pthread_mutex_lock(&p->order_lock);
+    if (p->order_state == 0) {
+        if (sqlite3_prepare_v2(db, "SELECT seq FROM decisions INDEXED BY decisions_created_at ORDER BY created_at, seq",
+                               -1, &s, NULL) != SQLITE_OK) {
+            pgcl_errorf(err, cap, "preparing a query: %s", sqlite3_errmsg(db));
+            st = PGCL_ERR_DB;
+            goto done;
+        }
+        int64_t last = 0;
+        bool ordered = true;
+        while (ordered && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+            int64_t seq = sqlite3_column_int64(s, 0);
+            ordered = seq > last;
+            last = seq;
+        }
+        if (ordered && rc != SQLITE_DONE) {
+            st = step_error(db, rc, err, cap);
+            goto done;
+        }
+        sqlite3_finalize(s);
+        s = NULL;
+        p->order_ts[0] = 0;
+        if (ordered && last > 0) { /* the created_at of the last row, for the incremental checks */
+            if (sqlite3_prepare_v2(db, "SELECT created_at FROM decisions WHERE seq = ?", -1, &s, NULL) != SQLITE_OK) {
+                pgcl_errorf(err, cap, "preparing a query: %s", sqlite3_errmsg(db));
+                st = PGCL_ERR_DB;
+                goto done;
+            }
+            sqlite3_bind_int64(s, 1, last);
+            if ((rc = sqlite3_step(s)) != SQLITE_ROW) {
+                st = step_error(db, rc, err, cap);
+                goto done;
+            }
+            const char *ts = (const char *)sqlite3_column_text(s, 0);
+            snprintf(p->order_ts, sizeof p->order_ts, "%s", ts ? ts : "");
+        }
+        p->order_state = ordered ? 1 : -1;
+        p->order_seq = last;
+        if (!ordered)
+            pgcl_log_info("queries: %s: created_at does not follow seq; time filters use the general plans", p->path);
+    } else if (p->order_state == 1) {
+        if (sqlite3_prepare_v2(db, "SELECT seq, created_at FROM decisions WHERE seq > ? ORDER BY seq", -1, &s, NULL) !=
+            SQLITE_OK) {
+            pgcl_errorf(err, cap, "preparing a query: %s", sqlite3_errmsg(db));
+            st = PGCL_ERR_DB;
+            goto done;
+        }
+        sqlite3_bind_int64(s, 1, p->order_seq);
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+            const char *ts = (const char *)sqlite3_column_text(s, 1);
+            if (!ts || strcmp(ts, p->order_ts) < 0) {
+                p->order_state = -1;
+                pgcl_log_info("queries: %s: decision %lld has an earlier created_at than the one before it; time "
+                              "filters use the general plans from now on",
+                              p->path, (long long)sqlite3_column_int64(s, 0));
+                break;
+            }
+            p->order_seq = sqlite3_column_int64(s, 0);
+            snprintf(p->order_ts, sizeof p->order_ts, "%s", ts);
+        }
+        if (p->order_state == 1 && rc != SQLITE_DONE) {
+            st = step_error(db, rc, err, cap);
+            goto done;
+        }
+    }
+done:
+    sqlite3_finalize(s);
+    *holds = st == PGCL_OK && p->order_state == 1;
+    pthread_mutex_unlock(&p->order_lock);
+    return st;
+}
+
+/* With created_at in seq order: the window's seq range [lo, hi] (lo > hi when it is empty). */
+static pgcl_status window_seq_range(sqlite3 *db, const pgcl_decision_filter *f, int64_t *lo, int64_t *hi, char *err,
+                                    int cap) {
     qbuild *q = calloc(1, sizeof *q);
     if (!q) {
         pgcl_errorf(err, cap, "out of memory");
         return PGCL_ERR_NOMEM;
     }
-    qb_sql(q, "SELECT count(*) FROM (SELECT 1 FROM decisions d INDEXED BY decisions_created_at WHERE 1");
+    bool none = false;
+    pgcl_status st = PGCL_OK;
+    *lo = 1;
+    *hi = INT64_MAX;
+    if (f->since) {
+        qb_sql(q, "SELECT d.seq FROM decisions d INDEXED BY decisions_created_at WHERE d.created_at >= ");
+        qb_text(q, f->since);
+        qb_sql(q, " ORDER BY d.created_at, d.seq LIMIT 1");
+        st = scalar_int(db, q, lo, &none, err, cap);
+    }
+    if (st == PGCL_OK && !none && f->until) {
+        memset(q, 0, sizeof *q);
+        qb_sql(q, "SELECT d.seq FROM decisions d INDEXED BY decisions_created_at WHERE d.created_at < ");
+        qb_text(q, f->until);
+        qb_sql(q, " ORDER BY d.created_at DESC, d.seq DESC LIMIT 1");
+        st = scalar_int(db, q, hi, &none, err, cap);
+    }
+    if (none) {
+        *lo = 1;
+        *hi = 0;
+    }
+    free(q);
+    return st;
+}
+
+/* Chooses how a decisions-driven page with a time window is read (see the comment above). */
+static pgcl_status choose_time_plan(pgcl_qpool *p, sqlite3 *db, const pgcl_decision_filter *f, int64_t before_seq,
+                                    time_plan *plan, char *err, int cap) {
+    *plan = NO_TIME_PLAN;
+    if (!(f->since || f->until) || contest_driven(f)) return PGCL_OK;
+    bool alone = !has_index_filter(f), ordered = false;
+    pgcl_status st = time_order_holds(p, db, &ordered, err, cap);
+    if (st != PGCL_OK) return st;
+    if (ordered) {
+        plan->bounded = true;
+        plan->how = alone ? TIME_PLAN_SEQ : TIME_PLAN_DEFAULT;
+        return window_seq_range(db, f, &plan->lo, &plan->hi, err, cap);
+    }
+    qbuild *q = calloc(1, sizeof *q);
+    if (!q) {
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
     pgcl_decision_filter window = {.since = f->since, .until = f->until};
+
+    qb_sql(q, "SELECT count(*) FROM (SELECT 1 FROM decisions d INDEXED BY decisions_created_at WHERE 1");
     qb_filters(q, &window, NULL, before_seq);
     qb_sql(q, " LIMIT ");
     qb_int(q, PROBE_ROWS);
     qb_sql(q, ")");
     int64_t n = 0;
-    pgcl_status st = scalar_int(db, q, &n, NULL, err, cap);
-    if (st == PGCL_OK && n >= PROBE_ROWS) {
+    st = scalar_int(db, q, &n, NULL, err, cap);
+    if (st == PGCL_OK && n < PROBE_ROWS) {
+        /* Few enough: the exact seq bounds of those rows, from the same (covering) index entries. */
+        memset(q, 0, sizeof *q);
+        qb_sql(q, "SELECT min(d.seq) FROM decisions d INDEXED BY decisions_created_at WHERE 1");
+        qb_filters(q, &window, NULL, before_seq);
+        bool none = false;
+        if ((st = scalar_int(db, q, &plan->lo, &none, err, cap)) == PGCL_OK) {
+            memset(q, 0, sizeof *q);
+            qb_sql(q, "SELECT max(d.seq) FROM decisions d INDEXED BY decisions_created_at WHERE 1");
+            qb_filters(q, &window, NULL, before_seq);
+            st = scalar_int(db, q, &plan->hi, NULL, err, cap);
+        }
+        plan->bounded = true;
+        if (none) { /* no row: an empty range */
+            plan->lo = 1;
+            plan->hi = 0;
+        }
+        if (alone) plan->how = TIME_PLAN_INDEX;
+    } else if (st == PGCL_OK && alone) {
         /* Is the newest row below the cursor inside the window? Then the walk by seq starts there. */
+        plan->how = TIME_PLAN_INDEX;
         memset(q, 0, sizeof *q);
         qb_sql(q, "SELECT d.created_at >= ");
         qb_text(q, f->since ? f->since : "");
@@ -756,7 +946,7 @@ static pgcl_status choose_time_plan(sqlite3 *db, const pgcl_decision_filter *f, 
         qb_sql(q, " ORDER BY d.seq DESC LIMIT 1");
         int64_t inside = 0;
         st = scalar_int(db, q, &inside, NULL, err, cap);
-        if (st == PGCL_OK && inside) *plan = TIME_PLAN_SEQ;
+        if (st == PGCL_OK && inside) plan->how = TIME_PLAN_SEQ;
     }
     free(q);
     return st;
@@ -769,15 +959,17 @@ typedef struct version_list {
 } version_list;
 
 static void version_list_free(version_list *vl) {
-    for (int i = 0; i < vl->n; i++) free(vl->v[i]);
+    for (int i = 0; i < vl->n; i++)
+        free(vl->v[i]);
     free(vl->v);
     vl->v = NULL;
     vl->n = 0;
 }
 
 /* Builds the page query into q (n = rows to fetch); *vl holds strings q binds (free after use). */
-static pgcl_status build_list_query(sqlite3 *db, qbuild *q, version_list *vl, const pgcl_decision_filter *f,
-                                    int64_t before_seq, int n, const char **plan_note, char *err, int cap) {
+static pgcl_status build_list_query(pgcl_qpool *p, sqlite3 *db, qbuild *q, version_list *vl,
+                                    const pgcl_decision_filter *f, int64_t before_seq, int n, const char **plan_note,
+                                    char *err, int cap) {
     qb_sql(q, "SELECT " SUMMARY_COLS " FROM decisions d WHERE d.seq IN (");
     *plan_note = "single query";
     if (contest_driven(f)) {
@@ -793,19 +985,21 @@ static pgcl_status build_list_query(sqlite3 *db, qbuild *q, version_list *vl, co
         qb_sql(q, " ORDER BY d.seq DESC LIMIT ");
         qb_int(q, n);
     } else if (f->model && !f->version) {
-        pgcl_status st = model_versions(db, f->model, &vl->v, &vl->n, err, cap);
+        time_plan plan;
+        pgcl_status st = choose_time_plan(p, db, f, before_seq, &plan, err, cap);
+        if (st == PGCL_OK) st = model_versions(db, f->model, &vl->v, &vl->n, err, cap);
         if (st != PGCL_OK) return st;
         if (vl->n == 0) {
             *plan_note = "model has no decisions";
             qb_sql(q, "SELECT NULL WHERE 0");
         } else if (vl->n > MAX_UNION_VERSIONS) {
             *plan_note = "single query (too many versions to merge)";
-            qb_inner_decisions(q, f, NULL, before_seq, n, TIME_PLAN_DEFAULT);
+            qb_inner_decisions(q, f, NULL, before_seq, n, &plan);
         } else {
             *plan_note = "merge of one index range per model version";
             for (int i = 0; i < vl->n; i++) {
                 qb_sql(q, i ? " UNION ALL SELECT seq FROM (" : "SELECT seq FROM (");
-                qb_inner_decisions(q, f, vl->v[i], before_seq, n, TIME_PLAN_DEFAULT);
+                qb_inner_decisions(q, f, vl->v[i], before_seq, n, &plan);
                 qb_sql(q, ")");
             }
             qb_sql(q, " ORDER BY 1 DESC LIMIT ");
@@ -813,11 +1007,15 @@ static pgcl_status build_list_query(sqlite3 *db, qbuild *q, version_list *vl, co
         }
     } else {
         time_plan plan;
-        pgcl_status st = choose_time_plan(db, f, before_seq, &plan, err, cap);
+        pgcl_status st = choose_time_plan(p, db, f, before_seq, &plan, err, cap);
         if (st != PGCL_OK) return st;
-        if (plan == TIME_PLAN_INDEX) *plan_note = "time window: covering created_at index, top-N by seq";
-        if (plan == TIME_PLAN_SEQ) *plan_note = "time window: walk by seq (window is dense below the cursor)";
-        qb_inner_decisions(q, f, f->version, before_seq, n, plan);
+        if (plan.how == TIME_PLAN_INDEX) *plan_note = "time window: top-N by seq over the created_at index entries";
+        if (plan.how == TIME_PLAN_SEQ && plan.bounded) *plan_note = "time window: walk by seq within its seq range";
+        if (plan.how == TIME_PLAN_SEQ && !plan.bounded)
+            *plan_note = "time window: walk by seq (the window is dense below the cursor)";
+        if (plan.how == TIME_PLAN_DEFAULT && plan.bounded)
+            *plan_note = "other filter's index, within the window's seq range";
+        qb_inner_decisions(q, f, f->version, before_seq, n, &plan);
     }
     qb_sql(q, ") ORDER BY d.seq DESC");
     return PGCL_OK;
@@ -839,7 +1037,9 @@ pgcl_status pgcl_queries_decisions(pgcl_qpool *p, const pgcl_decision_filter *f,
     }
     if ((st = pgcl_qpool_acquire(p, &db, err, cap)) != PGCL_OK) goto done;
     const char *note;
-    if ((st = build_list_query(db, q, &vl, f, before_seq, limit + 1, &note, err, cap)) != PGCL_OK) goto done;
+    if ((st = begin_read(db, err, cap)) != PGCL_OK ||
+        (st = build_list_query(p, db, q, &vl, f, before_seq, limit + 1, &note, err, cap)) != PGCL_OK)
+        goto done;
     if ((st = qb_prepare(db, q, NULL, &s, err, cap)) != PGCL_OK) goto done;
     int rc, n = 0;
     int64_t last = 0;
@@ -873,8 +1073,8 @@ done:
     return st;
 }
 
-pgcl_status pgcl_queries_decisions_explain(pgcl_qpool *p, const pgcl_decision_filter *f, int64_t before_seq,
-                                           int limit, json_t **out, char *err, int cap) {
+pgcl_status pgcl_queries_decisions_explain(pgcl_qpool *p, const pgcl_decision_filter *f, int64_t before_seq, int limit,
+                                           json_t **out, char *err, int cap) {
     *out = NULL;
     qbuild *q = calloc(1, sizeof *q);
     sqlite3 *db = NULL;
@@ -888,7 +1088,9 @@ pgcl_status pgcl_queries_decisions_explain(pgcl_qpool *p, const pgcl_decision_fi
     }
     if ((st = pgcl_qpool_acquire(p, &db, err, cap)) != PGCL_OK) goto done;
     const char *note;
-    if ((st = build_list_query(db, q, &vl, f, before_seq, limit + 1, &note, err, cap)) != PGCL_OK) goto done;
+    if ((st = begin_read(db, err, cap)) != PGCL_OK ||
+        (st = build_list_query(p, db, q, &vl, f, before_seq, limit + 1, &note, err, cap)) != PGCL_OK)
+        goto done;
     if ((st = qb_prepare(db, q, "EXPLAIN QUERY PLAN ", &s, err, cap)) != PGCL_OK) goto done;
     /* Rows: id, parent, notused, detail. Indent each line by its depth in the tree. */
     int64_t ids[64];
@@ -972,12 +1174,12 @@ pgcl_status pgcl_queries_contests(pgcl_qpool *p, bool open, int64_t after_seq, i
             deadline = json_string(text);
             overdue = json_boolean(open && now_us > due);
         }
-        json_t *row = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
-                                "contest_id", col_text(s, 1), "decision_id", col_text(s, 2), "filed_at",
-                                col_text(s, 3), "filed_by", col_text(s, 4), "reason", col_text(s, 5), "age_seconds",
-                                age, "deadline", deadline, "overdue", overdue, "resolution", resolution_json(s, 11),
-                                "label", col_text(s, 6), "decision", col_text(s, 7), "model_name", col_text(s, 8),
-                                "model_version", col_text(s, 9), "item_id", col_text(s, 10));
+        json_t *row = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "contest_id",
+                                col_text(s, 1), "decision_id", col_text(s, 2), "filed_at", col_text(s, 3), "filed_by",
+                                col_text(s, 4), "reason", col_text(s, 5), "age_seconds", age, "deadline", deadline,
+                                "overdue", overdue, "resolution", resolution_json(s, 11), "label", col_text(s, 6),
+                                "decision", col_text(s, 7), "model_name", col_text(s, 8), "model_version",
+                                col_text(s, 9), "item_id", col_text(s, 10));
         if (!row || json_array_append_new(rows, row) != 0) {
             pgcl_errorf(err, cap, "out of memory");
             st = PGCL_ERR_NOMEM;
@@ -1020,8 +1222,8 @@ static void qb_range(qbuild *q, const char *col, const char *since, const char *
  * label, decision) instead of one scan of the table, whose rows are wide; with a window, one
  * grouped pass over the window's rows (found through the created_at index). Every query has the
  * columns (model_name, model_version, label, decision, count), NULL where not grouped. */
-static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, const char *until, json_t *out,
-                                   char *err, int cap) {
+static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, const char *until, json_t *out, char *err,
+                                   int cap) {
     static const char *const whole[] = {
         "SELECT model_name, model_version, NULL, NULL, count(*) FROM decisions GROUP BY model_name, model_version",
         "SELECT NULL, NULL, label, NULL, count(*) FROM decisions GROUP BY label",
@@ -1077,8 +1279,8 @@ static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, co
     return st;
 }
 
-static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, const char *until, json_t *out,
-                                  char *err, int cap) {
+static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, const char *until, json_t *out, char *err,
+                                  int cap) {
     memset(q, 0, sizeof *q);
     qb_sql(q, "SELECT d.model_name, d.model_version, count(*), count(r.seq),"
               " coalesce(sum(r.outcome = 'overturned'), 0)"
@@ -1097,10 +1299,10 @@ static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, con
                    n_over = sqlite3_column_int64(s, 4);
         filed += n_filed;
         resolved += n_res;
-        json_array_append_new(rates, json_pack("{s:o, s:o, s:I, s:I, s:o}", "model_name", col_text(s, 0),
-                                               "model_version", col_text(s, 1), "resolved", n_res, "overturned",
-                                               n_over, "rate",
-                                               n_res ? json_real((double)n_over / (double)n_res) : json_null()));
+        json_array_append_new(rates,
+                              json_pack("{s:o, s:o, s:I, s:I, s:o}", "model_name", col_text(s, 0), "model_version",
+                                        col_text(s, 1), "resolved", n_res, "overturned", n_over, "rate",
+                                        n_res ? json_real((double)n_over / (double)n_res) : json_null()));
     }
     if (rc != SQLITE_DONE) st = step_error(db, rc, err, cap);
     sqlite3_finalize(s);
@@ -1124,7 +1326,8 @@ static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, con
                 sum += sqlite3_column_double(s, 0);
                 n++;
             }
-            if (rc != SQLITE_DONE) st = step_error(db, rc, err, cap);
+            if (rc != SQLITE_DONE)
+                st = step_error(db, rc, err, cap);
             else if (n > 0) {
                 json_decref(median);
                 median = json_real((double)llround(sum / n * 1000.0) / 1000.0); /* milliseconds suffice */
@@ -1139,8 +1342,7 @@ static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, con
     return st;
 }
 
-pgcl_status pgcl_queries_stats(pgcl_qpool *p, const char *since, const char *until, json_t **out, char *err,
-                               int cap) {
+pgcl_status pgcl_queries_stats(pgcl_qpool *p, const char *since, const char *until, json_t **out, char *err, int cap) {
     *out = NULL;
     qbuild *q = calloc(1, sizeof *q);
     json_t *res = json_pack("{s:o, s:o}", "since", since ? json_string(since) : json_null(), "until",
@@ -1179,11 +1381,11 @@ struct pgcl_export {
     pgcl_export_format fmt;
     char since[PGCL_QTIME_LEN + 1], until[PGCL_QTIME_LEN + 1];
     bool has_since, has_until;
-    int64_t max_seq;                      /* rows committed after create() are not exported */
-    char last_ts[PGCL_QTIME_LEN + 8];     /* (created_at, seq) of the last row sent */
+    int64_t max_seq;                  /* rows committed after create() are not exported */
+    char last_ts[PGCL_QTIME_LEN + 8]; /* (created_at, seq) of the last row sent */
     int64_t last_seq;
     bool header_sent, done;
-    char *buf;                            /* the current chunk, formatted */
+    char *buf; /* the current chunk, formatted */
     size_t len, off, cap;
 };
 
@@ -1193,7 +1395,8 @@ static const char CSV_HEADER[] = "decision_id,seq,created_at,item_id,request_id,
 static bool buf_put(pgcl_export *e, const char *data, size_t n) {
     if (e->len + n > e->cap) {
         size_t cap = e->cap ? e->cap : 65536;
-        while (cap < e->len + n) cap *= 2;
+        while (cap < e->len + n)
+            cap *= 2;
         char *grown = realloc(e->buf, cap);
         if (!grown) return false;
         e->buf = grown;
@@ -1209,7 +1412,8 @@ static bool csv_field(pgcl_export *e, const char *text, bool last) {
     bool ok = true;
     if (text && text[strcspn(text, ",\"\r\n")]) {
         ok = buf_put(e, "\"", 1);
-        for (const char *p = text; ok && *p; p++) ok = *p == '"' ? buf_put(e, "\"\"", 2) : buf_put(e, p, 1);
+        for (const char *p = text; ok && *p; p++)
+            ok = *p == '"' ? buf_put(e, "\"\"", 2) : buf_put(e, p, 1);
         ok = ok && buf_put(e, "\"", 1);
     } else if (text) {
         ok = buf_put(e, text, strlen(text));
@@ -1252,15 +1456,16 @@ static bool export_row(pgcl_export *e, sqlite3_stmt *s) {
              buf_put(e, "}\n", 2);
         goto done;
     }
-    static const char *const keys[] = {"decision_id", "seq",   "created_at", "item_id",    "request_id",
-                                       "model_name",  "model_version", "label", "decision", "toxicity",
-                                       "contest_status"};
+    static const char *const keys[] = {"decision_id", "seq",        "created_at",    "item_id",
+                                       "request_id",  "model_name", "model_version", "label",
+                                       "decision",    "toxicity",   "contest_status"};
     ok = true;
     for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++) {
         json_t *v = json_object_get(row, keys[i]);
         char num[64];
         const char *field = NULL;
-        if (json_is_string(v)) field = json_string_value(v);
+        if (json_is_string(v))
+            field = json_string_value(v);
         else if (json_is_integer(v)) {
             snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
             field = num;

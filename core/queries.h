@@ -112,8 +112,8 @@ pgcl_status pgcl_queries_decisions(pgcl_qpool *p, const pgcl_decision_filter *f,
 
 /* The SQL that pgcl_queries_decisions() would run for these arguments and its EXPLAIN QUERY PLAN,
  * as {"sql": text, "plan": [lines]} (for the benchmark and for tests). */
-pgcl_status pgcl_queries_decisions_explain(pgcl_qpool *p, const pgcl_decision_filter *f, int64_t before_seq,
-                                           int limit, json_t **out, char *err, int cap);
+pgcl_status pgcl_queries_decisions_explain(pgcl_qpool *p, const pgcl_decision_filter *f, int64_t before_seq, int limit,
+                                           json_t **out, char *err, int cap);
 
 /* ---- contests ---- */
 
@@ -129,8 +129,7 @@ pgcl_status pgcl_queries_contests(pgcl_qpool *p, bool open, int64_t after_seq, i
 /* Decision counts by model version, label and decision (created_at in range) and contest figures
  * (contests filed in range): filed, resolved, open, median resolution time, overturn rate per
  * model version. since/until may be NULL. */
-pgcl_status pgcl_queries_stats(pgcl_qpool *p, const char *since, const char *until, json_t **out, char *err,
-                               int cap);
+pgcl_status pgcl_queries_stats(pgcl_qpool *p, const char *since, const char *until, json_t **out, char *err, int cap);
 
 /* ---- export ---- */
 

@@ -106,6 +106,42 @@ const char *pgcld_request_query(const pgcld_request *req, const char *key) {
     return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, key);
 }
 
+typedef struct param_check {
+    const char *const *allowed; /* NULL-terminated */
+    unsigned seen;              /* bit i: allowed[i] was given */
+    const char *problem;        /* NULL, "unknown" or "repeated" */
+    char key[64];
+} param_check;
+
+static enum MHD_Result check_one(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    param_check *c = cls;
+    for (int i = 0; c->allowed[i]; i++) {
+        if (strcmp(c->allowed[i], key) != 0) continue;
+        if (!(c->seen & (1u << i))) {
+            c->seen |= 1u << i;
+            return MHD_YES;
+        }
+        c->problem = "repeated";
+        snprintf(c->key, sizeof c->key, "%s", key);
+        return MHD_NO;
+    }
+    c->problem = "unknown";
+    snprintf(c->key, sizeof c->key, "%s", key);
+    return MHD_NO;
+}
+
+int pgcld_check_query_params(const pgcld_request *req, const char *const *allowed, pgcld_reply *reply) {
+    param_check c = {.allowed = allowed};
+    MHD_get_connection_values((struct MHD_Connection *)req->connection, MHD_GET_ARGUMENT_KIND, check_one, &c);
+    if (!c.problem) return 0;
+    if (strcmp(c.problem, "unknown") == 0)
+        pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "unknown query parameter '%s'", c.key);
+    else
+        pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "query parameter '%s' is given more than once",
+                          c.key);
+    return -1;
+}
+
 /* True for "application/json" with optional parameters, any case. */
 static bool is_json_type(const char *ct) {
     if (!ct) return false;

@@ -17,6 +17,7 @@
 #include "ids.h"
 #include "log.h"
 #include "model.h"
+#include "queries.h"
 #include "server.h"
 
 #ifndef PGCLD_VERSION
@@ -149,6 +150,7 @@ out:
     pgcld_server_stop(&srv, (int)cfg.shutdown_grace_s);
     pgcld_shadow_destroy(srv.shadow);
     pgcld_checkpointer_stop(checkpointer); /* after the drain: its last checkpoint covers every answered decision */
+    pgcl_queries_shutdown();
     pgcl_audit_close(srv.audit);
     pgcl_keyring_close(srv.keyring);
     pgcl_registry_destroy(srv.registry);

@@ -375,6 +375,8 @@ void pgcld_handle_shadow_report(pgcld_server *srv, const pgcld_request *req, pgc
         pgcld_reply_error(reply, 404, "model_not_found", -1, NULL, "no model named '%.128s'", name);
         return;
     }
+    static const char *const allowed[] = {"version", NULL};
+    if (pgcld_check_query_params(req, allowed, reply) != 0) return;
     pgcl_model *shadow = NULL;
     pgcl_model *active = pgcl_registry_acquire(srv->registry, name, &shadow);
     const char *version = pgcld_request_query(req, "version");

@@ -7,7 +7,6 @@
  * else is 400 invalid_request naming it. Times are RFC 3339 date-times (any offset; '+' must be
  * sent as %2B, though a '+' decoded to a space is accepted), compared with created_at (decisions)
  * or filed_at (contests) after conversion to UTC; `since` is inclusive and `until` exclusive. */
-#include <microhttpd.h> /* only to enumerate query arguments (check_params) */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,44 +22,6 @@
 #define MAX_LIMIT 1000
 
 /* ---- query-string parameters ---- */
-
-typedef struct param_check {
-    const char *const *allowed; /* NULL-terminated */
-    unsigned seen;              /* bit i: allowed[i] was given */
-    const char *problem;        /* NULL, "unknown" or "repeated" */
-    char key[64];
-} param_check;
-
-static enum MHD_Result check_one(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-    param_check *c = cls;
-    for (int i = 0; c->allowed[i]; i++) {
-        if (strcmp(c->allowed[i], key) != 0) continue;
-        if (!(c->seen & (1u << i))) {
-            c->seen |= 1u << i;
-            return MHD_YES;
-        }
-        c->problem = "repeated";
-        snprintf(c->key, sizeof c->key, "%s", key);
-        return MHD_NO;
-    }
-    c->problem = "unknown";
-    snprintf(c->key, sizeof c->key, "%s", key);
-    return MHD_NO;
-}
-
-/* Every query parameter must be in allowed and given at most once. libmicrohttpd is used directly
- * here because server.h offers only the lookup of one known key. Returns 0, or -1 with a 400. */
-static int check_params(const pgcld_request *req, const char *const *allowed, pgcld_reply *reply) {
-    param_check c = {.allowed = allowed};
-    MHD_get_connection_values((struct MHD_Connection *)req->connection, MHD_GET_ARGUMENT_KIND, check_one, &c);
-    if (!c.problem) return 0;
-    if (strcmp(c.problem, "unknown") == 0)
-        pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "unknown query parameter '%s'", c.key);
-    else
-        pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "query parameter '%s' is given more than once",
-                          c.key);
-    return -1;
-}
 
 /* An optional text parameter: absent → *out NULL; present → 1..MAX_PARAM_BYTES bytes. */
 static int text_param(const pgcld_request *req, const char *key, const char **out, pgcld_reply *reply) {
@@ -117,7 +78,8 @@ static int time_param(const pgcld_request *req, const char *key, char buf[PGCL_Q
 static int window_params(const pgcld_request *req, char since_buf[PGCL_QTIME_LEN + 1],
                          char until_buf[PGCL_QTIME_LEN + 1], const char **since, const char **until,
                          pgcld_reply *reply) {
-    if (time_param(req, "since", since_buf, since, reply) != 0 || time_param(req, "until", until_buf, until, reply) != 0)
+    if (time_param(req, "since", since_buf, since, reply) != 0 ||
+        time_param(req, "until", until_buf, until, reply) != 0)
         return -1;
     if (*since && *until && strcmp(*since, *until) > 0) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, "until", "'until' (%s) is before 'since' (%s)", *until,
@@ -197,7 +159,7 @@ static const char *const NO_PARAMS[] = {NULL};
  * each with its resolution or null, contest_status and effective_outcome {status, label, decision,
  * contest_id}. Replies 404 decision_not_found itself; returns NULL with reply set on failure. */
 static json_t *load_decision(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    if (check_params(req, NO_PARAMS, reply) != 0) return NULL;
+    if (pgcld_check_query_params(req, NO_PARAMS, reply) != 0) return NULL;
     pgcl_qpool *p = reader_pool(srv, reply);
     if (!p) return NULL;
     json_t *rec = NULL;
@@ -223,8 +185,8 @@ void pgcld_handle_decision_get(pgcld_server *srv, const pgcld_request *req, pgcl
 
 /* ---- GET /v1/decisions ---- */
 
-static const char *const DECISIONS_PARAMS[] = {"model", "version", "label", "decision", "item_id", "request_id",
-                                               "since", "until", "contest", "limit", "cursor", NULL};
+static const char *const DECISIONS_PARAMS[] = {"model", "version", "label",   "decision", "item_id", "request_id",
+                                               "since", "until",   "contest", "limit",    "cursor",  NULL};
 static const char *const DECISION_VALUES[] = {"allow", "review", "block", NULL};
 static const char *const CONTEST_VALUES[] = {"open", "resolved", "contested", "none", NULL};
 
@@ -234,10 +196,11 @@ void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pg
     const char *contest;
     int limit;
     int64_t before;
-    if (check_params(req, DECISIONS_PARAMS, reply) != 0 || text_param(req, "model", &f.model, reply) != 0 ||
+    if (pgcld_check_query_params(req, DECISIONS_PARAMS, reply) != 0 || text_param(req, "model", &f.model, reply) != 0 ||
         text_param(req, "version", &f.version, reply) != 0 || text_param(req, "label", &f.label, reply) != 0 ||
         choice_param(req, "decision", DECISION_VALUES, &f.decision, reply) != 0 ||
-        text_param(req, "item_id", &f.item_id, reply) != 0 || text_param(req, "request_id", &f.request_id, reply) != 0 ||
+        text_param(req, "item_id", &f.item_id, reply) != 0 ||
+        text_param(req, "request_id", &f.request_id, reply) != 0 ||
         window_params(req, since, until, &f.since, &f.until, reply) != 0 ||
         choice_param(req, "contest", CONTEST_VALUES, &contest, reply) != 0 || limit_param(req, &limit, reply) != 0 ||
         cursor_param(req, PGCL_CURSOR_DECISIONS, &before, reply) != 0)
@@ -320,6 +283,7 @@ static json_t *statement_of_reasons(json_t *rec) {
     const char *in_force = json_string_value(json_object_get(outcome, "decision"));
     const char *label_in_force = json_string_value(json_object_get(outcome, "label"));
     const char *kind = json_string_value(json_object_get(policy, "kind"));
+    if (!model || !version || !sha || !label || !decision || !created || !in_force) return NULL; /* out of memory */
     bool threshold = kind && strcmp(kind, "threshold") == 0;
     bool overturned = status && strcmp(status, "overturned") == 0;
     bool human = false;
@@ -328,8 +292,9 @@ static json_t *statement_of_reasons(json_t *rec) {
     json_array_foreach(contests, i, c) if (json_is_object(json_object_get(c, "resolution"))) human = true;
 
     char facts[2048] = "";
-    facts_append(facts, sizeof facts, "Automated classification of the text by model '%s' version '%s' (checkpoint SHA-256 %s). ",
-                 model, version, sha);
+    facts_append(facts, sizeof facts,
+                 "Automated classification of the text by model '%s' version '%s' (checkpoint SHA-256 %s). ", model,
+                 version, sha);
     if (threshold) {
         const char *plabel = json_string_value(json_object_get(policy, "label"));
         facts_append(facts, sizeof facts,
@@ -338,19 +303,19 @@ static json_t *statement_of_reasons(json_t *rec) {
                      json_number_value(json_object_get(policy, "t_review")),
                      json_number_value(json_object_get(policy, "t_block")));
     } else {
-        facts_append(facts, sizeof facts, "Score: probability of '%s' = %.4f (policy '%s'",
-                     label, json_number_value(json_object_get(probs, label)), kind ? kind : "?");
+        facts_append(facts, sizeof facts, "Score: probability of '%s' = %.4f (policy '%s'", label,
+                     json_number_value(json_object_get(probs, label)), kind ? kind : "?");
         if (json_is_number(json_object_get(policy, "min_confidence")))
             facts_append(facts, sizeof facts, ", minimum confidence %.4g",
                          json_number_value(json_object_get(policy, "min_confidence")));
         facts_append(facts, sizeof facts, "). ");
     }
-    facts_append(facts, sizeof facts, "Predicted label '%s'; automated decision '%s' on %s.", label, decision,
-                 created);
+    facts_append(facts, sizeof facts, "Predicted label '%s'; automated decision '%s' on %s.", label, decision, created);
     json_array_foreach(contests, i, c) {
         char d1[11], d2[11];
         json_t *res = json_object_get(c, "resolution");
-        facts_append(facts, sizeof facts, " Contested on %s", date_of(json_string_value(json_object_get(c, "filed_at")), d1));
+        facts_append(facts, sizeof facts, " Contested on %s",
+                     date_of(json_string_value(json_object_get(c, "filed_at")), d1));
         if (!json_is_object(res)) {
             facts_append(facts, sizeof facts, "; the contest is pending human review.");
             continue;
@@ -375,8 +340,8 @@ static json_t *statement_of_reasons(json_t *rec) {
         json_array_append_new(visibility, json_string("DECISION_VISIBILITY_OTHER"));
         json_object_set_new(sor, "decision_visibility", visibility);
         json_object_set_new(sor, "decision_visibility_other",
-                            json_string(overturned ? "Held for review by a human moderator: a reviewer overturned "
-                                                     "the automated decision to allow the content."
+                            json_string(overturned  ? "Held for review by a human moderator: a reviewer overturned "
+                                                      "the automated decision to allow the content."
                                         : threshold ? "Held for review by a human moderator: the automated score "
                                                       "reached the review threshold but not the removal threshold."
                                                     : "Held for review by a human moderator, as the moderation "
@@ -424,6 +389,7 @@ void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req
     reply->status = 200;
     reply->body = statement_of_reasons(rec);
     json_decref(rec);
+    if (!reply->body) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
 }
 
 /* ---- GET /v1/audit/export ----
@@ -435,13 +401,17 @@ void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req
 static const char *const EXPORT_PARAMS[] = {"since", "until", "format", NULL};
 static const char *const FORMAT_VALUES[] = {"ndjson", "csv", NULL};
 
-static long export_stream(void *ctx, char *buf, size_t max) { return pgcl_export_read(ctx, buf, max); }
-static void export_free(void *ctx) { pgcl_export_destroy(ctx); }
+static long export_stream(void *ctx, char *buf, size_t max) {
+    return pgcl_export_read(ctx, buf, max);
+}
+static void export_free(void *ctx) {
+    pgcl_export_destroy(ctx);
+}
 
 void pgcld_handle_audit_export(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     char since_buf[PGCL_QTIME_LEN + 1], until_buf[PGCL_QTIME_LEN + 1];
     const char *since, *until, *format;
-    if (check_params(req, EXPORT_PARAMS, reply) != 0 ||
+    if (pgcld_check_query_params(req, EXPORT_PARAMS, reply) != 0 ||
         window_params(req, since_buf, until_buf, &since, &until, reply) != 0 ||
         choice_param(req, "format", FORMAT_VALUES, &format, reply) != 0)
         return;
@@ -450,7 +420,8 @@ void pgcld_handle_audit_export(pgcld_server *srv, const pgcld_request *req, pgcl
     if (!p) return;
     pgcl_export *e = NULL;
     char err[ERR_CAP];
-    pgcl_status st = pgcl_export_create(p, since, until, csv ? PGCL_EXPORT_CSV : PGCL_EXPORT_NDJSON, &e, err, sizeof err);
+    pgcl_status st =
+        pgcl_export_create(p, since, until, csv ? PGCL_EXPORT_CSV : PGCL_EXPORT_NDJSON, &e, err, sizeof err);
     if (st != PGCL_OK) {
         read_error(reply, "export", st, err);
         return;
@@ -471,7 +442,7 @@ static const char *const STATS_PARAMS[] = {"since", "until", NULL};
 void pgcld_handle_audit_stats(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     char since_buf[PGCL_QTIME_LEN + 1], until_buf[PGCL_QTIME_LEN + 1];
     const char *since, *until;
-    if (check_params(req, STATS_PARAMS, reply) != 0 ||
+    if (pgcld_check_query_params(req, STATS_PARAMS, reply) != 0 ||
         window_params(req, since_buf, until_buf, &since, &until, reply) != 0)
         return;
     pgcl_qpool *p = reader_pool(srv, reply);
@@ -493,13 +464,15 @@ static const char *const CONTESTS_PARAMS[] = {"status", "limit", "cursor", NULL}
 static const char *const STATUS_VALUES[] = {"open", "resolved", NULL};
 
 /* The contest window in days: the --contest-window-days option. */
-static int contest_window_days(const pgcld_server *srv) { return (int)srv->cfg->contest_window_days; }
+static int contest_window_days(const pgcld_server *srv) {
+    return (int)srv->cfg->contest_window_days;
+}
 
 void pgcld_handle_contests_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     const char *status;
     int limit;
     int64_t after;
-    if (check_params(req, CONTESTS_PARAMS, reply) != 0 ||
+    if (pgcld_check_query_params(req, CONTESTS_PARAMS, reply) != 0 ||
         choice_param(req, "status", STATUS_VALUES, &status, reply) != 0 || limit_param(req, &limit, reply) != 0)
         return;
     bool open = !status || strcmp(status, "open") == 0;

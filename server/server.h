@@ -52,6 +52,7 @@ typedef struct pgcld_request {
 /* Value of a query-string argument, or NULL. */
 const char *pgcld_request_query(const pgcld_request *req, const char *key);
 
+
 typedef struct pgcld_reply {
     int status;
     json_t *body;             /* owned; serialised compactly */
@@ -72,6 +73,10 @@ typedef struct pgcld_reply {
 /* Sets reply to {"error": {"code", "message"[, "item"][, "field"]}}. item < 0 and field NULL omit them. */
 void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int item, const char *field,
                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Every query parameter must be one of `allowed` (NULL-terminated) and given at most once.
+ * Returns 0, or -1 with a 400 invalid_request naming the parameter in reply. */
+int pgcld_check_query_params(const pgcld_request *req, const char *const *allowed, pgcld_reply *reply);
 
 /* Parses the body as a JSON object. Returns it, or NULL with reply set (415 / 400). */
 json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply);

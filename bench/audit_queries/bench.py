@@ -152,6 +152,19 @@ def main():
         out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
         plans.append((name, plan_params, plan_before, out))
 
+    # First pages (no cursor) of time windows: the page a reviewer opens first.
+    print(f"\n| first page, no cursor | pages | p50 ms | p99 ms | max ms | rows/page |\n|---|---:|---:|---:|---:|---:|")
+    for name, params in (("time range (1 day)", day), ("time range (20 days)", wide),
+                         ("until only (26 days)", {"until": wide["until"]}),
+                         ("label + time range (20 days)", dict(wide, label="toxic"))):
+        lat, rows = [], []
+        for _ in range(20):
+            ms, body = c.get("/v1/decisions?" + urllib.parse.urlencode(dict(params, limit=100)))
+            lat.append(ms)
+            rows.append(len(json.loads(body)["decisions"]))
+        print(f"| {name} | {len(lat)} | {statistics.median(lat):.1f} | {pct(lat, 99):.1f} | {max(lat):.1f} "
+              f"| {statistics.mean(rows):.0f} |")
+
     # Single records, figures, export.
     ids = random_values("decision_id", 200)
     lat = [c.get(f"/v1/decisions/{i}")[0] for i in ids]

@@ -30,20 +30,30 @@ int main(int argc, char **argv) {
         *eq = 0;
         const char *k = argv[i], *v = eq + 1;
         int64_t us;
-        if (!strcmp(k, "model")) f.model = v;
-        else if (!strcmp(k, "version")) f.version = v;
-        else if (!strcmp(k, "label")) f.label = v;
-        else if (!strcmp(k, "decision")) f.decision = v;
-        else if (!strcmp(k, "item_id")) f.item_id = v;
-        else if (!strcmp(k, "request_id")) f.request_id = v;
-        else if (!strcmp(k, "before")) before = atoll(v);
-        else if (!strcmp(k, "limit")) limit = atoi(v);
+        if (!strcmp(k, "model"))
+            f.model = v;
+        else if (!strcmp(k, "version"))
+            f.version = v;
+        else if (!strcmp(k, "label"))
+            f.label = v;
+        else if (!strcmp(k, "decision"))
+            f.decision = v;
+        else if (!strcmp(k, "item_id"))
+            f.item_id = v;
+        else if (!strcmp(k, "request_id"))
+            f.request_id = v;
+        else if (!strcmp(k, "before"))
+            before = atoll(v);
+        else if (!strcmp(k, "limit"))
+            limit = atoi(v);
         else if ((!strcmp(k, "since") || !strcmp(k, "until")) && pgcl_time_parse(v, &us)) {
             pgcl_time_format(us, k[0] == 's' ? since : until);
-            if (k[0] == 's') f.since = since;
-            else f.until = until;
+            if (k[0] == 's')
+                f.since = since;
+            else
+                f.until = until;
         } else if (!strcmp(k, "contest")) {
-            f.contest = !strcmp(v, "open")       ? PGCL_CONTEST_OPEN
+            f.contest = !strcmp(v, "open")        ? PGCL_CONTEST_OPEN
                         : !strcmp(v, "resolved")  ? PGCL_CONTEST_RESOLVED
                         : !strcmp(v, "contested") ? PGCL_CONTEST_CONTESTED
                                                   : PGCL_CONTEST_NONE;

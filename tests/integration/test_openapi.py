@@ -17,6 +17,8 @@ Run: /usr/bin/python3 tests/integration/test_openapi.py
 
 import base64
 import copy
+import csv
+import io
 import hashlib
 import json
 import os
@@ -52,11 +54,29 @@ CONTRACT_ERRORS = {
     "payload_too_large": 413, "batch_too_large": 413, "unsupported_media_type": 415,
     "invalid_checkpoint": 422, "checksum_mismatch": 422,
     "not_ready": 503, "audit_unavailable": 503, "overloaded": 503, "internal_error": 500,
+    # reviewers and the audit log
+    "invalid_cursor": 400, "filer_cannot_resolve": 403, "decision_not_found": 404,
+    "contest_not_found": 404, "contest_open": 409, "already_resolved": 409,
+    "input_not_stored": 409, "no_signing_key": 409, "empty_chain": 409,
+    "contest_window_closed": 422, "invalid_label": 422, "checkpoint_failed": 500,
 }
+# A code one operation answers with another status than CONTRACT_ERRORS says (documented in the
+# ErrorCode schema): (method, path) -> {code: status}.
+STATUS_OVERRIDES = {
+    ("post", "/v1/decisions/{id}/rescore"): {"dimension_mismatch": 409},
+}
+
+
+def status_of(method, path, code):
+    """The HTTP status the operation answers code with."""
+    return STATUS_OVERRIDES.get((method, path), {}).get(code, CONTRACT_ERRORS[code])
+
+
 # Answered by every operation of a documented path.
 ROUTE_ERRORS = {"method_not_allowed", "internal_error"}
 AUTH_ERRORS = {"unauthorized", "forbidden"}
 BODY_ERRORS = {"invalid_json", "invalid_request", "payload_too_large", "unsupported_media_type"}
+READ_ERRORS = {"overloaded", "audit_unavailable"}
 # The error codes each operation answers (besides ROUTE_ERRORS), and nothing else.
 OPERATION_ERRORS = {
     ("get", "/healthz"): set(),
@@ -84,6 +104,29 @@ OPERATION_ERRORS = {
     ("get", "/v1/admin/keys"): AUTH_ERRORS | {"audit_unavailable"},
     ("delete", "/v1/admin/keys/{key_id}"): AUTH_ERRORS | {
         "key_not_found", "not_found", "audit_unavailable"},
+    # reviewer reads: 503 overloaded / audit_unavailable when the database cannot be read
+    ("get", "/v1/decisions"): AUTH_ERRORS | READ_ERRORS | {"invalid_request", "invalid_cursor"},
+    ("get", "/v1/decisions/{id}"): AUTH_ERRORS | READ_ERRORS | {
+        "invalid_request", "decision_not_found", "not_found"},
+    ("get", "/v1/decisions/{id}/statement"): AUTH_ERRORS | READ_ERRORS | {
+        "invalid_request", "decision_not_found", "not_found"},
+    ("get", "/v1/contests"): AUTH_ERRORS | READ_ERRORS | {"invalid_request", "invalid_cursor"},
+    ("get", "/v1/audit/export"): AUTH_ERRORS | READ_ERRORS | {"invalid_request"},
+    ("get", "/v1/audit/stats"): AUTH_ERRORS | READ_ERRORS | {"invalid_request"},
+    # reviewer writes (audit events): 503 audit_unavailable when they cannot be recorded
+    ("post", "/v1/decisions/{id}/contests"): AUTH_ERRORS | BODY_ERRORS | {
+        "invalid_json", "decision_not_found", "not_found", "contest_open", "contest_window_closed",
+        "audit_unavailable"},
+    ("post", "/v1/contests/{id}/resolution"): AUTH_ERRORS | BODY_ERRORS | {
+        "contest_not_found", "not_found", "filer_cannot_resolve", "already_resolved",
+        "invalid_label", "audit_unavailable"},
+    ("post", "/v1/decisions/{id}/rescore"): AUTH_ERRORS | {
+        "decision_not_found", "not_found", "input_not_stored", "dimension_mismatch", "not_ready",
+        "audit_unavailable"},
+    # the chain
+    ("get", "/v1/audit/verify"): AUTH_ERRORS | {"audit_unavailable"},
+    ("post", "/v1/audit/checkpoints"): AUTH_ERRORS | BODY_ERRORS | {
+        "no_signing_key", "empty_chain", "checkpoint_failed"},
 }
 ALL_ROLES = ["scorer", "reviewer", "admin"]
 
@@ -220,6 +263,39 @@ def error_body(code):
     return {"error": {"code": code, "message": "m"}}
 
 
+def ndjson_documents(text):
+    """The JSON documents of a newline-delimited JSON text (every line ends in a newline).
+    Raises ValueError when it is not one."""
+    if text and not text.endswith("\n"):
+        raise ValueError("the last line does not end with a newline")
+    return [json.loads(line) for line in text.split("\n")[:-1]]
+
+
+def csv_rows(text, columns):
+    """The records of an RFC 4180 text with CRLF line ends whose header is columns, as dicts of
+    strings. Raises ValueError otherwise."""
+    if not text.endswith("\r\n"):
+        raise ValueError("the CSV text does not end with CRLF")
+    records = list(csv.reader(io.StringIO(text, newline=""), strict=True))
+    if not records or records[0] != list(columns):
+        raise ValueError(f"CSV header {records[:1]} is not {columns}")
+    for i, rec in enumerate(records[1:], 1):
+        if len(rec) != len(columns):
+            raise ValueError(f"CSV record {i} has {len(rec)} fields, not {len(columns)}")
+    return [dict(zip(columns, rec)) for rec in records[1:]]
+
+
+def csv_export_record(row):
+    """A CSV export record as the JSON record it stands for (numbers in decimal, null as an
+    empty field, probabilities and vector as JSON text)."""
+    out = dict(row)
+    out["seq"] = int(row["seq"])
+    out["toxicity"] = float(row["toxicity"]) if row["toxicity"] != "" else None
+    out["probabilities"] = json.loads(row["probabilities"])
+    out["vector"] = json.loads(row["vector"])
+    return out
+
+
 def read_route_table():
     """(method, pattern) -> roles (sorted list; [] for public routes) from server/http.c."""
     with open(HTTP_C, encoding="utf-8") as f:
@@ -304,7 +380,11 @@ class SpecStructureTest(unittest.TestCase):
         self.assertEqual(set(DOC["paths"]), {
             "/healthz", "/readyz", "/metrics", "/v1/models", "/v1/score",
             "/v1/admin/models/{name}/activate", "/v1/admin/models/{name}/versions/{version}",
-            "/v1/admin/models/{name}/shadow", "/v1/admin/keys", "/v1/admin/keys/{key_id}"})
+            "/v1/admin/models/{name}/shadow", "/v1/admin/keys", "/v1/admin/keys/{key_id}",
+            "/v1/decisions", "/v1/decisions/{id}", "/v1/decisions/{id}/statement",
+            "/v1/decisions/{id}/contests", "/v1/decisions/{id}/rescore", "/v1/contests",
+            "/v1/contests/{id}/resolution", "/v1/audit/export", "/v1/audit/stats",
+            "/v1/audit/verify", "/v1/audit/checkpoints"})
 
     def test_every_operation_has_responses(self):
         op_ids = []
@@ -452,6 +532,33 @@ class SpecStructureTest(unittest.TestCase):
             if f["type"] == "counter":
                 self.assertTrue(f["name"].endswith("_total"), f)
 
+    def test_streamed_media_types(self):
+        """x-item-schema (one JSON document per line) and x-csv-columns: the extension's schema
+        resolves and the example follows it."""
+        n = 0
+        for where, node in walk(DOC):
+            if "x-item-schema" in node:
+                n += 1
+                item = SPEC.inline(node["x-item-schema"])
+                Draft202012Validator.check_schema(item)
+                docs = ndjson_documents(node["example"])
+                self.assertTrue(docs, where)
+                for doc in docs:
+                    self.assertFalse(validation_errors(item, doc), where)
+            if "x-csv-columns" in node:
+                n += 1
+                rows = csv_rows(node["example"], node["x-csv-columns"])
+                self.assertTrue(rows, where)
+                export = SPEC.inline({"$ref": "#/components/schemas/ExportRecord"})
+                self.assertEqual(list(export["properties"]), node["x-csv-columns"])
+                for row in rows:
+                    self.assertFalse(validation_errors(export, csv_export_record(row)), where)
+        self.assertEqual(n, 2)
+        with self.assertRaises(ValueError):
+            ndjson_documents('{"a": 1}')
+        with self.assertRaises(ValueError):
+            csv_rows("a,b\r\n1\r\n", ["a", "b"])
+
     def test_every_contract_error_is_documented(self):
         enum = set(DOC["components"]["schemas"]["ErrorCode"]["enum"])
         self.assertEqual(enum, set(CONTRACT_ERRORS))
@@ -469,11 +576,16 @@ class SpecStructureTest(unittest.TestCase):
                     continue
                 validator = make_validator(SPEC.schema_for(SPEC.response(path, method, status)))
                 accepted = {c for c in CONTRACT_ERRORS if validator.is_valid(error_body(c))}
-                expected = {c for c in codes if str(CONTRACT_ERRORS[c]) == status}
+                expected = {c for c in codes if str(status_of(method, path, c)) == status}
                 self.assertEqual(accepted, expected, f"{where} {status}: error codes")
             for code in codes:
-                self.assertIn(str(CONTRACT_ERRORS[code]), op["responses"],
-                              f"{where}: {CONTRACT_ERRORS[code]} ({code}) not documented")
+                self.assertIn(str(status_of(method, path, code)), op["responses"],
+                              f"{where}: {status_of(method, path, code)} ({code}) not documented")
+        for (method, path), overrides in STATUS_OVERRIDES.items():
+            for code, status in overrides.items():
+                self.assertIn(code, OPERATION_ERRORS[(method, path)], (method, path, code))
+                self.assertNotEqual(status, CONTRACT_ERRORS[code], "not an override")
+                self.assertIn(code, DOC["components"]["schemas"]["ErrorCode"]["description"])
         # route-level errors on every documented path
         for path in DOC["paths"]:
             resp = SPEC.response(path, "trace", 405)
@@ -516,6 +628,23 @@ class LiveValidationMixin:
             self.fail(f"{where}: body does not match the schema: " +
                       " | ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
                                  for e in errs[:5]) + f"\nbody: {resp.body[:500]!r}")
+        media = content[resp.content_type]
+        if "x-item-schema" in media:  # newline-delimited JSON: every line is one document
+            try:
+                docs = ndjson_documents(body)
+            except ValueError as e:
+                self.fail(f"{where}: not newline-delimited JSON: {e}")
+            item_schema = SPEC.inline(media["x-item-schema"])
+            for i, doc in enumerate(docs):
+                errs = validation_errors(item_schema, doc)
+                self.assertFalse(errs, f"{where}: line {i + 1}: " +
+                                 " | ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+                                            for e in errs[:5]))
+        if "x-csv-columns" in media:
+            try:
+                csv_rows(body, media["x-csv-columns"])
+            except (ValueError, csv.Error) as e:
+                self.fail(f"{where}: not the documented CSV: {e}")
         for name, h in (r.get("headers") or {}).items():
             h = SPEC.deref(h)
             value = resp.headers.get(name)
