@@ -10,21 +10,10 @@
 #include "audit.h"
 #include "ids.h"
 #include "migrations.h"
+#include "test_sqlite.h"
 #include "test_util.h"
 
 static char g_dir[] = "/tmp/pgcl-audit-XXXXXX";
-
-static long long query_int(const char *path, const char *sql) {
-    sqlite3 *db;
-    sqlite3_stmt *s;
-    long long v = -1;
-    if (sqlite3_open(path, &db) == SQLITE_OK && sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK) {
-        if (sqlite3_step(s) == SQLITE_ROW) v = sqlite3_column_int64(s, 0);
-        sqlite3_finalize(s);
-    }
-    sqlite3_close(db);
-    return v;
-}
 
 static void exec_on(const char *path, const char *sql) {
     sqlite3 *db;

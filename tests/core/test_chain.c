@@ -22,6 +22,7 @@
 #include "chain.h"
 #include "ids.h"
 #include "signing.h"
+#include "test_sqlite.h"
 #include "test_util.h"
 
 static char g_dir[] = "/tmp/pgcl-chain-XXXXXX";
@@ -54,18 +55,6 @@ static int copy_file(const char *from, const char *to) {
     if (in) fclose(in);
     if (out && fclose(out) != 0) rc = -1;
     return rc;
-}
-
-static long long query_int(const char *path, const char *sql) {
-    sqlite3 *db;
-    sqlite3_stmt *s;
-    long long v = -1;
-    if (sqlite3_open(path, &db) == SQLITE_OK && sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK) {
-        if (sqlite3_step(s) == SQLITE_ROW) v = sqlite3_column_int64(s, 0);
-        sqlite3_finalize(s);
-    }
-    sqlite3_close(db);
-    return v;
 }
 
 /* Runs sql on path through its own connection; returns the SQLite code (message in err). */

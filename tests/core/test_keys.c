@@ -15,6 +15,7 @@
 #include "audit.h"
 #include "ids.h"
 #include "keys.h"
+#include "test_sqlite.h"
 #include "test_util.h"
 
 #define ACTOR "test:alice"
@@ -23,18 +24,6 @@
 static char g_dir[] = "/tmp/pgcl-keys-XXXXXX";
 static char g_keys[MAX_KEYS][128]; /* every key text created, to look for in the database file */
 static int g_n_keys;
-
-static long long query_int(const char *path, const char *sql) {
-    sqlite3 *db;
-    sqlite3_stmt *s;
-    long long v = -1;
-    if (sqlite3_open(path, &db) == SQLITE_OK && sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK) {
-        if (sqlite3_step(s) == SQLITE_ROW) v = sqlite3_column_int64(s, 0);
-        sqlite3_finalize(s);
-    }
-    sqlite3_close(db);
-    return v;
-}
 
 /* Runs the printf-formatted query and returns its first integer (-1 on error). */
 __attribute__((format(printf, 2, 3))) static long long query_intf(const char *path, const char *fmt, ...) {
