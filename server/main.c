@@ -18,6 +18,7 @@
 #include "log.h"
 #include "model.h"
 #include "queries.h"
+#include "signing.h"
 #include "server.h"
 
 #ifndef PGCLD_VERSION
@@ -78,6 +79,14 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     }
     pgcl_log_info("audit: %s open (WAL, synchronous=%s, schema version %d)", cfg.db_path, cfg.synchronous,
                   pgcl_audit_schema_version(srv.audit));
+    if (*cfg.signing_key) { /* a bad key file is an operator error: say so now, not at the first checkpoint */
+        char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1];
+        if (pgcl_signing_public_key(cfg.signing_key, public_hex, err, sizeof err) != PGCL_OK) {
+            pgcl_log_error("audit: --signing-key: %s", err);
+            goto out;
+        }
+        pgcl_log_info("audit: checkpoints are signed by Ed25519 key %s", public_hex);
+    }
     if (strcmp(cfg.auth, "required") == 0) {
         if (pgcl_keyring_open(cfg.db_path, &srv.keyring, err, sizeof err) != PGCL_OK) {
             pgcl_log_error("keys: %s", err);

@@ -154,8 +154,14 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
         goto done;
     }
     sqlite3_bind_text(s, 1, req->params[0], -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_ROW) {
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) {
         pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id %.64s", req->params[0]);
+        goto done;
+    }
+    if (rc != SQLITE_ROW) {
+        reply->retry_after = "1";
+        pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "reading the decision: %s", sqlite3_errmsg(db));
         goto done;
     }
     const char *model_name = (const char *)sqlite3_column_text(s, 0);
@@ -164,7 +170,8 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
     int bytes = sqlite3_column_bytes(s, 7);
     if (!input || !dtype) {
         pgcld_reply_error(reply, 409, "input_not_stored", -1, NULL,
-                          "decision %s was recorded without its input (--store-inputs none), so it cannot be re-scored",
+                          "decision %s was recorded without its input (with --store-inputs none, or before inputs were "
+                          "kept), so it cannot be re-scored",
                           req->params[0]);
         goto done;
     }
@@ -177,7 +184,7 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
     bool half = strcmp(dtype, "f16") == 0;
     int D = bytes / (half ? 2 : 4);
     if (D != m->D || bytes % (half ? 2 : 4)) {
-        pgcld_reply_error(reply, 409, "dimension_mismatch", -1, NULL,
+        pgcld_reply_error(reply, 409, "input_incompatible", -1, NULL,
                           "the stored input has %d values; the active version %s/%s takes %d", D, m->name, m->version,
                           m->D);
         goto done;
