@@ -142,8 +142,7 @@ int pgcld_check_query_params(const pgcld_request *req, const char *const *allowe
     return -1;
 }
 
-/* True for "application/json" with optional parameters, any case. */
-static bool is_json_type(const char *ct) {
+bool pgcld_is_json_type(const char *ct) {
     if (!ct) return false;
     while (*ct == ' ') ct++;
     static const char want[] = "application/json";
@@ -153,7 +152,7 @@ static bool is_json_type(const char *ct) {
 }
 
 json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply) {
-    if (!is_json_type(req->content_type)) {
+    if (!pgcld_is_json_type(req->content_type)) {
         pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
                           "Content-Type must be application/json, got '%.64s'",
                           req->content_type ? req->content_type : "(none)");

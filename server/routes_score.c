@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "f16.h"
+#include "fastjson.h"
 #include "ids.h"
 #include "log.h"
 #include "server.h"
@@ -23,7 +24,8 @@ typedef struct score_job {
     pgcl_model *model;
     pgcl_model *shadow;       /* candidate scoring the same items off the response path, or NULL */
     int n;
-    const char **ids;         /* (n) borrowed from root */
+    const char **ids;         /* (n) borrowed from root, or from id_arena on the fast path */
+    char *id_arena;           /* fast path: the decoded ids */
     float *z;                 /* (n, D) */
     float *vectors;           /* (n, d) */
     float *probs;             /* (n, K) */
@@ -49,6 +51,7 @@ static void job_free(score_job *j) {
     free(j->input_sha);
     free(j->rows);
     free(j->inputs_f16);
+    free(j->id_arena);
     pgcl_model_release(j->model);
     pgcl_model_release(j->shadow);
     json_decref(j->root);
@@ -273,10 +276,45 @@ static json_t *build_answer(const score_job *job, const char *request_id, bool r
                      m->policy_json, "results", results);
 }
 
+/* The fast path's model lookup: the same acquisition the DOM path makes, kept for the request. */
+typedef struct fast_ctx {
+    pgcld_server *srv;
+    pgcl_model *model, *shadow;
+} fast_ctx;
+
+static int fast_resolve(void *arg, const char *name) {
+    fast_ctx *c = arg;
+    c->model = pgcl_registry_acquire(c->srv->registry, name ? name : c->srv->cfg->default_model, &c->shadow);
+    return c->model ? c->model->D : 0;
+}
+
+/* Parses a valid request with the fast parser; returns false (nothing held) when it bails, and
+ * the DOM path then parses the body and words the error. */
+static bool parse_fast(pgcld_server *srv, const pgcld_request *req, score_job *job, bool *return_vector) {
+    fast_ctx ctx = {.srv = srv};
+    pgcld_fast_request fr;
+    if (pgcld_fast_parse_score(req->body, req->body_len, (int)srv->cfg->max_batch, fast_resolve, &ctx, &fr) !=
+        PGCLD_FAST_OK) {
+        pgcl_model_release(ctx.model);
+        pgcl_model_release(ctx.shadow);
+        return false;
+    }
+    job->model = ctx.model;
+    job->shadow = ctx.shadow;
+    job->n = fr.n;
+    job->z = fr.z;
+    job->ids = (const char **)fr.ids;
+    job->id_arena = fr.id_arena;
+    *return_vector = fr.return_vector;
+    return true;
+}
+
 void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     score_job job = {0};
     bool return_vector = true;
-    if (parse_request(srv, req, &job, &return_vector, reply) != 0) goto done;
+    if (!(pgcld_is_json_type(req->content_type) && parse_fast(srv, req, &job, &return_vector)) &&
+        parse_request(srv, req, &job, &return_vector, reply) != 0)
+        goto done;
 
     const pgcl_model *m = job.model;
     size_t n = (size_t)job.n;

@@ -78,6 +78,9 @@ void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int ite
  * Returns 0, or -1 with a 400 invalid_request naming the parameter in reply. */
 int pgcld_check_query_params(const pgcld_request *req, const char *const *allowed, pgcld_reply *reply);
 
+/* True for "application/json" with optional parameters, any case. */
+bool pgcld_is_json_type(const char *content_type);
+
 /* Parses the body as a JSON object. Returns it, or NULL with reply set (415 / 400). */
 json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply);
 
