@@ -54,6 +54,8 @@ typedef struct pgcld_config {
     _Atomic long max_upload_bytes; /* largest model upload accepted */
     _Atomic long shadow_queue;     /* shadow jobs waiting before they are dropped; reloadable */
     _Atomic long contest_window_days;
+    _Atomic long batch_max_rows;
+    _Atomic long batch_max_wait_us;
     _Atomic long checkpoint_interval_s; /* 0 = checkpoints only on demand */
 
     bool print_config; /* --print-config was given: the caller prints the config and exits */

@@ -65,7 +65,10 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     if (workers < 1) workers = 1;
     srv.compute = pgcld_compute_create(workers, (int)cfg.chunk_rows);
     srv.metrics = pgcld_metrics_create(pgcld_route_names, pgcld_route_count);
-    if (!srv.compute || !srv.metrics) {
+    srv.batcher = srv.compute ? pgcld_batcher_create(srv.compute, workers, (int)cfg.batch_max_rows,
+                                                     cfg.batch_max_wait_us)
+                              : NULL;
+    if (!srv.compute || !srv.metrics || !srv.batcher) {
         pgcl_log_error("out of memory");
         goto out;
     }
@@ -163,6 +166,7 @@ out:
     pgcl_audit_close(srv.audit);
     pgcl_keyring_close(srv.keyring);
     pgcl_registry_destroy(srv.registry);
+    pgcld_batcher_destroy(srv.batcher);
     pgcld_compute_destroy(srv.compute);
     pgcld_metrics_destroy(srv.metrics);
     if (rc == 0) pgcl_log_info("shutdown: complete");

@@ -36,6 +36,7 @@ struct pgcld_metrics {
     _Atomic unsigned long long *requests; /* (n_routes + 1) × (N_STATUS + 1); last route = unmatched */
     histogram stages[PGCLD_N_STAGES];
     histogram batch;
+    histogram forward_rows;
     pthread_mutex_t lock;                 /* guards the series lists */
     series *scored, *swaps, *shadow;
 };
@@ -99,6 +100,10 @@ void pgcld_metrics_stage(pgcld_metrics *m, pgcld_stage stage, double seconds) {
 
 void pgcld_metrics_batch(pgcld_metrics *m, int items) {
     if (m) observe(&m->batch, g_batch_bounds, N_BATCH, items, (unsigned long long)items);
+}
+
+void pgcld_metrics_forward_rows(pgcld_metrics *m, int rows) {
+    if (m) observe(&m->forward_rows, g_batch_bounds, N_BATCH, rows, (unsigned long long)rows);
 }
 
 static void bump(pgcld_metrics *m, series **list, const char *model, const char *version, const char *kind,
@@ -196,6 +201,9 @@ char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, cons
     }
     put(&t, "# HELP pgcld_batch_items Items per /v1/score request.\n# TYPE pgcld_batch_items histogram\n");
     put_histogram(&t, "pgcld_batch_items", "", &m->batch, g_batch_bounds, N_BATCH, 1.0);
+    put(&t, "# HELP pgcld_forward_batch_rows Rows of the forward pass each /v1/score request ran in (cross-request"
+            " batching puts several requests in one).\n# TYPE pgcld_forward_batch_rows histogram\n");
+    put_histogram(&t, "pgcld_forward_batch_rows", "", &m->forward_rows, g_batch_bounds, N_BATCH, 1.0);
     pthread_mutex_lock(&m->lock);
     put(&t, "# HELP pgcld_items_scored_total Items scored, by model and version.\n"
             "# TYPE pgcld_items_scored_total counter\n");

@@ -19,6 +19,8 @@ void pgcld_metrics_destroy(pgcld_metrics *m); /* accepts NULL */
 void pgcld_metrics_request(pgcld_metrics *m, int route, int status);
 void pgcld_metrics_stage(pgcld_metrics *m, pgcld_stage stage, double seconds);
 void pgcld_metrics_batch(pgcld_metrics *m, int items);
+/* Rows of the forward pass a request ran in (several requests' rows when batched together). */
+void pgcld_metrics_forward_rows(pgcld_metrics *m, int rows);
 void pgcld_metrics_scored(pgcld_metrics *m, const char *model, const char *version, int items);
 void pgcld_metrics_swap(pgcld_metrics *m, const char *model, bool ok);
 void pgcld_metrics_shadow(pgcld_metrics *m, const char *model, bool dropped, int items);

@@ -327,9 +327,11 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
     job.probs_json = calloc(n, sizeof *job.probs_json);
     job.rows = calloc(n, sizeof *job.rows);
     int64_t t_queue = pgcl_monotonic_us(), t_compute = 0;
+    int forward_rows = 0;
     if (!job.vectors || !job.probs || !job.label_index || !job.decision || !job.decision_id || !job.input_sha ||
         !job.probs_json || !job.rows ||
-        pgcld_compute_forward(srv->compute, m, job.z, job.n, job.vectors, job.probs, &t_compute) != PGCL_OK) {
+        pgcld_batcher_forward(srv->batcher, m, job.z, job.n, job.vectors, job.probs, &t_compute, &forward_rows) !=
+            PGCL_OK) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         goto done;
     }
@@ -394,6 +396,7 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
     int64_t t_committed = pgcl_monotonic_us();
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_AUDIT, (double)(t_committed - t_computed) * 1e-6);
     pgcld_metrics_batch(srv->metrics, job.n);
+    pgcld_metrics_forward_rows(srv->metrics, forward_rows);
     pgcld_metrics_scored(srv->metrics, m->name, m->version, job.n);
     if (job.shadow) {
         pgcl_model *shadow = job.shadow;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "audit.h"
+#include "batcher.h"
 #include "compute.h"
 #include "config.h"
 #include "keys.h"
@@ -25,6 +26,7 @@ typedef struct pgcld_server {
     pgcl_audit *audit;
     pgcl_keyring *keyring;     /* NULL when --auth off */
     pgcld_compute *compute;
+    pgcld_batcher *batcher;   /* coalesces concurrent forward passes */
     pgcld_metrics *metrics;
     pgcld_shadow *shadow;
     struct MHD_Daemon *daemon;
