@@ -52,6 +52,12 @@ static const route g_routes[] = {
     {"GET", "/v1/audit/stats", pgcld_handle_audit_stats, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false},
     {"GET", "/v1/audit/verify", pgcld_handle_audit_verify, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false},
     {"POST", "/v1/audit/checkpoints", pgcld_handle_audit_checkpoint, PGCL_ROLE_ADMIN, false},
+    {"GET", "/v2", pgcld_handle_v2_server, ANYONE, false},
+    {"GET", "/v2/health/live", pgcld_handle_v2_live, ANYONE, false},
+    {"GET", "/v2/health/ready", pgcld_handle_v2_ready, ANYONE, false},
+    {"GET", "/v2/models/{name}", pgcld_handle_v2_model, ANY_ROLE, false},
+    {"GET", "/v2/models/{name}/ready", pgcld_handle_v2_model_ready, ANY_ROLE, false},
+    {"POST", "/v2/models/{name}/infer", pgcld_handle_v2_infer, PGCL_ROLE_SCORER, false},
     {"GET", "/healthz", pgcld_handle_healthz, ANYONE, false},
     {"GET", "/readyz", pgcld_handle_readyz, ANYONE, false},
     {"GET", "/metrics", pgcld_handle_metrics, ANYONE, false},
@@ -65,7 +71,9 @@ const char *const pgcld_route_names[] = {
     "GET /v1/admin/keys", "DELETE /v1/admin/keys/{key_id}", "GET /v1/decisions", "GET /v1/decisions/{id}",
     "GET /v1/decisions/{id}/statement", "POST /v1/decisions/{id}/contests", "POST /v1/decisions/{id}/rescore",
     "GET /v1/contests", "POST /v1/contests/{id}/resolution", "GET /v1/audit/export", "GET /v1/audit/stats",
-    "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /healthz", "GET /readyz", "GET /metrics",
+    "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /v2", "GET /v2/health/live", "GET /v2/health/ready",
+    "GET /v2/models/{name}", "GET /v2/models/{name}/ready", "POST /v2/models/{name}/infer", "GET /healthz",
+    "GET /readyz", "GET /metrics",
 };
 const int pgcld_route_count = N_ROUTES;
 _Static_assert(sizeof pgcld_route_names / sizeof pgcld_route_names[0] == N_ROUTES, "a name for every route");
@@ -100,6 +108,10 @@ void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int ite
     json_decref(reply->body);
     reply->status = status;
     reply->body = json_pack("{s:o}", "error", err);
+}
+
+const char *pgcld_request_header(const pgcld_request *req, const char *name) {
+    return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
 }
 
 const char *pgcld_request_query(const pgcld_request *req, const char *key) {

@@ -9,36 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <strings.h>
 
 #include "f16.h"
 #include "fastjson.h"
 #include "ids.h"
 #include "log.h"
+#include "score.h"
 #include "server.h"
 
 #define MAX_ID_BYTES 256
 
-/* Everything one request allocates, in one place for one cleanup. */
-typedef struct score_job {
-    json_t *root;
-    pgcl_model *model;
-    pgcl_model *shadow;       /* candidate scoring the same items off the response path, or NULL */
-    int n;
-    const char **ids;         /* (n) borrowed from root, or from id_arena on the fast path */
-    char *id_arena;           /* fast path: the decoded ids */
-    float *z;                 /* (n, D) */
-    float *vectors;           /* (n, d) */
-    float *probs;             /* (n, K) */
-    int *label_index;         /* (n) */
-    pgcl_decision *decision;  /* (n) */
-    char (*decision_id)[PGCL_UUID_LEN + 1];
-    char (*input_sha)[65];
-    char **probs_json;        /* (n) */
-    pgcl_decision_row *rows;  /* (n) */
-    uint16_t *inputs_f16;     /* (n, D) when --store-inputs float16 */
-} score_job;
-
-static void job_free(score_job *j) {
+void pgcld_score_job_free(score_job *j) {
     for (int i = 0; j->probs_json && i < j->n; i++) free(j->probs_json[i]);
     free(j->probs_json);
     free(j->ids);
@@ -309,80 +291,73 @@ static bool parse_fast(pgcld_server *srv, const pgcld_request *req, score_job *j
     return true;
 }
 
-void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    score_job job = {0};
-    bool return_vector = true;
-    if (!(pgcld_is_json_type(req->content_type) && parse_fast(srv, req, &job, &return_vector)) &&
-        parse_request(srv, req, &job, &return_vector, reply) != 0)
-        goto done;
-
-    const pgcl_model *m = job.model;
-    size_t n = (size_t)job.n;
-    job.vectors = malloc(n * (size_t)m->d * sizeof(float));
-    job.probs = malloc(n * (size_t)m->K * sizeof(float));
-    job.label_index = calloc(n, sizeof *job.label_index);
-    job.decision = calloc(n, sizeof *job.decision);
-    job.decision_id = calloc(n, sizeof *job.decision_id);
-    job.input_sha = calloc(n, sizeof *job.input_sha);
-    job.probs_json = calloc(n, sizeof *job.probs_json);
-    job.rows = calloc(n, sizeof *job.rows);
+int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply) {
+    const pgcl_model *m = job->model;
+    size_t n = (size_t)job->n;
+    job->vectors = malloc(n * (size_t)m->d * sizeof(float));
+    job->probs = malloc(n * (size_t)m->K * sizeof(float));
+    job->label_index = calloc(n, sizeof *job->label_index);
+    job->decision = calloc(n, sizeof *job->decision);
+    job->decision_id = calloc(n, sizeof *job->decision_id);
+    job->input_sha = calloc(n, sizeof *job->input_sha);
+    job->probs_json = calloc(n, sizeof *job->probs_json);
+    job->rows = calloc(n, sizeof *job->rows);
     int64_t t_queue = pgcl_monotonic_us(), t_compute = 0;
     int forward_rows = 0;
-    if (!job.vectors || !job.probs || !job.label_index || !job.decision || !job.decision_id || !job.input_sha ||
-        !job.probs_json || !job.rows ||
-        pgcld_batcher_forward(srv->batcher, m, job.z, job.n, job.vectors, job.probs, &t_compute, &forward_rows) !=
+    if (!job->vectors || !job->probs || !job->label_index || !job->decision || !job->decision_id || !job->input_sha ||
+        !job->probs_json || !job->rows ||
+        pgcld_batcher_forward(srv->batcher, m, job->z, job->n, job->vectors, job->probs, &t_compute, &forward_rows) !=
             PGCL_OK) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
-        goto done;
+        return -1;
     }
     int64_t t_computed = pgcl_monotonic_us();
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_QUEUE, (double)(t_compute - t_queue) * 1e-6);
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_COMPUTE, (double)(t_computed - t_compute) * 1e-6);
 
-    char request_id[PGCL_UUID_LEN + 1];
-    pgcl_uuid7(request_id);
+    pgcl_uuid7(job->request_id);
     int64_t latency = pgcl_monotonic_us() - req->t_start_us;
     for (size_t i = 0; i < n; i++) {
-        const float *p = job.probs + i * (size_t)m->K;
-        job.decision[i] = pgcl_model_decide(m, p, &job.label_index[i]);
-        pgcl_uuid7(job.decision_id[i]);
-        pgcl_sha256_hex(job.z + i * (size_t)m->D, (size_t)m->D * sizeof(float), job.input_sha[i]);
-        job.probs_json[i] = probabilities_json(m, p);
-        if (!job.probs_json[i]) {
+        const float *p = job->probs + i * (size_t)m->K;
+        job->decision[i] = pgcl_model_decide(m, p, &job->label_index[i]);
+        pgcl_uuid7(job->decision_id[i]);
+        pgcl_sha256_hex(job->z + i * (size_t)m->D, (size_t)m->D * sizeof(float), job->input_sha[i]);
+        job->probs_json[i] = probabilities_json(m, p);
+        if (!job->probs_json[i]) {
             pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
-            goto done;
+            return -1;
         }
         bool threshold = m->policy.kind == PGCL_POLICY_THRESHOLD;
-        job.rows[i] = (pgcl_decision_row){
-            .decision_id = job.decision_id[i], .request_id = request_id,
-            .item_id = job.ids[i], .model_name = m->name, .model_version = m->version, .model_sha256 = m->sha256,
-            .label = m->labels[job.label_index[i]], .label_index = job.label_index[i],
-            .probabilities_json = job.probs_json[i], .has_toxicity = m->task == PGCL_TASK_BINARY,
-            .toxicity = m->task == PGCL_TASK_BINARY ? p[1] : 0, .decision = pgcl_decision_str(job.decision[i]),
+        job->rows[i] = (pgcl_decision_row){
+            .decision_id = job->decision_id[i], .request_id = job->request_id,
+            .item_id = job->ids[i], .model_name = m->name, .model_version = m->version, .model_sha256 = m->sha256,
+            .label = m->labels[job->label_index[i]], .label_index = job->label_index[i],
+            .probabilities_json = job->probs_json[i], .has_toxicity = m->task == PGCL_TASK_BINARY,
+            .toxicity = m->task == PGCL_TASK_BINARY ? p[1] : 0, .decision = pgcl_decision_str(job->decision[i]),
             .policy_json = m->policy_text, .has_thresholds = threshold,
             .t_review = threshold ? m->policy.t_review : 0, .t_block = threshold ? m->policy.t_block : 0,
-            .vector = job.vectors + i * (size_t)m->d, .d = m->d, .input_sha256 = job.input_sha[i],
+            .vector = job->vectors + i * (size_t)m->d, .d = m->d, .input_sha256 = job->input_sha[i],
             .latency_us = latency,
         };
     }
     /* The input kept for re-scoring on review (--store-inputs). */
     if (strcmp(srv->cfg->store_inputs, "float16") == 0) {
-        job.inputs_f16 = malloc(n * (size_t)m->D * sizeof *job.inputs_f16);
-        if (!job.inputs_f16) {
+        job->inputs_f16 = malloc(n * (size_t)m->D * sizeof *job->inputs_f16);
+        if (!job->inputs_f16) {
             pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
-            goto done;
+            return -1;
         }
-        for (size_t k = 0; k < n * (size_t)m->D; k++) job.inputs_f16[k] = pgcl_f32_to_f16(job.z[k]);
+        for (size_t k = 0; k < n * (size_t)m->D; k++) job->inputs_f16[k] = pgcl_f32_to_f16(job->z[k]);
     }
     for (size_t i = 0; i < n && strcmp(srv->cfg->store_inputs, "none") != 0; i++) {
-        bool half = job.inputs_f16 != NULL;
-        job.rows[i].input = half ? (const void *)(job.inputs_f16 + i * (size_t)m->D)
-                                 : (const void *)(job.z + i * (size_t)m->D);
-        job.rows[i].input_bytes = m->D * (half ? 2 : 4);
-        job.rows[i].input_dtype = half ? "f16" : "f32";
+        bool half = job->inputs_f16 != NULL;
+        job->rows[i].input = half ? (const void *)(job->inputs_f16 + i * (size_t)m->D)
+                                 : (const void *)(job->z + i * (size_t)m->D);
+        job->rows[i].input_bytes = m->D * (half ? 2 : 4);
+        job->rows[i].input_dtype = half ? "f16" : "f32";
     }
     char err[512];
-    pgcl_status st = pgcl_audit_append(srv->audit, job.rows, job.n, err, sizeof err);
+    pgcl_status st = pgcl_audit_append(srv->audit, job->rows, job->n, err, sizeof err);
     if (st != PGCL_OK) {
         reply->retry_after = "1";
         if (st == PGCL_ERR_BUSY)
@@ -391,23 +366,152 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
             pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL,
                               "the decision could not be recorded, so it is not returned; retry shortly");
         pgcl_log_error("score: audit append failed (%s): %s", pgcl_status_str(st), err);
-        goto done;
+        return -1;
     }
     int64_t t_committed = pgcl_monotonic_us();
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_AUDIT, (double)(t_committed - t_computed) * 1e-6);
-    pgcld_metrics_batch(srv->metrics, job.n);
+    pgcld_metrics_batch(srv->metrics, job->n);
     pgcld_metrics_forward_rows(srv->metrics, forward_rows);
-    pgcld_metrics_scored(srv->metrics, m->name, m->version, job.n);
-    if (job.shadow) {
-        pgcl_model *shadow = job.shadow;
-        job.shadow = NULL; /* the shadow worker takes both references */
-        pgcld_shadow_submit(srv->shadow, pgcl_model_retain(job.model), shadow, job.n, job.z,
-                            (const char(*)[PGCL_UUID_LEN + 1])job.decision_id, job.label_index, job.decision, job.probs);
+    pgcld_metrics_scored(srv->metrics, m->name, m->version, job->n);
+    if (job->shadow) {
+        pgcl_model *shadow = job->shadow;
+        job->shadow = NULL; /* the shadow worker takes both references */
+        pgcld_shadow_submit(srv->shadow, pgcl_model_retain(job->model), shadow, job->n, job->z,
+                            (const char(*)[PGCL_UUID_LEN + 1])job->decision_id, job->label_index, job->decision, job->probs);
     }
+    return 0;
+}
+
+/* True for "application/octet-stream" with optional parameters. */
+static bool is_octet_stream(const char *ct) {
+    static const char want[] = "application/octet-stream";
+    if (!ct) return false;
+    while (*ct == ' ') ct++;
+    return strncasecmp(ct, want, sizeof want - 1) == 0 && (ct[sizeof want - 1] == 0 || ct[sizeof want - 1] == ';');
+}
+
+int pgcld_score_take_floats(pgcld_server *srv, score_job *job, const unsigned char *data, size_t bytes,
+                            const char *field, pgcld_reply *reply) {
+    const pgcl_model *m = job->model;
+    size_t row = (size_t)m->D * sizeof(float);
+    if (bytes == 0) {
+        pgcld_reply_error(reply, 400, "empty_batch", -1, field, "the body holds no embedding");
+        return -1;
+    }
+    if (bytes % row) {
+        pgcld_reply_error(reply, 400, "dimension_mismatch", -1, field,
+                          "%zu bytes are not a whole number of %d-value float32 embeddings (%zu bytes each) for model %s",
+                          bytes, m->D, row, m->name);
+        return -1;
+    }
+    size_t n = bytes / row;
+    if (n > (size_t)srv->cfg->max_batch) {
+        pgcld_reply_error(reply, 413, "batch_too_large", -1, field, "%zu embeddings exceed the limit of %ld per request",
+                          n, (long)srv->cfg->max_batch);
+        return -1;
+    }
+    job->n = (int)n;
+    job->z = malloc(bytes);
+    if (!job->z) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return -1;
+    }
+    memcpy(job->z, data, bytes); /* little-endian float32 on the wire and in memory */
+    for (size_t k = 0; k < n * (size_t)m->D; k++) {
+        if (!isfinite(job->z[k])) {
+            pgcld_reply_error(reply, 400, "non_finite_value", (int)(k / (size_t)m->D), field,
+                              "item %zu: value %zu is NaN or infinite", k / (size_t)m->D, k % (size_t)m->D);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Item ids for inputs that carry none in the body: a JSON array of n strings in the Pgcld-Item-Ids
+ * header, or the item indexes "0", "1", … */
+int pgcld_score_take_ids(score_job *job, const char *header_json, pgcld_reply *reply) {
+    size_t n = (size_t)job->n;
+    job->ids = calloc(n, sizeof *job->ids);
+    job->id_arena = malloc(n * 21 + (header_json ? strlen(header_json) : 0) + 1);
+    if (!job->ids || !job->id_arena) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return -1;
+    }
+    size_t off = 0;
+    if (!header_json) {
+        for (size_t i = 0; i < n; i++) {
+            job->ids[i] = job->id_arena + off;
+            off += (size_t)sprintf(job->id_arena + off, "%zu", i) + 1;
+        }
+        return 0;
+    }
+    json_t *arr = json_loads(header_json, JSON_REJECT_DUPLICATES, NULL);
+    int rc = -1;
+    if (!json_is_array(arr) || json_array_size(arr) != n) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "Pgcld-Item-Ids",
+                          "the Pgcld-Item-Ids header must be a JSON array of %zu strings", n);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *id = json_array_get(arr, i);
+        if (!json_is_string(id) || json_string_length(id) == 0 || json_string_length(id) > MAX_ID_BYTES ||
+            strlen(json_string_value(id)) != json_string_length(id)) {
+            pgcld_reply_error(reply, 400, "invalid_request", (int)i, "Pgcld-Item-Ids",
+                              "item %zu: ids must be non-empty strings of at most %d bytes without NUL", i, MAX_ID_BYTES);
+            goto done;
+        }
+        job->ids[i] = job->id_arena + off;
+        memcpy(job->id_arena + off, json_string_value(id), json_string_length(id) + 1);
+        off += json_string_length(id) + 1;
+    }
+    rc = 0;
+done:
+    json_decref(arr);
+    return rc;
+}
+
+/* application/octet-stream: n × D little-endian float32, model and options in the query string. */
+static int parse_octets(pgcld_server *srv, const pgcld_request *req, score_job *job, bool *return_vector,
+                        pgcld_reply *reply) {
+    static const char *const allowed[] = {"model", "return_vector", NULL};
+    if (pgcld_check_query_params(req, allowed, reply) != 0) return -1;
+    const char *name = pgcld_request_query(req, "model"), *rv = pgcld_request_query(req, "return_vector");
+    if (rv && strcmp(rv, "true") && strcmp(rv, "false")) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "return_vector", "'return_vector' must be true or false");
+        return -1;
+    }
+    *return_vector = !rv || strcmp(rv, "true") == 0;
+    if (!name) name = srv->cfg->default_model;
+    job->model = pgcl_registry_acquire(srv->registry, name, &job->shadow);
+    if (!job->model) {
+        if (pgcl_registry_knows(srv->registry, name)) {
+            reply->retry_after = "5";
+            pgcld_reply_error(reply, 503, "not_ready", -1, "model", "model '%.128s' has no loaded version", name);
+        } else {
+            pgcld_reply_error(reply, 404, "model_not_found", -1, "model", "no model named '%.128s' is being served", name);
+        }
+        return -1;
+    }
+    if (pgcld_score_take_floats(srv, job, (const unsigned char *)req->body, req->body_len, "body", reply) != 0)
+        return -1;
+    return pgcld_score_take_ids(job, pgcld_request_header(req, "Pgcld-Item-Ids"), reply);
+}
+
+void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    score_job job = {0};
+    bool return_vector = true;
+    if (is_octet_stream(req->content_type)) {
+        if (parse_octets(srv, req, &job, &return_vector, reply) != 0) goto done;
+    } else if (!(pgcld_is_json_type(req->content_type) && parse_fast(srv, req, &job, &return_vector)) &&
+               parse_request(srv, req, &job, &return_vector, reply) != 0) {
+        goto done;
+    }
+
+    if (pgcld_score_run(srv, req, &job, reply) != 0) goto done;
     reply->status = 200;
-    reply->body = build_answer(&job, request_id, return_vector);
+    reply->body = build_answer(&job, job.request_id, return_vector);
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - req->t_start_us) * 1e-6);
     if (!reply->body) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
 done:
-    job_free(&job);
+    pgcld_score_job_free(&job);
 }

@@ -51,6 +51,9 @@ typedef struct pgcld_request {
     void *connection;                     /* for pgcld_request_query() only */
 } pgcld_request;
 
+/* Value of a request header (case-insensitive name), or NULL. */
+const char *pgcld_request_header(const pgcld_request *req, const char *name);
+
 /* Value of a query-string argument, or NULL. */
 const char *pgcld_request_query(const pgcld_request *req, const char *key);
 
@@ -129,5 +132,12 @@ void pgcld_handle_resolution(pgcld_server *srv, const pgcld_request *req, pgcld_
 void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_audit_checkpoint(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+/* The Open Inference Protocol (routes_v2.c). */
+void pgcld_handle_v2_server(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_v2_live(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_v2_ready(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_v2_model(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_v2_model_ready(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 
 #endif
