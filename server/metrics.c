@@ -191,7 +191,7 @@ char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, cons
                 r < m->n_routes ? m->route_names[r] : "unmatched", status, v);
         }
     }
-    put(&t, "# HELP pgcld_request_duration_seconds Latency of /v1/score by stage (queue: waiting for a compute slot;"
+    put(&t, "# HELP pgcld_request_duration_seconds Latency of scoring requests (/v1/score, /v2 infer) by stage (queue: waiting for a compute slot;"
             " compute: forward pass; audit: commit of the rows; total: arrival to answer).\n"
             "# TYPE pgcld_request_duration_seconds histogram\n");
     for (int s = 0; s < PGCLD_N_STAGES; s++) {
@@ -199,7 +199,7 @@ char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, cons
         snprintf(labels, sizeof labels, "stage=\"%s\"", g_stage_names[s]);
         put_histogram(&t, "pgcld_request_duration_seconds", labels, &m->stages[s], g_latency_bounds, N_LAT, 1e-9);
     }
-    put(&t, "# HELP pgcld_batch_items Items per /v1/score request.\n# TYPE pgcld_batch_items histogram\n");
+    put(&t, "# HELP pgcld_batch_items Items per scoring request (/v1/score, /v2 infer).\n# TYPE pgcld_batch_items histogram\n");
     put_histogram(&t, "pgcld_batch_items", "", &m->batch, g_batch_bounds, N_BATCH, 1.0);
     put(&t, "# HELP pgcld_forward_batch_rows Rows of the forward pass each /v1/score request ran in (cross-request"
             " batching puts several requests in one).\n# TYPE pgcld_forward_batch_rows histogram\n");

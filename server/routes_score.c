@@ -429,7 +429,7 @@ int pgcld_score_take_floats(pgcld_server *srv, score_job *job, const unsigned ch
 
 /* Item ids for inputs that carry none in the body: a JSON array of n strings in the Pgcld-Item-Ids
  * header, or the item indexes "0", "1", … */
-int pgcld_score_take_ids(score_job *job, const char *header_json, pgcld_reply *reply) {
+int pgcld_score_take_ids(score_job *job, const char *header_json, const char *field, pgcld_reply *reply) {
     size_t n = (size_t)job->n;
     job->ids = calloc(n, sizeof *job->ids);
     job->id_arena = malloc(n * 21 + (header_json ? strlen(header_json) : 0) + 1);
@@ -448,15 +448,14 @@ int pgcld_score_take_ids(score_job *job, const char *header_json, pgcld_reply *r
     json_t *arr = json_loads(header_json, JSON_REJECT_DUPLICATES, NULL);
     int rc = -1;
     if (!json_is_array(arr) || json_array_size(arr) != n) {
-        pgcld_reply_error(reply, 400, "invalid_request", -1, "Pgcld-Item-Ids",
-                          "the Pgcld-Item-Ids header must be a JSON array of %zu strings", n);
+        pgcld_reply_error(reply, 400, "invalid_request", -1, field, "%s must be a JSON array of %zu id strings", field, n);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         json_t *id = json_array_get(arr, i);
         if (!json_is_string(id) || json_string_length(id) == 0 || json_string_length(id) > MAX_ID_BYTES ||
             strlen(json_string_value(id)) != json_string_length(id)) {
-            pgcld_reply_error(reply, 400, "invalid_request", (int)i, "Pgcld-Item-Ids",
+            pgcld_reply_error(reply, 400, "invalid_request", (int)i, field,
                               "item %zu: ids must be non-empty strings of at most %d bytes without NUL", i, MAX_ID_BYTES);
             goto done;
         }
@@ -494,7 +493,7 @@ static int parse_octets(pgcld_server *srv, const pgcld_request *req, score_job *
     }
     if (pgcld_score_take_floats(srv, job, (const unsigned char *)req->body, req->body_len, "body", reply) != 0)
         return -1;
-    return pgcld_score_take_ids(job, pgcld_request_header(req, "Pgcld-Item-Ids"), reply);
+    return pgcld_score_take_ids(job, pgcld_request_header(req, "Pgcld-Item-Ids"), "Pgcld-Item-Ids", reply);
 }
 
 void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
@@ -502,6 +501,11 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
     bool return_vector = true;
     if (is_octet_stream(req->content_type)) {
         if (parse_octets(srv, req, &job, &return_vector, reply) != 0) goto done;
+    } else if (!pgcld_is_json_type(req->content_type)) {
+        pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
+                          "Content-Type must be application/json or application/octet-stream, got '%.64s'",
+                          req->content_type ? req->content_type : "(none)");
+        goto done;
     } else if (!(pgcld_is_json_type(req->content_type) && parse_fast(srv, req, &job, &return_vector)) &&
                parse_request(srv, req, &job, &return_vector, reply) != 0) {
         goto done;

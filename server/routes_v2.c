@@ -76,18 +76,20 @@ void pgcld_handle_v2_model_ready(pgcld_server *srv, const pgcld_request *req, pg
     pgcl_model_release(m);
 }
 
-/* Appends the FP32 values of a (possibly nested) JSON array to z; returns the count or -1. */
+/* Appends the FP32 values of a (possibly nested) JSON array to z; returns the count, -1 when there
+ * are more than cap, or -2 when an element is not a number. */
 static long flatten(json_t *v, float *z, long have, long cap) {
     if (json_is_array(v)) {
         size_t i;
         json_t *e;
         json_array_foreach(v, i, e) {
             have = flatten(e, z, have, cap);
-            if (have < 0) return -1;
+            if (have < 0) return have;
         }
         return have;
     }
-    if (!json_is_number(v) || have >= cap) return -1;
+    if (!json_is_number(v)) return -2;
+    if (have >= cap) return -1;
     z[have] = (float)json_number_value(v);
     return have + 1;
 }
@@ -162,7 +164,10 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
                 float *tmp = malloc(sizeof(float) * (size_t)n * (size_t)D);
                 long got = tmp ? flatten(data, tmp, 0, (long)(n * D)) : -1;
                 int rc = 0;
-                if (got != (long)(n * D)) {
+                if (got == -2 || !json_is_array(data)) {
+                    pgcld_reply_error(reply, 400, "invalid_request", -1, field, "'data' must be an array of numbers");
+                    rc = -1;
+                } else if (got != (long)(n * D)) {
                     pgcld_reply_error(reply, 400, "dimension_mismatch", -1, field,
                                       "'data' must hold %lld numbers for shape [%lld, %lld]", (long long)(n * D),
                                       (long long)n, (long long)D);
@@ -175,11 +180,12 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
                 if (rc != 0) return -1;
             }
         } else if (strcmp(name, "id") == 0) {
-            if (strcmp(dtype, "BYTES") != 0 || bytes) {
-                pgcld_reply_error(reply, 400, "invalid_request", -1, field, "'id' must be a BYTES tensor given as JSON data");
+            ids = json_object_get(in, "data");
+            if (strcmp(dtype, "BYTES") != 0 || bytes || !json_is_array(ids)) {
+                pgcld_reply_error(reply, 400, "invalid_request", -1, field,
+                                  "'id' must be a BYTES tensor with its strings as JSON data");
                 return -1;
             }
-            ids = json_object_get(in, "data");
         } else {
             pgcld_reply_error(reply, 400, "invalid_request", -1, field, "unknown input '%.64s' (expected embedding, id)", name);
             return -1;
@@ -195,7 +201,7 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
         return -1;
     }
     char *ids_text = ids ? json_dumps(ids, JSON_COMPACT) : NULL;
-    int rc = pgcld_score_take_ids(job, ids_text, reply);
+    int rc = pgcld_score_take_ids(job, ids_text, "inputs.id", reply);
     free(ids_text);
     return rc;
 }
@@ -212,7 +218,7 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
     if (hlen) {
         char *end;
         unsigned long long v = strtoull(hlen, &end, 10);
-        if (*hlen == 0 || *end || v > req->body_len) {
+        if (!(*hlen >= '0' && *hlen <= '9') || *end || v > req->body_len) {
             pgcld_reply_error(reply, 400, "invalid_request", -1, "Inference-Header-Content-Length",
                               "Inference-Header-Content-Length must be a byte count within the body");
             return;
@@ -229,6 +235,15 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
         pgcld_reply_error(reply, 400, hdr ? "invalid_request" : "invalid_json", -1, NULL, "inference header: %s",
                           hdr ? "must be a JSON object" : jerr.text);
         goto done;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(hdr, key, val) {
+        if (strcmp(key, "id") && strcmp(key, "inputs") && strcmp(key, "outputs") && strcmp(key, "parameters")) {
+            pgcld_reply_error(reply, 400, "invalid_request", -1, key, "unknown member '%.64s' of the inference request",
+                              key);
+            goto done;
+        }
     }
     if (!(job.model = model_or_error(srv, req->params[0], &job.shadow, reply))) goto done;
     if (take_inputs(srv, hdr, (const unsigned char *)req->body + header_len, req->body_len - header_len, &job, reply) != 0)
@@ -255,6 +270,7 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
                             tensor("decision_id", "BYTES", json_pack("[i]", job.n), ids),
                             tensor("probabilities", "FP32", json_pack("[i, i]", job.n, m->K), probs),
                             tensor("vector", "FP32", json_pack("[i, i]", job.n, m->d), vectors));
+    pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - req->t_start_us) * 1e-6);
 done:
     json_decref(hdr);
     pgcld_score_job_free(&job);

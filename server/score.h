@@ -43,8 +43,9 @@ int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job,
 int pgcld_score_take_floats(pgcld_server *srv, score_job *job, const unsigned char *data, size_t bytes,
                             const char *field, pgcld_reply *reply);
 
-/* Item ids from a JSON array of job->n strings (header_json), or "0".."n-1" when NULL. */
-int pgcld_score_take_ids(score_job *job, const char *header_json, pgcld_reply *reply);
+/* Item ids from a JSON array of job->n strings (ids_json; `field` names its source in errors), or
+ * "0".."n-1" when ids_json is NULL. */
+int pgcld_score_take_ids(score_job *job, const char *ids_json, const char *field, pgcld_reply *reply);
 
 /* Releases everything a job holds. */
 void pgcld_score_job_free(score_job *job);

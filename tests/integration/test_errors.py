@@ -357,7 +357,7 @@ class ErrorTest(ErrorChecks, unittest.TestCase):
         body = json.dumps({"items": self.good_items(2)}).encode()
         for ct in ("text/plain", "application/x-www-form-urlencoded", "application/xml",
                    "multipart/form-data; boundary=x", "application/jsonx", "text/json",
-                   "application/octet-stream"):
+                   "application/octet-streams"):
             with self.subTest(content_type=ct):
                 self.reject(body, 415, "unsupported_media_type", content_type=ct, what=ct)
 
