@@ -12,13 +12,15 @@
  *    a time and a model's layer widths. One thread at a time.
  *  - the model (core/model.h): immutable and shared.
  *
- * Model state: a pgcl_model is immutable and reference-counted, so the backend keeps its per-model
- * state in a small cache of its own, keyed by model pointer and weights SHA-256. An entry holds a
- * reference to its model, which keeps the pointer unique while the entry lives. An entry whose
- * model has no holder but the cache (refcount 1: no registry slot, no request) is dropped — state
- * freed, reference released — by the next pgcl_backend_forward() or pgcl_backend_trim() on that
- * backend, so device memory follows the models the server actually keeps. The CPU backend has no
- * per-model state and never takes a reference. */
+ * Model state: a pgcl_model is immutable and reference-counted and has no slot for a backend's
+ * data, so the backends keep their per-model state in a small cache (core/backend.c), keyed by
+ * backend, model pointer and weights SHA-256. An entry holds a reference to its model, which keeps
+ * the pointer unique while the entry lives. An entry whose model has no holder but backend caches
+ * (no registry slot, no request: its refcount equals the number of cache entries for it) is
+ * dropped — state freed, reference released — by the next pgcl_backend_forward() or
+ * pgcl_backend_trim() on that backend, so device memory follows the models the server actually
+ * keeps; a retired version stays resident until the next forward pass on that backend. The CPU
+ * backend has no per-model state and never takes a reference. */
 #ifndef PGCL_BACKEND_H
 #define PGCL_BACKEND_H
 
@@ -64,8 +66,9 @@ pgcl_status pgcl_backend_prepare(pgcl_backend_worker *w, const pgcl_model *m, ch
 
 /* The forward pass: z (n, D) row-major; writes vectors (n, d) and probs (n, K). Any n >= 0; rows
  * are processed pgcl_backend_worker_rows() at a time. m must stay referenced by the caller for the
- * duration and w must fit it. Returns PGCL_OK, PGCL_ERR_NOMEM or PGCL_ERR_IO (a device error,
- * logged with its text where it happened); outputs are undefined on error. Allocates nothing on
+ * duration. Returns PGCL_OK, PGCL_ERR_NOMEM, PGCL_ERR_IO (a device error, logged with its text
+ * where it happened) or PGCL_ERR_INVALID (w does not fit m: a caller's bug, logged); outputs are
+ * undefined on error. Allocates nothing on
  * the CPU backend, and nothing once m's state is resident on the CUDA backend. One thread per
  * worker; any number of workers of one backend may run at once. */
 pgcl_status pgcl_backend_forward(pgcl_backend_worker *w, const pgcl_model *m, const float *z, int n, float *vectors,

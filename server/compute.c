@@ -5,30 +5,32 @@
 #include <stdlib.h>
 
 #include "ids.h"
+#include "log.h"
 
 typedef struct slot {
-    pgcl_scratch *scratch;
+    pgcl_backend_worker *worker; /* NULL until first use */
     struct slot *next_free;
 } slot;
 
 struct pgcld_compute {
     pthread_mutex_t lock;
     pthread_cond_t freed;
+    pgcl_backend *backend;
     slot *slots;
     slot *free_list;
     int workers, chunk_rows;
 };
 
-pgcld_compute *pgcld_compute_create(int workers, int chunk_rows) {
+pgcld_compute *pgcld_compute_create(pgcl_backend *backend, int workers, int chunk_rows) {
     pgcld_compute *c = calloc(1, sizeof *c);
-    if (!c) return NULL;
-    c->slots = calloc((size_t)workers, sizeof *c->slots);
-    if (!c->slots) {
+    if (!c || !(c->slots = calloc((size_t)workers, sizeof *c->slots))) {
         free(c);
+        pgcl_backend_destroy(backend);
         return NULL;
     }
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->freed, NULL);
+    c->backend = backend;
     c->workers = workers;
     c->chunk_rows = chunk_rows;
     for (int i = 0; i < workers; i++) {
@@ -40,12 +42,15 @@ pgcld_compute *pgcld_compute_create(int workers, int chunk_rows) {
 
 void pgcld_compute_destroy(pgcld_compute *c) {
     if (!c) return;
-    for (int i = 0; i < c->workers; i++) pgcl_scratch_destroy(c->slots[i].scratch);
+    for (int i = 0; i < c->workers; i++) pgcl_backend_worker_destroy(c->slots[i].worker);
+    pgcl_backend_destroy(c->backend);
     free(c->slots);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->freed);
     free(c);
 }
+
+pgcl_backend *pgcld_compute_backend(pgcld_compute *c) { return c->backend; }
 
 pgcl_status pgcld_compute_forward(pgcld_compute *c, const pgcl_model *m, const float *z, int n, float *vectors,
                                   float *probs, int64_t *t_start_us) {
@@ -56,13 +61,14 @@ pgcl_status pgcld_compute_forward(pgcld_compute *c, const pgcl_model *m, const f
     pthread_mutex_unlock(&c->lock);
     if (t_start_us) *t_start_us = pgcl_monotonic_us();
 
-    pgcl_status st = PGCL_OK;
-    if (!s->scratch || !pgcl_scratch_fits(s->scratch, m)) {
-        pgcl_scratch_destroy(s->scratch);
-        s->scratch = pgcl_scratch_create(m, c->chunk_rows);
+    pgcl_status st;
+    if (!s->worker || !pgcl_backend_worker_fits(s->worker, m)) {
+        char err[512];
+        pgcl_backend_worker_destroy(s->worker);
+        s->worker = pgcl_backend_worker_create(c->backend, m, c->chunk_rows, err, sizeof err);
+        if (!s->worker) pgcl_log_error("compute: %s: %s", pgcl_backend_name(c->backend), err);
     }
-    if (s->scratch) pgcl_forward(m, s->scratch, z, n, vectors, probs);
-    else st = PGCL_ERR_NOMEM;
+    st = s->worker ? pgcl_backend_forward(s->worker, m, z, n, vectors, probs) : PGCL_ERR_NOMEM;
 
     pthread_mutex_lock(&c->lock);
     s->next_free = c->free_list;

@@ -40,6 +40,7 @@ typedef struct opt_def {
 } opt_def;
 
 static int check_listen(const char *value, char *why, int cap);
+static int check_device(const char *value, char *why, int cap);
 
 #define S(field, placeholder) .type = OPT_STRING, .offset = offsetof(pgcld_config, field), .meta = placeholder
 #define L(field, lo, hi) .type = OPT_LONG, .offset = offsetof(pgcld_config, field), .min = lo, .max = hi, .meta = "N"
@@ -85,6 +86,10 @@ static const opt_def g_opts[] = {
      .help = "OpenBLAS threads inside one forward pass"},
     {.name = "chunk-rows", L(chunk_rows, 1, 65536), .def = "256",
      .help = "rows per GEMM call (sizes each worker's scratch)"},
+    {.name = "device", S(device, "DEVICE"), .def = "auto", .check = check_device,
+     .help = "where forward passes run: auto (CUDA device 0 if present, else the CPU), cpu or cuda:N"},
+    {.name = "device-precision", S(cuda_precision, "PRECISION"), .def = "fp32", .choices = "fp32|tf32|bf16",
+     .help = "CUDA GEMM precision: fp32, tf32 (tensor cores) or bf16 (weights and inputs in BF16)"},
     {.name = "max-pending-rows", L(max_pending_rows, 1, 1 << 24), .def = "65536", .reload = true,
      .help = "audit rows waiting to be written before 503"},
     {.name = "shadow-queue", L(shadow_queue, 1, 1 << 20), .def = "4096", .reload = true,
@@ -174,6 +179,19 @@ static int check_listen(const char *value, char *why, int cap) {
     if (!colon || colon == value || !colon[1] || errno || *port_end || colon[1] == '-' || colon[1] == '+' ||
         colon[1] == ' ' || port < 0 || port > 65535) {
         pgcl_errorf(why, cap, "'%s' must be HOST:PORT with a port from 0 to 65535", value);
+        return -1;
+    }
+    return 0;
+}
+
+/* auto, cpu or cuda:N (N a decimal device index below 1024); whether the device exists is checked
+ * at start, when the backend is created. */
+static int check_device(const char *value, char *why, int cap) {
+    if (strcmp(value, "auto") == 0 || strcmp(value, "cpu") == 0) return 0;
+    const char *n = strncmp(value, "cuda:", 5) == 0 ? value + 5 : NULL;
+    size_t digits = n ? strspn(n, "0123456789") : 0;
+    if (!n || digits == 0 || digits > 4 || n[digits] || atoi(n) > 1023) {
+        pgcl_errorf(why, cap, "'%s' must be auto, cpu or cuda:N (N a device index)", value);
         return -1;
     }
     return 0;

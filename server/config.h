@@ -42,6 +42,8 @@ typedef struct pgcld_config {
     char *store_inputs;          /* none, float16 or float32 */
     char *signing_key;           /* Ed25519 secret key file; "" = none */
     char *checkpoint_dir;        /* "" = the audit database's directory */
+    char *device;                /* auto, cpu or cuda:N; needs a restart */
+    char *cuda_precision;        /* device-precision: fp32, tf32 or bf16 (CUDA only); needs a restart */
     _Atomic long max_body_bytes; /* reloadable */
     _Atomic long max_batch;      /* reloadable */
     _Atomic long max_connections;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend_select.h"
 #include "blas.h"
 #include "checkpointer.h"
 #include "cli_audit.h"
@@ -63,7 +64,14 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
 
     int workers = cfg.compute_workers > 0 ? (int)cfg.compute_workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (workers < 1) workers = 1;
-    srv.compute = pgcld_compute_create(workers, (int)cfg.chunk_rows);
+    /* The backend from --device: auto falls back to the CPU, an explicit cuda:N must work. */
+    pgcl_backend *backend = pgcl_backend_open(cfg.device, cfg.cuda_precision, err, sizeof err);
+    if (!backend) {
+        pgcl_log_error("device: %s", err);
+        goto out;
+    }
+    pgcl_log_info("compute: %s, %d workers%s%s", pgcl_backend_name(backend), workers, *err ? "; " : "", err);
+    srv.compute = pgcld_compute_create(backend, workers, (int)cfg.chunk_rows);
     srv.metrics = pgcld_metrics_create(pgcld_route_names, pgcld_route_count);
     srv.batcher = srv.compute ? pgcld_batcher_create(srv.compute, workers, (int)cfg.batch_max_rows,
                                                      cfg.batch_max_wait_us)

@@ -21,7 +21,9 @@
  * ready: fork + exec CMD (stdout and stderr to --log or /dev/null), poll GET PATH on 127.0.0.1:PORT
  * every millisecond until it answers 200, print {"ready_ms", "rss_kb", "hwm_kb", ...}, then SIGTERM
  * the process and wait for it (SIGKILL after 15 s). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -101,6 +103,21 @@ static double proc_cpu_s(int pid) {
         p++;
     }
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Machine-wide busy and steal CPU seconds from the first line of /proc/stat. */
+static void proc_stat_busy(double *busy, double *steal) {
+    unsigned long long v[10] = {0};
+    *busy = *steal = -1;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return;
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                   &v[6], &v[7], &v[8], &v[9]);
+    fclose(f);
+    if (n < 8) return;
+    double tick = (double)sysconf(_SC_CLK_TCK);
+    *busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / tick; /* user nice system irq softirq */
+    *steal = (double)v[7] / tick;
 }
 
 static long proc_status_kb(int pid, const char *key) {
@@ -318,7 +335,7 @@ static int cmd_run(options *o) {
     int64_t w_end = w_start + (int64_t)(o->duration * 1e9);
     int64_t w_hard = w_start + (int64_t)(o->max_duration * 1e9);
     int64_t next_due = t0;
-    double cpu0[MAX_PIDS] = {0}, cpu1[MAX_PIDS] = {0};
+    double cpu0[MAX_PIDS] = {0}, cpu1[MAX_PIDS] = {0}, busy0 = -1, busy1 = -1, steal0 = 0, steal1 = 0;
     bool window_started = false, stopping = false;
     int64_t stop_time = 0, window_ns = 0;
 
@@ -351,6 +368,7 @@ static int cmd_run(options *o) {
             window_started = true;
             for (int p = 0; p < o->n_pids; p++) cpu0[p] = proc_cpu_s(o->pids[p]);
             getrusage(RUSAGE_SELF, &ru0);
+            proc_stat_busy(&busy0, &steal0);
         }
         if (window_started && !stopping &&
             ((now >= w_end && n_lat >= o->min_responses) || now >= w_hard || sent_total >= o->max_requests)) {
@@ -359,6 +377,7 @@ static int cmd_run(options *o) {
             window_ns = now - w_start;
             for (int p = 0; p < o->n_pids; p++) cpu1[p] = proc_cpu_s(o->pids[p]);
             getrusage(RUSAGE_SELF, &ru1);
+            proc_stat_busy(&busy1, &steal1);
         }
         if (stopping && (in_flight == 0 || now - stop_time > (int64_t)(o->drain * 1e9))) break;
 
@@ -504,6 +523,10 @@ static int cmd_run(options *o) {
     double client_cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
                         (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
     double rps = window_s > 0 ? (double)n_lat / window_s : 0;
+    /* CPU used by everything else on the machine during the window (other processes disturb the figures). */
+    double machine_busy = busy0 >= 0 && busy1 >= 0 && window_s > 0 ? (busy1 - busy0) / window_s : -1;
+    double other = machine_busy >= 0 ? machine_busy - (server_cpu + client_cpu) / window_s : -1;
+    if (machine_busy >= 0 && other < 0) other = 0;
 
     printf("{\"label\":");
     json_str(o->label ? o->label : "");
@@ -513,14 +536,15 @@ static int cmd_run(options *o) {
            "\"lat_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f,\"mean\":%.3f},"
            "\"server_cpu_s\":%.2f,\"server_cores\":%.3f,\"server_cpu_us_per_req\":%.1f,\"server_cpu_us_per_emb\":%.2f,"
            "\"server_rss_peak_kb\":%ld,\"server_rss_kb\":%ld,\"hwm_reset\":%s,\"client_cpu_s\":%.2f,\"client_cores\":%.3f,"
-           "\"pids\":[",
+           "\"machine_busy_cores\":%.3f,\"other_cores\":%.3f,\"steal_cores\":%.3f,\"pids\":[",
            open_loop ? "open" : "closed", o->connections, o->rate, o->items, o->n_bodies, body_bytes, window_s, n_lat,
            sent_total, errors, non2xx, reconnects, undrained, (double)(t_end - stop_time) / 1e9, backlog_max, rps,
            rps * o->items, pct_ms(lat, n_lat, 0.50), pct_ms(lat, n_lat, 0.90), pct_ms(lat, n_lat, 0.99),
            pct_ms(lat, n_lat, 0.999), n_lat ? (double)lat[n_lat - 1] / 1e6 : 0, n_lat ? sum / (double)n_lat / 1e6 : 0,
            server_cpu, window_s > 0 ? server_cpu / window_s : 0, n_lat ? server_cpu * 1e6 / (double)n_lat : 0,
            n_lat && o->items ? server_cpu * 1e6 / ((double)n_lat * o->items) : 0, hwm_sum, rss_sum,
-           hwm_reset ? "true" : "false", client_cpu, window_s > 0 ? client_cpu / window_s : 0);
+           hwm_reset ? "true" : "false", client_cpu, window_s > 0 ? client_cpu / window_s : 0, machine_busy, other,
+           window_s > 0 ? (steal1 - steal0) / window_s : 0);
     for (int p = 0; p < o->n_pids; p++) printf("%s%d", p ? "," : "", o->pids[p]);
     printf("],\"first_error\":");
     json_str(first_error);
