@@ -1,6 +1,6 @@
 #!/bin/sh
 # Throughput bench (issue 6): pgcld against the FastAPI + PyTorch peer (bench/peer/), one command.
-#   bench/run.sh            full run (~15 min on 2 cores): writes bench/results/*.json and the section
+#   bench/run.sh            full run (~10 min on 2 idle cores, at most ~13): writes bench/results/*.json and the section
 #                           "## Throughput (issue 6)" of bench/RESULTS.md
 #   bench/run.sh --quick    smoke check (< 3 min): bench/results/quick/*.json, Markdown to stdout only
 #   bench/run.sh --no-deps  skip bench/install-deps.sh (no root needed when everything is installed)

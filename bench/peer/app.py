@@ -9,16 +9,20 @@ leaves only after the commit. It is the throughput baseline of bench/run.sh, in 
 * the body is read raw and parsed with json.loads (no pydantic model: validating 64 x 1024 floats
   through pydantic costs more than everything else together), embeddings become one float32
   numpy array, base64 goes through base64.b64decode + numpy.frombuffer;
-* torch.inference_mode, one intra-op thread per worker (several workers share the cores);
-* the CPU work and the blocking commit run in the worker's thread pool, so another request can be
-  parsed while one waits for its fsync; one SQLite connection per thread;
+* torch.inference_mode; one intra-op thread per worker, OpenBLAS (torch's BLAS on Debian) with all
+  cores for a single worker and one thread per worker with several (bench/run.sh sets
+  OPENBLAS_NUM_THREADS=1 for --workers 2);
+* the handler runs in the event loop, commit included (PEER_MODE=loop, the default): on 2 cores this
+  gave more requests/s and a p99 5-10x lower at batch 1 than handing the work to the thread pool
+  (PEER_MODE=thread, one SQLite connection per thread, the fsync overlapping other requests' parsing),
+  where 40 threads contend for the GIL;
 * the answer is serialised once with json.dumps into a plain Response (not FastAPI's
   jsonable_encoder, which walks every float).
 
 Environment: PEER_MODELS (model repository, default <repo>/models), PEER_DB (SQLite file, default
 peer-audit.db), PEER_DEFAULT_MODEL (default toxicity), PEER_TORCH_THREADS (default 1),
-PEER_MAX_BATCH (default 1024), PEER_MODE (thread: work in the thread pool, the default; loop: in
-the event loop).
+PEER_MAX_BATCH (default 1024), PEER_MODE (loop: work in the event loop, the default; thread: in the
+thread pool).
 
 Run: bench/peer/run.sh --port 8090 --workers 2 (uvicorn bench.peer.app:app from the repository
 root).
@@ -52,7 +56,7 @@ MODELS_DIR = os.environ.get("PEER_MODELS", os.path.join(ROOT, "models"))
 DB_PATH = os.environ.get("PEER_DB", "peer-audit.db")
 DEFAULT_MODEL = os.environ.get("PEER_DEFAULT_MODEL", "toxicity")
 MAX_BATCH = int(os.environ.get("PEER_MAX_BATCH", "1024"))
-MODE = os.environ.get("PEER_MODE", "thread")
+MODE = os.environ.get("PEER_MODE", "loop")
 MAX_ID_BYTES = 256
 SCHEMA = os.path.join(ROOT, "migrations", "0001_decisions.sql")
 

@@ -369,17 +369,48 @@ def thread_cpu(pid):
     return out
 
 
-def profile(args, cfg, server, work):
-    """perf stat + perf record on pgcld while batch-64 JSON load runs."""
+def perf_tables(data, extra=()):
+    """Self-time top symbols, inclusive shares of pgcld's functions, and shares by object from a perf.data."""
+    out = {}
+    rep = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,symbol", "--stdio", "-g", "none",
+                          "--percent-limit", "0.7"], capture_output=True, text=True)
+    top = []
+    for line in rep.stdout.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[[.k]\]\s+(.*)$", line)
+        if m:
+            sym = re.sub(r"(\s+-)+\s*$", "", m.group(3)).strip()
+            top.append({"percent": float(m.group(1)), "dso": m.group(2), "symbol": sym})
+    out["top"] = top[:25]
+    # Inclusive (self + callees) share of pgcld's own functions and of the library entry points it calls.
+    rep = subprocess.run(["perf", "report", "-i", data, "--children", "--sort", "dso,symbol", "--stdio", "-g", "none",
+                          "--percent-limit", "2"], capture_output=True, text=True)
+    incl = []
+    for line in rep.stdout.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+([\d.]+)%\s+(\S+)\s+\[[.k]\]\s+(.*)$", line)
+        if not m:
+            continue
+        sym = re.sub(r"(\s+-)+\s*$", "", m.group(4)).strip()
+        if (m.group(3) in ("pgcld", "forward") or sym in INCLUSIVE_LIBS) and not sym.startswith("0x"):
+            incl.append({"percent": float(m.group(1)), "self": float(m.group(2)), "dso": m.group(3), "symbol": sym})
+    out["inclusive"] = incl[:30]
+    rep = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso", "--stdio", "-g", "none"],
+                         capture_output=True, text=True)
+    out["by_dso"] = [{"percent": float(m.group(1)), "dso": m.group(2)} for m in
+                     re.finditer(r"^\s*([\d.]+)%\s+(\S+)\s*$", rep.stdout, re.M)][:12]
+    return out
+
+
+def profile(args, cfg, server, work, enc="json", batch=64, conns=4, stat=True):
+    """perf stat (optional) and perf record with DWARF call graphs on pgcld while a closed-loop load runs."""
     if not cfg["profile_seconds"] or not shutil.which("perf"):
         return None
-    out = {}
+    out = {"encoding": enc, "batch": batch, "connections": conns}
     secs = cfg["profile_seconds"]
-    bodies = bodies_for(work, "json", 64)
-    lg = [args.loadgen, "run", "--port", str(server.port), "--connections", "4", "--items", "64", "--warmup", "0.5",
-          "--duration", str(secs + 1.5), "--drain", "60", "--label", "profile"] + sum((["--body", b] for b in bodies), [])
+    lg = [args.loadgen, "run", "--port", str(server.port), "--connections", str(conns), "--items", str(batch),
+          "--warmup", "0.5", "--duration", str(secs + 1.5), "--drain", "60", "--label", "profile"] + \
+        sum((["--body", b] for b in bodies_for(work, enc, batch)), [])
     pid = str(server.pids[0])
-    for kind in ("stat", "record"):
+    for kind in (("stat", "record") if stat else ("record",)):
         wait_quiet()
         load = subprocess.Popen(lg, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         time.sleep(1.0)
@@ -402,38 +433,48 @@ def profile(args, cfg, server, work):
                     per[comm] = per.get(comm, 0.0) + (cpu - t0[tid][1]) / secs
             out["threads_cores"] = dict(sorted(per.items(), key=lambda kv: -kv[1]))
         else:
-            p = subprocess.run(["perf", "record", "--call-graph", "dwarf,16384", "-F", "299", "-o", data, "-p", pid,
-                                "--", "sleep", str(secs)], capture_output=True, text=True)
+            subprocess.run(["perf", "record", "--call-graph", "dwarf,16384", "-F", "299", "-o", data, "-p", pid,
+                            "--", "sleep", str(secs)], capture_output=True, text=True)
         load_result = json.loads(load.communicate()[0] or "{}")
-        out[f"load_{kind}"] = {k: load_result.get(k) for k in ("req_s", "emb_s", "lat_ms")}
+        out[f"load_{kind}"] = {k: load_result.get(k) for k in ("req_s", "emb_s", "lat_ms", "other_cores")}
         if kind == "record" and os.path.exists(data):
-            rep = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,symbol", "--stdio",
-                                  "-g", "none", "--percent-limit", "0.7"], capture_output=True, text=True)
-            top = []
-            for line in rep.stdout.splitlines():
-                m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[[.k]\]\s+(.*)$", line)
-                if m:
-                    sym = re.sub(r"(\s+-)+\s*$", "", m.group(3)).strip()
-                    top.append({"percent": float(m.group(1)), "dso": m.group(2), "symbol": sym})
-            out["top"] = top[:25]
-            # Inclusive (self + callees) share of pgcld's own functions and of the library entry points it calls.
-            rep = subprocess.run(["perf", "report", "-i", data, "--children", "--sort", "dso,symbol", "--stdio", "-g",
-                                  "none", "--percent-limit", "2"], capture_output=True, text=True)
-            incl = []
-            for line in rep.stdout.splitlines():
-                m = re.match(r"\s*([\d.]+)%\s+([\d.]+)%\s+(\S+)\s+\[[.k]\]\s+(.*)$", line)
-                if not m:
-                    continue
-                sym = re.sub(r"(\s+-)+\s*$", "", m.group(4)).strip()
-                if (m.group(3) == "pgcld" or sym in INCLUSIVE_LIBS) and not sym.startswith("0x"):
-                    incl.append({"percent": float(m.group(1)), "self": float(m.group(2)), "dso": m.group(3),
-                                 "symbol": sym})
-            out["inclusive"] = incl[:30]
-            rep = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso", "--stdio", "-g",
-                                  "none"], capture_output=True, text=True)
-            out["by_dso"] = [{"percent": float(m.group(1)), "dso": m.group(2)} for m in
-                             re.finditer(r"^\s*([\d.]+)%\s+(\S+)\s*$", rep.stdout, re.M)][:12]
+            out.update(perf_tables(data))
+            os.unlink(data)
     return out
+
+
+def profile_forward(args, cfg, models, work, batch=64):
+    """perf record of the forward micro-benchmark alone: where the forward pass spends what SGEMM does not."""
+    if not cfg["profile_seconds"] or not shutil.which("perf"):
+        return None
+    data = os.path.join(work, "perf-forward.data")
+    wait_quiet()
+    subprocess.run(["perf", "record", "-F", "999", "-o", data, "--", args.forward, "--model",
+                    os.path.join(models, "toxicity", "1"), "--batches", str(batch), "--threads", "1", "--seconds",
+                    "2", "--only", "forward"], capture_output=True, text=True)
+    if not os.path.exists(data):
+        return None
+    out = perf_tables(data)
+    os.unlink(data)
+    out["batch"] = batch
+    return out
+
+
+def smaps_summary(pid, n=6):
+    """The largest mappings of a process by RSS (kB), grouped by file ('[anon]' for anonymous memory)."""
+    by = {}
+    name = "[anon]"
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                    parts = line.split(None, 5)
+                    name = parts[5].strip() if len(parts) > 5 and parts[5].strip() else "[anon]"
+                elif line.startswith("Rss:"):
+                    by[name] = by.get(name, 0) + int(line.split()[1])
+    except OSError:
+        return []
+    return [{"mapping": k, "rss_kb": v} for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:n]]
 
 
 # --------------------------------------------------------------------------- machine
@@ -459,8 +500,9 @@ def machine():
 
 def daemon_commit():
     head = sh(f"git -C {ROOT} rev-parse --short HEAD")
-    changed = [l for l in sh(f"git -C {ROOT} status --porcelain -- core server gpu migrations meson.build "
-                              "meson_options.txt").splitlines() if l.strip()]
+    porcelain = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "core", "server", "gpu", "migrations",
+                                "meson.build", "meson_options.txt"], capture_output=True, text=True).stdout
+    changed = [l for l in porcelain.splitlines() if l.strip()]
     diff = sh(f"git -C {ROOT} diff HEAD -- core server gpu migrations meson.build meson_options.txt")
     return {"head": head, "changed": changed,
             "diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:12] if diff else None}
@@ -700,17 +742,17 @@ def markdown(res):
                 f"{cfg['ladder_duration']:g} s windows. The peer's maximum is its best closed-loop batch-1 JSON "
                 f"rate ({fmt(lad['peer_max'], 0)} req/s, {lad['peer']}); it is offered fractions of that, and the "
                 f"highest rate it sustains (answers ≥ 97 % of the offered rate, no errors) is offered to pgcld.", "",
-                "| server | offered req/s | answered req/s | p50 ms | p99 ms | p99.9 ms | max ms | sustained |",
-                "|---|---:|---:|---:|---:|---:|---:|---|"]
+                "| server | offered req/s | answered req/s | p50 ms | p99 ms | p99.9 ms | max ms | sustained | other "
+                "processes, cores |", "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
         for r in lad["ladder"]:
             out.append(f"| {lad['peer']} | {r['rate_offered']:,.0f} | {r['req_s']:,.0f} | {r['lat_ms']['p50']:.2f} | "
                        f"{r['lat_ms']['p99']:.2f} | {r['lat_ms']['p999']:.2f} | {r['lat_ms']['max']:.2f} | "
-                       f"{'yes' if r['sustained'] else 'no'} |")
+                       f"{'yes' if r['sustained'] else 'no'} | {r.get('other_cores', 0):.2f} |")
         if lad.get("pgcld"):
             r = lad["pgcld"]
             out.append(f"| pgcld | {r['rate_offered']:,.0f} | {r['req_s']:,.0f} | {r['lat_ms']['p50']:.2f} | "
                        f"{r['lat_ms']['p99']:.2f} | {r['lat_ms']['p999']:.2f} | {r['lat_ms']['max']:.2f} | "
-                       f"{'yes' if r['sustained'] else 'no'} |")
+                       f"{'yes' if r['sustained'] else 'no'} | {r.get('other_cores', 0):.2f} |")
         out.append("")
 
     diag = res.get("diagnostics")
@@ -752,6 +794,15 @@ def markdown(res):
                        f"{r['sgemm_gflops']:.1f} | {100 * r['forward_over_sgemm']:.0f} % | {r['chain_emb_s']:,} | "
                        f"{100 * r['forward_over_chain']:.0f} % | {fmt(g2 and g2['emb_s'])} |")
         out.append("")
+        rows = {(r["batch"], r["threads"]): r for r in fwd["rows"]}
+        b = max(r["batch"] for r in fwd["rows"])
+        if (b, 1) in rows and (b, 2) in rows and rows[(b, 1)]["sgemm_emb_s"]:
+            scale = rows[(b, 2)]["sgemm_emb_s"] / rows[(b, 1)]["sgemm_emb_s"]
+            out += [f"Two threads give {scale:.2f}× one thread's SGEMM rate at batch {b}"
+                    + (": the two vCPUs did not behave as two independent cores during this run (SMT siblings on the "
+                       "host, or another process on the machine)" if scale < 1.5 else "") +
+                    ". The base64 target compares pgcld's HTTP rate with the 2-thread forward rate (pgcld runs one "
+                    "compute worker per CPU).", ""]
         if gf:
             out += [f"The last column is the daemon's own micro-benchmark (`{fwd['gpu_forward']['exe']} --backends cpu`, "
                     "the CPU backend through core/backend.h, which calls the same `pgcl_forward`), run with the same "
@@ -786,55 +837,95 @@ def markdown(res):
         out.append("")
 
     prof = res.get("profile")
-    g = best(cells, "pgcld", "json", 64)
-    if g or prof:
-        out += ["### Where pgcld's time goes at batch 64 JSON", ""]
-        if g and g.get("stages_ms"):
-            s = g["stages_ms"]
-            f64 = {(r["batch"], r["threads"]): r for r in res.get("forward", {}).get("rows", [])}.get((64, 1))
-            fwd_us = f" (the forward alone: {1e6 / f64['forward_emb_s']:.0f} µs per embedding on one core)" if f64 else ""
-            out += [f"pgcld's own stage histograms (`/metrics`, mean per request over the best batch-64 JSON cell, "
-                    f"{g['connections']} connections, {s['requests']:.0f} requests): total {s['total']:.1f} ms = "
-                    f"receive the body, parse and validate it, and build the answer **{s['other']:.1f} ms** + wait "
-                    f"for a compute slot {s['queue']:.1f} ms + forward **{s['compute']:.1f} ms** + audit commit "
-                    f"{s['audit']:.1f} ms; serialising and sending the answer come after and are not in it. Server "
-                    f"CPU: {g['server_cpu_us_per_req'] / 1000:.1f} ms per request, {g['server_cpu_us_per_emb']:.0f} µs "
-                    f"per embedding{fwd_us}.", ""]
-        if prof:
-            if prof.get("stat"):
-                st = prof["stat"]
-                out.append("`perf stat -p PID` for " f"{res['config']['profile_seconds']:g} s under batch-64 JSON load "
-                           "(4 connections): " + ", ".join(f"{k} {v}" for k, v in st.items()) + ".")
+    b64cells = [c for c in cells if c["server"] == "pgcld" and c["batch"] == 64 and c.get("stages_ms")]
+    if b64cells or prof:
+        out += ["### Where pgcld's time goes (profile notes for the missed targets)", ""]
+    if b64cells:
+        f64 = {(r["batch"], r["threads"]): r for r in res.get("forward", {}).get("rows", [])}.get((64, 1))
+        out += ["pgcld's own stage histograms at batch 64 (`/metrics`, mean ms per request over each cell): *rest* = "
+                "receive the body + parse and validate + build the answer (serialising and sending it come after and "
+                "are not in any stage); *queue* = wait for a compute slot; *forward*; *audit* = until the rows are "
+                "committed (the group-commit writer: queueing behind other requests' rows, SQLite inserts, hash "
+                "chain, fsync). Server CPU per embedding for comparison"
+                + (f" with the forward pass alone: {1e6 / f64['forward_emb_s']:.0f} µs per embedding on one core."
+                   if f64 else "."), "",
+                "| body | conns | emb/s | total ms | rest | queue | forward | audit | audit share | server cores | "
+                "CPU µs/emb |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for c in sorted(b64cells, key=lambda c: (c["encoding"] != "json", c["connections"])):
+            st = c["stages_ms"]
+            out.append(f"| {'JSON' if c['encoding'] == 'json' else 'base64'} | {c['connections']} | {fmt(c['emb_s'])} | "
+                       f"{st['total']:.1f} | {st['other']:.1f} | {st['queue']:.1f} | {st['compute']:.1f} | "
+                       f"{st['audit']:.1f} | {100 * st['audit'] / st['total']:.0f} % | {c['server_cores']:.2f} | "
+                       f"{c['server_cpu_us_per_emb']:.0f} |")
+        out.append("")
+    if prof:
+        out += [f"**perf, batch 64 JSON, 4 connections** ({res['config']['profile_seconds']:g} s while the load "
+                "generator drives pgcld"
+                + (f", {prof['load_record']['emb_s']:,.0f} emb/s during the recording" if prof.get("load_record") else "")
+                + ").", ""]
+        st = prof.get("stat") or {}
+        if st.get("task-clock"):
+            try:
+                tc = float(st["task-clock"])
+                out.append(f"`perf stat -p PID`: task-clock {tc:,.0f} ms ({tc / 1000 / res['config']['profile_seconds']:.2f}"
+                           f" CPUs), {st.get('context-switches', '?')} context switches, {st.get('cpu-migrations', '?')}"
+                           f" migrations; cycles and instructions {st.get('cycles', '?')} in this VM.")
                 out.append("")
-            if prof.get("threads_cores"):
-                out.append("CPU by thread over the same seconds (cores busy, by thread name): " +
-                           ", ".join(f"{k} {v:.2f}" for k, v in prof["threads_cores"].items() if v >= 0.005) + ".")
-                out.append("")
-            if prof.get("by_dso"):
-                out.append("`perf record -p PID` (same load), share of samples by object: " +
-                           ", ".join(f"{x['dso']} {x['percent']:.1f} %" for x in prof["by_dso"][:8]) + ".")
-                out.append("")
-            if prof.get("inclusive"):
-                out += ["Inclusive share (the function and everything it calls; DWARF call graphs, "
-                        "`perf record --call-graph dwarf -F 299`) of pgcld's own functions and of the library entry "
-                        "points they call, in % of all pgcld samples:", "",
-                        "| incl. % | self % | object | function |", "|---:|---:|---|---|"]
-                for t in prof["inclusive"][:24]:
-                    out.append(f"| {t['percent']:.1f} | {t['self']:.1f} | {t['dso']} | `{t['symbol']}` |")
-                out += ["", "Top symbols by self time:", ""]
-            if prof.get("top"):
-                out += ["| self % | object | symbol |", "|---:|---|---|"]
-                for t in prof["top"][:18]:
-                    out.append(f"| {t['percent']:.1f} | {t['dso']} | `{t['symbol']}` |")
-                out.append("")
+            except ValueError:
+                pass
+        if prof.get("threads_cores"):
+            out.append("CPU by thread name over the same seconds (cores): " +
+                       ", ".join(f"`{k}` {v:.2f}" for k, v in prof["threads_cores"].items() if v >= 0.005) +
+                       " (`MHD-connection`: libmicrohttpd's thread per connection, which receives, parses, builds and "
+                       "sends; `pgcld`: main, compute workers and the audit writer).")
+            out.append("")
+        if prof.get("by_dso"):
+            out.append("Samples by object: " +
+                       ", ".join(f"{x['dso']} {x['percent']:.1f} %" for x in prof["by_dso"][:8]) + ".")
+        out.append("")
+        if prof.get("inclusive"):
+            out += ["Inclusive share (the function and everything it calls; `perf record --call-graph dwarf -F 299 "
+                    "-p PID`) of pgcld's functions and the library entry points they call, % of all pgcld samples:",
+                    "", "| incl. % | self % | object | function |", "|---:|---:|---|---|"]
+            for t in prof["inclusive"][:24]:
+                out.append(f"| {t['percent']:.1f} | {t['self']:.1f} | {t['dso']} | `{t['symbol']}` |")
+            out.append("")
+        if prof.get("top"):
+            out += ["Top symbols by self time:", "", "| self % | object | symbol |", "|---:|---|---|"]
+            for t in prof["top"][:15]:
+                out.append(f"| {t['percent']:.1f} | {t['dso']} | `{t['symbol']}` |")
+            out.append("")
+    for p in res.get("profiles_more") or []:
+        if not p or not p.get("top"):
+            continue
+        what = f"batch {p['batch']} {'JSON' if p['encoding'] == 'json' else 'base64'}, {p['connections']} connections"
+        incl = [t for t in p.get("inclusive", []) if t["symbol"] not in ("on_request", "pgcld_handle_score")][:10]
+        out += [f"**perf, {what}** — inclusive: " + ", ".join(f"`{t['symbol']}` {t['percent']:.0f} %" for t in incl)
+                + "; self: " + ", ".join(f"`{t['symbol']}` {t['percent']:.1f} %" for t in p["top"][:8]) + ".", ""]
+    pf = res.get("profile_forward")
+    if pf and pf.get("top"):
+        out += [f"**perf, the forward pass alone** (`forward --only forward`, batch {pf['batch']}, one thread; the "
+                "forward-vs-SGEMM target) — self: " +
+                ", ".join(f"`{t['symbol']}` ({t['dso']}) {t['percent']:.1f} %" for t in pf["top"][:6]) +
+                ". Everything outside the SGEMM kernels and their packing routines is pgcld's own element-wise work "
+                "between GEMMs (`forward_chunk`: bias, activation, attention softmax, fusion, normalisation, head).",
+                ""]
+    for key, what in (("smaps_at_ready", "the default build"), ("smaps_at_ready_cpu_only", "the build without CUDA")):
+        sm = res.get(key)
+        if sm:
+            out += [f"**Memory at ready, {what}** (largest mappings by RSS, `/proc/PID/smaps`): " +
+                    ", ".join(f"{os.path.basename(x['mapping']) or x['mapping']} {x['rss_kb'] / 1024:.1f} MiB"
+                              for x in sm) + ".", ""]
     if res.get("notes"):
         out += res["notes"] + [""]
     return "\n".join(out)
 
 
 def write_section(path, text):
+    """Replaces the section headed exactly SECTION (up to the next '## ' heading) or appends it."""
     old = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmark results\n"
-    start = old.find(SECTION)
+    m = re.search("^" + re.escape(SECTION) + "[ \t]*$", old, re.M)
+    start = m.start() if m else -1
     if start < 0:
         new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
     else:
@@ -941,6 +1032,7 @@ def main():
         srv = pgcld_server(args, work, models)
         servers.append(srv)
         srv.start()
+        res["smaps_at_ready"] = smaps_summary(srv.pids[0])
         cells = matrix(args, cfg, srv, work)
         res["cells"] += cells
         json.dump(cells, open(os.path.join(out_dir, "pgcld.json"), "w"), indent=1)
@@ -953,11 +1045,16 @@ def main():
             res["latency"] = lat
             json.dump(lat, open(os.path.join(out_dir, "latency.json"), "w"), indent=1)
         if cfg["profile_seconds"]:
-            log("perf profile of pgcld at batch 64 JSON")
+            log("perf profiles of pgcld (batch 64 JSON, batch 64 base64, batch 1 JSON) and of the forward pass")
             try:
                 res["profile"] = profile(args, cfg, srv, work)
+                res["profiles_more"] = [profile(args, cfg, srv, work, "b64", 64, 4, stat=False),
+                                        profile(args, cfg, srv, work, "json", 1, 16, stat=False)]
+                res["profile_forward"] = profile_forward(args, cfg, models, work)
             except (OSError, ValueError, subprocess.SubprocessError) as e:
                 res["notes"].append(f"- perf profile failed: {e}")
+            json.dump({k: res.get(k) for k in ("profile", "profiles_more", "profile_forward")},
+                      open(os.path.join(out_dir, "profile.json"), "w"), indent=1)
         srv.stop()
 
         for variant, extra in (DIAG if cfg["diag_cells"] else []):
@@ -970,6 +1067,7 @@ def main():
             srv = pgcld_server(args, work, models, name="pgcld CPU-only build", binary=args.pgcld_cpu)
             servers.append(srv)
             srv.start()
+            res["smaps_at_ready_cpu_only"] = smaps_summary(srv.pids[0])
             res.setdefault("diagnostics", []).extend(matrix(args, cfg, srv, work, cfg["cpu_only_cells"]))
             srv.stop()
             res["ready"]["pgcld_cpu_only"] = ready_runs(args, cfg, work, models, args.pgcld_cpu, "cpu-only")

@@ -3,6 +3,7 @@
  * limit" of the CPU path. No HTTP, no JSON, no audit log.
  *
  *   forward --model DIR [--batches 1,8,64,256] [--threads 1,2] [--seconds S] [--n-sgemm N]
+ *           [--only forward|sgemm|chain]   (one kind only, for profiling; the others print 0)
  *
  * For each batch size B and thread count T: T threads, each with its own pgcl_scratch (as pgcld's
  * compute workers), input and output buffers, call pgcl_forward(B rows) in a loop for S seconds; the
@@ -137,14 +138,17 @@ int main(int argc, char **argv) {
     const char *dir = NULL;
     int batches[16] = {1, 8, 64, 256}, nb = 4, threads[16] = {1, 2}, nt = 2, n_sgemm = 578;
     double seconds = 1.0;
+    const char *only = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) dir = argv[i + 1];
         else if (!strcmp(argv[i], "--batches")) nb = parse_list(argv[i + 1], batches, 16);
         else if (!strcmp(argv[i], "--threads")) nt = parse_list(argv[i + 1], threads, 16);
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--n-sgemm")) n_sgemm = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--only")) only = argv[i + 1];
         else {
-            fprintf(stderr, "usage: forward --model DIR [--batches 1,8,64,256] [--threads 1,2] [--seconds S] [--n-sgemm N]\n");
+            fprintf(stderr, "usage: forward --model DIR [--batches 1,8,64,256] [--threads 1,2] [--seconds S] [--n-sgemm N]"
+                            " [--only forward|sgemm|chain]\n");
             return 2;
         }
     }
@@ -169,13 +173,13 @@ int main(int argc, char **argv) {
     for (int b = 0; b < nb; b++)
         for (int t = 0; t < nt; t++) {
             int B = batches[b], T = threads[t];
-            double fwd = rate(K_FORWARD, m, B, T, seconds, n_sgemm);
-            double sg = rate(K_SGEMM, m, B, T, seconds, n_sgemm);
-            double ch = rate(K_CHAIN, m, B, T, seconds, n_sgemm);
+            double fwd = !only || !strcmp(only, "forward") ? rate(K_FORWARD, m, B, T, seconds, n_sgemm) : 0;
+            double sg = !only || !strcmp(only, "sgemm") ? rate(K_SGEMM, m, B, T, seconds, n_sgemm) : 0;
+            double ch = !only || !strcmp(only, "chain") ? rate(K_CHAIN, m, B, T, seconds, n_sgemm) : 0;
             printf("%s{\"batch\":%d,\"threads\":%d,\"forward_emb_s\":%.0f,\"sgemm_emb_s\":%.0f,\"sgemm_gflops\":%.2f,"
                    "\"chain_emb_s\":%.0f,\"chain_gflops\":%.2f,\"forward_over_sgemm\":%.3f,\"forward_over_chain\":%.3f}",
-                   first ? "" : ",", B, T, fwd, sg, sg * flops_sgemm * 1e-9, ch, ch * flops_chain * 1e-9, fwd / sg,
-                   fwd / ch);
+                   first ? "" : ",", B, T, fwd, sg, sg * flops_sgemm * 1e-9, ch, ch * flops_chain * 1e-9, sg > 0 ? fwd / sg : 0,
+                   ch > 0 ? fwd / ch : 0);
             fflush(stdout);
             first = false;
         }
