@@ -276,7 +276,6 @@ static void commit_batch(pgcl_audit *a, audit_job *batch) {
         }
         return;
     }
-    int committed = 0;
     for (audit_job *j = batch; j; j = j->next) {
         char sub[ERR_CAP];
         if (pgcl_db_exec(a->db, "SAVEPOINT job", sub, sizeof sub) != SQLITE_OK) {
@@ -287,7 +286,6 @@ static void commit_batch(pgcl_audit *a, audit_job *batch) {
         j->status = j->fn(&txn, j->ctx, j->err, ERR_CAP);
         if (j->status == PGCL_OK) {
             pgcl_db_exec(a->db, "RELEASE job", sub, sizeof sub);
-            committed++;
         } else {
             pgcl_db_exec(a->db, "ROLLBACK TO job", sub, sizeof sub);
             pgcl_db_exec(a->db, "RELEASE job", sub, sizeof sub);
@@ -302,9 +300,7 @@ static void commit_batch(pgcl_audit *a, audit_job *batch) {
             j->status = PGCL_ERR_DB;
             memcpy(j->err, err, ERR_CAP);
         }
-        committed = 0;
     }
-    (void)committed;
 }
 
 static void *writer_main(void *arg) {

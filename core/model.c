@@ -788,6 +788,19 @@ void pgcl_model_release(pgcl_model *m) {
     free(m);
 }
 
+char *pgcl_model_probabilities_json(const pgcl_model *m, const float *probs) {
+    size_t cap = 2;
+    for (int k = 0; k < m->K; k++) cap += strlen(m->labels_json[k]) + 24;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    size_t off = 0;
+    s[off++] = '{';
+    for (int k = 0; k < m->K; k++)
+        off += (size_t)snprintf(s + off, cap - off, "%s%s:%.9g", k ? "," : "", m->labels_json[k], (double)probs[k]);
+    snprintf(s + off, cap - off, "}");
+    return s;
+}
+
 pgcl_decision pgcl_model_decide(const pgcl_model *m, const float *probs, int *label_index) {
     int best = 0;
     for (int k = 1; k < m->K; k++)

@@ -116,6 +116,10 @@ void pgcl_model_release(pgcl_model *m); /* frees at zero; accepts NULL */
  * predicted label index (argmax, first on ties). */
 pgcl_decision pgcl_model_decide(const pgcl_model *m, const float *probs, int *label_index);
 
+/* {"label": p, ...} for probs (K), each with 9 significant digits (exact for float32), labels
+ * escaped; malloc'd, NULL when out of memory. The text stored in the audit log. */
+char *pgcl_model_probabilities_json(const pgcl_model *m, const float *probs);
+
 /* ---- forward passes (model_forward.c, model_reference.c) ---- */
 
 /* Per-thread activations for up to max_rows inputs at a time. */

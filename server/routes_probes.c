@@ -23,12 +23,28 @@ void pgcld_handle_readyz(pgcld_server *srv, const pgcld_request *req, pgcld_repl
                             models, "audit_db", audit, "draining", draining);
 }
 
+/* The info lines of the active versions, appended to one growing buffer. */
+typedef struct info_lines {
+    char *text;
+    size_t len, cap;
+} info_lines;
+
 static void append_active_info(const pgcl_model *m, void *ctx) {
-    json_t *lines = ctx;
+    info_lines *l = ctx;
     char line[320];
-    snprintf(line, sizeof line, "pgcld_model_active_info{model=\"%s\",version=\"%s\",sha256=\"%s\"} 1\n", m->name,
-             m->version, m->sha256);
-    json_array_append_new(lines, json_string(line));
+    int n = snprintf(line, sizeof line, "pgcld_model_active_info{model=\"%s\",version=\"%s\",sha256=\"%s\"} 1\n",
+                     m->name, m->version, m->sha256);
+    if (n <= 0 || (size_t)n >= sizeof line) return;
+    if (l->len + (size_t)n + 1 > l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 1024;
+        while (cap < l->len + (size_t)n + 1) cap *= 2;
+        char *grown = realloc(l->text, cap);
+        if (!grown) return;
+        l->text = grown;
+        l->cap = cap;
+    }
+    memcpy(l->text + l->len, line, (size_t)n + 1);
+    l->len += (size_t)n;
 }
 
 void pgcld_handle_metrics(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
@@ -36,27 +52,14 @@ void pgcld_handle_metrics(pgcld_server *srv, const pgcld_request *req, pgcld_rep
         pgcld_reply_error(reply, 404, "not_found", -1, NULL, "metrics are turned off (--metrics off)");
         return;
     }
-    json_t *lines = json_array();
-    pgcl_registry_foreach_active(srv->registry, append_active_info, lines);
-    size_t total = 1, i;
-    json_t *line;
-    json_array_foreach(lines, i, line) total += json_string_length(line);
-    char *extra = malloc(total);
-    if (extra) {
-        extra[0] = 0;
-        size_t off = 0;
-        json_array_foreach(lines, i, line) {
-            memcpy(extra + off, json_string_value(line), json_string_length(line) + 1);
-            off += json_string_length(line);
-        }
-    }
-    json_decref(lines);
+    info_lines extra = {0};
+    pgcl_registry_foreach_active(srv->registry, append_active_info, &extra);
     pgcld_metrics_gauges g = {.audit_pending_rows = pgcl_audit_pending_rows(srv->audit),
                               .in_flight = atomic_load(&srv->in_flight),
                               .models_ready = pgcl_registry_ready_count(srv->registry),
                               .draining = atomic_load(&srv->draining)};
-    reply->text = pgcld_metrics_render(srv->metrics, &g, extra);
-    free(extra);
+    reply->text = pgcld_metrics_render(srv->metrics, &g, extra.text);
+    free(extra.text);
     if (!reply->text) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         return;

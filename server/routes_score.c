@@ -169,17 +169,7 @@ static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job 
                           srv->cfg->max_batch);
         return -1;
     }
-    job->model = pgcl_registry_acquire(srv->registry, name, &job->shadow);
-    if (!job->model) {
-        if (pgcl_registry_knows(srv->registry, name)) {
-            reply->retry_after = "5";
-            pgcld_reply_error(reply, 503, "not_ready", -1, "model",
-                              "model '%.128s' has no loaded version (see GET /v1/models for the reason)", name);
-        } else {
-            pgcld_reply_error(reply, 404, "model_not_found", -1, "model", "no model named '%.128s' is being served", name);
-        }
-        return -1;
-    }
+    if (!(job->model = pgcld_score_acquire(srv, name, &job->shadow, "model", reply))) return -1;
     const pgcl_model *m = job->model;
     job->n = (int)n;
     job->ids = calloc(n, sizeof *job->ids);
@@ -221,20 +211,6 @@ static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job 
     return 0;
 }
 
-/* {"label": p, ...} with the same 9 significant digits as the HTTP answer. */
-static char *probabilities_json(const pgcl_model *m, const float *p) {
-    size_t cap = 2;
-    for (int k = 0; k < m->K; k++) cap += strlen(m->labels_json[k]) + 24;
-    char *s = malloc(cap);
-    if (!s) return NULL;
-    size_t off = 0;
-    s[off++] = '{';
-    for (int k = 0; k < m->K; k++)
-        off += (size_t)snprintf(s + off, cap - off, "%s%s:%.9g", k ? "," : "", m->labels_json[k], (double)p[k]);
-    snprintf(s + off, cap - off, "}");
-    return s;
-}
-
 static json_t *build_answer(const score_job *job, const char *request_id, bool return_vector) {
     const pgcl_model *m = job->model;
     json_t *results = json_array();
@@ -256,6 +232,20 @@ static json_t *build_answer(const score_job *job, const char *request_id, bool r
     return json_pack("{s:s, s:{s:s, s:s, s:s, s:s}, s:O, s:o}", "request_id", request_id, "model", "name", m->name,
                      "version", m->version, "sha256", m->sha256, "task", pgcl_task_str(m->task), "policy",
                      m->policy_json, "results", results);
+}
+
+pgcl_model *pgcld_score_acquire(pgcld_server *srv, const char *name, pgcl_model **shadow, const char *field,
+                                pgcld_reply *reply) {
+    pgcl_model *m = pgcl_registry_acquire(srv->registry, name, shadow);
+    if (m) return m;
+    if (pgcl_registry_knows(srv->registry, name)) {
+        reply->retry_after = "5";
+        pgcld_reply_error(reply, 503, "not_ready", -1, field,
+                          "model '%.128s' has no loaded version (see GET /v1/models for the reason)", name);
+    } else {
+        pgcld_reply_error(reply, 404, "model_not_found", -1, field, "no model named '%.128s' is being served", name);
+    }
+    return NULL;
 }
 
 /* The fast path's model lookup: the same acquisition the DOM path makes, kept for the request. */
@@ -322,7 +312,7 @@ int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job,
         job->decision[i] = pgcl_model_decide(m, p, &job->label_index[i]);
         pgcl_uuid7(job->decision_id[i]);
         pgcl_sha256_hex(job->z + i * (size_t)m->D, (size_t)m->D * sizeof(float), job->input_sha[i]);
-        job->probs_json[i] = probabilities_json(m, p);
+        job->probs_json[i] = pgcl_model_probabilities_json(m, p);
         if (!job->probs_json[i]) {
             pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
             return -1;
@@ -481,16 +471,7 @@ static int parse_octets(pgcld_server *srv, const pgcld_request *req, score_job *
     }
     *return_vector = !rv || strcmp(rv, "true") == 0;
     if (!name) name = srv->cfg->default_model;
-    job->model = pgcl_registry_acquire(srv->registry, name, &job->shadow);
-    if (!job->model) {
-        if (pgcl_registry_knows(srv->registry, name)) {
-            reply->retry_after = "5";
-            pgcld_reply_error(reply, 503, "not_ready", -1, "model", "model '%.128s' has no loaded version", name);
-        } else {
-            pgcld_reply_error(reply, 404, "model_not_found", -1, "model", "no model named '%.128s' is being served", name);
-        }
-        return -1;
-    }
+    if (!(job->model = pgcld_score_acquire(srv, name, &job->shadow, "model", reply))) return -1;
     if (pgcld_score_take_floats(srv, job, (const unsigned char *)req->body, req->body_len, "body", reply) != 0)
         return -1;
     return pgcld_score_take_ids(job, pgcld_request_header(req, "Pgcld-Item-Ids"), "Pgcld-Item-Ids", reply);

@@ -41,20 +41,8 @@ void pgcld_handle_v2_ready(pgcld_server *srv, const pgcld_request *req, pgcld_re
     reply->body = json_pack("{s:b}", "ready", ready);
 }
 
-static pgcl_model *model_or_error(pgcld_server *srv, const char *name, pgcl_model **shadow, pgcld_reply *reply) {
-    pgcl_model *m = pgcl_registry_acquire(srv->registry, name, shadow);
-    if (m) return m;
-    if (pgcl_registry_knows(srv->registry, name)) {
-        reply->retry_after = "5";
-        pgcld_reply_error(reply, 503, "not_ready", -1, NULL, "model '%.128s' has no loaded version", name);
-    } else {
-        pgcld_reply_error(reply, 404, "model_not_found", -1, NULL, "no model named '%.128s' is being served", name);
-    }
-    return NULL;
-}
-
 void pgcld_handle_v2_model(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    pgcl_model *m = model_or_error(srv, req->params[0], NULL, reply);
+    pgcl_model *m = pgcld_score_acquire(srv, req->params[0], NULL, NULL, reply);
     if (!m) return;
     reply->status = 200;
     reply->body = json_pack(
@@ -69,7 +57,7 @@ void pgcld_handle_v2_model(pgcld_server *srv, const pgcld_request *req, pgcld_re
 }
 
 void pgcld_handle_v2_model_ready(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    pgcl_model *m = model_or_error(srv, req->params[0], NULL, reply);
+    pgcl_model *m = pgcld_score_acquire(srv, req->params[0], NULL, NULL, reply);
     if (!m) return;
     reply->status = 200;
     reply->body = json_pack("{s:s, s:s, s:b}", "name", m->name, "version", m->version, "ready", 1);
@@ -245,7 +233,7 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
             goto done;
         }
     }
-    if (!(job.model = model_or_error(srv, req->params[0], &job.shadow, reply))) goto done;
+    if (!(job.model = pgcld_score_acquire(srv, req->params[0], &job.shadow, NULL, reply))) goto done;
     if (take_inputs(srv, hdr, (const unsigned char *)req->body + header_len, req->body_len - header_len, &job, reply) != 0)
         goto done;
     if (pgcld_score_run(srv, req, &job, reply) != 0) goto done;

@@ -37,6 +37,12 @@ typedef struct score_job {
  * decision ids and request id filled and the rows committed; or -1 with reply set. */
 int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply);
 
+/* The active version of model `name` (and its shadow, when shadow is not NULL), retained; or NULL
+ * with reply set: 404 model_not_found, or 503 not_ready when the model exists without a loaded
+ * version. `field` (may be NULL) names the request field in the error. */
+pgcl_model *pgcld_score_acquire(pgcld_server *srv, const char *name, pgcl_model **shadow, const char *field,
+                                pgcld_reply *reply);
+
 /* Copies `bytes` of little-endian float32 embeddings into job->z for job->model (set), checking
  * whole rows, the batch limit and finiteness; sets job->n. `field` names the source in errors.
  * Returns 0, or -1 with reply set. */

@@ -48,14 +48,6 @@ static void job_free(shadow_job *j) {
     free(j);
 }
 
-static char *probs_json(const pgcl_model *m, const float *p) {
-    json_t *o = json_object();
-    for (int k = 0; k < m->K; k++) json_object_set_new(o, m->labels[k], json_real(p[k]));
-    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
-    json_decref(o);
-    return s;
-}
-
 static void run_job(pgcld_shadow *s, shadow_job *j) {
     const pgcl_model *m = j->shadow, *pm = j->primary;
     if (!s->scratch || !pgcl_scratch_fits(s->scratch, m)) {
@@ -74,7 +66,7 @@ static void run_job(pgcld_shadow *s, shadow_job *j) {
             const float *p = probs + (size_t)i * m->K;
             int label;
             pgcl_decision d = pgcl_model_decide(m, p, &label);
-            pj[i] = probs_json(m, p);
+            pj[i] = pgcl_model_probabilities_json(m, p);
             rows[i] = (pgcl_shadow_row){
                 .decision_id = j->decision_ids[i], .model_name = pm->name,
                 .primary_version = pm->version, .shadow_version = m->version, .shadow_sha256 = m->sha256,
