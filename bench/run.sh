@@ -27,7 +27,7 @@ cc $CFLAGS -o "$OUT/loadgen" bench/throughput/loadgen.c
 # shellcheck disable=SC2046
 cc $CFLAGS -Icore $(pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread) \
    -o "$OUT/forward" bench/throughput/forward.c build-bench/core/libpgclcore.a \
-   $(pkg-config --libs jansson sqlite3 libsodium) $(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) -lpthread -lm
+   $(pkg-config --libs jansson sqlite3 libsodium libcrypto) $(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) -lpthread -lm
 
 # When the default build links CUDA (the toolkit is installed) a CPU-only build is measured beside it.
 CPU_ONLY=""

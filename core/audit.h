@@ -92,6 +92,11 @@ typedef pgcl_status (*pgcl_audit_fn)(pgcl_audit_txn *t, void *ctx, char *err, in
  * status (or PGCL_ERR_DB if the commit failed). Thread-safe. */
 pgcl_status pgcl_audit_run(pgcl_audit *a, pgcl_audit_fn fn, void *ctx, char *err, int cap);
 
+/* pgcl_audit_append(), and `also` (may be NULL) run after the rows in the same all-or-nothing
+ * unit: e.g. the idempotency key that answers for them (idempotency.h). */
+pgcl_status pgcl_audit_append_with(pgcl_audit *a, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
+                                   void *also_ctx, char *err, int cap);
+
 /* Records one administrative event durably (same writer, same guarantees as append). */
 pgcl_status pgcl_audit_record_event(pgcl_audit *a, const pgcl_admin_event *ev, char *err, int cap);
 

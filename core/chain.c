@@ -10,13 +10,13 @@
  * the same column list, so the two can only disagree when the stored row changed. */
 #include "chain.h"
 
-#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "db.h"
+#include "sha256.h"
 #include "signing.h"
 
 #define N_TABLES 4
@@ -67,38 +67,41 @@ static int table_index(const char *kind, size_t len) {
     return -1;
 }
 
-/* An encoder that hashes as it goes. Values are staged in a small buffer so that SHA-256 sees few,
- * large updates (libsodium's per-call overhead is as large as the hashing of a short row); a value
- * that does not fit goes straight to the hash. No allocation. */
+/* An encoder that collects a message's bytes and hashes them in one call at the end: one-shot
+ * SHA-256 of a whole row is cheaper than many small updates. Rows up to sizeof inline_buf stay on
+ * the stack; larger ones (float32 inputs of a wide encoder) move to the heap. */
 typedef struct encoder {
-    crypto_hash_sha256_state h;
-    size_t n;
-    unsigned char buf[512];
+    unsigned char *buf; /* inline_buf or heap */
+    size_t n, cap;
+    unsigned char inline_buf[8192];
 } encoder;
 
 static void enc_init(encoder *e) {
-    crypto_hash_sha256_init(&e->h);
+    e->buf = e->inline_buf;
     e->n = 0;
+    e->cap = sizeof e->inline_buf;
 }
 
 static void enc_put(encoder *e, const void *p, size_t n) {
-    if (e->n + n > sizeof e->buf) {
-        crypto_hash_sha256_update(&e->h, e->buf, e->n);
-        e->n = 0;
-        if (n > sizeof e->buf / 2) {
-            crypto_hash_sha256_update(&e->h, p, n);
-            return;
-        }
+    if (e->n + n > e->cap) {
+        size_t cap = e->cap * 2;
+        while (cap < e->n + n) cap *= 2;
+        unsigned char *grown = e->buf == e->inline_buf ? malloc(cap) : realloc(e->buf, cap);
+        if (!grown) abort(); /* a row's hash cannot be skipped; 16+ KiB is not available */
+        if (e->buf == e->inline_buf) memcpy(grown, e->inline_buf, e->n);
+        e->buf = grown;
+        e->cap = cap;
     }
     memcpy(e->buf + e->n, p, n);
     e->n += n;
 }
 
 static void enc_final(encoder *e, char out_hex[HEX_LEN + 1]) {
-    unsigned char digest[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_update(&e->h, e->buf, e->n);
-    crypto_hash_sha256_final(&e->h, digest);
-    sodium_bin2hex(out_hex, HEX_LEN + 1, digest, sizeof digest);
+    unsigned char digest[PGCL_SHA256_BYTES];
+    pgcl_sha256(e->buf, e->n, digest);
+    pgcl_sha256_to_hex(digest, out_hex);
+    if (e->buf != e->inline_buf) free(e->buf);
+    e->buf = e->inline_buf;
 }
 
 static void put_be64(unsigned char *p, uint64_t v) {

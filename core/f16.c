@@ -46,3 +46,40 @@ uint16_t pgcl_f32_to_f16(float f) {
     if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) half++; /* may carry into the exponent: still right */
     return (uint16_t)(sign | half);
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <stdbool.h>
+
+/* 8 values per instruction; round to nearest even (imm 0), like the scalar code. */
+__attribute__((target("avx,f16c"))) static void f32_to_f16_f16c(const float *in, uint16_t *out, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(void *)(out + i), h);
+    }
+    for (; i < n; i++) out[i] = pgcl_f32_to_f16(in[i]);
+}
+
+/* CPUID leaf 1: ECX bit 29 is F16C, bit 28 AVX (clang's __builtin_cpu_supports knows no "f16c"). */
+static bool cpu_has_f16c(void) {
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    return (ecx >> 29 & 1) && (ecx >> 28 & 1) && __builtin_cpu_supports("avx");
+}
+
+void pgcl_f32_to_f16_array(const float *in, uint16_t *out, size_t n) {
+    static _Atomic int have = -1; /* every thread that races here computes the same answer */
+    if (have < 0) have = cpu_has_f16c();
+    if (have) {
+        f32_to_f16_f16c(in, out, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) out[i] = pgcl_f32_to_f16(in[i]);
+}
+#else
+void pgcl_f32_to_f16_array(const float *in, uint16_t *out, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = pgcl_f32_to_f16(in[i]);
+}
+#endif

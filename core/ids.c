@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "sha256.h"
+
 static pthread_mutex_t g_uuid_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_last_ms;
 static uint32_t g_counter;
@@ -45,17 +47,20 @@ void pgcl_uuid7(char out[PGCL_UUID_LEN + 1]) {
     out[o] = 0;
 }
 
-void pgcl_timestamp_now(char out[PGCL_TIMESTAMP_LEN + 1]) {
+void pgcl_timestamp_after(int64_t offset_s, char out[PGCL_TIMESTAMP_LEN + 1]) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    time_t secs = ts.tv_sec + (time_t)offset_s;
     struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
+    gmtime_r(&secs, &tm);
     char buf[96];
     snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000L);
     memcpy(out, buf, PGCL_TIMESTAMP_LEN);
     out[PGCL_TIMESTAMP_LEN] = 0;
 }
+
+void pgcl_timestamp_now(char out[PGCL_TIMESTAMP_LEN + 1]) { pgcl_timestamp_after(0, out); }
 
 int64_t pgcl_monotonic_us(void) {
     struct timespec ts;
@@ -64,7 +69,7 @@ int64_t pgcl_monotonic_us(void) {
 }
 
 void pgcl_sha256_hex(const void *data, size_t len, char out[65]) {
-    unsigned char h[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256(h, data, len);
-    sodium_bin2hex(out, 65, h, sizeof h);
+    unsigned char h[PGCL_SHA256_BYTES];
+    pgcl_sha256(data, len, h);
+    pgcl_sha256_to_hex(h, out);
 }

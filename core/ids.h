@@ -15,6 +15,8 @@ void pgcl_uuid7(char out[PGCL_UUID_LEN + 1]);
 
 /* Current time as RFC 3339 UTC with microseconds. */
 void pgcl_timestamp_now(char out[PGCL_TIMESTAMP_LEN + 1]);
+/* The same format for now + offset_s seconds. */
+void pgcl_timestamp_after(int64_t offset_s, char out[PGCL_TIMESTAMP_LEN + 1]);
 
 /* Monotonic clock in microseconds (for latencies). */
 int64_t pgcl_monotonic_us(void);

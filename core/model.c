@@ -56,6 +56,7 @@ typedef struct load_ctx {
     size_t arena_left;
     const char **bound;      /* tensor names bound so far, to find strays */
     int n_bound;
+    bool dry_run;            /* bind_tensor() only checks presence, shape and dtype */
     char *err;
     int cap;
 } load_ctx;
@@ -94,6 +95,7 @@ static pgcl_status bind_tensor(load_ctx *c, const char *name, int ndim, const in
                     c->label, name, pgcl_dtype_name(t->dtype));
         return PGCL_ERR_UNSUPPORTED;
     }
+    if (c->dry_run) return PGCL_OK;
     float *dst = arena_take(c, (size_t)t->numel);
     if (!dst) return PGCL_ERR_NOMEM;
     char sub[ERR_CAP];
@@ -397,14 +399,15 @@ static pgcl_status bind_weights(load_ctx *c) {
     folded_floats += arena_size((h1 + K) * D) + arena_size(h1 + K) + 2 * arena_size(d) + arena_size(K * d);
     size_t total = raw_floats + folded_floats;
     if (total > ((size_t)1 << 31)) return cfg_fail(c, "dims", "model is too large (over 8 GiB of weights)");
-    m->arena = aligned_alloc(64, total * sizeof(float));
-    if (!m->arena) return PGCL_ERR_NOMEM;
-    memset(m->arena, 0, total * sizeof(float));
-    c->arena_next = m->arena;
-    c->arena_left = total;
     c->bound = calloc((size_t)(6 * w->n_layers + 12), sizeof *c->bound);
     if (!c->bound) return PGCL_ERR_NOMEM;
-
+    /* Twice: first (dry_run) only checking that every tensor exists with the shape and dtype the
+     * config gives, before the arena sized from config.json alone is allocated, so that a small file
+     * whose config declares huge dimensions is refused without allocating (and zeroing) gigabytes;
+     * then binding. */
+    c->dry_run = true;
+bind:
+    c->n_bound = 0;
     for (int i = 0; i < w->n_layers; i++) {
         pgcl_layer *L = &w->layers[i];
         if ((st = bind_2d(c, lin_names[i], "weight", L->n_out, L->n_in, &L->w))) return st;
@@ -414,7 +417,7 @@ static pgcl_status bind_weights(load_ctx *c) {
             if ((st = bind_1d(c, bn_names[i], "bias", L->n_out, &L->bn_bias))) return st;
             if ((st = bind_1d(c, bn_names[i], "running_mean", L->n_out, &L->bn_mean))) return st;
             if ((st = bind_1d(c, bn_names[i], "running_var", L->n_out, &L->bn_var))) return st;
-            for (int j = 0; j < L->n_out; j++) {
+            for (int j = 0; !c->dry_run && j < L->n_out; j++) {
                 if (L->bn_var[j] < 0) {
                     pgcl_errorf(c->err, c->cap, "%s/model.safetensors: tensor '%s.running_var': element %d is negative",
                                 c->label, bn_names[i], j);
@@ -443,6 +446,16 @@ static pgcl_status bind_weights(load_ctx *c) {
     float *alpha;
     int64_t ashape[1] = {1};
     if ((st = bind_tensor(c, alpha_name, ta->ndim, ta->ndim ? ashape : NULL, &alpha))) return st;
+    if (c->dry_run) {
+        /* Every tensor is there with its shape and dtype: now the arena, sized from config.json. */
+        c->dry_run = false;
+        m->arena = aligned_alloc(64, total * sizeof(float));
+        if (!m->arena) return PGCL_ERR_NOMEM;
+        memset(m->arena, 0, total * sizeof(float));
+        c->arena_next = m->arena;
+        c->arena_left = total;
+        goto bind;
+    }
     if (!(alpha[0] >= 0 && alpha[0] <= 1)) {
         pgcl_errorf(c->err, c->cap, "%s/model.safetensors: tensor '%s': alpha %g is outside [0, 1]", c->label,
                     alpha_name, alpha[0]);
@@ -579,7 +592,9 @@ static pgcl_status verify_golden(load_ctx *c) {
         snprintf(field, sizeof field, "%s.embedding_b64", where);
         if ((st = cfg_str(c, g, "embedding_b64", field, &b64))) break;
         size_t len = 0;
-        if (sodium_base642bin(bytes, (size_t)m->D * 4, b64, strlen(b64), NULL, &len, NULL,
+        bool ascii = true; /* libsodium 1.0.18 decodes every byte >= 0x80 as if it were '/' */
+        for (const char *ch = b64; *ch && ascii; ch++) ascii = (unsigned char)*ch < 0x80;
+        if (!ascii || sodium_base642bin(bytes, (size_t)m->D * 4, b64, strlen(b64), NULL, &len, NULL,
                               sodium_base64_VARIANT_ORIGINAL) != 0 ||
             len != (size_t)m->D * 4) {
             st = cfg_fail(c, field, "is not base64 of D little-endian float32 values");

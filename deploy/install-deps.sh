@@ -6,9 +6,14 @@
 # Why each package is here: see "Dependencies" in README.md.
 set -eu
 packages="ca-certificates build-essential pkg-config meson ninja-build python3
-  libmicrohttpd-dev libjansson-dev libopenblas-dev libsqlite3-dev libsodium-dev"
+  libmicrohttpd-dev libjansson-dev libopenblas-dev libsqlite3-dev libsodium-dev libssl-dev"
 if [ "${1:-}" = "--test" ]; then
-  packages="$packages sqlite3 curl python3-numpy python3-yaml python3-jsonschema python3-torch python3-sklearn"
+  packages="$packages sqlite3 curl openssl python3-numpy python3-yaml python3-jsonschema python3-torch python3-sklearn
+    clang libclang-rt-14-dev"
+  # the console's browser test: Debian's Chromium driven by playwright-core (npm, tests/browser)
+  # (npm only where no npm is installed: a nodejs package that bundles npm conflicts with Debian's)
+  packages="$packages chromium nodejs fonts-dejavu-core"
+  command -v npm >/dev/null 2>&1 || packages="$packages npm"
 fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: run as root (apt-get needs it)" >&2
@@ -23,5 +28,9 @@ if [ -n "$(echo $missing)" ]; then
   apt-get update -qq
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $packages >/dev/null
+fi
+if [ "${1:-}" = "--test" ] && [ ! -f "$(dirname "$0")/../tests/browser/node_modules/playwright-core/package.json" ]; then
+  # playwright-core only (no browser download): it drives /usr/bin/chromium
+  npm ci --prefix "$(dirname "$0")/../tests/browser" --no-audit --no-fund >/dev/null
 fi
 echo "install-deps.sh: dependencies present"

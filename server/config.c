@@ -80,6 +80,16 @@ static const opt_def g_opts[] = {
      .help = "simultaneous client connections"},
     {.name = "connection-timeout", L(connection_timeout_s, 1, 3600), .def = "30",
      .help = "seconds an idle connection is kept"},
+    {.name = "max-connections-per-ip", L(max_connections_per_ip, 0, 65536), .def = "0",
+     .help = "simultaneous connections from one client address, refused beyond (0: no limit)"},
+    {.name = "request-timeout", L(request_timeout_s, 0, 3600), .def = "60", .reload = true,
+     .help = "seconds a connection has to send a whole request, headers and body (0: no limit)"},
+    {.name = "max-score-in-flight", L(max_score_in_flight, 0, 65536), .def = "128", .reload = true,
+     .help = "scoring requests handled at once; 503 overloaded beyond (0: no limit)"},
+    {.name = "rate-limit-rps", L(rate_limit_rps, 0, 1000000), .def = "0", .reload = true,
+     .help = "scoring requests a second per API key (per client address with --auth off); 429 beyond (0: off)"},
+    {.name = "rate-limit-burst", L(rate_limit_burst, 0, 1000000), .def = "0", .reload = true,
+     .help = "scoring requests one key may make at once above its rate (0: the same as rate-limit-rps)"},
     {.name = "compute-workers", L(compute_workers, 0, 1024), .def = "0",
      .help = "concurrent forward passes (0 = number of CPUs)"},
     {.name = "blas-threads", L(blas_threads, 1, 256), .def = "1",
@@ -105,12 +115,20 @@ static const opt_def g_opts[] = {
      .help = "keep each decision's input embedding for re-scoring (float16: 2 bytes per dimension)"},
     {.name = "contest-window-days", L(contest_window_days, 1, 36500), .def = "180",
      .help = "days after a decision during which it may be contested"},
+    {.name = "idempotency-ttl", L(idempotency_ttl_s, 1, 86400 * 30), .def = "86400", .reload = true,
+     .help = "seconds an Idempotency-Key of POST /v1/score answers retries with the original answer"},
     {.name = "signing-key", S(signing_key, "FILE"), .def = "",
      .help = "Ed25519 secret key file for signed audit checkpoints (pgcld audit keygen)"},
     {.name = "checkpoint-dir", S(checkpoint_dir, "DIR"), .def = "",
      .help = "where signed audit checkpoints are written (default: beside the audit database)"},
     {.name = "checkpoint-interval", L(checkpoint_interval_s, 0, 86400 * 30), .def = "0",
      .help = "seconds between automatic signed checkpoints (0: only on demand); needs --signing-key"},
+    {.name = "tls-cert", S(tls_cert, "FILE"), .def = "",
+     .help = "PEM certificate (chain, server first) to serve HTTPS; needs --tls-key (both empty: plain HTTP)"},
+    {.name = "tls-key", S(tls_key, "FILE"), .def = "",
+     .help = "PEM private key of --tls-cert, unencrypted; readable by pgcld's user only"},
+    {.name = "tls-min-version", S(tls_min_version, "VERSION"), .def = "1.2", .choices = "1.2|1.3",
+     .help = "oldest TLS version accepted with --tls-cert: 1.2 or 1.3"},
 };
 // clang-format on
 #define N_OPTS ((int)(sizeof g_opts / sizeof g_opts[0]))
@@ -267,6 +285,10 @@ void pgcld_config_defaults(pgcld_config *cfg) {
 }
 
 void pgcld_config_free(pgcld_config *cfg) {
+    if (cfg->tls_key_pem) explicit_bzero(cfg->tls_key_pem, strlen(cfg->tls_key_pem));
+    free(cfg->tls_key_pem);
+    free(cfg->tls_cert_pem);
+    cfg->tls_key_pem = cfg->tls_cert_pem = NULL;
     for (int i = 0; i < N_OPTS; i++) {
         if (g_opts[i].type != OPT_STRING) continue;
         char **field = (char **)((char *)cfg + g_opts[i].offset);
@@ -493,6 +515,12 @@ static int read_sources(pgcld_config *cfg, int argc, char **argv, char *err, int
         snprintf(label, sizeof label, "--%s", g_opts[flags[k].opt].name);
         if (set_opt(cfg, flags[k].opt, flags[k].value, PGCLD_SRC_FLAG, 0, label, err, cap) != 0) goto out;
     }
+    if (!*cfg->tls_cert != !*cfg->tls_key) {
+        pgcl_errorf(err, cap, "tls-cert and tls-key go together: %s is set but %s is empty (give both for HTTPS, "
+                              "or neither for plain HTTP)",
+                    *cfg->tls_cert ? "tls-cert" : "tls-key", *cfg->tls_cert ? "tls-key" : "tls-cert");
+        goto out;
+    }
     rc = 0;
 out:
     free(flags);
@@ -592,6 +620,12 @@ int pgcld_config_reload(pgcld_config *cfg, char *err, int cap) {
     apply_log_level(cfg);
     pgcld_config_free(&fresh);
     return 0;
+}
+
+const char *pgcld_config_tls_priorities(const pgcld_config *cfg) {
+    /* -VERS-ALL then the versions allowed: a whitelist, so no future or legacy version slips in. */
+    if (strcmp(cfg->tls_min_version, "1.3") == 0) return "NORMAL:-VERS-ALL:+VERS-TLS1.3";
+    return "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
 }
 
 /* ------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@
 #include <stdio.h>
 
 /* Bound on the number of option rows; config.c checks the table against it at compile time. */
-#define PGCLD_CONFIG_MAX_OPTIONS 32
+#define PGCLD_CONFIG_MAX_OPTIONS 48
 
 /* Where an option's effective value came from. */
 typedef enum pgcld_config_source {
@@ -44,10 +44,18 @@ typedef struct pgcld_config {
     char *checkpoint_dir;        /* "" = the audit database's directory */
     char *device;                /* auto, cpu or cuda:N; needs a restart */
     char *cuda_precision;        /* device-precision: fp32, tf32 or bf16 (CUDA only); needs a restart */
+    char *tls_cert;              /* PEM certificate (chain) file for HTTPS; "" = plain HTTP */
+    char *tls_key;               /* PEM private key file; set exactly when tls_cert is */
+    char *tls_min_version;       /* oldest TLS version accepted: 1.2 or 1.3 */
     _Atomic long max_body_bytes; /* reloadable */
     _Atomic long max_batch;      /* reloadable */
     _Atomic long max_connections;
     _Atomic long connection_timeout_s;
+    _Atomic long max_connections_per_ip; /* 0 = no limit */
+    _Atomic long request_timeout_s;      /* to receive a whole request; 0 = none; reloadable */
+    _Atomic long max_score_in_flight;    /* scoring requests handled at once; 0 = no bound; reloadable */
+    _Atomic long rate_limit_rps;         /* scoring requests per second per key; 0 = off; reloadable */
+    _Atomic long rate_limit_burst;       /* bucket size; 0 = rate_limit_rps; reloadable */
     _Atomic long compute_workers;  /* concurrent forward passes; 0 = number of CPUs */
     _Atomic long blas_threads;     /* OpenBLAS threads inside one forward pass */
     _Atomic long chunk_rows;       /* rows per GEMM call; also scratch size */
@@ -59,8 +67,15 @@ typedef struct pgcld_config {
     _Atomic long batch_max_rows;
     _Atomic long batch_max_wait_us;
     _Atomic long checkpoint_interval_s; /* 0 = checkpoints only on demand */
+    _Atomic long idempotency_ttl_s;     /* reloadable */
 
     bool print_config; /* --print-config was given: the caller prints the config and exits */
+
+    /* The contents of tls_cert and tls_key, NUL-terminated, read once at start by main.c (they are
+     * data, not options: no source, never printed); NULL without TLS. pgcld_config_free() wipes
+     * the key before freeing it. */
+    char *tls_cert_pem;
+    char *tls_key_pem;
 
     /* Bookkeeping of config.c; read it through the functions below. */
     unsigned char source[PGCLD_CONFIG_MAX_OPTIONS]; /* pgcld_config_source per table row */
@@ -84,8 +99,9 @@ int pgcld_config_parse(pgcld_config *cfg, int argc, char **argv, char *err, int 
 /* For SIGHUP: reads the defaults, the config file and the environment again, and the flags kept
  * by pgcld_config_parse() (so they still win), into a fresh configuration. If that fails, returns
  * -1 with a message in err and changes nothing. Otherwise copies into cfg only the options that
- * are safe to change at run time — log-level, max-body-bytes, max-batch, max-pending-rows,
- * shadow-queue (the rows marked reloadable in config.c; --help lists them) — logs each change,
+ * are safe to change at run time — log-level, max-body-bytes, max-batch, request-timeout,
+ * max-score-in-flight, rate-limit-rps, rate-limit-burst, max-pending-rows, shadow-queue (the rows
+ * marked reloadable in config.c; --help lists them) — logs each change,
  * warns about changed options that need a restart (they keep their running value), applies
  * log-level to the logger, and returns 0. Main thread only. */
 int pgcld_config_reload(pgcld_config *cfg, char *err, int cap);
@@ -99,6 +115,11 @@ void pgcld_config_print_help(FILE *out);
 
 /* Logs every option with its effective value, one line. */
 void pgcld_config_log(const pgcld_config *cfg);
+
+/* The GnuTLS priority string for cfg->tls_min_version (libmicrohttpd's MHD_OPTION_HTTPS_PRIORITIES):
+ * GnuTLS's NORMAL set of ciphers with every protocol version older than the minimum removed. A
+ * static string. */
+const char *pgcld_config_tls_priorities(const pgcld_config *cfg);
 
 /* Frees what cfg owns; safe on a zeroed or partly parsed cfg. */
 void pgcld_config_free(pgcld_config *cfg);

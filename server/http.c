@@ -15,6 +15,8 @@
 
 #include "ids.h"
 #include "log.h"
+#include "ratelimit.h"
+#include "reaper.h"
 #include "server.h"
 
 typedef void (*route_fn)(pgcld_server *, const pgcld_request *, pgcld_reply *);
@@ -61,6 +63,9 @@ static const route g_routes[] = {
     {"GET", "/healthz", pgcld_handle_healthz, ANYONE, false},
     {"GET", "/readyz", pgcld_handle_readyz, ANYONE, false},
     {"GET", "/metrics", pgcld_handle_metrics, ANYONE, false},
+    {"GET", "/console", pgcld_handle_console_index, ANYONE, false},
+    {"GET", "/console/", pgcld_handle_console_index, ANYONE, false},
+    {"GET", "/console/{file}", pgcld_handle_console_file, ANYONE, false},
 };
 #define N_ROUTES ((int)(sizeof g_routes / sizeof g_routes[0]))
 
@@ -73,7 +78,7 @@ const char *const pgcld_route_names[] = {
     "GET /v1/contests", "POST /v1/contests/{id}/resolution", "GET /v1/audit/export", "GET /v1/audit/stats",
     "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /v2", "GET /v2/health/live", "GET /v2/health/ready",
     "GET /v2/models/{name}", "GET /v2/models/{name}/ready", "POST /v2/models/{name}/infer", "GET /healthz",
-    "GET /readyz", "GET /metrics",
+    "GET /readyz", "GET /metrics", "GET /console", "GET /console/", "GET /console/{file}",
 };
 const int pgcld_route_count = N_ROUTES;
 _Static_assert(sizeof pgcld_route_names / sizeof pgcld_route_names[0] == N_ROUTES, "a name for every route");
@@ -91,20 +96,46 @@ typedef struct request_ctx {
     char *body;
     size_t len, cap;
     bool too_large;
+    char retry_after[16]; /* Retry-After of a 429 sent by admit() */
     int64_t t_start_us;
     int status; /* of the answer sent, for metrics */
 } request_ctx;
 
+/* Replaces every byte of s that does not begin a valid UTF-8 sequence with '?', in place: error
+ * texts quote what the client sent (paths, header values, query and field names, cut to a length
+ * that may split a character), and jansson refuses strings that are not UTF-8, which would leave
+ * the answer without its error body. */
+static void make_utf8(char *s) {
+    for (unsigned char *p = (unsigned char *)s; *p;) {
+        unsigned c = p[0], n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                                                                      : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        bool ok = n > 0;
+        for (unsigned i = 1; ok && i < n; i++) ok = (p[i] & 0xc0) == 0x80;
+        if (ok && n == 3) ok = !(c == 0xe0 && p[1] < 0xa0) && !(c == 0xed && p[1] >= 0xa0); /* overlong, surrogate */
+        if (ok && n == 4) ok = !(c == 0xf0 && p[1] < 0x90) && !(c == 0xf4 && p[1] >= 0x90); /* overlong, > U+10FFFF */
+        if (ok) {
+            p += n;
+        } else {
+            *p++ = '?';
+        }
+    }
+}
+
 void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int item, const char *field,
                        const char *fmt, ...) {
-    char msg[1024];
+    char msg[1024], field_text[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    make_utf8(msg);
     json_t *err = json_pack("{s:s, s:s}", "code", code, "message", msg);
     if (item >= 0) json_object_set_new(err, "item", json_integer(item));
-    if (field) json_object_set_new(err, "field", json_string(field));
+    if (field) {
+        snprintf(field_text, sizeof field_text, "%s", field);
+        make_utf8(field_text);
+        json_object_set_new(err, "field", json_string(field_text));
+    }
     json_decref(reply->body);
     reply->status = status;
     reply->body = json_pack("{s:o}", "error", err);
@@ -223,23 +254,41 @@ static enum MHD_Result send_stream(struct MHD_Connection *conn, pgcld_reply *rep
     return rc;
 }
 
+/* Adds reply->headers (name/value pairs) to resp; true when they include a Cache-Control. */
+static bool add_extra_headers(struct MHD_Response *resp, const pgcld_reply *reply) {
+    bool cache_control = false;
+    for (const char *const *h = reply->headers; h && h[0] && h[1]; h += 2) {
+        MHD_add_response_header(resp, h[0], h[1]);
+        if (strcasecmp(h[0], MHD_HTTP_HEADER_CACHE_CONTROL) == 0) cache_control = true;
+    }
+    return cache_control;
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *conn, pgcld_reply *reply) {
     if (reply->stream_fn) return send_stream(conn, reply);
-    char *text = reply->text ? reply->text : reply->body ? json_dumps(reply->body, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
-    reply->text = NULL;
-    if (reply->body && !text) {
-        reply->status = 500;
-        text = strdup("{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}");
-    }
-    size_t len = text ? strlen(text) : 0;
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text ? text : (char *)"",
-                                                                text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!resp) {
-        free(text);
-        return MHD_NO;
+    struct MHD_Response *resp;
+    if (reply->data) {
+        resp = MHD_create_response_from_buffer(reply->data_len, (void *)reply->data, MHD_RESPMEM_PERSISTENT);
+        free(reply->text);
+        reply->text = NULL;
+        if (!resp) return MHD_NO;
+    } else {
+        char *text = reply->text ? reply->text : reply->body ? json_dumps(reply->body, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+        reply->text = NULL;
+        if (reply->body && !text) {
+            reply->status = 500;
+            text = strdup("{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}");
+        }
+        size_t len = text ? strlen(text) : 0;
+        resp = MHD_create_response_from_buffer(len, text ? text : (char *)"",
+                                               text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+            free(text);
+            return MHD_NO;
+        }
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, reply->content_type ? reply->content_type : "application/json");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (!add_extra_headers(resp, reply)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (reply->retry_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, reply->retry_after);
     if (reply->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, reply->allow);
     if (reply->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, reply->www_authenticate);
@@ -301,6 +350,31 @@ static int find_route(request_ctx *ctx, const char *method, const char *path, bo
     return hit;
 }
 
+typedef struct length_headers {
+    int n_length;         /* Content-Length headers */
+    const char *length;   /* the first one's value */
+    bool differ;          /* another Content-Length says something else */
+    bool transfer_encoding;
+} length_headers;
+
+static enum MHD_Result note_length_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    length_headers *h = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) h->transfer_encoding = true;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0) return MHD_YES;
+    if (h->n_length++ == 0) h->length = value;
+    else if (strcmp(h->length, value ? value : "") != 0) h->differ = true;
+    return MHD_YES;
+}
+
+/* True when the headers disagree on where the body ends (two different Content-Lengths, or a
+ * Content-Length beside Transfer-Encoding): such a request is refused, never guessed at, since
+ * a proxy in front may have guessed otherwise (request smuggling). */
+static bool conflicting_lengths(struct MHD_Connection *conn) {
+    length_headers h = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, note_length_header, &h);
+    return h.differ || (h.n_length > 0 && h.transfer_encoding);
+}
+
 /* Checks the caller's key against the route's roles. Returns 0, or sends 401/403 and returns -1
  * with *rc set. */
 static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Result *rc) {
@@ -334,6 +408,87 @@ static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Res
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * Overload protection (docs/RELIABILITY.md, "Overload"). */
+
+/* The scoring routes: rate-limited per key and bounded by --max-score-in-flight. Reviewer, admin
+ * and public routes are neither, so they keep answering while scoring is saturated. */
+static bool is_scoring(const route *r) {
+    return r->fn == pgcld_handle_score || r->fn == pgcld_handle_v2_infer;
+}
+
+/* The connection's request-deadline entry (set by on_connection), or NULL. */
+static pgcld_reaper_conn *connection_watch(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+/* The rate-limit bucket name: the key id, or the client's address when no key was checked. */
+static void client_name(const request_ctx *ctx, struct MHD_Connection *conn, char *out, size_t cap) {
+    if (ctx->authenticated) {
+        snprintf(out, cap, "key:%s", ctx->identity.key_id);
+        return;
+    }
+    char host[NI_MAXHOST] = "unknown";
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info && info->client_addr) {
+        const struct sockaddr *sa = info->client_addr;
+        socklen_t len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+        if (getnameinfo(sa, len, host, sizeof host, NULL, 0, NI_NUMERICHOST) != 0) snprintf(host, sizeof host, "unknown");
+    }
+    snprintf(out, cap, "ip:%s", host);
+}
+
+/* Admits a scoring request whose body has arrived (checked then, not at the headers, so that a
+ * client still sending its body reads the answer instead of a reset): the per-key rate limit
+ * (429 rate_limited), then the bound on scoring requests handled at once (503 overloaded, at
+ * once rather than queued, so scoring never holds every thread). Returns 0 with the request
+ * counted in score_in_flight (the caller releases it), or -1 with the refusal in reply. */
+static int admit(request_ctx *ctx, struct MHD_Connection *conn, pgcld_reply *reply) {
+    pgcld_server *srv = ctx->srv;
+    long rps = srv->cfg->rate_limit_rps;
+    if (rps > 0 && srv->ratelimit) {
+        char name[PGCLD_RATELIMIT_NAME_LEN + 8];
+        client_name(ctx, conn, name, sizeof name);
+        int wait_s = pgcld_ratelimit_take(srv->ratelimit, name, rps, srv->cfg->rate_limit_burst);
+        if (wait_s > 0) {
+            snprintf(ctx->retry_after, sizeof ctx->retry_after, "%d", wait_s);
+            reply->retry_after = ctx->retry_after;
+            pgcld_reply_error(reply, 429, "rate_limited", -1, NULL,
+                              "more than %ld scoring requests a second (burst %ld) from this %s; retry after %d s",
+                              rps, srv->cfg->rate_limit_burst > 0 ? (long)srv->cfg->rate_limit_burst : rps,
+                              ctx->authenticated ? "API key" : "address", wait_s);
+            pgcld_metrics_rejected(srv->metrics, PGCLD_REJECT_RATE_LIMITED);
+            return -1;
+        }
+    }
+    long bound = srv->cfg->max_score_in_flight;
+    int before = atomic_fetch_add(&srv->score_in_flight, 1);
+    if (bound > 0 && before >= bound) {
+        atomic_fetch_sub(&srv->score_in_flight, 1);
+        reply->retry_after = "1";
+        pgcld_reply_error(reply, 503, "overloaded", -1, NULL,
+                          "%ld scoring requests are being handled (max-score-in-flight); retry shortly", bound);
+        pgcld_metrics_rejected(srv->metrics, PGCLD_REJECT_OVERLOADED);
+        return -1;
+    }
+    return 0;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: connections are watched for the --request-timeout deadline. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    pgcld_server *srv = cls;
+    if (!srv->reaper) return;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = info ? pgcld_reaper_open(srv->reaper, info->connect_fd) : NULL;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        pgcld_reaper_close(srv->reaper, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -348,6 +503,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         ctx->route_index = -1;
         *con_cls = ctx;
         atomic_fetch_add(&srv->in_flight, 1);
+        if (conflicting_lengths(conn)) {
+            ctx->status = 400;
+            return send_error(conn, 400, "invalid_request",
+                              "Content-Length and Transfer-Encoding headers disagree on the body's length", NULL);
+        }
         bool path_known;
         char allow[64];
         const char *lookup = strcmp(method, "HEAD") == 0 ? "GET" : method;
@@ -384,7 +544,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_YES;
         }
         if (ctx->len + n + 1 > ctx->cap) {
+            /* Exactly Content-Length when the client sent one (checked against the limit above):
+             * doubling would hold up to twice every body in flight. */
+            const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+            unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
             size_t cap = ctx->cap ? ctx->cap : 16384;
+            if (declared >= ctx->len + n && declared <= (unsigned long long)limit) cap = (size_t)declared + 1;
             while (cap < ctx->len + n + 1) cap *= 2;
             char *grown = realloc(ctx->body, cap);
             if (!grown) return MHD_NO;
@@ -416,8 +581,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     };
     for (int i = 0; i < ctx->n_params; i++) req.params[i] = ctx->params[i];
     pgcld_reply reply = {.status = 200};
+    pgcld_reaper_received(srv->reaper, connection_watch(conn));
+    bool scoring = is_scoring(ctx->route);
+    if (scoring && admit(ctx, conn, &reply) != 0) {
+        ctx->status = reply.status;
+        return send_reply(conn, &reply);
+    }
     ctx->route->fn(srv, &req, &reply);
-    if (!reply.body && !reply.text && !reply.stream_fn)
+    if (scoring) atomic_fetch_sub(&srv->score_in_flight, 1);
+    if (!reply.body && !reply.text && !reply.stream_fn && !reply.data)
         pgcld_reply_error(&reply, 500, "internal_error", -1, NULL, "handler produced no answer");
     ctx->status = reply.status;
     return send_reply(conn, &reply);
@@ -428,6 +600,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     request_ctx *ctx = *con_cls;
     if (!ctx) return;
     pgcld_metrics_request(ctx->srv->metrics, ctx->route_index, ctx->status ? ctx->status : 500);
+    pgcld_reaper_next(ctx->srv->reaper, connection_watch(conn));
     atomic_fetch_sub(&ctx->srv->in_flight, 1);
     free(ctx->body);
     free(ctx);
@@ -475,20 +648,58 @@ static int resolve_listen(const char *listen, struct sockaddr_storage *ss, sockl
 }
 
 int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
-    struct sockaddr_storage ss;
+    struct sockaddr_storage ss = {0};
     socklen_t sslen;
-    if (resolve_listen(srv->cfg->listen, &ss, &sslen, err, cap) != 0) return -1;
+    /* An empty listen address (which the configuration refuses, so only in-process callers such as
+     * tests/fuzz/fuzz_daemon.c set it): no listening socket; connections come in through
+     * MHD_add_connection(). */
+    bool no_listen = srv->cfg->listen[0] == 0;
+    if (!no_listen && resolve_listen(srv->cfg->listen, &ss, &sslen, err, cap) != 0) return -1;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    if (no_listen) flags |= MHD_USE_NO_LISTEN_SOCKET;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    /* HTTPS when main.c has read --tls-cert and --tls-key (and checked them with a trial daemon):
+     * the PEM texts stay in cfg for the daemon's life. Without them the array is empty. */
+    struct MHD_OptionItem tls[4] = {{MHD_OPTION_END, 0, NULL}};
+    bool https = srv->cfg->tls_cert_pem && srv->cfg->tls_key_pem;
+    if (https) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            pgcl_errorf(err, cap, "HTTPS asked for (tls-cert, tls-key) but this libmicrohttpd has no TLS support");
+            return -1;
+        }
+        flags |= MHD_USE_TLS;
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, srv->cfg->tls_cert_pem};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, srv->cfg->tls_key_pem};
+        tls[2] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)pgcld_config_tls_priorities(srv->cfg)};
+        tls[3] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
+    /* Overload protection: the per-key rate limit's buckets (a fixed table) and the reaper of
+     * requests that take over --request-timeout to arrive. */
+    if (!srv->ratelimit && !(srv->ratelimit = pgcld_ratelimit_create(4096, NULL, NULL))) {
+        pgcl_errorf(err, cap, "out of memory");
+        return -1;
+    }
+    if (!srv->reaper && !(srv->reaper = pgcld_reaper_create(&srv->cfg->request_timeout_s, srv->metrics))) {
+        pgcl_errorf(err, cap, "cannot start the request-timeout thread");
+        return -1;
+    }
     srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
                                    MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
-                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                   MHD_OPTION_SOCK_ADDR, no_listen ? NULL : (struct sockaddr *)&ss,
                                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections,
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg->connection_timeout_s,
+                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
+                                   MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                                    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                                   MHD_OPTION_ARRAY, tls,
                                    MHD_OPTION_END);
     if (!srv->daemon) {
-        pgcl_errorf(err, cap, "cannot listen on %s (address in use or not available)", srv->cfg->listen);
+        pgcl_errorf(err, cap, "cannot listen on %s (address in use or not available%s)", srv->cfg->listen,
+                    https ? ", or the TLS set-up failed: see the http: warning above" : "");
+        pgcld_reaper_destroy(srv->reaper);
+        srv->reaper = NULL;
+        pgcld_ratelimit_destroy(srv->ratelimit);
+        srv->ratelimit = NULL;
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -510,4 +721,8 @@ void pgcld_server_stop(pgcld_server *srv, int grace_s) {
     if (left > 0) pgcl_log_warn("shutdown: %d requests still running after %d s; closing them", left, grace_s);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    pgcld_reaper_destroy(srv->reaper); /* every connection is closed now */
+    srv->reaper = NULL;
+    pgcld_ratelimit_destroy(srv->ratelimit);
+    srv->ratelimit = NULL;
 }

@@ -1,12 +1,16 @@
 /* pgcld entry point: command line, start-up in dependency order (BLAS kernel, audit store, models,
  * HTTP), and graceful shutdown. Signal handlers only set a flag; the main thread does the work. */
 #include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend_select.h"
@@ -40,7 +44,192 @@ static int write_port_file(const char *path, int port) {
     return rename(tmp, path); /* readers never see a half-written file */
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * HTTPS: the PEM files of --tls-cert and --tls-key, read and checked once at start, before anything
+ * else opens, so that a wrong file is reported by name with exit status 2 (as a bad option is). */
+
+#define TLS_PEM_MAX (1 << 20) /* no certificate chain or key comes near 1 MiB */
+
+/* Reads the whole file of option opt into a new NUL-terminated string. Refuses, naming the option
+ * and the file, one that cannot be opened or read, is not a regular file, is empty or larger than
+ * 1 MiB, or holds a NUL byte. *mode gets its permission bits. NULL with err set on failure. */
+static char *read_pem_file(const char *opt, const char *path, mode_t *mode, char *err, int cap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        pgcl_errorf(err, cap, "%s '%s': cannot open: %s", opt, path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    char *buf = NULL;
+    size_t size = 0, got = 0;
+    if (fstat(fd, &st) != 0) {
+        pgcl_errorf(err, cap, "%s '%s': cannot stat: %s", opt, path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        pgcl_errorf(err, cap, "%s '%s': not a regular file", opt, path);
+        goto fail;
+    }
+    if (st.st_size == 0 || st.st_size > TLS_PEM_MAX) {
+        pgcl_errorf(err, cap, "%s '%s': %s (%lld bytes): not a PEM file", opt, path,
+                    st.st_size == 0 ? "empty" : "larger than 1 MiB", (long long)st.st_size);
+        goto fail;
+    }
+    size = (size_t)st.st_size;
+    buf = malloc(size + 1);
+    if (!buf) {
+        pgcl_errorf(err, cap, "%s '%s': out of memory", opt, path);
+        goto fail;
+    }
+    while (got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            pgcl_errorf(err, cap, "%s '%s': cannot read: %s", opt, path, n < 0 ? strerror(errno) : "file shrank");
+            goto fail;
+        }
+        got += (size_t)n;
+    }
+    buf[size] = 0;
+    if (strlen(buf) != size) {
+        pgcl_errorf(err, cap, "%s '%s': holds a NUL byte: not a PEM file", opt, path);
+        goto fail;
+    }
+    close(fd);
+    *mode = st.st_mode & 07777;
+    return buf;
+fail:
+    if (buf) explicit_bzero(buf, size);
+    free(buf);
+    close(fd);
+    return NULL;
+}
+
+/* Walks the PEM blocks of text ("-----BEGIN LABEL-----" ... "-----END LABEL-----"): each must be
+ * closed by its END line and hold base64 of DER (an ASN.1 SEQUENCE). For the certificate file
+ * (want_key false) *n_found counts CERTIFICATE blocks; for the key file it counts private-key blocks
+ * (PRIVATE KEY, RSA PRIVATE KEY, EC PRIVATE KEY), and an encrypted key is refused (pgcld takes no
+ * passphrase: protect the key by its file permissions). 0, or -1 with err naming opt and path. */
+static int check_pem(const char *opt, const char *path, const char *text, bool want_key, int *n_found, char *err,
+                     int cap) {
+    *n_found = 0;
+    int block = 0;
+    for (const char *p = strstr(text, "-----BEGIN "); p; p = strstr(p, "-----BEGIN ")) {
+        block++;
+        const char *label = p + 11, *label_end = strstr(label, "-----");
+        if (!label_end || label_end == label || label_end - label > 64 ||
+            memchr(label, '\n', (size_t)(label_end - label))) {
+            pgcl_errorf(err, cap, "%s '%s': PEM block %d: malformed BEGIN line", opt, path, block);
+            return -1;
+        }
+        char end_line[96];
+        snprintf(end_line, sizeof end_line, "-----END %.*s-----", (int)(label_end - label), label);
+        const char *body = label_end + 5, *end = strstr(body, end_line);
+        if (!end) {
+            pgcl_errorf(err, cap, "%s '%s': PEM block %d (%.*s) has no '%s' line", opt, path, block,
+                        (int)(label_end - label), label, end_line);
+            return -1;
+        }
+        size_t label_len = (size_t)(label_end - label);
+        bool is_cert = label_len == 11 && strncmp(label, "CERTIFICATE", 11) == 0;
+        bool is_key = (label_len == 11 && strncmp(label, "PRIVATE KEY", 11) == 0) ||
+                      (label_len == 15 && strncmp(label, "RSA PRIVATE KEY", 15) == 0) ||
+                      (label_len == 14 && strncmp(label, "EC PRIVATE KEY", 14) == 0);
+        bool encrypted = (label_len == 21 && strncmp(label, "ENCRYPTED PRIVATE KEY", 21) == 0) ||
+                         (is_key && memmem(body, (size_t)(end - body), "ENCRYPTED", 9));
+        if (want_key && encrypted) {
+            pgcl_errorf(err, cap, "%s '%s': the private key is encrypted; pgcld needs it unencrypted (decrypt it with "
+                                  "`openssl pkey -in KEY -out KEY.plain` and protect the file with chmod 600)",
+                        opt, path);
+            return -1;
+        }
+        size_t body_len = (size_t)(end - body), bin_len = 0;
+        unsigned char *bin = malloc(body_len + 1);
+        if (!bin) {
+            pgcl_errorf(err, cap, "%s '%s': out of memory", opt, path);
+            return -1;
+        }
+        int bad = sodium_base642bin(bin, body_len + 1, body, body_len, " \t\r\n", &bin_len, NULL,
+                                    sodium_base64_VARIANT_ORIGINAL) != 0 ||
+                  bin_len < 2 || bin[0] != 0x30;
+        sodium_memzero(bin, body_len + 1);
+        free(bin);
+        if (bad) {
+            pgcl_errorf(err, cap, "%s '%s': PEM block %d (%.*s) is not valid base64 of DER data", opt, path, block,
+                        (int)label_len, label);
+            return -1;
+        }
+        if (want_key ? is_key : is_cert) ++*n_found;
+        p = end + strlen(end_line);
+    }
+    if (*n_found == 0) {
+        pgcl_errorf(err, cap, "%s '%s': no %s in the file (expected a PEM block '-----BEGIN %s-----')", opt, path,
+                    want_key ? "private key" : "certificate", want_key ? "PRIVATE KEY" : "CERTIFICATE");
+        return -1;
+    }
+    return 0;
+}
+
+static void tls_trial_log(void *cls, const char *fmt, va_list ap) {
+    char *buf = cls, msg[256];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r' || msg[n - 1] == '.')) msg[--n] = 0;
+    size_t used = strlen(buf);
+    if (n && used + n + 3 < 512) snprintf(buf + used, 512 - used, "%s%s", used ? "; " : "", msg);
+}
+
+static enum MHD_Result tls_trial_refuse(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                        const char *version, const char *data, size_t *size, void **con_cls) {
+    return MHD_NO;
+}
+
+/* With tls-cert and tls-key set: checks that libmicrohttpd has TLS, reads both files into
+ * cfg->tls_cert_pem / tls_key_pem, warns when the key is readable by group or others, and has
+ * GnuTLS (through libmicrohttpd, with no socket) load the pair with the priorities in force, so a
+ * key that does not match its certificate or a file GnuTLS cannot parse is refused now. 0, or -1
+ * with err set. */
+static int load_tls(pgcld_config *cfg, char *err, int cap) {
+    if (!*cfg->tls_cert) return 0;
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        pgcl_errorf(err, cap, "tls-cert and tls-key ask for HTTPS, but this libmicrohttpd was built without TLS "
+                              "support (Debian's libmicrohttpd12 has it, through GnuTLS)");
+        return -1;
+    }
+    mode_t cert_mode, key_mode;
+    int n_certs, n_keys;
+    if (!(cfg->tls_cert_pem = read_pem_file("tls-cert", cfg->tls_cert, &cert_mode, err, cap)) ||
+        check_pem("tls-cert", cfg->tls_cert, cfg->tls_cert_pem, false, &n_certs, err, cap) != 0 ||
+        !(cfg->tls_key_pem = read_pem_file("tls-key", cfg->tls_key, &key_mode, err, cap)) ||
+        check_pem("tls-key", cfg->tls_key, cfg->tls_key_pem, true, &n_keys, err, cap) != 0)
+        return -1;
+    if (key_mode & (S_IRWXG | S_IRWXO))
+        pgcl_log_warn("tls: tls-key '%s' is accessible to its group or to others (mode %04o): whoever reads it can "
+                      "impersonate this server; make it readable by pgcld's user only (chmod 600)",
+                      cfg->tls_key, (unsigned)key_mode);
+    char why[512] = "";
+    struct MHD_Daemon *trial = MHD_start_daemon(
+        MHD_USE_TLS | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG, 0, NULL, NULL, tls_trial_refuse, NULL,
+        MHD_OPTION_EXTERNAL_LOGGER, tls_trial_log, why, MHD_OPTION_HTTPS_MEM_CERT, cfg->tls_cert_pem,
+        MHD_OPTION_HTTPS_MEM_KEY, cfg->tls_key_pem, MHD_OPTION_HTTPS_PRIORITIES, pgcld_config_tls_priorities(cfg),
+        MHD_OPTION_END);
+    if (!trial) {
+        pgcl_errorf(err, cap, "GnuTLS refused tls-cert '%s' with tls-key '%s': %s", cfg->tls_cert, cfg->tls_key,
+                    *why ? why : "no reason given (a certificate or key it cannot use, or another certificate's key)");
+        return -1;
+    }
+    MHD_stop_daemon(trial);
+    pgcl_log_info("tls: HTTPS with tls-cert '%s' (%d certificate%s), tls-key '%s', TLS %s or newer", cfg->tls_cert,
+                  n_certs, n_certs == 1 ? "" : "s", cfg->tls_key, cfg->tls_min_version);
+    return 0;
+}
+
 static int serve(int argc, char **argv, const sigset_t *stop_signals) {
+    /* Request bodies and their arrays (1.4 MB for 64 JSON embeddings) are allocated on many
+     * connection threads: with glibc's adaptive threshold they come from per-thread arenas, which
+     * keep the memory after the request (RSS grew with connections x largest body ever seen). A
+     * fixed threshold maps every block over 256 KiB and unmaps it on free. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     pgcld_config cfg;
     pgcld_config_defaults(&cfg);
     char err[1024];
@@ -60,6 +249,11 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     int64_t t0 = pgcl_monotonic_us();
     pgcl_log_info("pgcld %s starting", PGCLD_VERSION);
     pgcld_config_log(&cfg);
+    if (load_tls(&cfg, err, sizeof err) != 0) { /* an operator error, like a bad option: exit 2 */
+        pgcl_log_error("tls: %s", err);
+        pgcld_config_free(&cfg);
+        return 2;
+    }
     pgcl_blas_set_threads((int)cfg.blas_threads);
 
     int workers = cfg.compute_workers > 0 ? (int)cfg.compute_workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -123,8 +317,8 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         pgcl_log_error("http: %s", err);
         goto out;
     }
-    pgcl_log_info("http: listening on %s (port %d), %d compute workers; /healthz answers, loading models",
-                  cfg.listen, srv.port, workers);
+    pgcl_log_info("http: listening on %s://%s (port %d), %d compute workers; /healthz answers, loading models",
+                  *cfg.tls_cert ? "https" : "http", cfg.listen, srv.port, workers);
     /* Models load while /healthz already answers and /readyz says 503. */
     json_t *preferred = NULL;
     if (pgcl_audit_read_activations(cfg.db_path, &preferred, err, sizeof err) != PGCL_OK)

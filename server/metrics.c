@@ -16,6 +16,8 @@ static const double g_batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1
 static const int g_statuses[] = {200, 201, 400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 503};
 #define N_STATUS ((int)(sizeof g_statuses / sizeof g_statuses[0]))
 static const char *const g_stage_names[] = {"queue", "compute", "audit", "total"};
+static const char *const g_reject_names[] = {"rate_limited", "overloaded", "request_timeout"};
+_Static_assert(sizeof g_reject_names / sizeof g_reject_names[0] == PGCLD_N_REJECT, "a name for every reason");
 
 typedef struct histogram {
     _Atomic unsigned long long buckets[16]; /* cumulative counts are computed at render time */
@@ -37,6 +39,7 @@ struct pgcld_metrics {
     histogram stages[PGCLD_N_STAGES];
     histogram batch;
     histogram forward_rows;
+    _Atomic unsigned long long rejected[PGCLD_N_REJECT];
     pthread_mutex_t lock;                 /* guards the series lists */
     series *scored, *swaps, *shadow;
 };
@@ -79,6 +82,10 @@ void pgcld_metrics_request(pgcld_metrics *m, int route, int status) {
     for (int i = 0; i < N_STATUS; i++)
         if (g_statuses[i] == status) s = i;
     atomic_fetch_add_explicit(&m->requests[r * (N_STATUS + 1) + s], 1, memory_order_relaxed);
+}
+
+void pgcld_metrics_rejected(pgcld_metrics *m, pgcld_reject_reason reason) {
+    if (m && reason < PGCLD_N_REJECT) atomic_fetch_add_explicit(&m->rejected[reason], 1, memory_order_relaxed);
 }
 
 static void observe(histogram *h, const double *bounds, int n, double value, unsigned long long sum_units) {
@@ -191,6 +198,12 @@ char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, cons
                 r < m->n_routes ? m->route_names[r] : "unmatched", status, v);
         }
     }
+    put(&t, "# HELP pgcld_rejected_total Requests refused by overload protection: rate_limited (429, --rate-limit-rps),"
+            " overloaded (503, --max-score-in-flight), request_timeout (connection closed, --request-timeout).\n"
+            "# TYPE pgcld_rejected_total counter\n");
+    for (int r = 0; r < PGCLD_N_REJECT; r++)
+        put(&t, "pgcld_rejected_total{reason=\"%s\"} %llu\n", g_reject_names[r],
+            (unsigned long long)atomic_load_explicit(&m->rejected[r], memory_order_relaxed));
     put(&t, "# HELP pgcld_request_duration_seconds Latency of scoring requests (/v1/score, /v2 infer) by stage (queue: waiting for a compute slot;"
             " compute: forward pass; audit: commit of the rows; total: arrival to answer).\n"
             "# TYPE pgcld_request_duration_seconds histogram\n");

@@ -25,6 +25,15 @@ void pgcld_metrics_scored(pgcld_metrics *m, const char *model, const char *versi
 void pgcld_metrics_swap(pgcld_metrics *m, const char *model, bool ok);
 void pgcld_metrics_shadow(pgcld_metrics *m, const char *model, bool dropped, int items);
 
+/* Requests refused by overload protection (http.c), by reason. */
+typedef enum {
+    PGCLD_REJECT_RATE_LIMITED,    /* 429: the key's (or address's) token bucket was empty */
+    PGCLD_REJECT_OVERLOADED,      /* 503: --max-score-in-flight scoring requests were being handled */
+    PGCLD_REJECT_REQUEST_TIMEOUT, /* connection closed: the request took over --request-timeout */
+    PGCLD_N_REJECT
+} pgcld_reject_reason;
+void pgcld_metrics_rejected(pgcld_metrics *m, pgcld_reject_reason reason);
+
 /* Appends the exposition text to a growing buffer. Gauges that live elsewhere are passed in. */
 typedef struct pgcld_metrics_gauges {
     int audit_pending_rows;

@@ -7,12 +7,14 @@
  * else is 400 invalid_request naming it. Times are RFC 3339 date-times (any offset; '+' must be
  * sent as %2B, though a '+' decoded to a space is accepted), compared with created_at (decisions)
  * or filed_at (contests) after conversion to UTC; `since` is inclusive and `until` exclusive. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "model.h"
 #include "queries.h"
 #include "server.h"
 
@@ -176,9 +178,68 @@ static json_t *load_decision(pgcld_server *srv, const pgcld_request *req, pgcld_
     return rec;
 }
 
+#define NEAREST_MAX 10
+
+/* The cosine similarity of the decision's vector to each class prototype (the K rows of the
+ * checkpoint's `prototypes`, which live in the same d-dimensional space) of the version that made
+ * the decision, nearest first, at most NEAREST_MAX: [{label, label_index, similarity}]. That version
+ * must be loaded now, as the model's active or shadow version with the same weights SHA-256;
+ * otherwise (or when the vector does not have d values) null. Never fails: null on any doubt. */
+static json_t *nearest_prototypes(pgcld_server *srv, json_t *rec) {
+    const char *name = json_string_value(json_object_get(rec, "model_name"));
+    const char *version = json_string_value(json_object_get(rec, "model_version"));
+    const char *sha = json_string_value(json_object_get(rec, "model_sha256"));
+    json_t *vec = json_object_get(rec, "vector");
+    if (!name || !version || !sha || !json_is_array(vec)) return json_null();
+    pgcl_model *shadow = NULL;
+    pgcl_model *active = pgcl_registry_acquire(srv->registry, name, &shadow);
+    const pgcl_model *m = NULL;
+    if (active && strcmp(active->version, version) == 0 && strcmp(active->sha256, sha) == 0) m = active;
+    else if (shadow && strcmp(shadow->version, version) == 0 && strcmp(shadow->sha256, sha) == 0) m = shadow;
+    json_t *out = NULL;
+    double sim[NEAREST_MAX];
+    int idx[NEAREST_MAX], n = 0;
+    if (m && m->raw.prototypes && json_array_size(vec) == (size_t)m->d) {
+        double vnorm = 0;
+        for (int j = 0; j < m->d; j++) {
+            double v = json_number_value(json_array_get(vec, (size_t)j));
+            vnorm += v * v;
+        }
+        for (int k = 0; k < m->K; k++) {
+            const float *c = m->raw.prototypes + (size_t)k * (size_t)m->d;
+            double dot = 0, cnorm = 0;
+            for (int j = 0; j < m->d; j++) {
+                dot += (double)c[j] * json_number_value(json_array_get(vec, (size_t)j));
+                cnorm += (double)c[j] * c[j];
+            }
+            double s = vnorm > 0 && cnorm > 0 ? dot / sqrt(vnorm * cnorm) : 0.0;
+            /* insert into the descending top list (first index wins ties) */
+            int at = n < NEAREST_MAX ? n : NEAREST_MAX;
+            while (at > 0 && sim[at - 1] < s) at--;
+            if (at >= NEAREST_MAX) continue;
+            int last = n < NEAREST_MAX ? n : NEAREST_MAX - 1;
+            for (int i = last; i > at; i--) {
+                sim[i] = sim[i - 1];
+                idx[i] = idx[i - 1];
+            }
+            sim[at] = s;
+            idx[at] = k;
+            if (n < NEAREST_MAX) n++;
+        }
+        out = json_array();
+        for (int i = 0; out && i < n; i++)
+            json_array_append_new(out, json_pack("{s:s, s:i, s:f}", "label", m->labels[idx[i]], "label_index", idx[i],
+                                                 "similarity", sim[i]));
+    }
+    pgcl_model_release(active);
+    pgcl_model_release(shadow);
+    return out ? out : json_null();
+}
+
 void pgcld_handle_decision_get(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     json_t *rec = load_decision(srv, req, reply);
     if (!rec) return;
+    json_object_set_new(rec, "nearest_prototypes", nearest_prototypes(srv, rec));
     reply->status = 200;
     reply->body = rec;
 }

@@ -4,6 +4,8 @@
  * (a rejected request writes no row), and the answer is built only after pgcl_audit_append()
  * returned, i.e. after the rows are durable. */
 #include <math.h>
+#include <pthread.h>
+#include <sqlite3.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +15,10 @@
 
 #include "f16.h"
 #include "fastjson.h"
+#include "jsonw.h"
 #include "ids.h"
 #include "log.h"
+#include "queries.h"
 #include "score.h"
 #include "server.h"
 
@@ -34,6 +38,7 @@ void pgcld_score_job_free(score_job *j) {
     free(j->rows);
     free(j->inputs_f16);
     free(j->id_arena);
+    free(j->answer);
     pgcl_model_release(j->model);
     pgcl_model_release(j->shadow);
     json_decref(j->root);
@@ -103,7 +108,10 @@ static int parse_embedding(const pgcl_model *m, json_t *item, int i, float *z, p
         return -1;
     }
     const char *end = NULL;
-    if (sodium_base642bin((unsigned char *)z, want, text, text_len, NULL, &got, &end,
+    bool ascii = true; /* libsodium 1.0.18 decodes every byte >= 0x80 as if it were '/' */
+    for (size_t k = 0; k < text_len && ascii; k++) ascii = (unsigned char)text[k] < 0x80;
+    if (!ascii ||
+        sodium_base642bin((unsigned char *)z, want, text, text_len, NULL, &got, &end,
                           sodium_base64_VARIANT_ORIGINAL) != 0 ||
         end != text + text_len) {
         pgcld_reply_error(reply, 400, "invalid_base64", i, field,
@@ -132,8 +140,21 @@ static int parse_embedding(const pgcl_model *m, json_t *item, int i, float *z, p
 /* Parses and validates the whole request into job. Returns 0, or -1 with reply filled. */
 static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job *job, bool *return_vector,
                          pgcld_reply *reply) {
-    job->root = pgcld_parse_json_body(req, reply);
-    if (!job->root) return -1;
+    /* As pgcld_parse_json_body() (the caller checked the Content-Type), but integers are read as
+     * reals: an embedding value written as a long integer is a number like any other (the fast
+     * path reads it so), not a "too big integer" for jansson's int64. */
+    json_error_t jerr;
+    job->root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL,
+                           &jerr);
+    if (!job->root) {
+        pgcld_reply_error(reply, 400, "invalid_json", -1, NULL, "malformed JSON at line %d column %d: %s", jerr.line,
+                          jerr.column, jerr.text);
+        return -1;
+    }
+    if (!json_is_object(job->root)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, NULL, "the body must be a JSON object");
+        return -1;
+    }
     const char *key;
     json_t *val;
     json_object_foreach(job->root, key, val) {
@@ -211,27 +232,65 @@ static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job 
     return 0;
 }
 
-static json_t *build_answer(const score_job *job, const char *request_id, bool return_vector) {
+/* The answer's text, written directly (jsonw.h): the same bytes json_dumps() wrote from the DOM
+ * this replaced, without building it. NULL when out of memory. */
+static char *build_answer(const score_job *job, const char *request_id, bool return_vector) {
     const pgcl_model *m = job->model;
-    json_t *results = json_array();
+    char *policy = json_dumps(m->policy_json, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    if (!policy) return NULL;
+    pgcld_jsonw w;
+    size_t per_item = 160 + (size_t)m->K * 32 + (return_vector ? (size_t)m->d * 16 : 0);
+    pgcld_jsonw_init(&w, 512 + strlen(policy) + (size_t)job->n * per_item);
+    pgcld_jsonw_lit(&w, "{\"request_id\":");
+    pgcld_jsonw_str(&w, request_id);
+    pgcld_jsonw_lit(&w, ",\"model\":{\"name\":");
+    pgcld_jsonw_str(&w, m->name);
+    pgcld_jsonw_lit(&w, ",\"version\":");
+    pgcld_jsonw_str(&w, m->version);
+    pgcld_jsonw_lit(&w, ",\"sha256\":");
+    pgcld_jsonw_str(&w, m->sha256);
+    pgcld_jsonw_lit(&w, ",\"task\":");
+    pgcld_jsonw_str(&w, pgcl_task_str(m->task));
+    pgcld_jsonw_lit(&w, "},\"policy\":");
+    pgcld_jsonw_lit(&w, policy);
+    free(policy);
+    pgcld_jsonw_lit(&w, ",\"results\":[");
     for (int i = 0; i < job->n; i++) {
         const float *p = job->probs + (size_t)i * m->K;
-        json_t *probs = json_object();
-        for (int k = 0; k < m->K; k++) json_object_set_new(probs, m->labels[k], json_real(p[k]));
-        json_t *r = json_pack("{s:s, s:s, s:s, s:i, s:o, s:s}", "id", job->ids[i], "decision_id", job->decision_id[i],
-                              "label", m->labels[job->label_index[i]], "label_index", job->label_index[i],
-                              "probabilities", probs, "decision", pgcl_decision_str(job->decision[i]));
-        if (m->task == PGCL_TASK_BINARY) json_object_set_new(r, "toxicity", json_real(p[1]));
-        if (return_vector) {
-            json_t *vec = json_array();
-            for (int j = 0; j < m->d; j++) json_array_append_new(vec, json_real(job->vectors[(size_t)i * m->d + j]));
-            json_object_set_new(r, "vector", vec);
+        pgcld_jsonw_lit(&w, i ? ",{\"id\":" : "{\"id\":");
+        pgcld_jsonw_str(&w, job->ids[i]);
+        pgcld_jsonw_lit(&w, ",\"decision_id\":");
+        pgcld_jsonw_str(&w, job->decision_id[i]);
+        pgcld_jsonw_lit(&w, ",\"label\":");
+        pgcld_jsonw_str(&w, m->labels[job->label_index[i]]);
+        pgcld_jsonw_lit(&w, ",\"label_index\":");
+        pgcld_jsonw_int(&w, job->label_index[i]);
+        pgcld_jsonw_lit(&w, ",\"probabilities\":{");
+        for (int k = 0; k < m->K; k++) {
+            if (k) pgcld_jsonw_lit(&w, ",");
+            pgcld_jsonw_str(&w, m->labels[k]);
+            pgcld_jsonw_lit(&w, ":");
+            pgcld_jsonw_f32(&w, p[k]);
         }
-        json_array_append_new(results, r);
+        pgcld_jsonw_lit(&w, "},\"decision\":");
+        pgcld_jsonw_str(&w, pgcl_decision_str(job->decision[i]));
+        if (m->task == PGCL_TASK_BINARY) {
+            pgcld_jsonw_lit(&w, ",\"toxicity\":");
+            pgcld_jsonw_f32(&w, p[1]);
+        }
+        if (return_vector) {
+            const float *v = job->vectors + (size_t)i * m->d;
+            pgcld_jsonw_lit(&w, ",\"vector\":[");
+            for (int j = 0; j < m->d; j++) {
+                if (j) pgcld_jsonw_lit(&w, ",");
+                pgcld_jsonw_f32(&w, v[j]);
+            }
+            pgcld_jsonw_lit(&w, "]");
+        }
+        pgcld_jsonw_lit(&w, "}");
     }
-    return json_pack("{s:s, s:{s:s, s:s, s:s, s:s}, s:O, s:o}", "request_id", request_id, "model", "name", m->name,
-                     "version", m->version, "sha256", m->sha256, "task", pgcl_task_str(m->task), "policy",
-                     m->policy_json, "results", results);
+    pgcld_jsonw_lit(&w, "]}");
+    return pgcld_jsonw_take(&w, NULL);
 }
 
 pgcl_model *pgcld_score_acquire(pgcld_server *srv, const char *name, pgcl_model **shadow, const char *field,
@@ -301,6 +360,19 @@ int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job,
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         return -1;
     }
+    /* Finite inputs of huge magnitude (1e38) overflow inside the model: such an item has no
+     * decision to record (NaN probabilities would decide "allow"). Refused like a non-finite input. */
+    for (size_t i = 0; i < n; i++) {
+        bool finite = true;
+        for (int k = 0; finite && k < m->K; k++) finite = isfinite(job->probs[i * (size_t)m->K + (size_t)k]);
+        for (int k = 0; finite && k < m->d; k++) finite = isfinite(job->vectors[i * (size_t)m->d + (size_t)k]);
+        if (!finite) {
+            pgcld_reply_error(reply, 400, "non_finite_value", (int)i, NULL,
+                              "item %zu: the model's output is not finite for this embedding (its values are too "
+                              "large)", i);
+            return -1;
+        }
+    }
     int64_t t_computed = pgcl_monotonic_us();
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_QUEUE, (double)(t_compute - t_queue) * 1e-6);
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_COMPUTE, (double)(t_computed - t_compute) * 1e-6);
@@ -337,7 +409,7 @@ int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job,
             pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
             return -1;
         }
-        for (size_t k = 0; k < n * (size_t)m->D; k++) job->inputs_f16[k] = pgcl_f32_to_f16(job->z[k]);
+        pgcl_f32_to_f16_array(job->z, job->inputs_f16, n * (size_t)m->D);
     }
     for (size_t i = 0; i < n && strcmp(srv->cfg->store_inputs, "none") != 0; i++) {
         bool half = job->inputs_f16 != NULL;
@@ -347,7 +419,18 @@ int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job,
         job->rows[i].input_dtype = half ? "f16" : "f32";
     }
     char err[512];
-    pgcl_status st = pgcl_audit_append(srv->audit, job->rows, job->n, err, sizeof err);
+    pgcl_status st;
+    if (job->idem.key) { /* the answer is stored with the rows, so it is built first */
+        if (!(job->answer = build_answer(job, job->request_id, job->return_vector))) {
+            pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+            return -1;
+        }
+        job->idem.request_id = job->request_id;
+        job->idem.answer = job->answer;
+        st = pgcl_audit_append_with(srv->audit, job->rows, job->n, pgcl_idem_store, &job->idem, err, sizeof err);
+    } else {
+        st = pgcl_audit_append(srv->audit, job->rows, job->n, err, sizeof err);
+    }
     if (st != PGCL_OK) {
         reply->retry_after = "1";
         if (st == PGCL_ERR_BUSY)
@@ -477,9 +560,120 @@ static int parse_octets(pgcld_server *srv, const pgcld_request *req, score_job *
     return pgcld_score_take_ids(job, pgcld_request_header(req, "Pgcld-Item-Ids"), "Pgcld-Item-Ids", reply);
 }
 
+/* ---- Idempotency-Key ----
+ * Keys being answered right now, per scope (the API key): a second request with the same key
+ * while the first runs gets 409 instead of scoring twice. At most one entry per connection. */
+typedef struct idem_slot {
+    char scope[sizeof ((pgcl_identity *)0)->key_id];
+    char key[PGCL_IDEM_KEY_MAX + 1];
+    struct idem_slot *next;
+} idem_slot;
+
+static pthread_mutex_t g_idem_lock = PTHREAD_MUTEX_INITIALIZER;
+static idem_slot *g_idem_in_flight;
+
+/* Claims (scope, key); NULL when it is already claimed (or out of memory: *oom set). */
+static idem_slot *idem_claim(const char *scope, const char *key, bool *oom) {
+    *oom = false;
+    pthread_mutex_lock(&g_idem_lock);
+    for (idem_slot *s = g_idem_in_flight; s; s = s->next) {
+        if (strcmp(s->scope, scope) == 0 && strcmp(s->key, key) == 0) {
+            pthread_mutex_unlock(&g_idem_lock);
+            return NULL;
+        }
+    }
+    idem_slot *slot = calloc(1, sizeof *slot);
+    if (slot) {
+        snprintf(slot->scope, sizeof slot->scope, "%s", scope);
+        snprintf(slot->key, sizeof slot->key, "%s", key);
+        slot->next = g_idem_in_flight;
+        g_idem_in_flight = slot;
+    }
+    pthread_mutex_unlock(&g_idem_lock);
+    *oom = !slot;
+    return slot;
+}
+
+static void idem_release(idem_slot *slot) {
+    if (!slot) return;
+    pthread_mutex_lock(&g_idem_lock);
+    for (idem_slot **p = &g_idem_in_flight; *p; p = &(*p)->next) {
+        if (*p == slot) {
+            *p = slot->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_idem_lock);
+    free(slot);
+}
+
+static const char *const g_replayed_headers[] = {"Idempotent-Replayed", "true", NULL};
+
+/* Handles the Idempotency-Key of a request: returns 1 when reply is complete (an error, or the
+ * stored answer of an earlier request with the same key and body), 0 to score the request (then
+ * *slot holds the claim and job->idem is filled). */
+static int idem_begin(pgcld_server *srv, const pgcld_request *req, const char *key, score_job *job,
+                      char body_sha[65], idem_slot **slot, pgcld_reply *reply) {
+    if (!pgcl_idem_key_valid(key)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "Idempotency-Key",
+                          "the Idempotency-Key header must be 1 to %d visible ASCII characters", PGCL_IDEM_KEY_MAX);
+        return 1;
+    }
+    const char *scope = req->identity ? req->identity->key_id : "anonymous";
+    bool oom;
+    if (!(*slot = idem_claim(scope, key, &oom))) {
+        if (oom) {
+            pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        } else {
+            reply->retry_after = "1";
+            pgcld_reply_error(reply, 409, "idempotency_in_flight", -1, "Idempotency-Key",
+                              "a request with this Idempotency-Key is still being answered; retry after it");
+        }
+        return 1;
+    }
+    pgcl_sha256_hex(req->body, req->body_len, body_sha);
+    char err[512], now[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_timestamp_now(now);
+    pgcl_qpool *pool = pgcl_queries_pool(srv->cfg->db_path, err, sizeof err);
+    sqlite3 *db = NULL;
+    bool found = false;
+    pgcl_idem_record rec = {0};
+    pgcl_status st = pool ? pgcl_qpool_acquire(pool, &db, err, sizeof err) : PGCL_ERR_DB;
+    if (st == PGCL_OK) {
+        st = pgcl_idem_lookup(db, scope, key, now, &found, &rec, err, sizeof err);
+        pgcl_qpool_release(pool, db);
+    }
+    if (st != PGCL_OK) {
+        reply->retry_after = "1";
+        pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "idempotency keys cannot be read; retry shortly");
+        pgcl_log_error("score: idempotency lookup failed: %s", err);
+        return 1;
+    }
+    if (found) {
+        if (strcmp(rec.body_sha256, body_sha) == 0) {
+            reply->status = 200;
+            reply->text = rec.answer; /* the original answer, byte for byte */
+            reply->headers = g_replayed_headers;
+        } else {
+            free(rec.answer);
+            pgcld_reply_error(reply, 422, "idempotency_key_reused", -1, "Idempotency-Key",
+                              "this Idempotency-Key was used with a different request body (request %s)",
+                              rec.request_id);
+        }
+        return 1;
+    }
+    job->idem = (pgcl_idem_entry){.scope = (*slot)->scope, .key = (*slot)->key, .body_sha256 = body_sha,
+                                  .ttl_s = srv->cfg->idempotency_ttl_s};
+    return 0;
+}
+
 void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     score_job job = {0};
     bool return_vector = true;
+    idem_slot *slot = NULL;
+    char body_sha[65];
+    const char *idem_key = pgcld_request_header(req, "Idempotency-Key");
+    if (idem_key && idem_begin(srv, req, idem_key, &job, body_sha, &slot, reply) != 0) goto done;
     if (is_octet_stream(req->content_type)) {
         if (parse_octets(srv, req, &job, &return_vector, reply) != 0) goto done;
     } else if (!pgcld_is_json_type(req->content_type)) {
@@ -491,12 +685,19 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
                parse_request(srv, req, &job, &return_vector, reply) != 0) {
         goto done;
     }
+    job.return_vector = return_vector;
 
     if (pgcld_score_run(srv, req, &job, reply) != 0) goto done;
     reply->status = 200;
-    reply->body = build_answer(&job, job.request_id, return_vector);
+    if (job.answer) {
+        reply->text = job.answer;
+        job.answer = NULL;
+    } else {
+        reply->text = build_answer(&job, job.request_id, return_vector);
+    }
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - req->t_start_us) * 1e-6);
-    if (!reply->body) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+    if (!reply->text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
 done:
     pgcld_score_job_free(&job);
+    idem_release(slot);
 }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonw.h"
 #include "score.h"
 #include "server.h"
 
@@ -127,10 +128,21 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
                 return -1;
             }
             have_embedding = true;
+            if (!json_is_integer(json_array_get(shape, 0)) || !json_is_integer(json_array_get(shape, 1))) {
+                pgcld_reply_error(reply, 400, "invalid_request", -1, field, "'embedding' shape must be [n, D] integers");
+                return -1;
+            }
             json_int_t n = json_integer_value(json_array_get(shape, 0)), D = json_integer_value(json_array_get(shape, 1));
             if (D != job->model->D) {
                 pgcld_reply_error(reply, 400, "dimension_mismatch", -1, field, "shape [%lld, %lld]: model %s expects D = %d",
                                   (long long)n, (long long)D, job->model->name, job->model->D);
+                return -1;
+            }
+            /* n is bounded before n * D * 4 is computed: a huge n would wrap around to the binary size. */
+            if (n <= 0 || n > srv->cfg->max_batch) {
+                pgcld_reply_error(reply, n <= 0 ? 400 : 413, n <= 0 ? "empty_batch" : "batch_too_large", -1, field,
+                                  "shape [%lld, %lld]: 1 to %ld embeddings per request", (long long)n, (long long)D,
+                                  (long)srv->cfg->max_batch);
                 return -1;
             }
             if (bytes) {
@@ -143,12 +155,6 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
                 if (pgcld_score_take_floats(srv, job, bytes, nbytes, field, reply) != 0) return -1;
             } else {
                 json_t *data = json_object_get(in, "data");
-                if (n <= 0 || n > srv->cfg->max_batch) {
-                    pgcld_reply_error(reply, n <= 0 ? 400 : 413, n <= 0 ? "empty_batch" : "batch_too_large", -1, field,
-                                      "shape [%lld, %lld]: 1 to %ld embeddings per request", (long long)n,
-                                      (long long)D, (long)srv->cfg->max_batch);
-                    return -1;
-                }
                 float *tmp = malloc(sizeof(float) * (size_t)n * (size_t)D);
                 long got = tmp ? flatten(data, tmp, 0, (long)(n * D)) : -1;
                 int rc = 0;
@@ -194,8 +200,70 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
     return rc;
 }
 
-static json_t *tensor(const char *name, const char *dtype, json_t *shape, json_t *data) {
-    return json_pack("{s:s, s:s, s:o, s:o}", "name", name, "datatype", dtype, "shape", shape, "data", data);
+/* Opens one output tensor {"name","datatype","shape":[n(,cols)],"data":[ — the caller writes the
+ * data and closes with "]}". */
+static void tensor_open(pgcld_jsonw *w, bool first, const char *name, const char *dtype, int n, int cols) {
+    pgcld_jsonw_lit(w, first ? "{\"name\":" : ",{\"name\":");
+    pgcld_jsonw_str(w, name);
+    pgcld_jsonw_lit(w, ",\"datatype\":");
+    pgcld_jsonw_str(w, dtype);
+    pgcld_jsonw_lit(w, ",\"shape\":[");
+    pgcld_jsonw_int(w, n);
+    if (cols > 0) {
+        pgcld_jsonw_lit(w, ",");
+        pgcld_jsonw_int(w, cols);
+    }
+    pgcld_jsonw_lit(w, "],\"data\":[");
+}
+
+/* The infer answer's text (jsonw.h: the bytes json_dumps wrote from the DOM it replaced); NULL
+ * when out of memory. */
+static char *infer_answer(const score_job *job, const char *id, size_t id_len) {
+    const pgcl_model *m = job->model;
+    pgcld_jsonw w;
+    pgcld_jsonw_init(&w, 1024 + (size_t)job->n * (200 + (size_t)(m->K + m->d) * 16));
+    pgcld_jsonw_lit(&w, "{\"model_name\":");
+    pgcld_jsonw_str(&w, m->name);
+    pgcld_jsonw_lit(&w, ",\"model_version\":");
+    pgcld_jsonw_str(&w, m->version);
+    pgcld_jsonw_lit(&w, ",\"id\":");
+    pgcld_jsonw_strn(&w, id, id_len);
+    pgcld_jsonw_lit(&w, ",\"parameters\":{\"request_id\":");
+    pgcld_jsonw_str(&w, job->request_id);
+    pgcld_jsonw_lit(&w, ",\"model_sha256\":");
+    pgcld_jsonw_str(&w, m->sha256);
+    pgcld_jsonw_lit(&w, "},\"outputs\":[");
+    tensor_open(&w, true, "label", "BYTES", job->n, 0);
+    for (int i = 0; i < job->n; i++) {
+        if (i) pgcld_jsonw_lit(&w, ",");
+        pgcld_jsonw_str(&w, m->labels[job->label_index[i]]);
+    }
+    pgcld_jsonw_lit(&w, "]}");
+    tensor_open(&w, false, "decision", "BYTES", job->n, 0);
+    for (int i = 0; i < job->n; i++) {
+        if (i) pgcld_jsonw_lit(&w, ",");
+        pgcld_jsonw_str(&w, pgcl_decision_str(job->decision[i]));
+    }
+    pgcld_jsonw_lit(&w, "]}");
+    tensor_open(&w, false, "decision_id", "BYTES", job->n, 0);
+    for (int i = 0; i < job->n; i++) {
+        if (i) pgcld_jsonw_lit(&w, ",");
+        pgcld_jsonw_str(&w, job->decision_id[i]);
+    }
+    pgcld_jsonw_lit(&w, "]}");
+    tensor_open(&w, false, "probabilities", "FP32", job->n, m->K);
+    for (size_t k = 0; k < (size_t)job->n * (size_t)m->K; k++) {
+        if (k) pgcld_jsonw_lit(&w, ",");
+        pgcld_jsonw_f32(&w, job->probs[k]);
+    }
+    pgcld_jsonw_lit(&w, "]}");
+    tensor_open(&w, false, "vector", "FP32", job->n, m->d);
+    for (size_t k = 0; k < (size_t)job->n * (size_t)m->d; k++) {
+        if (k) pgcld_jsonw_lit(&w, ",");
+        pgcld_jsonw_f32(&w, job->vectors[k]);
+    }
+    pgcld_jsonw_lit(&w, "]}]}");
+    return pgcld_jsonw_take(&w, NULL);
 }
 
 void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
@@ -238,26 +306,11 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
         goto done;
     if (pgcld_score_run(srv, req, &job, reply) != 0) goto done;
 
-    const pgcl_model *m = job.model;
-    json_t *labels = json_array(), *decisions = json_array(), *ids = json_array(), *probs = json_array(),
-           *vectors = json_array();
-    for (int i = 0; i < job.n; i++) {
-        json_array_append_new(labels, json_string(m->labels[job.label_index[i]]));
-        json_array_append_new(decisions, json_string(pgcl_decision_str(job.decision[i])));
-        json_array_append_new(ids, json_string(job.decision_id[i]));
-        for (int k = 0; k < m->K; k++) json_array_append_new(probs, json_real(job.probs[(size_t)i * m->K + k]));
-        for (int j = 0; j < m->d; j++) json_array_append_new(vectors, json_real(job.vectors[(size_t)i * m->d + j]));
-    }
     json_t *req_id = json_object_get(hdr, "id");
     reply->status = 200;
-    reply->body = json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:[o, o, o, o, o]}", "model_name", m->name, "model_version",
-                            m->version, "id", json_is_string(req_id) ? json_string_value(req_id) : job.request_id,
-                            "parameters", "request_id", job.request_id, "model_sha256", m->sha256, "outputs",
-                            tensor("label", "BYTES", json_pack("[i]", job.n), labels),
-                            tensor("decision", "BYTES", json_pack("[i]", job.n), decisions),
-                            tensor("decision_id", "BYTES", json_pack("[i]", job.n), ids),
-                            tensor("probabilities", "FP32", json_pack("[i, i]", job.n, m->K), probs),
-                            tensor("vector", "FP32", json_pack("[i, i]", job.n, m->d), vectors));
+    reply->text = json_is_string(req_id) ? infer_answer(&job, json_string_value(req_id), json_string_length(req_id))
+                                         : infer_answer(&job, job.request_id, strlen(job.request_id));
+    if (!reply->text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - req->t_start_us) * 1e-6);
 done:
     json_decref(hdr);

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "idempotency.h"
 #include "ids.h"
 #include "model.h"
 #include "server.h"
@@ -31,6 +32,11 @@ typedef struct score_job {
     pgcl_decision_row *rows;  /* (n) */
     uint16_t *inputs_f16;     /* (n, D) when --store-inputs float16 */
     char request_id[PGCL_UUID_LEN + 1];
+    /* POST /v1/score with an Idempotency-Key (idem.key set): pgcld_score_run builds the answer
+     * (into `answer`, owned) before the commit and stores it with the rows. */
+    pgcl_idem_entry idem;
+    bool return_vector;
+    char *answer;
 } score_job;
 
 /* Runs a parsed job (model retained, n, ids, z filled). Returns 0 with the outputs, decisions,

@@ -33,6 +33,10 @@ typedef struct pgcld_server {
     int port;
     _Atomic int in_flight;     /* requests between arrival and completion */
     _Atomic bool draining;     /* set at shutdown: /readyz answers 503 */
+    /* Overload protection (http.c; made by pgcld_server_start, freed by pgcld_server_stop). */
+    struct pgcld_ratelimit *ratelimit; /* per-key token buckets: --rate-limit-rps */
+    struct pgcld_reaper *reaper;       /* the --request-timeout deadline */
+    _Atomic int score_in_flight;       /* scoring requests being handled: --max-score-in-flight */
 } pgcld_server;
 
 #define PGCLD_MAX_PARAMS 4
@@ -73,6 +77,13 @@ typedef struct pgcld_reply {
     void (*stream_free)(void *stream_ctx);
     void *stream_ctx;
     const char *content_disposition; /* e.g. attachment; filename="decisions.csv" */
+    /* A body of data_len bytes (binary allowed) sent instead of `body` and `text` when data is not
+     * NULL. Not owned: it must outlive the response (static storage, e.g. embedded files). */
+    const void *data;
+    size_t data_len;
+    /* Extra response headers: name, value, name, value, …, NULL, in static storage; NULL for
+     * none. A Cache-Control among them replaces the default "no-store". */
+    const char *const *headers;
 } pgcld_reply;
 
 /* Sets reply to {"error": {"code", "message"[, "item"][, "field"]}}. item < 0 and field NULL omit them. */
@@ -139,5 +150,8 @@ void pgcld_handle_v2_ready(pgcld_server *srv, const pgcld_request *req, pgcld_re
 void pgcld_handle_v2_model(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_v2_model_ready(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+/* The web console's static files, embedded at build time (routes_console.c). */
+void pgcld_handle_console_index(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_console_file(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 
 #endif

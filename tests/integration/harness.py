@@ -419,8 +419,12 @@ class Daemon:
     """
 
     def __init__(self, models=("toxicity",), extra_models=None, args=(), default_model=None,
-                 db_path=None, auth=True):
+                 db_path=None, auth=True, binary=None, env=None):
         require_binary()
+        # binary: another executable that serves like `pgcld serve` (tests/faults/pgcld_faults);
+        # env: extra environment variables for the daemon. The CLI (keys) always runs PGCLD_BIN.
+        self.binary = binary or PGCLD_BIN
+        self.env = dict(env or {})
         self.tmp = tempfile.mkdtemp(prefix="pgcld-it-")
         if isinstance(models, str):
             self.models_dir = models
@@ -469,7 +473,7 @@ class Daemon:
 
     # -- lifecycle
     def command(self, port_file):
-        cmd = [PGCLD_BIN, "serve", "--listen", "127.0.0.1:0", "--models", self.models_dir,
+        cmd = [self.binary, "serve", "--listen", "127.0.0.1:0", "--models", self.models_dir,
                "--db", self.db_path, "--port-file", port_file]
         if self.default_model:
             cmd += ["--default-model", self.default_model]
@@ -485,7 +489,8 @@ class Daemon:
         cmd = self.command(port_file)
         with open(self._stderr_path, "wb") as err, open(self._stdout_path, "wb") as out:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                         cwd=self.tmp)
+                                         cwd=self.tmp,
+                                         env={**os.environ, **self.env} if self.env else None)
         _LIVE.add(self)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:

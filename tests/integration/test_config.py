@@ -42,6 +42,11 @@ DEFAULTS = {
     "max-upload-bytes": "268435456",
     "max-connections": "512",
     "connection-timeout": "30",
+    "max-connections-per-ip": "0",
+    "request-timeout": "60",
+    "max-score-in-flight": "128",
+    "rate-limit-rps": "0",
+    "rate-limit-burst": "0",
     "compute-workers": "0",
     "blas-threads": "1",
     "chunk-rows": "256",
@@ -54,11 +59,16 @@ DEFAULTS = {
     "batch-max-wait-us": "0",
     "store-inputs": "float16",
     "contest-window-days": "180",
+    "idempotency-ttl": "86400",
     "signing-key": "",
     "checkpoint-dir": "",
     "checkpoint-interval": "0",
+    "tls-cert": "",
+    "tls-key": "",
+    "tls-min-version": "1.2",
 }
-RELOADABLE = ["log-level", "max-body-bytes", "max-batch", "max-pending-rows", "shadow-queue"]
+RELOADABLE = ["log-level", "max-body-bytes", "max-batch", "request-timeout", "max-score-in-flight",
+              "rate-limit-rps", "rate-limit-burst", "max-pending-rows", "shadow-queue"]
 
 # name = value  # source      (the config row is printed commented out: "# config = ...")
 LINE_RE = re.compile(r'^(?:# )?([a-z][a-z0-9-]*) = ("(?:[^"\\]|\\.)*"|[^ #]*)  # (.+)$')

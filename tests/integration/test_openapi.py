@@ -53,7 +53,8 @@ CONTRACT_ERRORS = {
     "unauthorized": 401, "forbidden": 403,
     "model_not_found": 404, "version_not_found": 404, "no_shadow": 404, "key_not_found": 404,
     "not_found": 404, "method_not_allowed": 405,
-    "conflict": 409, "version_exists": 409,
+    "conflict": 409, "version_exists": 409, "idempotency_in_flight": 409, "idempotency_key_reused": 422,
+    "rate_limited": 429,
     "payload_too_large": 413, "batch_too_large": 413, "unsupported_media_type": 415,
     "invalid_checkpoint": 422, "checksum_mismatch": 422,
     "not_ready": 503, "audit_unavailable": 503, "overloaded": 503, "internal_error": 500,
@@ -83,11 +84,15 @@ OPERATION_ERRORS = {
     ("get", "/healthz"): set(),
     ("get", "/readyz"): set(),
     ("get", "/metrics"): {"not_found"},
+    ("get", "/console"): set(),
+    ("get", "/console/"): set(),
+    ("get", "/console/{file}"): {"not_found"},
     ("get", "/v1/models"): AUTH_ERRORS,
     ("post", "/v1/score"): AUTH_ERRORS | {
         "invalid_json", "invalid_request", "missing_id", "dimension_mismatch", "non_finite_value",
         "invalid_base64", "empty_batch", "model_not_found", "payload_too_large", "batch_too_large",
-        "unsupported_media_type", "not_ready", "audit_unavailable", "overloaded"},
+        "unsupported_media_type", "not_ready", "audit_unavailable", "overloaded",
+        "idempotency_in_flight", "idempotency_key_reused", "rate_limited"},
     ("post", "/v1/admin/models/{name}/activate"): AUTH_ERRORS | BODY_ERRORS | {
         "model_not_found", "version_not_found", "not_found", "conflict", "invalid_checkpoint",
         "audit_unavailable"},
@@ -138,7 +143,7 @@ OPERATION_ERRORS = {
     ("post", "/v2/models/{name}/infer"): AUTH_ERRORS | {
         "invalid_json", "invalid_request", "dimension_mismatch", "non_finite_value", "empty_batch",
         "model_not_found", "not_found", "payload_too_large", "batch_too_large",
-        "unsupported_media_type", "not_ready", "audit_unavailable", "overloaded"},
+        "unsupported_media_type", "not_ready", "audit_unavailable", "overloaded", "rate_limited"},
 }
 ALL_ROLES = ["scorer", "reviewer", "admin"]
 
@@ -401,7 +406,7 @@ class SpecStructureTest(unittest.TestCase):
             "/v1/contests/{id}/resolution", "/v1/audit/export", "/v1/audit/stats",
             "/v1/audit/verify", "/v1/audit/checkpoints", "/v2", "/v2/health/live",
             "/v2/health/ready", "/v2/models/{name}", "/v2/models/{name}/ready",
-            "/v2/models/{name}/infer"})
+            "/v2/models/{name}/infer", "/console", "/console/", "/console/{file}"})
 
     def test_every_operation_has_responses(self):
         op_ids = []

@@ -1,0 +1,413 @@
+#!/usr/bin/python3
+"""Lint of the deployment files, which cannot be run here (no Docker engine, no cluster, no PID 1
+systemd): each is parsed and checked against the code and against the others.
+
+Dockerfile: two stages (build, runtime) with the base images as build arguments (the CUDA variant);
+the build stage runs the README's set-up scripts (deploy/install-deps.sh, deploy/build.sh build
+--buildtype=release); its package-listing step, run here against the built binary, names the
+packages that own every library; the runtime stage runs as a numeric non-root USER, has a
+HEALTHCHECK on /healthz, EXPOSEs the port of its config file, whose db lies in the VOLUME (checked
+with `pgcld serve --print-config`).
+
+deploy/systemd/pgcld.service: `systemd-analyze verify` is silent about it (with ExecStart pointed at
+the built binary) and `systemd-analyze security --offline` rates it at most 2.0, when systemd is
+installed; the sandboxing directives the deployment relies on are present either way.
+
+deploy/k8s/*.yaml: every document parses; the StatefulSet, both Services (one headless, its
+serviceName), the PodDisruptionBudget, ConfigMap and Secret agree on labels and names; probe paths
+are routes of server/http.c (/healthz liveness, /readyz readiness); ports match the ConfigMap's
+listen; the ConfigMap's pgcld.conf is valid (--print-config) and its db lies on the
+volumeClaimTemplate's mount; pod and containers run as non-root with a read-only root filesystem and
+no capabilities; resources are set and compute-workers fits the CPU limit; the grace period covers
+preStop + shutdown-grace.
+
+Run: /usr/bin/python3 tests/integration/test_deploy_files.py
+"""
+
+import glob
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness as H  # noqa: E402
+
+ROOT = H.SOURCE_ROOT
+DOCKERFILE = os.path.join(ROOT, "Dockerfile")
+UNIT = os.path.join(ROOT, "deploy", "systemd", "pgcld.service")
+K8S = os.path.join(ROOT, "deploy", "k8s")
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def routes():
+    """(method, pattern) of server/http.c's route table."""
+    return set(re.findall(r'\{"(GET|POST|PUT|DELETE)", "(/[^"]*)"', read(os.path.join(ROOT, "server", "http.c"))))
+
+
+def print_config(conf_text):
+    """{name: value} of `pgcld serve --print-config` for a config file with this text."""
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "pgcld.conf")
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(conf_text)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PGCLD_") or k in ("PGCLD_BIN",)}
+        r = subprocess.run([H.PGCLD_BIN, "serve", "--config", p, "--print-config"], capture_output=True,
+                           text=True, timeout=60, env=env, cwd=d)
+    if r.returncode != 0:
+        raise AssertionError(f"pgcld refuses the config file: {r.stderr}\n{conf_text}")
+    out = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r'^(\S+) = ("(?:[^"\\]|\\.)*"|\S+)', line)
+        if m:
+            v = m.group(2)
+            out[m.group(1)] = v[1:-1] if v.startswith('"') else v
+    return out
+
+
+def have_binary():
+    return os.path.isfile(H.PGCLD_BIN) and os.access(H.PGCLD_BIN, os.X_OK)
+
+
+# --------------------------------------------------------------------------- Dockerfile
+
+def dockerfile_instructions(text):
+    """[(INSTRUCTION, argument text)] with continuation lines joined and comments dropped."""
+    out, cur = [], ""
+    for line in text.splitlines():
+        if not cur and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if cur and line.lstrip().startswith("#"):
+            continue
+        cur += line.rstrip()
+        if cur.endswith("\\"):
+            cur = cur[:-1] + " "
+            continue
+        word, _, rest = cur.strip().partition(" ")
+        out.append((word.upper(), rest.strip()))
+        cur = ""
+    return out
+
+
+def stages(instrs):
+    """[{"from": image, "name": alias, "instrs": [...]}], and the ARGs before the first FROM."""
+    result, global_args = [], {}
+    for word, rest in instrs:
+        if word == "FROM":
+            m = re.match(r"(\S+)(?:\s+AS\s+(\S+))?$", rest, re.I)
+            result.append({"from": m.group(1), "name": m.group(2), "instrs": []})
+        elif not result:
+            if word == "ARG":
+                k, _, v = rest.partition("=")
+                global_args[k] = v
+        else:
+            result[-1]["instrs"].append((word, rest))
+    return result, global_args
+
+
+class DockerfileTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.instrs = dockerfile_instructions(read(DOCKERFILE))
+        cls.stages, cls.args = stages(cls.instrs)
+
+    def stage(self, name):
+        for s in self.stages:
+            if s["name"] == name:
+                return s
+        self.fail(f"no stage {name!r}")
+
+    def get(self, stage, word):
+        return [rest for w, rest in stage["instrs"] if w == word]
+
+    def test_two_stages_with_selectable_bases(self):
+        self.assertEqual([s["name"] for s in self.stages], ["build", "runtime"])
+        self.assertEqual(self.stage("build")["from"], "${BUILD_BASE}")
+        self.assertEqual(self.stage("runtime")["from"], "${BASE}")
+        self.assertEqual(self.args.get("BASE"), "debian:bookworm-slim")
+        self.assertEqual(self.args.get("BUILD_BASE"), "debian:bookworm-slim")
+        self.assertIn("CUDA=disabled", self.get(self.stage("build"), "ARG"))
+        text = read(DOCKERFILE)
+        # The CUDA variant is documented in the file with the build arguments it needs.
+        for needle in ("--build-arg BASE=nvidia/cuda:", "--build-arg BUILD_BASE=nvidia/cuda:",
+                       "--build-arg CUDA=enabled"):
+            self.assertIn(needle, text)
+
+    def test_build_stage_runs_the_readme_scripts(self):
+        readme = read(os.path.join(ROOT, "README.md"))
+        m = re.search(r"^(deploy/install-deps\.sh && deploy/build\.sh build [^&\n]*?)\s*&&", readme, re.M)
+        self.assertIsNotNone(m, "README's set-up command not found")
+        runs = " ".join(self.get(self.stage("build"), "RUN"))
+        self.assertIn(m.group(1), runs, "the build stage does not run the README's set-up command")
+        self.assertIn("-Dcuda=${CUDA}", runs)
+        for script in ("deploy/install-deps.sh", "deploy/build.sh"):
+            self.assertTrue(os.access(os.path.join(ROOT, script), os.X_OK), script)
+        self.assertNotIn("install-deps.sh", " ".join(self.get(self.stage("runtime"), "RUN")),
+                         "the runtime stage must not install the toolchain")
+
+    def test_runtime_stage_user_healthcheck_port(self):
+        rt = self.stage("runtime")
+        users = self.get(rt, "USER")
+        self.assertEqual(len(users), 1)
+        uid, _, gid = users[0].partition(":")
+        self.assertRegex(uid, r"^\d+$", "USER must be numeric so Kubernetes can check runAsNonRoot")
+        self.assertNotEqual(int(uid), 0)
+        self.assertNotEqual(gid, "0")
+        health = self.get(rt, "HEALTHCHECK")
+        self.assertEqual(len(health), 1)
+        self.assertIn("/healthz", health[0])
+        self.assertIn(("GET", "/healthz"), routes())
+        self.assertEqual(self.get(rt, "EXPOSE"), ["8080"])
+        self.assertIn('["/usr/local/bin/pgcld"]', self.get(rt, "ENTRYPOINT"))
+        # runtime packages come from the build stage's list, plus curl for the HEALTHCHECK.
+        run = " ".join(self.get(rt, "RUN"))
+        self.assertIn("$(cat /tmp/runtime-packages)", run)
+        self.assertIn("grep 'not found'", run, "the runtime stage must check that every library resolves")
+        self.assertNotRegex(run, r"\b(build-essential|meson|ninja-build|-dev)\b")
+
+    def container_conf(self):
+        run = " ".join(self.get(self.stage("runtime"), "RUN"))
+        m = re.search(r"printf '%s\\n' (.*?) > /etc/pgcld/pgcld\.conf", run)
+        self.assertIsNotNone(m, "the runtime stage does not write /etc/pgcld/pgcld.conf")
+        return "\n".join(shlex.split(m.group(1))) + "\n"
+
+    @unittest.skipUnless(have_binary(), "needs the built pgcld")
+    def test_container_config_matches_volume_and_models(self):
+        cfg = print_config(self.container_conf())
+        rt = self.stage("runtime")
+        self.assertEqual(cfg["listen"], "0.0.0.0:8080")
+        volumes = self.get(rt, "VOLUME")
+        self.assertEqual(volumes, ['["/var/lib/pgcld"]'])
+        self.assertEqual(os.path.dirname(cfg["db"]), "/var/lib/pgcld")
+        self.assertIn("/var/lib/pgcld", self.get(rt, "WORKDIR"))
+        self.assertIn(f"models {cfg['models']}", self.get(rt, "COPY"))
+        self.assertIn("PGCLD_CONFIG=/etc/pgcld/pgcld.conf", self.get(rt, "ENV"))
+
+    @unittest.skipUnless(have_binary() and shutil.which("ldd") and shutil.which("dpkg-query"),
+                         "needs the built pgcld, ldd and dpkg-query")
+    def test_runtime_package_list_step(self):
+        """The build stage's package-listing RUN, run here on the binary built here."""
+        run = [r for r in self.get(self.stage("build"), "RUN") if "runtime-packages" in r]
+        self.assertEqual(len(run), 1)
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "usr", "local", "bin"))
+            shutil.copy(H.PGCLD_BIN, os.path.join(d, "usr", "local", "bin", "pgcld"))
+            script = run[0].replace("/out/", d + "/").replace("/tmp/owners", os.path.join(d, "owners"))
+            r = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "runtime-packages"), encoding="utf-8") as f:
+                pkgs = f.read().split()
+            with open(os.path.join(d, "unpackaged-libraries"), encoding="utf-8") as f:
+                unowned = f.read().split()
+        # Only a CUDA toolkit installed outside dpkg may leave libraries without a package.
+        self.assertEqual([u for u in unowned if "cuda" not in u], [], unowned)
+        for p in ("libc6", "libjansson4", "libsqlite3-0", "libsodium23"):
+            self.assertIn(p, pkgs)
+        self.assertTrue(any(p.startswith("libmicrohttpd") for p in pkgs), pkgs)
+        self.assertTrue(any(p.startswith("libopenblas0") for p in pkgs), pkgs)
+        self.assertFalse([p for p in pkgs if p.endswith("-dev")], pkgs)
+
+
+# --------------------------------------------------------------------------- systemd
+
+def unit_directives(text):
+    out = {}
+    section = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            continue
+        k, _, v = line.partition("=")
+        out.setdefault((section, k), []).append(v)
+    return out
+
+
+class SystemdUnitTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.text = read(UNIT)
+        cls.d = unit_directives(cls.text)
+
+    def one(self, key, section="Service"):
+        v = self.d.get((section, key))
+        self.assertIsNotNone(v, f"{key}= missing")
+        return v[-1]
+
+    def test_sandboxing_directives(self):
+        want = {"Type": "exec", "User": "pgcld", "ProtectSystem": "strict", "ProtectHome": "yes",
+                "PrivateTmp": "yes", "NoNewPrivileges": "yes", "StateDirectory": "pgcld",
+                "CapabilityBoundingSet": "", "SystemCallFilter": "@system-service",
+                "MemoryDenyWriteExecute": "yes", "Restart": "on-failure", "WorkingDirectory": "/var/lib/pgcld"}
+        for k, v in want.items():
+            self.assertEqual(self.one(k), v, k)
+        self.assertIn("/var/lib/pgcld", self.one("ReadWritePaths").split())
+        self.assertEqual(set(self.one("RestrictAddressFamilies").split()), {"AF_INET", "AF_INET6", "AF_UNIX"})
+        self.assertGreaterEqual(int(self.one("LimitNOFILE")), 4096)
+        self.assertEqual(self.one("ExecStart"), "/usr/local/bin/pgcld serve --config /etc/pgcld/pgcld.conf")
+        self.assertIn("sd_notify", self.text)  # why Type=exec, said in the file
+        # TimeoutStopSec covers the default shutdown-grace plus the flush.
+        grace = int(re.search(r"^shutdown-grace = (\d+)", read(os.path.join(ROOT, "deploy", "pgcld.conf")),
+                              re.M).group(1))
+        self.assertGreaterEqual(int(self.one("TimeoutStopSec").rstrip("s")), grace + 10)
+
+    @unittest.skipUnless(shutil.which("systemd-analyze"), "systemd is not installed")
+    def test_systemd_analyze(self):
+        with tempfile.TemporaryDirectory() as d:
+            unit = os.path.join(d, "pgcld.service")
+            binary = H.PGCLD_BIN if have_binary() else "/bin/true"
+            with open(unit, "w", encoding="utf-8") as f:
+                f.write(self.text.replace("/usr/local/bin/pgcld", binary))
+            r = subprocess.run(["systemd-analyze", "verify", unit], capture_output=True, text=True, timeout=120)
+            problems = [l for l in (r.stdout + r.stderr).splitlines() if "pgcld.service" in l]
+            self.assertEqual((r.returncode, problems), (0, []), r.stderr)
+            r = subprocess.run(["systemd-analyze", "security", "--offline=yes", unit], capture_output=True,
+                               text=True, timeout=120)
+            if r.returncode == 0 or "exposure level" in r.stdout:
+                m = re.search(r"Overall exposure level for \S+: ([\d.]+)", r.stdout)
+                self.assertIsNotNone(m, r.stdout[-500:])
+                self.assertLessEqual(float(m.group(1)), 2.0, r.stdout)
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+class KubernetesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.docs = []
+        for p in sorted(glob.glob(os.path.join(K8S, "*.yaml"))):
+            with open(p, encoding="utf-8") as f:
+                for doc in yaml.safe_load_all(f):
+                    if doc:
+                        cls.docs.append((os.path.basename(p), doc))
+        cls.by_kind = {}
+        for _, doc in cls.docs:
+            cls.by_kind.setdefault(doc["kind"], []).append(doc)
+        cls.sts = cls.by_kind["StatefulSet"][0]
+        cls.pod = cls.sts["spec"]["template"]["spec"]
+        cls.main = [c for c in cls.pod["containers"] if c["name"] == "pgcld"][0]
+        cm = cls.by_kind["ConfigMap"][0]
+        cls.conf_text = cm["data"]["pgcld.conf"]
+        cls.conf = dict(re.findall(r'^([a-z-]+) = "?([^"\n]*)"?\s*$', cls.conf_text, re.M))
+
+    def test_kustomization_lists_every_file(self):
+        kust = [d for f, d in self.docs if d["kind"] == "Kustomization"][0]
+        files = {os.path.basename(p) for p in glob.glob(os.path.join(K8S, "*.yaml"))} - {"kustomization.yaml"}
+        self.assertEqual(set(kust["resources"]), files)
+
+    def test_kinds_present(self):
+        for kind in ("StatefulSet", "Service", "ConfigMap", "Secret", "PodDisruptionBudget"):
+            self.assertIn(kind, self.by_kind)
+        self.assertEqual(len(self.by_kind["Service"]), 2)
+
+    def test_services_and_selectors(self):
+        labels = self.sts["spec"]["template"]["metadata"]["labels"]
+        self.assertEqual(self.sts["spec"]["selector"]["matchLabels"], labels)
+        headless = [s for s in self.by_kind["Service"] if s["spec"].get("clusterIP") == "None"]
+        self.assertEqual(len(headless), 1)
+        self.assertEqual(self.sts["spec"]["serviceName"], headless[0]["metadata"]["name"])
+        port_names = {p["name"]: p["containerPort"] for p in self.main["ports"]}
+        for svc in self.by_kind["Service"]:
+            for k, v in svc["spec"]["selector"].items():
+                self.assertEqual(labels.get(k), v)
+            for p in svc["spec"]["ports"]:
+                self.assertIn(p["targetPort"], port_names)
+        pdb = self.by_kind["PodDisruptionBudget"][0]
+        for k, v in pdb["spec"]["selector"]["matchLabels"].items():
+            self.assertEqual(labels.get(k), v)
+        self.assertLess(pdb["spec"].get("maxUnavailable", 1), self.sts["spec"]["replicas"])
+
+    def probe_port(self, probe):
+        port = probe["httpGet"]["port"]
+        return {p["name"]: p["containerPort"] for p in self.main["ports"]}.get(port, port)
+
+    def test_probes_are_routes_on_the_listen_port(self):
+        r = routes()
+        self.assertEqual(self.main["livenessProbe"]["httpGet"]["path"], "/healthz")
+        self.assertEqual(self.main["readinessProbe"]["httpGet"]["path"], "/readyz")
+        listen_port = int(self.conf["listen"].rsplit(":", 1)[1])
+        for name in ("livenessProbe", "readinessProbe", "startupProbe"):
+            probe = self.main.get(name)
+            if not probe:
+                continue
+            self.assertIn(("GET", probe["httpGet"]["path"]), r, name)
+            self.assertEqual(self.probe_port(probe), listen_port, name)
+        self.assertTrue(self.conf["listen"].startswith("0.0.0.0:"), "a pod must listen beyond loopback")
+
+    def test_db_on_the_claimed_volume(self):
+        claims = {c["metadata"]["name"] for c in self.sts["spec"]["volumeClaimTemplates"]}
+        mounts = {m["mountPath"]: m["name"] for m in self.main["volumeMounts"]}
+        db_dir = os.path.dirname(self.conf["db"])
+        self.assertIn(db_dir, mounts, f"nothing is mounted at {db_dir}")
+        self.assertIn(mounts[db_dir], claims, "the audit database is not on the replica's own volume")
+        claim = [c for c in self.sts["spec"]["volumeClaimTemplates"] if c["metadata"]["name"] == mounts[db_dir]][0]
+        self.assertEqual(claim["spec"]["accessModes"], ["ReadWriteOnce"])
+        # The init container writes the same volume at the same path.
+        for c in self.pod.get("initContainers", []):
+            self.assertIn({"name": mounts[db_dir], "mountPath": db_dir}, c["volumeMounts"])
+            self.assertIn(self.conf["db"], " ".join(c.get("args", []) + c.get("command", [])))
+        # The config file comes from the ConfigMap mounted where the container reads it.
+        cfg_arg = self.main["args"][self.main["args"].index("--config") + 1]
+        cm_mount = [m for m in self.main["volumeMounts"] if m["mountPath"] == os.path.dirname(cfg_arg)][0]
+        vol = [v for v in self.pod["volumes"] if v["name"] == cm_mount["name"]][0]
+        self.assertEqual(vol["configMap"]["name"], self.by_kind["ConfigMap"][0]["metadata"]["name"])
+        secret_names = {s["metadata"]["name"] for s in self.by_kind["Secret"]}
+        for v in self.pod["volumes"]:
+            if "secret" in v:
+                self.assertIn(v["secret"]["secretName"], secret_names)
+
+    @unittest.skipUnless(have_binary(), "needs the built pgcld")
+    def test_configmap_is_a_valid_config(self):
+        cfg = print_config(self.conf_text)
+        self.assertEqual(cfg["db"], self.conf["db"])
+        self.assertEqual(cfg["listen"], self.conf["listen"])
+        self.assertEqual(cfg["auth"], "required")
+
+    def test_non_root_read_only_no_capabilities(self):
+        psc = self.pod["securityContext"]
+        self.assertTrue(psc["runAsNonRoot"])
+        self.assertNotEqual(psc["runAsUser"], 0)
+        df = [rest for w, rest in dockerfile_instructions(read(DOCKERFILE)) if w == "USER"][-1]
+        self.assertEqual(str(psc["runAsUser"]), df.split(":")[0], "runAsUser differs from the image's USER")
+        for c in self.pod["containers"] + self.pod.get("initContainers", []):
+            sc = c["securityContext"]
+            self.assertTrue(sc.get("runAsNonRoot", psc["runAsNonRoot"]), c["name"])
+            self.assertTrue(sc["readOnlyRootFilesystem"], c["name"])
+            self.assertFalse(sc["allowPrivilegeEscalation"], c["name"])
+            self.assertEqual(sc["capabilities"]["drop"], ["ALL"], c["name"])
+            self.assertNotIn("add", sc["capabilities"], c["name"])
+            for kind in ("requests", "limits"):
+                self.assertIn("cpu", c["resources"][kind], c["name"])
+                self.assertIn("memory", c["resources"][kind], c["name"])
+        # /tmp is writable (SQLite's temporary files) although the root filesystem is not.
+        self.assertIn("/tmp", {m["mountPath"] for m in self.main["volumeMounts"]})
+
+    def test_compute_workers_fit_the_cpu_limit(self):
+        limit = str(self.main["resources"]["limits"]["cpu"])
+        cpus = float(limit[:-1]) / 1000 if limit.endswith("m") else float(limit)
+        workers = int(self.conf["compute-workers"])
+        self.assertGreater(workers, 0, "0 means every CPU of the node, not of the pod")
+        self.assertLessEqual(workers, max(1, int(cpus)))
+
+    def test_grace_period_covers_the_drain(self):
+        grace = int(self.conf.get("shutdown-grace", "10"))
+        pre = self.main.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+        sleep = int(pre[-1]) if pre and pre[0].endswith("sleep") else 0
+        self.assertGreaterEqual(self.pod["terminationGracePeriodSeconds"], sleep + grace + 5)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

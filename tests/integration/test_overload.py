@@ -1,0 +1,564 @@
+#!/usr/bin/python3
+"""Overload protection against the real daemon (docs/RELIABILITY.md, "Overload"):
+
+- slow clients: a slowloris that trickles its headers byte by byte, and one that trickles or never
+  finishes its body, are cut after --request-timeout / --connection-timeout, and other clients
+  are served meanwhile;
+- oversized clients: a body over --max-body-bytes gets 413 payload_too_large (announced by
+  Content-Length or sent chunked), more items than --max-batch 413 batch_too_large;
+- --max-connections-per-ip: the connection over the limit is refused while other addresses (and
+  the first connections) are served;
+- --rate-limit-rps / --rate-limit-burst: 429 rate_limited with Retry-After and the JSON error,
+  then success after waiting; per key (per address with --auth off); reviewer and admin calls are
+  not limited;
+- --max-score-in-flight: /v1/score saturated by many clients with batches of 64 gets 503
+  overloaded with Retry-After while GET /v1/decisions, GET /v1/models, /healthz and an admin call
+  keep answering 200 (their latency is printed: docs/RELIABILITY.md quotes it);
+- the options' parsing and validation, and their SIGHUP reload.
+
+Run: /usr/bin/python3 tests/integration/test_overload.py
+Environment: PGCLD_BIN (default build/server/pgcld), PGCLD_SOURCE_ROOT (default: the repository).
+"""
+
+import base64
+import http.client
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness as H  # noqa: E402
+
+# Generous: these assert that an answer comes, not how fast (the machine may be shared).
+ANSWER_TIMEOUT_S = 10.0
+
+
+def b64_body(n, seed):
+    Z = H.random_embeddings(n, 1024, seed)
+    return {"items": H.b64_items(Z, prefix=f"s{seed}-")}
+
+
+def open_socket(port, source="127.0.0.1", timeout=5.0):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def closed_by_peer(s, wait=0.0):
+    """True when the server has closed s (end of stream or reset) within wait seconds."""
+    r, _, _ = select.select([s], [], [], wait)
+    if not r:
+        return False
+    try:
+        return s.recv(65536) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def trickle(s, data, interval, give_up_s):
+    """Sends data one byte every interval seconds until the server closes s. Returns the seconds
+    until it did, or None if it was still open after give_up_s (or all data was sent)."""
+    t0 = time.monotonic()
+    for i in range(len(data)):
+        if time.monotonic() - t0 > give_up_s:
+            return None
+        try:
+            s.send(data[i:i + 1])
+        except (BrokenPipeError, ConnectionResetError):
+            return time.monotonic() - t0
+        if closed_by_peer(s, interval):
+            return time.monotonic() - t0
+    return None
+
+
+def source_available(addr):
+    try:
+        with socket.socket() as s:
+            s.bind((addr, 0))
+        return True
+    except OSError:
+        return False
+
+
+def http_from(port, source, method, path, body=None, headers=None, timeout=ANSWER_TIMEOUT_S):
+    """One request from a given local address (127.0.0.2 is another client to the daemon)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
+    try:
+        data = H.encode_body(body)
+        hdrs = dict(headers or {})
+        if data is not None:
+            hdrs.setdefault("Content-Type", "application/json")
+        conn.request(method, path, body=data, headers=hdrs)
+        r = conn.getresponse()
+        return H.Response(r.status, r.headers, r.read())
+    finally:
+        conn.close()
+
+
+def metric(d, name, labels):
+    text = H.http_request(d.port, "GET", "/metrics").body.decode()
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{labels}}} "):
+            return float(line.split()[-1])
+    return None
+
+
+def percentile(values, p):
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
+
+
+class SlowClientTest(unittest.TestCase):
+    """--connection-timeout 2 (idle) and --request-timeout 3 (a whole request)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = H.start_daemon(cls, args=["--connection-timeout", "2", "--request-timeout", "3"])
+
+    def assertServedMeanwhile(self):
+        t0 = time.monotonic()
+        self.assertEqual(self.d.get("/healthz", timeout=ANSWER_TIMEOUT_S).status, 200)
+        r = self.d.score(b64_body(2, 1), timeout=ANSWER_TIMEOUT_S)
+        self.assertEqual(r.status, 200, r)
+        return time.monotonic() - t0
+
+    def test_slowloris_headers_cut_after_request_timeout(self):
+        """Header bytes every 0.2 s: never idle, so only the request deadline can cut it."""
+        before = metric(self.d, "pgcld_rejected_total", 'reason="request_timeout"')
+        slow = [open_socket(self.d.port) for _ in range(4)]
+        results = [None] * len(slow)
+        head = (b"POST /v1/score HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 400 + b"\r\n")
+
+        def run(i):
+            results[i] = trickle(slow[i], head, 0.2, 15)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(slow))]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        served = self.assertServedMeanwhile()  # others are served while the slowlorises trickle
+        for t in threads:
+            t.join()
+        for s in slow:
+            s.close()
+        for i, took in enumerate(results):
+            self.assertIsNotNone(took, f"slowloris {i} was not cut within 15 s")
+            self.assertGreaterEqual(took, 2.5, f"cut too early: {took:.2f} s")
+            self.assertLess(took, 8.0, f"cut late: {took:.2f} s")
+        self.assertLess(served, ANSWER_TIMEOUT_S)
+        after = metric(self.d, "pgcld_rejected_total", 'reason="request_timeout"')
+        self.assertGreaterEqual(after - before, len(slow))
+
+    def test_body_trickled_cut_after_request_timeout(self):
+        s = open_socket(self.d.port)
+        body = b'{"items": [' + b" " * 5000 + b"]}"
+        s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Authorization: Bearer " + self.d.keys["scorer"].encode() + b"\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body))
+        took = trickle(s, body, 0.2, 15)
+        s.close()
+        self.assertIsNotNone(took, "a trickled body was not cut within 15 s")
+        self.assertLess(took, 8.0)
+
+    def test_body_never_finished_cut_after_connection_timeout(self):
+        """Headers, 10 bytes of a 100000-byte body, then silence: idle, cut by --connection-timeout."""
+        s = open_socket(self.d.port)
+        s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Authorization: Bearer " + self.d.keys["scorer"].encode() + b"\r\n"
+                  b"Content-Length: 100000\r\n\r\n" + b'{"items":[')
+        t0 = time.monotonic()
+        self.assertServedMeanwhile()
+        closed = False
+        while time.monotonic() - t0 < 15 and not closed:
+            closed = closed_by_peer(s, 0.2)
+        took = time.monotonic() - t0
+        s.close()
+        self.assertTrue(closed, "the silent client was not cut within 15 s")
+        self.assertLess(took, 8.0)
+
+    def test_idle_connection_without_request(self):
+        s = open_socket(self.d.port)
+        t0 = time.monotonic()
+        closed = False
+        while time.monotonic() - t0 < 15 and not closed:
+            closed = closed_by_peer(s, 0.2)
+        s.close()
+        self.assertTrue(closed)
+        self.assertLess(time.monotonic() - t0, 8.0)
+
+    def test_normal_keep_alive_requests_unaffected(self):
+        """Requests on one keep-alive connection, each well within the deadline, over more than
+        --request-timeout in all."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.d.port, timeout=ANSWER_TIMEOUT_S)
+        try:
+            t0 = time.monotonic()
+            n = 0
+            while time.monotonic() - t0 < 4.0:
+                conn.request("GET", "/healthz")
+                r = conn.getresponse()
+                r.read()
+                self.assertEqual(r.status, 200)
+                n += 1
+                time.sleep(0.5)
+            self.assertGreaterEqual(n, 7)
+        finally:
+            conn.close()
+
+
+class SizeLimitTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = H.start_daemon(cls, args=["--max-body-bytes", "65536", "--max-batch", "4"])
+
+    def test_body_over_limit_announced(self):
+        body = b64_body(60, 2)  # ~330 KB
+        r = self.d.raw("POST", "/v1/score", body, headers={"Content-Type": "application/json"})
+        self.assertEqual((r.status, r.error_code()), (413, "payload_too_large"), r)
+        self.assertEqual(r.content_type, "application/json")
+
+    def test_body_over_limit_chunked(self):
+        data = H.encode_body(b64_body(60, 3))
+        chunks = [data[i:i + 8192] for i in range(0, len(data), 8192)]
+        r = self.d.raw("POST", "/v1/score", headers={"Content-Type": "application/json"}, chunks=chunks)
+        self.assertEqual((r.status, r.error_code()), (413, "payload_too_large"), r)
+
+    def test_too_many_items(self):
+        r = self.d.score(b64_body(5, 4))
+        self.assertEqual((r.status, r.error_code()), (413, "batch_too_large"), r)
+        self.assertEqual(self.d.score(b64_body(4, 5)).status, 200)
+        self.assertEqual(self.d.get("/healthz").status, 200)
+
+
+class PerIpConnectionLimitTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not source_available("127.0.0.2"):
+            raise unittest.SkipTest("127.0.0.2 is not a local address here")
+        cls.d = H.start_daemon(cls, args=["--max-connections-per-ip", "4"])
+
+    def test_over_the_limit_refused_others_served(self):
+        held = [open_socket(self.d.port) for _ in range(4)]
+        try:
+            # the connections within the limit work
+            held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertTrue(held[0].recv(4096).startswith(b"HTTP/1.1 200"))
+            # the fifth from the same address is accepted by the kernel, then closed unanswered
+            extra = open_socket(self.d.port)
+            try:
+                try:
+                    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.assertTrue(closed_by_peer(extra, ANSWER_TIMEOUT_S), "the connection over the limit was served")
+            finally:
+                extra.close()
+            # another address is served meanwhile
+            r = http_from(self.d.port, "127.0.0.2", "GET", "/v1/models",
+                          headers={"Authorization": f"Bearer {self.d.keys['reviewer']}"})
+            self.assertEqual(r.status, 200, r)
+        finally:
+            for s in held:
+                s.close()
+        # once the held connections are gone (the daemon notices within moments), the first
+        # address is served again
+        def healthy():
+            try:
+                return self.d.get("/healthz", timeout=2).status == 200
+            except (OSError, http.client.HTTPException):
+                return False
+        self.assertTrue(H.wait_until(healthy, timeout=ANSWER_TIMEOUT_S))
+
+
+class RateLimitTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = H.start_daemon(cls, args=["--rate-limit-rps", "1", "--rate-limit-burst", "2"])
+
+    V2_BODY = {"inputs": [{"name": "embedding", "datatype": "FP32", "shape": [1, 1024], "data": [0.01] * 1024}]}
+
+    def test_429_then_success_after_waiting(self):
+        key = self.d.create_key("scorer", "rl-1")
+        for i in range(2):  # the burst
+            self.assertEqual(self.d.score(b64_body(1, 10 + i), key=key).status, 200)
+        # then 1 a second: a 429 comes at once, unless the machine is so slow that every request
+        # takes a second (hence a few tries)
+        for i in range(8):
+            r = self.d.score(b64_body(1, 12 + i), key=key)
+            if r.status != 200:
+                break
+        self.assertEqual((r.status, r.error_code()), (429, "rate_limited"), r)
+        self.assertIsInstance(r.json["error"]["message"], str)
+        self.assertEqual(set(r.json["error"]), {"code", "message"})
+        retry = r.headers.get("Retry-After")
+        self.assertIsNotNone(retry)
+        self.assertTrue(retry.isdigit() and int(retry) >= 1, retry)
+        time.sleep(int(retry) + 0.1)
+        self.assertEqual(self.d.score(b64_body(1, 30), key=key).status, 200)
+
+    def test_v1_and_v2_share_the_key_bucket(self):
+        key = self.d.create_key("scorer", "rl-v2")
+        t0, ok, refused = time.monotonic(), 0, {"v1": 0, "v2": 0}
+        for i in range(12):
+            if i % 2:
+                r = self.d.post("/v2/models/toxicity/infer", self.V2_BODY, key=key)
+                which = "v2"
+            else:
+                r = self.d.score(b64_body(1, 40 + i), key=key)
+                which = "v1"
+            if r.status == 200:
+                ok += 1
+            else:
+                self.assertEqual((r.status, r.error_code()), (429, "rate_limited"), r)
+                self.assertTrue(r.headers.get("Retry-After", "").isdigit(), r.headers)
+                refused[which] += 1
+        elapsed = time.monotonic() - t0
+        # one bucket: at most the burst plus the refill, whatever the route
+        self.assertLessEqual(ok, 2 + int(elapsed) + 1, (ok, elapsed))
+        self.assertGreater(refused["v2"], 0, refused)
+        self.assertGreater(refused["v1"], 0, refused)
+
+    def test_keys_are_independent_and_staff_not_limited(self):
+        a, b = self.d.create_key("scorer", "rl-a"), self.d.create_key("scorer", "rl-b")
+        codes = [self.d.score(b64_body(1, 20 + i), key=a).status for i in range(8)]
+        self.assertIn(429, codes)
+        self.assertEqual(self.d.score(b64_body(1, 30), key=b).status, 200)
+        for _ in range(10):
+            self.assertEqual(self.d.get("/v1/decisions?limit=1", key=self.d.keys["reviewer"]).status, 200)
+            self.assertEqual(self.d.get("/v1/admin/keys", key=self.d.keys["admin"]).status, 200)
+            self.assertEqual(self.d.get("/v1/models", key=a).status, 200)  # only scoring is limited
+        self.assertGreaterEqual(metric(self.d, "pgcld_rejected_total", 'reason="rate_limited"'), 1)
+        self.assertGreaterEqual(metric(self.d, "pgcld_requests_total", 'route="POST /v1/score",status="429"'), 1)
+
+
+class RateLimitByAddressTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = H.start_daemon(cls, auth=False, args=["--rate-limit-rps", "1", "--rate-limit-burst", "1"])
+
+    def test_per_address_with_auth_off(self):
+        self.assertEqual(self.d.score(b64_body(1, 40)).status, 200)
+        for i in range(6):
+            r = self.d.score(b64_body(1, 41 + i))
+            if r.status != 200:
+                break
+        self.assertEqual((r.status, r.error_code()), (429, "rate_limited"), r)
+        if source_available("127.0.0.2"):
+            r = http_from(self.d.port, "127.0.0.2", "POST", "/v1/score", b64_body(1, 42))
+            self.assertEqual(r.status, 200, r)
+
+
+class SaturationTest(unittest.TestCase):
+    """Many clients post batches of 64 to /v1/score without pause; --max-score-in-flight 2 turns
+    the excess away at once with 503 overloaded, so reviewer, admin and probe calls answer."""
+
+    CLIENTS = 24
+    SECONDS = 8.0
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = H.start_daemon(cls, args=["--max-score-in-flight", "2", "--compute-workers", "1"])
+
+    @staticmethod
+    def saturate(d, clients, seconds, probes):
+        """Runs `clients` scoring loops for `seconds` while probing `probes` (path, key) in turn.
+        Returns (score status counts, {path: [latency]}, {path: [status]}, retry_after values)."""
+        stop = threading.Event()
+        counts, retry, lock = {}, set(), threading.Lock()
+        bodies = [H.encode_body(b64_body(64, 100 + i)) for i in range(clients)]
+        key = d.keys.get("scorer")
+
+        def scorer(i):
+            hdrs = {"Content-Type": "application/json"}
+            if key:
+                hdrs["Authorization"] = f"Bearer {key}"
+            while not stop.is_set():
+                conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=60)
+                try:
+                    while not stop.is_set():
+                        conn.request("POST", "/v1/score", body=bodies[i], headers=hdrs)
+                        r = conn.getresponse()
+                        r.read()
+                        with lock:
+                            counts[r.status] = counts.get(r.status, 0) + 1
+                            if r.status == 503 and r.getheader("Retry-After"):
+                                retry.add(r.getheader("Retry-After"))
+                except (OSError, http.client.HTTPException):
+                    with lock:
+                        counts["error"] = counts.get("error", 0) + 1
+                finally:
+                    conn.close()
+
+        threads = [threading.Thread(target=scorer, args=(i,), daemon=True) for i in range(clients)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)  # let the load build up
+        lat, status = {p: [] for p, _ in probes}, {p: [] for p, _ in probes}
+        t_end = time.monotonic() + seconds
+        while time.monotonic() < t_end:
+            for path, pkey in probes:
+                t0 = time.monotonic()
+                try:
+                    r = H.http_request(d.port, "GET", path, timeout=ANSWER_TIMEOUT_S,
+                                       headers={"Authorization": f"Bearer {pkey}"} if pkey else {})
+                    status[path].append(r.status)
+                except OSError as e:  # a timeout: recorded as a failure
+                    status[path].append(repr(e))
+                lat[path].append(time.monotonic() - t0)
+            time.sleep(0.05)
+        stop.set()
+        for t in threads:
+            t.join(60)
+        return counts, lat, status, retry
+
+    def test_staff_and_probes_answer_while_score_saturated(self):
+        d = self.d
+        probes = [("/v1/decisions?limit=20", d.keys["reviewer"]), ("/v1/models", d.keys["reviewer"]),
+                  ("/healthz", None), ("/v1/admin/keys", d.keys["admin"])]
+        counts, lat, status, retry = self.saturate(d, self.CLIENTS, self.SECONDS, probes)
+        report = [f"scoring: {self.CLIENTS} clients x batch 64 for {self.SECONDS:.0f} s, "
+                  f"--max-score-in-flight 2: {counts}"]
+        for path, _ in probes:
+            ms = [x * 1000 for x in lat[path]]
+            report.append(f"  {path}: n={len(ms)} p50={percentile(ms, 50):.1f} ms p99={percentile(ms, 99):.1f} ms "
+                          f"max={max(ms):.1f} ms")
+        print("\n".join(report), file=sys.stderr)
+        for path, _ in probes:
+            self.assertTrue(status[path], path)
+            self.assertTrue(all(s == 200 for s in status[path]), f"{path}: {status[path]}")
+        self.assertGreater(counts.get(200, 0), 0, counts)
+        self.assertGreater(counts.get(503, 0), 0, counts)
+        self.assertEqual(retry, {"1"})
+        self.assertNotIn("error", counts)
+        self.assertGreaterEqual(metric(d, "pgcld_rejected_total", 'reason="overloaded"'), counts[503])
+        # afterwards a single request is admitted again
+        self.assertEqual(d.score(b64_body(1, 99)).status, 200)
+
+
+class OptionsTest(unittest.TestCase):
+    """Parsing and validation of the overload options (as tests/integration/test_config.py)."""
+
+    OPTIONS = {  # name: (default, lowest, highest, reloadable)
+        "max-connections-per-ip": ("0", 0, 65536, False),
+        "request-timeout": ("60", 0, 3600, True),
+        "max-score-in-flight": ("128", 0, 65536, True),
+        "rate-limit-rps": ("0", 0, 1000000, True),
+        "rate-limit-burst": ("0", 0, 1000000, True),
+    }
+
+    def setUp(self):
+        H.require_binary()
+        self.tmp = tempfile.mkdtemp(prefix="pgcld-overload-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def pgcld(self, *args, env=None):
+        base = {k: v for k, v in os.environ.items() if not k.startswith("PGCLD_") or k in ("PGCLD_BIN",)}
+        base.update(env or {})
+        return subprocess.run([H.PGCLD_BIN, "serve", *args, "--print-config"], cwd=self.tmp, env=base,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+
+    def printed(self, *args, env=None):
+        r = self.pgcld(*args, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = {}
+        for line in r.stdout.splitlines():
+            if " = " in line and not line.startswith("#"):
+                name, rest = line.split(" = ", 1)
+                value, _, source = rest.partition("  # ")
+                out[name] = (value, source)
+        return out
+
+    def test_defaults_flags_env_file_and_bounds(self):
+        got = self.printed()
+        for name, (default, lo, hi, _) in self.OPTIONS.items():
+            self.assertEqual(got[name], (default, "default"), name)
+        conf = os.path.join(self.tmp, "o.conf")
+        with open(conf, "w") as f:
+            f.write("rate-limit-rps = 5\nrequest-timeout = 7\n")
+        got = self.printed("--config", conf, "--max-score-in-flight", "3",
+                           env={"PGCLD_RATE_LIMIT_BURST": "9", "PGCLD_REQUEST_TIMEOUT": "8"})
+        self.assertEqual(got["rate-limit-rps"], ("5", f"file {conf}:1"))
+        self.assertEqual(got["request-timeout"], ("8", "env PGCLD_REQUEST_TIMEOUT"))
+        self.assertEqual(got["rate-limit-burst"], ("9", "env PGCLD_RATE_LIMIT_BURST"))
+        self.assertEqual(got["max-score-in-flight"], ("3", "flag --max-score-in-flight"))
+        for name, (_, lo, hi, _) in self.OPTIONS.items():
+            with self.subTest(name=name):
+                self.assertEqual(self.printed(f"--{name}", str(hi))[name][0], str(hi))
+                self.assertEqual(self.printed(f"--{name}={lo}")[name][0], str(lo))
+                for bad in (str(lo - 1), str(hi + 1), "x", "1.5", ""):
+                    r = self.pgcld(f"--{name}={bad}")
+                    self.assertEqual(r.returncode, 2, f"--{name}={bad}: {r.stdout}{r.stderr}")
+                    self.assertIn(f"--{name}", r.stderr)
+                    self.assertEqual(r.stdout, "")
+                env = "PGCLD_" + name.upper().replace("-", "_")
+                r = self.pgcld(env={env: "-5"})
+                self.assertEqual(r.returncode, 2)
+                self.assertIn(env, r.stderr)
+
+    def test_help_lists_them(self):
+        r = subprocess.run([H.PGCLD_BIN, "--help"], capture_output=True, text=True, timeout=60)
+        for name, (_, _, _, reloadable) in self.OPTIONS.items():
+            self.assertIn(f"--{name} N", r.stdout)
+            tail = r.stdout.split("SIGHUP re-reads", 1)[1].split(";", 1)[0]
+            self.assertEqual(name in tail, reloadable, name)
+
+
+class ReloadTest(unittest.TestCase):
+    """SIGHUP applies new rate limits, the in-flight bound and the request deadline."""
+
+    def test_sighup(self):
+        H.require_binary()
+        tmp = tempfile.mkdtemp(prefix="pgcld-overload-reload-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        conf = os.path.join(tmp, "pgcld.conf")
+
+        def write_conf(text):
+            with open(conf + ".tmp", "w") as f:
+                f.write(text)
+            os.replace(conf + ".tmp", conf)
+
+        def reload():
+            before = d.logs(limit=10 ** 7).count("config: reloaded")
+            d.proc.send_signal(signal.SIGHUP)
+            self.assertTrue(H.wait_until(lambda: d.logs(limit=10 ** 7).count("config: reloaded") > before),
+                            d.logs())
+
+        write_conf("rate-limit-rps = 0\n")
+        d = H.Daemon(args=["--config", conf])
+        self.addCleanup(d.cleanup)
+        d.start()
+        for i in range(5):
+            self.assertEqual(d.score(b64_body(1, 200 + i)).status, 200)
+        write_conf("rate-limit-rps = 1\nrate-limit-burst = 1\nmax-score-in-flight = 1\nrequest-timeout = 2\n")
+        reload()
+        self.assertIn("rate-limit-rps = 1", d.logs(limit=10 ** 7))
+        codes = [d.score(b64_body(1, 210 + i)).status for i in range(8)]
+        self.assertEqual(codes[0], 200)
+        self.assertIn(429, codes)
+        # the shorter deadline applies to new requests
+        s = open_socket(d.port)
+        took = trickle(s, b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 200, 0.2, 15)
+        s.close()
+        self.assertIsNotNone(took)
+        self.assertLess(took, 6.0)
+        write_conf("rate-limit-rps = 0\n")
+        reload()
+        for i in range(4):
+            self.assertEqual(d.score(b64_body(1, 220 + i)).status, 200)
+        self.assertEqual(d.stop(), 0, d.logs())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
