@@ -10,9 +10,7 @@
 #include <stdlib.h>
 #include <strings.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -492,24 +490,6 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     }
 }
 
-/* Connection threads read and parse requests; the audit writer and the compute workers finish the
- * requests already admitted. With one thread per connection the scheduler would share the cores
- * equally among them all, including the single audit writer, the pipeline's serial stage. Each
- * connection thread lowers its own priority once (a nice value above the process's: no privilege
- * needed), so that work already admitted is finished first. Measured: 2-8 % more embeddings/s at
- * batch 64 with 64 connections, within the run-to-run noise of this machine; kept because it
- * cannot starve anything (every connection thread has the same lower priority). */
-#define CONNECTION_NICE 5
-
-static void lower_connection_priority(void) {
-    static _Thread_local bool lowered;
-    if (lowered) return;
-    lowered = true;
-    errno = 0;
-    int base = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), base + CONNECTION_NICE);
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -517,7 +497,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     request_ctx *ctx = *con_cls;
     if (!ctx) {
         /* First call: headers only. Route, authenticate, and refuse early what headers can refuse. */
-        lower_connection_priority();
         ctx = calloc(1, sizeof *ctx);
         if (!ctx) return MHD_NO;
         ctx->srv = srv;
