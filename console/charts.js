@@ -3,10 +3,11 @@
 import {svg} from './dom.js';
 
 /** Horizontal bars. items: [{label, value, cls?, text?}] (text: what to print after the bar).
- * opts: {min = 0, max, width = 560, labelWidth = 140, markers: [{value, cls, label}], ticks, title}.
- * Markers (e.g. the review and block thresholds) are vertical lines across the score scale. */
+ * opts: {min = 0, max, width = 560, labelWidth = 140, valueWidth = 90, markers: [{value, cls, label}], ticks, tickFormat, title}.
+ * Markers (e.g. the review and block thresholds) are vertical lines across the score scale;
+ * tickFormat(v) writes an axis tick (default: the number, two decimals unless an integer). */
 export function hbars(items, opts = {}) {
-  const width = opts.width || 560, labelW = opts.labelWidth || 140, valueW = 90;
+  const width = opts.width || 560, labelW = opts.labelWidth || 140, valueW = opts.valueWidth || 90;
   const rowH = 26, top = opts.markers && opts.markers.length ? 22 : 8, axisH = 24;
   const min = opts.min ?? 0;
   const max = opts.max ?? Math.max(1, ...items.map((i) => i.value));
@@ -20,7 +21,7 @@ export function hbars(items, opts = {}) {
     const v = min + ((max - min) * t) / ticks;
     g.appendChild(svg('line', {class: 'grid', x1: x(v), x2: x(v), y1: top, y2: top + items.length * rowH}));
     g.appendChild(svg('text', {x: x(v), y: height - 6, 'text-anchor': 'middle'},
-      Number.isInteger(v) ? String(v) : v.toFixed(2)));
+      opts.tickFormat ? opts.tickFormat(v) : Number.isInteger(v) ? String(v) : v.toFixed(2)));
   }
   g.appendChild(svg('line', {class: 'axis', x1: labelW, x2: labelW + plotW, y1: top + items.length * rowH,
     y2: top + items.length * rowH}));

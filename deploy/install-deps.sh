@@ -29,8 +29,16 @@ if [ -n "$(echo $missing)" ]; then
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $packages >/dev/null
 fi
-if [ "${1:-}" = "--test" ] && [ ! -f "$(dirname "$0")/../tests/browser/node_modules/playwright-core/package.json" ]; then
-  # playwright-core only (no browser download): it drives /usr/bin/chromium
-  npm ci --prefix "$(dirname "$0")/../tests/browser" --no-audit --no-fund >/dev/null
+if [ "${1:-}" = "--test" ]; then
+  # playwright-core only (no browser download): it drives /usr/bin/chromium. npm ci runs when
+  # node_modules lacks it or when package.json/package-lock.json changed since the last npm ci
+  # (their SHA-256, kept in node_modules/.pgcld-lock-sha256); otherwise nothing is done.
+  browser="$(dirname "$0")/../tests/browser"
+  lock_sum="$(cat "$browser/package.json" "$browser/package-lock.json" | sha256sum | cut -d' ' -f1)"
+  if [ ! -f "$browser/node_modules/playwright-core/package.json" ] ||
+     [ "$(cat "$browser/node_modules/.pgcld-lock-sha256" 2>/dev/null)" != "$lock_sum" ]; then
+    npm ci --prefix "$browser" --no-audit --no-fund >/dev/null
+    echo "$lock_sum" >"$browser/node_modules/.pgcld-lock-sha256"
+  fi
 fi
 echo "install-deps.sh: dependencies present"

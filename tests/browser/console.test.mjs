@@ -6,9 +6,11 @@
 // Steps, in order (each depends on the previous): the page and its headers; a reviewer signs in with
 // the keyboard, searches, opens a decision and files a contest; the queue shows it with a deadline;
 // a second reviewer resolves it as overturned and sees the effective outcome and the figures; the
-// XSS probe renders as text everywhere and no dialog fires; the audit chain is intact; an operator
-// activates version 2 and sees it serve, attaches a shadow and sees the flip matrix, and reads the
-// metrics. Throughout: no page error, no CSP violation, no failed request, the key never in a URL.
+// XSS probe renders as text everywhere and no dialog fires; the figures chart the contests and the
+// median time to resolution per model version; the audit chain is intact; an operator activates
+// version 2 and sees it serve, rolls back to version 1 and sees it serve again, attaches version 2
+// as a shadow and sees the flip matrix, reads the metrics, and is told why the per-version contest
+// charts need a reviewer key. Throughout: no page error, no CSP violation, no failed request, the key never in a URL.
 import {readFileSync} from 'node:fs';
 import {join} from 'node:path';
 import {chromium} from 'playwright-core';
@@ -209,6 +211,20 @@ try {
     check((await page.locator('#fig-open .v').textContent()) === '0', 'open 0');
     check((await page.locator('#fig-median .v').textContent()) !== '—', 'a median time to resolution');
     check((await page.locator('#overturn').textContent()).includes('100% (1/1)'), 'overturn rate 100% for v1');
+    // per model version: contests filed and the median time to resolution, as SVG bar charts
+    const filed = page.locator('svg.chart[role="img"][aria-label="Contests filed by model version"]');
+    check(await filed.count() === 1, 'a chart of contests filed by model version');
+    check(await filed.locator('rect.bar').count() === 1, 'one bar: v1 (the only version with a contest)');
+    const filedText = await filed.textContent();
+    check(filedText.includes('toxicity v1') && filedText.includes('1 (1 resolved, 0 open)'), `filed chart: ${filedText}`);
+    check((await filed.locator('rect.bar title').textContent()).startsWith('toxicity v1: 1'), 'bar tooltip');
+    const med = page.locator('svg.chart[role="img"][aria-label="Median time to resolution by model version"]');
+    check(await med.count() === 1, 'a chart of the median time to resolution by model version');
+    check(await med.locator('rect.bar:not(.bar-muted)').count() === 1, 'one bar with a median (v1)');
+    const medTitle = await med.locator('rect.bar title').textContent();
+    check(/^toxicity v1: \d+(s|m|h \d+m|d \d+h)$/.test(medTitle), `median bar: ${medTitle}`);
+    check(Number(await med.locator('rect.bar').getAttribute('width')) > 1, 'the median bar has a length');
+    check(await page.locator('.grid2 svg.chart').count() === 6, 'six charts on the figures page');
     await shot(page, 'figures');
     await page.goto(`${BASE}/console/#/contests?status=resolved`);
     await page.getByRole('heading', {name: 'Contest queue: resolved'}).waitFor();
@@ -248,10 +264,33 @@ try {
     await shot(page, 'models-activated');
   });
 
+  await step('the operator rolls back to version 1 after confirming, and it serves again', async () => {
+    const rollBack = page.getByRole('button', {name: 'Roll back to toxicity version 1'});
+    await rollBack.click();
+    const dialog = page.getByRole('alertdialog');
+    await dialog.waitFor();
+    check((await dialog.textContent()).includes('Roll back to toxicity version 1?'), 'the confirmation names the version');
+    await page.keyboard.press('Escape'); // focus is on Cancel: Escape dismisses without acting
+    await page.waitForFunction(() => !document.querySelector('[role="alertdialog"]'));
+    check((await page.locator('.active-version').textContent()) === '2', 'still version 2 after Escape');
+    await rollBack.click();
+    await page.getByRole('button', {name: 'Roll back to version 1'}).click();
+    await page.locator('#models-notice', {hasText: 'toxicity v1 is active (was v2)'}).waitFor();
+    check((await page.locator('.active-version').textContent()) === '1', 'version 1 active again');
+    check(await page.getByRole('button', {name: 'Activate toxicity version 2'}).count() === 1, 'version 2 offered again');
+    const r = await fetch(`${BASE}/v1/score`, {method: 'POST', body: readFileSync(env('PGCLD_SCORE_BODY')),
+      headers: {Authorization: `Bearer ${KEYS.scorer}`, 'Content-Type': 'application/json'}});
+    const answer = await r.json();
+    check(r.status === 200 && answer.model.version === '1', `scoring answers with version 1 again (${r.status})`);
+    const models = await (await fetch(`${BASE}/v1/models`, {headers: {Authorization: `Bearer ${KEYS.scorer}`}})).json();
+    check(models.models.find((m) => m.name === 'toxicity').active_version === '1', 'GET /v1/models: version 1 active');
+    await shot(page, 'models-rolled-back');
+  });
+
   await step('operator attaches a shadow and reads the decision-flip matrix', async () => {
     await page.getByRole('link', {name: 'Shadow report'}).click();
     await page.getByRole('heading', {name: 'Shadow report: toxicity'}).waitFor();
-    await page.getByLabel('Shadow version').selectOption('1');
+    await page.getByLabel('Shadow version').selectOption('2');
     await page.getByRole('button', {name: 'Attach as shadow'}).click();
     await page.locator('#flip-matrix').waitFor();
     for (let i = 0; i < 3; i++) {
@@ -276,8 +315,17 @@ try {
     await page.locator('#m-items').waitFor();
     check(Number(await page.locator('#m-items .v').textContent()) >= 22, 'items scored counted');
     check((await page.locator('#latency').textContent()).includes('total'), 'latency of the total stage');
-    check(/toxicity\s*2/.test(await page.locator('table').last().textContent()), 'serving toxicity v2');
+    check(/toxicity\s*1/.test(await page.locator('table').last().textContent()), 'serving toxicity v1');
     await shot(page, 'metrics');
+  });
+
+  await step('an operator reads the figures; the per-version contest charts say they need a reviewer key', async () => {
+    await page.locator('#nav a', {hasText: 'Transparency'}).click();
+    await page.locator('#contests-by-version').waitFor();
+    check((await page.locator('#fig-filed .v').textContent()) === '1', 'filed 1');
+    check((await page.locator('#contests-by-version').textContent()).includes('only a reviewer key may read'),
+      'why the per-version contest charts are absent');
+    check(await page.locator('svg.chart[aria-label="Contests filed by model version"]').count() === 0, 'no filed chart');
   });
 } catch (e) {
   exitCode = 1;
