@@ -223,20 +223,10 @@ done:
     return st;
 }
 
-/* ---- management ---- */
-
-pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *name, const char *actor,
-                             char key_out[128], char key_id_out[32], char *err, int cap) {
-    char key[PGCL_KEY_LEN + 1] = "", key_id[PGCL_KEY_ID_LEN + 1] = "", digest[65], now[PGCL_TIMESTAMP_LEN + 1];
-    char sub[ERR_CAP];
-    sqlite3 *db = NULL;
-    sqlite3_stmt *ins = NULL;
-    bool in_tx = false;
-    pgcl_status st;
-    key_out[0] = 0;
-    key_id_out[0] = 0;
-    const char *zrole = role_name(role);
-    if (!zrole) {
+/* The role's name in *zrole after checking role, name and actor as create() and import() require. */
+static pgcl_status check_key_fields(pgcl_role role, const char *name, const char *actor, const char **zrole, char *err,
+                                    int cap) {
+    if (!(*zrole = role_name(role))) {
         pgcl_errorf(err, cap, "role must be scorer, reviewer or admin");
         return PGCL_ERR_INVALID;
     }
@@ -248,13 +238,51 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
         pgcl_errorf(err, cap, "actor must be 1 to %d bytes of UTF-8 without control characters", ACTOR_MAX);
         return PGCL_ERR_INVALID;
     }
+    return PGCL_OK;
+}
+
+#define INSERT_KEY_SQL \
+    "INSERT INTO api_keys (key_id, name, role, key_sha256, created_at, created_by) VALUES (?,?,?,?,?,?)"
+
+/* Steps `ins` (prepared from INSERT_KEY_SQL) for a well-formed key text; returns SQLite's result code
+ * (SQLITE_DONE when the row is in). The caller holds the write transaction. */
+static int insert_key_row(sqlite3_stmt *ins, const char key[PGCL_KEY_LEN + 1], const char *key_id, const char *name,
+                          const char *zrole, const char *now, const char *actor) {
+    /* Only the SHA-256 of the key text is stored. A fast hash is enough here, no slow KDF such as
+     * Argon2: the text carries 256 random bits, so nothing can be guessed from the digest, and
+     * verify() has to stay cheap on every request. */
+    char digest[65];
+    pgcl_sha256_hex(key, PGCL_KEY_LEN, digest);
+    sqlite3_reset(ins);
+    sqlite3_bind_text(ins, 1, key_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins, 2, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins, 3, zrole, -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins, 4, digest, -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins, 5, now, -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins, 6, actor, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(ins);
+    sqlite3_reset(ins); /* the digest is about to go out of scope */
+    return rc;
+}
+
+/* ---- management ---- */
+
+pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *name, const char *actor,
+                             char key_out[128], char key_id_out[32], char *err, int cap) {
+    char key[PGCL_KEY_LEN + 1] = "", key_id[PGCL_KEY_ID_LEN + 1] = "", now[PGCL_TIMESTAMP_LEN + 1];
+    char sub[ERR_CAP];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *ins = NULL;
+    bool in_tx = false;
+    const char *zrole;
+    pgcl_status st;
+    key_out[0] = 0;
+    key_id_out[0] = 0;
+    if ((st = check_key_fields(role, name, actor, &zrole, err, cap)) != PGCL_OK) return st;
     if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
     st = PGCL_ERR_DB;
     pgcl_db_exec(db, "PRAGMA synchronous = FULL", NULL, 0); /* a created key is on disk before it is shown */
-    if (sqlite3_prepare_v2(db,
-                           "INSERT INTO api_keys (key_id, name, role, key_sha256, created_at, created_by)"
-                           " VALUES (?,?,?,?,?,?)",
-                           -1, &ins, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, INSERT_KEY_SQL, -1, &ins, NULL) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
         goto done;
     }
@@ -267,18 +295,7 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
     bool inserted = false;
     for (int attempt = 0; attempt < CREATE_ATTEMPTS && !inserted; attempt++) {
         generate_key(key, key_id);
-        /* Only the SHA-256 of the key text is stored. A fast hash is enough here, no slow KDF such as
-         * Argon2: the text carries 256 random bits, so nothing can be guessed from the digest, and
-         * verify() has to stay cheap on every request. */
-        pgcl_sha256_hex(key, PGCL_KEY_LEN, digest);
-        sqlite3_reset(ins);
-        sqlite3_bind_text(ins, 1, key_id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(ins, 2, name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(ins, 3, zrole, -1, SQLITE_STATIC);
-        sqlite3_bind_text(ins, 4, digest, -1, SQLITE_STATIC);
-        sqlite3_bind_text(ins, 5, now, -1, SQLITE_STATIC);
-        sqlite3_bind_text(ins, 6, actor, -1, SQLITE_STATIC);
-        if (sqlite3_step(ins) == SQLITE_DONE)
+        if (insert_key_row(ins, key, key_id, name, zrole, now, actor) == SQLITE_DONE)
             inserted = true;
         else if (sqlite3_extended_errcode(db) != SQLITE_CONSTRAINT_PRIMARYKEY) {
             pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
@@ -304,6 +321,138 @@ done:
     sqlite3_finalize(ins);
     sqlite3_close(db);
     sodium_memzero(key, sizeof key);
+    return st;
+}
+
+pgcl_status pgcl_keys_check_text(const char *text, size_t len, char *err, int cap) {
+    /* Messages name positions and rules, never the characters: the text is a secret. */
+    static const char layout[] = "pgcld_, 8 lowercase hex digits, '_' and 43 base64url characters";
+    if (!text || len != PGCL_KEY_LEN) {
+        pgcl_errorf(err, cap, "not a pgcld key: a key is %d characters (%s), this text has %zu", PGCL_KEY_LEN, layout,
+                    text ? len : 0);
+        return PGCL_ERR_FORMAT;
+    }
+    if (memchr(text, 0, len)) {
+        pgcl_errorf(err, cap, "not a pgcld key: it holds a NUL byte (%s)", layout);
+        return PGCL_ERR_FORMAT;
+    }
+    if (strncmp(text, KEY_PREFIX, KEY_PREFIX_LEN) != 0) {
+        pgcl_errorf(err, cap, "not a pgcld key: a key starts with %s (%s)", KEY_PREFIX, layout);
+        return PGCL_ERR_FORMAT;
+    }
+    for (int i = KEY_PREFIX_LEN; i < PGCL_KEY_ID_LEN; i++) {
+        if (!is_lower_hex(text[i])) {
+            pgcl_errorf(err, cap, "not a pgcld key: characters %d to %d must be lowercase hex digits, character %d "
+                        "is not", KEY_PREFIX_LEN + 1, PGCL_KEY_ID_LEN, i + 1);
+            return PGCL_ERR_FORMAT;
+        }
+    }
+    if (text[PGCL_KEY_ID_LEN] != '_') {
+        pgcl_errorf(err, cap, "not a pgcld key: character %d must be '_' (%s)", PGCL_KEY_ID_LEN + 1, layout);
+        return PGCL_ERR_FORMAT;
+    }
+    for (int i = PGCL_KEY_ID_LEN + 1; i < PGCL_KEY_LEN; i++) {
+        if (!is_b64url(text[i])) {
+            pgcl_errorf(err, cap, "not a pgcld key: characters %d to %d must be base64url (A-Z a-z 0-9 - _), "
+                        "character %d is not", PGCL_KEY_ID_LEN + 2, PGCL_KEY_LEN, i + 1);
+            return PGCL_ERR_FORMAT;
+        }
+    }
+    /* 43 characters carry 258 bits: the secret is 32 bytes only if the last 2 bits are zero, which
+     * libsodium checks (a key pgcld made always passes; a hand-edited one may not). */
+    unsigned char secret[KEY_SECRET_BYTES];
+    size_t n = 0;
+    int rc = sodium_base642bin(secret, sizeof secret, text + PGCL_KEY_ID_LEN + 1, KEY_SECRET_LEN, NULL, &n, NULL,
+                               KEY_B64_VARIANT);
+    sodium_memzero(secret, sizeof secret);
+    if (rc != 0 || n != KEY_SECRET_BYTES) {
+        pgcl_errorf(err, cap, "not a pgcld key: its last %d characters are not the base64url of %d bytes (the last "
+                    "character is not one a key can end with)", KEY_SECRET_LEN, KEY_SECRET_BYTES);
+        return PGCL_ERR_FORMAT;
+    }
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *name, const char *actor, const char *key,
+                             char key_id_out[32], bool *created, char *err, int cap) {
+    char key_id[PGCL_KEY_ID_LEN + 1], digest[65], now[PGCL_TIMESTAMP_LEN + 1], sub[ERR_CAP];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *get = NULL, *ins = NULL;
+    bool in_tx = false;
+    const char *zrole;
+    pgcl_status st;
+    key_id_out[0] = 0;
+    *created = false;
+    if ((st = check_key_fields(role, name, actor, &zrole, err, cap)) != PGCL_OK) return st;
+    if ((st = pgcl_keys_check_text(key, key ? strnlen(key, PGCL_KEY_LEN + 1) : 0, err, cap)) != PGCL_OK) return st;
+    memcpy(key_id, key, PGCL_KEY_ID_LEN);
+    key_id[PGCL_KEY_ID_LEN] = 0;
+    pgcl_sha256_hex(key, PGCL_KEY_LEN, digest);
+    if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
+    st = PGCL_ERR_DB;
+    pgcl_db_exec(db, "PRAGMA synchronous = FULL", NULL, 0); /* as create: on disk before "imported" is said */
+    if (sqlite3_prepare_v2(db, "SELECT role, key_sha256, revoked_at, revoked_by FROM api_keys WHERE key_id = ?", -1,
+                           &get, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, INSERT_KEY_SQL, -1, &ins, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
+        goto done;
+    }
+    if (pgcl_db_exec(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: cannot start a write transaction: %s", db_path, sub);
+        goto done;
+    }
+    in_tx = true;
+    sqlite3_bind_text(get, 1, key_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(get);
+    if (rc == SQLITE_ROW) {
+        const char *have_role = (const char *)sqlite3_column_text(get, 0);
+        const char *have_digest = (const char *)sqlite3_column_text(get, 1);
+        bool same_key = have_digest && strlen(have_digest) == 64 && sodium_memcmp(have_digest, digest, 64) == 0;
+        if (!same_key) {
+            pgcl_errorf(err, cap, "%s already holds another key with key_id %s (a different secret): nothing was "
+                        "changed; make a new key for one of the two holders", db_path, key_id);
+            st = PGCL_ERR_MISMATCH;
+        } else if (!have_role || strcmp(have_role, zrole) != 0) {
+            pgcl_errorf(err, cap, "key %s is already in %s with role %s, not %s: nothing was changed; a key keeps "
+                        "its role (revoke it and make a new key)", key_id, db_path, have_role ? have_role : "?",
+                        zrole);
+            st = PGCL_ERR_MISMATCH;
+        } else if (sqlite3_column_type(get, 2) != SQLITE_NULL) {
+            const char *by = (const char *)sqlite3_column_text(get, 3);
+            pgcl_errorf(err, cap, "key %s was revoked at %s by %s and cannot be imported again: make a new key",
+                        key_id, sqlite3_column_text(get, 2), by ? by : "?");
+            st = PGCL_ERR_INVALID;
+        } else {
+            memcpy(key_id_out, key_id, sizeof key_id); /* already there, as asked: nothing to write */
+            st = PGCL_OK;
+        }
+        goto done;
+    }
+    if (rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
+        goto done;
+    }
+    pgcl_timestamp_now(now);
+    if (insert_key_row(ins, key, key_id, name, zrole, now, actor) != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
+        goto done;
+    }
+    if ((st = add_key_event(db, actor, "key.import", key_id, name, zrole, err, cap)) != PGCL_OK) goto done;
+    st = PGCL_ERR_DB;
+    if (pgcl_db_exec(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: commit: %s", db_path, sub);
+        goto done;
+    }
+    in_tx = false;
+    memcpy(key_id_out, key_id, sizeof key_id);
+    *created = true;
+    st = PGCL_OK;
+done:
+    if (in_tx) pgcl_db_exec(db, "ROLLBACK", NULL, 0);
+    sqlite3_finalize(get);
+    sqlite3_finalize(ins);
+    sqlite3_close(db);
+    sodium_memzero(digest, sizeof digest);
     return st;
 }
 

@@ -1,9 +1,9 @@
 /* API keys and roles. A key is the text pgcld_<8 lowercase hex>_<43 base64url characters>: its first
  * 14 characters, "pgcld_<8 hex>", are the visible key_id; the rest carries 256 random bits. The
  * database (table api_keys, from migration 0002) keeps only the hex SHA-256 of the whole text, and
- * every create or revoke also appends an admin_events row in the same transaction.
+ * every create, import or revoke also appends an admin_events row in the same transaction.
  *
- * The management calls (create, revoke, list) each open their own short-lived connection and are
+ * The management calls (create, import, revoke, list) each open their own short-lived connection and are
  * meant for the CLI and admin routes. The keyring is the daemon's in-memory copy of the active keys,
  * used on every request: verify() costs one SHA-256, a clock read and a lookup, and notices changes
  * made by any process (the CLI included) within about a second.
@@ -15,6 +15,8 @@
 #define PGCL_KEYS_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "status.h"
 
@@ -50,6 +52,27 @@ int pgcl_role_parse(const char *text, pgcl_role *out);
  * nothing was written). The reason is in err. Not for the request path: it fsyncs. */
 pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *name, const char *actor,
                              char key_out[128], char key_id_out[32], char *err, int cap);
+
+/* Checks that the len bytes at text are exactly one key text: "pgcld_", 8 lowercase hex digits, "_",
+ * then 43 base64url characters that decode to 32 bytes (the last character canonical), nothing
+ * before or after, no NUL. PGCL_OK, or PGCL_ERR_FORMAT with err saying which rule failed and where;
+ * err never quotes the text. Needs sodium_init(). */
+pgcl_status pgcl_keys_check_text(const char *text, size_t len, char *err, int cap);
+
+/* Registers a key made elsewhere (by `pgcld keys create` on another database, or a generator that
+ * follows the key format), so that one key can be valid on several databases. `key` is the whole
+ * NUL-terminated key text; it is checked as pgcl_keys_check_text() does and only its SHA-256 is
+ * stored, exactly as create() stores it, with an admin_events row (action key.import, target the
+ * key_id, details {"name","role"}) chained in the same transaction. Idempotent:
+ *   - key_id absent: inserted; *created = true.
+ *   - the same key (same digest) with the same role, not revoked: nothing is written (the stored
+ *     name is kept); *created = false, PGCL_OK.
+ *   - key_id present with another digest, or with another role: PGCL_ERR_MISMATCH, nothing written.
+ *   - the same key, revoked: PGCL_ERR_INVALID (a revoked key never comes back), nothing written.
+ * On PGCL_OK key_id_out holds the key_id, else "". Other errors as for create, PGCL_ERR_FORMAT also
+ * for a malformed key. The key text is never copied into err, the database or a log. */
+pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *name, const char *actor, const char *key,
+                             char key_id_out[32], bool *created, char *err, int cap);
 
 /* Marks key_id revoked (revoked_at = now, revoked_by = actor) and appends an admin_events row
  * (action key.revoke, details {"name","role"}) in one transaction. A revoked key stays listed and

@@ -1,8 +1,10 @@
-/* pgcld keys create|list|revoke: API key administration from the command line, on the same
+/* pgcld keys create|import|list|revoke: API key administration from the command line, on the same
  * database file a running daemon uses (SQLite's locking makes that safe; the daemon's keyring picks
  * the change up within about a second). See cli_keys.h. */
 #include "cli_keys.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "audit.h"
@@ -18,6 +21,7 @@
 
 static const char USAGE[] =
     "usage: pgcld keys create --db FILE --role ROLE --name NAME\n"
+    "       pgcld keys import --db FILE --role ROLE --name NAME --key-file KEYFILE\n"
     "       pgcld keys list   --db FILE\n"
     "       pgcld keys revoke --db FILE --key-id KEY_ID\n"
     "\n"
@@ -27,20 +31,27 @@ static const char USAGE[] =
     "  create  makes a key with one ROLE: scorer (scoring), reviewer (audit reading, contests,\n"
     "          resolutions) or admin (models, keys). NAME (1 to 128 bytes) says who holds it.\n"
     "          The key is printed once, as the last line of stdout; only its SHA-256 is stored.\n"
+    "  import  registers a key made elsewhere (by create on another database) so that it is valid\n"
+    "          here too: KEYFILE holds the whole key (pgcld_, 8 hex digits, _, 43 base64url\n"
+    "          characters), optionally followed by one newline. Only its SHA-256 is stored; the\n"
+    "          key is never printed. Importing a key that is already here with the same ROLE\n"
+    "          changes nothing and exits 0; the same key_id with another key or another role,\n"
+    "          or a revoked key, is an error.\n"
     "  list    prints one JSON object per line, oldest key first, with the fields key_id, name,\n"
     "          role, created_at, created_by, revoked_at, revoked_by (the last two null while the\n"
     "          key is active). Keys themselves are never stored, so never printed.\n"
     "  revoke  revokes KEY_ID (pgcld_ and 8 hex digits: the first 14 characters of the key). A\n"
     "          running pgcld refuses the key within about a second.\n"
     "\n"
-    "create and revoke are recorded in the admin_events table with the actor \"cli:<user name>\".\n"
+    "create, import and revoke are recorded in the admin_events table with the actor\n"
+    "\"cli:<user name>\".\n"
     "Exit status: 0 done, 1 the operation failed (reason on stderr), 2 bad usage.\n";
 
 typedef struct cli_opts {
-    const char *db, *role, *name, *key_id;
+    const char *db, *role, *name, *key_id, *key_file;
 } cli_opts;
 
-enum { OPT_DB = 1, OPT_ROLE = 2, OPT_NAME = 4, OPT_KEY_ID = 8 };
+enum { OPT_DB = 1, OPT_ROLE = 2, OPT_NAME = 4, OPT_KEY_ID = 8, OPT_KEY_FILE = 16 };
 
 /* Prints the reason and the usage to stderr; returns exit status 2. */
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...);
@@ -65,7 +76,8 @@ static int parse_opts(int argc, char **argv, int allowed, cli_opts *o) {
     } table[] = {{"db", OPT_DB, offsetof(cli_opts, db)},
                  {"role", OPT_ROLE, offsetof(cli_opts, role)},
                  {"name", OPT_NAME, offsetof(cli_opts, name)},
-                 {"key-id", OPT_KEY_ID, offsetof(cli_opts, key_id)}};
+                 {"key-id", OPT_KEY_ID, offsetof(cli_opts, key_id)},
+                 {"key-file", OPT_KEY_FILE, offsetof(cli_opts, key_file)}};
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (strncmp(arg, "--", 2) != 0) return usage_error("unexpected argument '%s'", arg);
@@ -95,20 +107,27 @@ static void cli_actor(char *out, size_t cap) {
         snprintf(out, cap, "cli:uid%lu", (unsigned long)uid);
 }
 
+/* Creates the database and its schema when missing (the same migrations pgcld serve applies), so
+ * that keys can be made before the daemon ever ran. Returns 0, or 1 after printing why. */
+static int ensure_schema(const char *db, const char *cmd) {
+    char err[1024];
+    pgcl_audit_options aopts = {.path = db, .synchronous_full = true};
+    pgcl_audit *audit = NULL;
+    if (pgcl_audit_open(&aopts, &audit, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld keys %s: %s\n", cmd, err);
+        return 1;
+    }
+    pgcl_audit_close(audit);
+    return 0;
+}
+
 static int cmd_create(const cli_opts *o, const char *actor) {
     pgcl_role role;
     if (pgcl_role_parse(o->role, &role) != 0)
         return usage_error("--role '%s': must be scorer, reviewer or admin", o->role);
     char key[128], key_id[32], err[1024];
-    /* The first admin key is made before the daemon ever ran: create the database and its schema
-     * (the same migrations pgcld serve applies) when they are missing. */
-    pgcl_audit_options aopts = {.path = o->db, .synchronous_full = true};
-    pgcl_audit *audit = NULL;
-    if (pgcl_audit_open(&aopts, &audit, err, sizeof err) != PGCL_OK) {
-        fprintf(stderr, "pgcld keys create: %s\n", err);
-        return 1;
-    }
-    pgcl_audit_close(audit);
+    /* The first admin key is made before the daemon ever ran. */
+    if (ensure_schema(o->db, "create") != 0) return 1;
     if (pgcl_keys_create(o->db, role, o->name, actor, key, key_id, err, sizeof err) != PGCL_OK) {
         fprintf(stderr, "pgcld keys create: %s\n", err);
         return 1;
@@ -125,6 +144,88 @@ static int cmd_create(const cli_opts *o, const char *actor) {
         return 1;
     }
     return 0;
+}
+
+#define KEY_FILE_MAX 4096 /* far above a key and its newline: anything longer is not a key file */
+
+/* Reads the key text of --key-file into key (NUL-terminated): the file's whole content less one
+ * final "\n" or "\r\n", checked with pgcl_keys_check_text(). Returns 0, or -1 with the reason in err
+ * (which never quotes the content). The caller wipes key. */
+static int read_key_file(const char *path, char key[KEY_FILE_MAX + 1], char *err, int cap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        snprintf(err, (size_t)cap, "--key-file %s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    size_t len = 0;
+    int rc = -1;
+    if (fstat(fd, &sb) != 0) {
+        snprintf(err, (size_t)cap, "--key-file %s: %s", path, strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, (size_t)cap, "--key-file %s: not a regular file", path);
+        goto done;
+    }
+    for (;;) {
+        ssize_t n = read(fd, key + len, KEY_FILE_MAX + 1 - len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            snprintf(err, (size_t)cap, "--key-file %s: cannot read: %s", path, strerror(errno));
+            goto done;
+        }
+        if (n == 0) break;
+        len += (size_t)n;
+        if (len > KEY_FILE_MAX) {
+            snprintf(err, (size_t)cap, "--key-file %s: more than %d bytes; a key file holds one key of %d characters",
+                     path, KEY_FILE_MAX, PGCL_KEY_LEN);
+            goto done;
+        }
+    }
+    if (len > 0 && key[len - 1] == '\n') {
+        len--;
+        if (len > 0 && key[len - 1] == '\r') len--;
+    }
+    key[len] = 0;
+    char why[512];
+    if (len == 0) {
+        snprintf(err, (size_t)cap, "--key-file %s: the file is empty", path);
+    } else if (pgcl_keys_check_text(key, len, why, sizeof why) != PGCL_OK) {
+        snprintf(err, (size_t)cap, "--key-file %s: %s", path, why);
+    } else {
+        rc = 0;
+    }
+done:
+    close(fd);
+    return rc;
+}
+
+static int cmd_import(const cli_opts *o, const char *actor) {
+    pgcl_role role;
+    if (pgcl_role_parse(o->role, &role) != 0)
+        return usage_error("--role '%s': must be scorer, reviewer or admin", o->role);
+    char key[KEY_FILE_MAX + 1], key_id[32], err[1024];
+    bool created = false;
+    int rc = 1;
+    /* The file is checked before the database is touched: a bad key file writes nothing. */
+    if (read_key_file(o->key_file, key, err, sizeof err) != 0) {
+        fprintf(stderr, "pgcld keys import: %s\n", err);
+        goto done;
+    }
+    if (ensure_schema(o->db, "import") != 0) goto done;
+    if (pgcl_keys_import(o->db, role, o->name, actor, key, key_id, &created, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld keys import: %s\n", err);
+        goto done;
+    }
+    if (created)
+        printf("Imported API key %s (role %s) for \"%s\".\n", key_id, pgcl_role_str(role), o->name);
+    else
+        printf("API key %s (role %s) is already in %s; nothing changed.\n", key_id, pgcl_role_str(role), o->db);
+    rc = 0;
+done:
+    sodium_memzero(key, sizeof key);
+    return rc;
 }
 
 static int cmd_list(const cli_opts *o) {
@@ -166,7 +267,7 @@ static int cmd_revoke(const cli_opts *o, const char *actor) {
 }
 
 int pgcld_cli_keys(int argc, char **argv) {
-    if (argc < 1) return usage_error("%s", "missing subcommand: create, list or revoke");
+    if (argc < 1) return usage_error("%s", "missing subcommand: create, import, list or revoke");
     const char *cmd = argv[0];
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(USAGE, stdout);
@@ -175,17 +276,20 @@ int pgcld_cli_keys(int argc, char **argv) {
     int allowed;
     if (strcmp(cmd, "create") == 0)
         allowed = OPT_DB | OPT_ROLE | OPT_NAME;
+    else if (strcmp(cmd, "import") == 0)
+        allowed = OPT_DB | OPT_ROLE | OPT_NAME | OPT_KEY_FILE;
     else if (strcmp(cmd, "list") == 0)
         allowed = OPT_DB;
     else if (strcmp(cmd, "revoke") == 0)
         allowed = OPT_DB | OPT_KEY_ID;
     else
-        return usage_error("unknown subcommand '%s' (create, list or revoke)", cmd);
+        return usage_error("unknown subcommand '%s' (create, import, list or revoke)", cmd);
     cli_opts o = {0};
     if (parse_opts(argc - 1, argv + 1, allowed, &o) != 0) return 2;
     if (!o.db) return usage_error("%s needs --db FILE", cmd);
-    if (strcmp(cmd, "create") == 0 && (!o.role || !o.name))
+    if ((strcmp(cmd, "create") == 0 || strcmp(cmd, "import") == 0) && (!o.role || !o.name))
         return usage_error("%s needs --role ROLE and --name NAME", cmd);
+    if (strcmp(cmd, "import") == 0 && !o.key_file) return usage_error("%s needs --key-file KEYFILE", cmd);
     if (strcmp(cmd, "revoke") == 0 && !o.key_id) return usage_error("%s needs --key-id KEY_ID", cmd);
     if (sodium_init() < 0) {
         fprintf(stderr, "pgcld keys: libsodium failed to initialise\n");
@@ -194,6 +298,7 @@ int pgcld_cli_keys(int argc, char **argv) {
     char actor[300];
     cli_actor(actor, sizeof actor);
     if (strcmp(cmd, "create") == 0) return cmd_create(&o, actor);
+    if (strcmp(cmd, "import") == 0) return cmd_import(&o, actor);
     if (strcmp(cmd, "list") == 0) return cmd_list(&o);
     return cmd_revoke(&o, actor);
 }

@@ -2,7 +2,6 @@
  * start/stop. One thread per connection: a handler may block on the audit commit without holding
  * up other clients. */
 #include <arpa/inet.h>
-#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -476,18 +475,55 @@ static int admit(request_ctx *ctx, struct MHD_Connection *conn, pgcld_reply *rep
     return 0;
 }
 
-/* MHD_OPTION_NOTIFY_CONNECTION: connections are watched for the --request-timeout deadline. */
+/* libmicrohttpd's MHD_OPTION_CONNECTION_LIMIT is set this far above --max-connections, so that
+ * libmicrohttpd never reaches it itself: at its own limit it stops polling the listening socket,
+ * and connections past the limit would wait unanswered in the kernel's accept queue until one
+ * closes (seen with 0.9.75). Its count also includes connections whose thread has ended but not yet
+ * been joined, which the margin absorbs. */
+#define MHD_LIMIT_MARGIN 16
+
+/* MHD_OPTION_NOTIFY_CONNECTION: counts the open connections (for accept_connection) and watches
+ * each for the --request-timeout deadline. STARTED comes on the listening thread right after
+ * accept_connection admitted the socket; CLOSED on the connection's own thread. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
     pgcld_server *srv = cls;
-    if (!srv->reaper) return;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&srv->open_connections, 1);
+        if (!srv->reaper) return;
         const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         *socket_context = info ? pgcld_reaper_open(srv->reaper, info->connect_fd) : NULL;
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        atomic_fetch_sub(&srv->open_connections, 1);
+        if (!srv->reaper) return;
         pgcld_reaper_close(srv->reaper, *socket_context);
         *socket_context = NULL;
     }
+}
+
+/* MHD's accept policy, called on the listening thread for every accepted socket that passed
+ * --max-connections-per-ip: refuses it (libmicrohttpd closes it at once, before reading a byte, so
+ * the client sees end of stream or a reset and no HTTP answer) while --max-connections connections
+ * are open. For sockets accepted by the listening thread, admission and the STARTED count both
+ * happen on it, one socket after the other, so the open connections never exceed the limit
+ * (sockets handed in with MHD_add_connection, as the fuzzer does, get no such guarantee, since
+ * libmicrohttpd may start them on its own thread later). Refusals are counted in
+ * pgcld_rejected_total{reason="connection_limit"} and logged at most once every 10 s. */
+static enum MHD_Result accept_connection(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
+    (void)addr;
+    (void)addrlen;
+    pgcld_server *srv = cls;
+    int open = atomic_load(&srv->open_connections);
+    if (open < srv->cfg->max_connections) return MHD_YES;
+    pgcld_metrics_rejected(srv->metrics, PGCLD_REJECT_CONNECTION_LIMIT);
+    srv->connections_refused++;
+    int64_t now = pgcl_monotonic_us();
+    if (srv->connection_limit_logged_us == 0 || now - srv->connection_limit_logged_us >= 10 * 1000000) {
+        srv->connection_limit_logged_us = now;
+        pgcl_log_warn("http: %d connections open (max-connections): closing new connections unanswered "
+                      "(%llu refused since start)", open, srv->connections_refused);
+    }
+    return MHD_NO;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -656,7 +692,9 @@ int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
      * MHD_add_connection(). */
     bool no_listen = srv->cfg->listen[0] == 0;
     if (!no_listen && resolve_listen(srv->cfg->listen, &ss, &sslen, err, cap) != 0) return -1;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    /* poll, not select: select cannot watch a socket numbered 1024 or above */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG |
+                     MHD_USE_ITC;
     if (no_listen) flags |= MHD_USE_NO_LISTEN_SOCKET;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     /* HTTPS when main.c has read --tls-cert and --tls-key (and checked them with a trial daemon):
@@ -684,10 +722,13 @@ int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
         pgcl_errorf(err, cap, "cannot start the request-timeout thread");
         return -1;
     }
-    srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+    /* --max-connections is enforced by accept_connection (refused at once); libmicrohttpd's own
+     * limit sits MHD_LIMIT_MARGIN above it so that it never queues connections instead. */
+    srv->daemon = MHD_start_daemon(flags, 0, accept_connection, srv, on_request, srv,
                                    MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                                    MHD_OPTION_SOCK_ADDR, no_listen ? NULL : (struct sockaddr *)&ss,
-                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections,
+                                   MHD_OPTION_CONNECTION_LIMIT,
+                                   (unsigned)srv->cfg->max_connections + MHD_LIMIT_MARGIN,
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg->connection_timeout_s,
                                    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
                                    MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,

@@ -16,7 +16,7 @@ static const double g_batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1
 static const int g_statuses[] = {200, 201, 400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 503};
 #define N_STATUS ((int)(sizeof g_statuses / sizeof g_statuses[0]))
 static const char *const g_stage_names[] = {"queue", "compute", "audit", "total"};
-static const char *const g_reject_names[] = {"rate_limited", "overloaded", "request_timeout"};
+static const char *const g_reject_names[] = {"rate_limited", "overloaded", "request_timeout", "connection_limit"};
 _Static_assert(sizeof g_reject_names / sizeof g_reject_names[0] == PGCLD_N_REJECT, "a name for every reason");
 
 typedef struct histogram {
@@ -199,7 +199,8 @@ char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, cons
         }
     }
     put(&t, "# HELP pgcld_rejected_total Requests refused by overload protection: rate_limited (429, --rate-limit-rps),"
-            " overloaded (503, --max-score-in-flight), request_timeout (connection closed, --request-timeout).\n"
+            " overloaded (503, --max-score-in-flight), request_timeout (connection closed, --request-timeout),"
+            " connection_limit (new connection closed unanswered, --max-connections).\n"
             "# TYPE pgcld_rejected_total counter\n");
     for (int r = 0; r < PGCLD_N_REJECT; r++)
         put(&t, "pgcld_rejected_total{reason=\"%s\"} %llu\n", g_reject_names[r],

@@ -30,6 +30,7 @@ typedef enum {
     PGCLD_REJECT_RATE_LIMITED,    /* 429: the key's (or address's) token bucket was empty */
     PGCLD_REJECT_OVERLOADED,      /* 503: --max-score-in-flight scoring requests were being handled */
     PGCLD_REJECT_REQUEST_TIMEOUT, /* connection closed: the request took over --request-timeout */
+    PGCLD_REJECT_CONNECTION_LIMIT, /* connection closed unanswered: --max-connections were open */
     PGCLD_N_REJECT
 } pgcld_reject_reason;
 void pgcld_metrics_rejected(pgcld_metrics *m, pgcld_reject_reason reason);

@@ -37,6 +37,11 @@ typedef struct pgcld_server {
     struct pgcld_ratelimit *ratelimit; /* per-key token buckets: --rate-limit-rps */
     struct pgcld_reaper *reaper;       /* the --request-timeout deadline */
     _Atomic int score_in_flight;       /* scoring requests being handled: --max-score-in-flight */
+    _Atomic int open_connections;      /* accepted and not yet closed: --max-connections */
+    /* Refusals by --max-connections: touched only where sockets are admitted (libmicrohttpd's
+     * listening thread). */
+    unsigned long long connections_refused;
+    int64_t connection_limit_logged_us; /* monotonic time of the last warning; 0 = never */
 } pgcld_server;
 
 #define PGCLD_MAX_PARAMS 4

@@ -1,4 +1,5 @@
-/* API keys and roles: role names, the key text format, create/verify for each role, every kind of
+/* API keys and roles: role names, the key text format, create/verify for each role, import of a key
+ * made elsewhere (strict format, same digest, chained event, idempotent, conflicts), every kind of
  * refused token, revocation seen by the keyring after reload() and, without it, after the one-second
  * data_version check, admin_events rows for every change, a listing without digests, a database
  * file that holds no key text, distinct keys, the refusals of bad input and of a database without
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "chain.h"
 #include "ids.h"
 #include "keys.h"
 #include "test_sqlite.h"
@@ -96,6 +98,174 @@ static void test_roles(void) {
               pgcl_role_parse("admin ", &r) == -1 && r == PGCL_ROLE_SCORER,
           "bad role names refused, *out untouched");
     CHECK(strcmp(pgcl_role_str(0), "unknown") == 0 && strcmp(pgcl_role_str(3), "unknown") == 0, "unknown role");
+}
+
+/* ---- import: a key made on one database registered on another ---- */
+
+/* The secret part of a key text (what must never be echoed). */
+static const char *secret_of(const char *key) { return key + PGCL_KEY_ID_LEN + 1; }
+
+/* pgcl_keys_check_text() refuses text (len bytes) with PGCL_ERR_FORMAT, and err does not quote it. */
+static void check_refused(const char *text, size_t len, const char *why, const char *err_has) {
+    char err[512] = "";
+    pgcl_status st = pgcl_keys_check_text(text, len, err, sizeof err);
+    CHECK(st == PGCL_ERR_FORMAT, "%s: status %d", why, st);
+    CHECK(*err && strstr(err, err_has), "%s: message '%s' lacks '%s'", why, err, err_has);
+    if (text && len >= PGCL_KEY_LEN)
+        CHECK(!memmem(err, strlen(err), text + 20, 20), "%s: message quotes the text", why);
+}
+
+/* Rows of admin_events and audit_chain together: an import that writes nothing leaves it unchanged. */
+static long long n_event_rows(const char *path) {
+    return query_int(path, "SELECT (SELECT count(*) FROM admin_events) * 1000000 + (SELECT count(*) FROM audit_chain)"
+                           " + (SELECT count(*) FROM api_keys) * 1000");
+}
+
+static void test_import(void) {
+    char a[300], b[300], err[512] = "", kid[32];
+    snprintf(a, sizeof a, "%s/import-a.db", g_dir);
+    snprintf(b, sizeof b, "%s/import-b.db", g_dir);
+    make_schema(a);
+    make_schema(b);
+    char k_scorer[128], id_scorer[32], k_admin[128], id_admin[32];
+    create(a, PGCL_ROLE_SCORER, "pipeline", k_scorer, id_scorer);
+    create(a, PGCL_ROLE_ADMIN, "ops", k_admin, id_admin);
+
+    /* the format, strictly */
+    CHECK(pgcl_keys_check_text(k_scorer, strlen(k_scorer), err, sizeof err) == PGCL_OK, "a made key passes: %s", err);
+    char t[160];
+    check_refused(k_scorer, PGCL_KEY_LEN - 1, "one character short", "58 characters");
+    snprintf(t, sizeof t, "%sA", k_scorer);
+    check_refused(t, strlen(t), "one character too many", "58 characters");
+    check_refused("", 0, "empty", "58 characters");
+    check_refused(NULL, 0, "NULL", "58 characters");
+    snprintf(t, sizeof t, "%s", k_scorer);
+    t[0] = 'P';
+    check_refused(t, PGCL_KEY_LEN, "prefix", "starts with pgcld_");
+    snprintf(t, sizeof t, "%s", k_scorer);
+    t[9] = 'G';
+    check_refused(t, PGCL_KEY_LEN, "non-hex key_id", "character 10 is not");
+    snprintf(t, sizeof t, "%s", k_scorer);
+    t[PGCL_KEY_ID_LEN] = '-';
+    check_refused(t, PGCL_KEY_LEN, "separator", "character 15 must be '_'");
+    snprintf(t, sizeof t, "%s", k_scorer);
+    t[30] = '=';
+    check_refused(t, PGCL_KEY_LEN, "padding inside", "character 31 is not");
+    snprintf(t, sizeof t, "%s", k_scorer);
+    t[40] = 0;
+    check_refused(t, PGCL_KEY_LEN, "NUL inside", "NUL byte");
+    /* 43 base64url characters carry 258 bits: a last character with either low bit set is not 32 bytes */
+    snprintf(t, sizeof t, "%s", k_scorer);
+    t[PGCL_KEY_LEN - 1] = 'B';
+    check_refused(t, PGCL_KEY_LEN, "non-canonical last character", "32 bytes");
+    t[PGCL_KEY_LEN - 1] = 'E';
+    CHECK(pgcl_keys_check_text(t, PGCL_KEY_LEN, err, sizeof err) == PGCL_OK, "canonical last character: %s", err);
+
+    /* a new key: the same digest as where it was made, valid on the keyring, recorded and chained */
+    bool created = false;
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_SCORER, "pipeline (imported)", ACTOR, k_scorer, kid, &created, err,
+                           sizeof err) == PGCL_OK && created && strcmp(kid, id_scorer) == 0,
+          "import: %s", err);
+    CHECK(query_intf(b, "SELECT count(*) FROM api_keys WHERE key_id = '%s' AND role = 'scorer' AND revoked_at IS NULL"
+                     " AND name = 'pipeline (imported)' AND created_by = '" ACTOR "'", id_scorer) == 1,
+          "imported row");
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    char digest_a[65] = "a", digest_b[65] = "b";
+    char *paths[2] = {a, b}, *digests[2] = {digest_a, digest_b};
+    for (int i = 0; i < 2; i++) {
+        if (sqlite3_open(paths[i], &db) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, "SELECT key_sha256 FROM api_keys WHERE key_id = ?", -1, &q, NULL) == SQLITE_OK) {
+            sqlite3_bind_text(q, 1, id_scorer, -1, SQLITE_STATIC);
+            if (sqlite3_step(q) == SQLITE_ROW) snprintf(digests[i], 65, "%s", (const char *)sqlite3_column_text(q, 0));
+        }
+        sqlite3_finalize(q);
+        sqlite3_close(db);
+    }
+    CHECK(strcmp(digest_a, digest_b) == 0 && strlen(digest_a) == 64, "stored as create stores it");
+    CHECK(query_intf(b, "SELECT count(*) FROM admin_events e JOIN audit_chain c ON c.kind = 'admin_events'"
+                     " AND c.row_seq = e.seq WHERE e.action = 'key.import' AND e.target = '%s'"
+                     " AND e.actor = '" ACTOR "'"
+                     " AND json_extract(e.details, '$.role') = 'scorer'"
+                     " AND json_extract(e.details, '$.name') = 'pipeline (imported)'", id_scorer) == 1,
+          "one chained key.import event");
+    pgcl_keyring *kr = NULL;
+    pgcl_identity id;
+    CHECK(pgcl_keyring_open(b, &kr, err, sizeof err) == PGCL_OK, "keyring: %s", err);
+    CHECK(kr && pgcl_keyring_verify(kr, k_scorer, &id) == PGCL_OK && id.role == PGCL_ROLE_SCORER &&
+              strcmp(id.key_id, id_scorer) == 0,
+          "the imported key verifies");
+    CHECK(kr && !verifies(kr, k_admin), "a key not imported does not");
+
+    /* idempotent: the same key and role again writes nothing, whatever the name */
+    long long before = n_event_rows(b);
+    created = true;
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_SCORER, "another name", ACTOR, k_scorer, kid, &created, err, sizeof err) ==
+                  PGCL_OK &&
+              !created && strcmp(kid, id_scorer) == 0,
+          "re-import: %s", err);
+    CHECK(n_event_rows(b) == before, "re-import wrote nothing");
+    CHECK(query_intf(b, "SELECT count(*) FROM api_keys WHERE name = 'pipeline (imported)'") == 1, "name kept");
+
+    /* conflicts: another role, another secret under the same key_id, a revoked key */
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_ADMIN, "x", ACTOR, k_scorer, kid, &created, err, sizeof err) ==
+                  PGCL_ERR_MISMATCH &&
+              strstr(err, "role scorer") && !*kid && !created,
+          "another role: %s", err);
+    char other[160];
+    snprintf(other, sizeof other, "%.*s%s", PGCL_KEY_ID_LEN + 1, k_scorer, secret_of(k_admin));
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_SCORER, "x", ACTOR, other, kid, &created, err, sizeof err) ==
+                  PGCL_ERR_MISMATCH &&
+              strstr(err, "another key") && !strstr(err, secret_of(other)),
+          "same key_id, other secret: %s", err);
+    CHECK(kr && !verifies(kr, other), "the conflicting key does not verify");
+    CHECK(n_event_rows(b) == before, "conflicts wrote nothing");
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_ADMIN, "ops", ACTOR, k_admin, kid, &created, err, sizeof err) == PGCL_OK &&
+              created,
+          "second import: %s", err);
+    CHECK(pgcl_keys_revoke(b, id_admin, ACTOR, err, sizeof err) == PGCL_OK, "revoke: %s", err);
+    before = n_event_rows(b);
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_ADMIN, "ops", ACTOR, k_admin, kid, &created, err, sizeof err) ==
+                  PGCL_ERR_INVALID &&
+              strstr(err, "revoked") && !created,
+          "a revoked key does not come back: %s", err);
+    CHECK(query_intf(b, "SELECT count(*) FROM api_keys WHERE key_id = '%s' AND revoked_at IS NOT NULL", id_admin) == 1,
+          "still revoked");
+
+    /* refusals before anything is written */
+    snprintf(t, sizeof t, "%s", k_scorer);
+    t[PGCL_KEY_LEN - 1] = 'B';
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_SCORER, "x", ACTOR, t, kid, &created, err, sizeof err) == PGCL_ERR_FORMAT,
+          "malformed key");
+    snprintf(t, sizeof t, "%s\n", k_scorer);
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_SCORER, "x", ACTOR, t, kid, &created, err, sizeof err) == PGCL_ERR_FORMAT,
+          "a newline is the caller's to strip");
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_SCORER, "x", ACTOR, NULL, kid, &created, err, sizeof err) == PGCL_ERR_FORMAT,
+          "NULL key");
+    CHECK(pgcl_keys_import(b, 0, "x", ACTOR, k_scorer, kid, &created, err, sizeof err) == PGCL_ERR_INVALID, "role 0");
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_SCORER, "a\nb", ACTOR, k_scorer, kid, &created, err, sizeof err) ==
+              PGCL_ERR_INVALID,
+          "control character in name");
+    CHECK(pgcl_keys_import(b, PGCL_ROLE_SCORER, "x", "", k_scorer, kid, &created, err, sizeof err) == PGCL_ERR_INVALID,
+          "empty actor");
+    CHECK(n_event_rows(b) == before, "refusals wrote nothing");
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/import-missing.db", g_dir);
+    CHECK(pgcl_keys_import(missing, PGCL_ROLE_SCORER, "x", ACTOR, k_scorer, kid, &created, err, sizeof err) ==
+                  PGCL_ERR_IO &&
+              access(missing, F_OK) != 0,
+          "missing database not created: %s", err);
+
+    /* the chain of b is intact, and b's files hold no key text */
+    pgcl_chain_report rep;
+    CHECK(pgcl_chain_verify(b, NULL, 0, &rep, err, sizeof err) == PGCL_OK && rep.intact, "chain of b: %s %s", err,
+          rep.reason);
+    pgcl_keyring_close(kr);
+    char wal[320];
+    snprintf(wal, sizeof wal, "%s-wal", b);
+    CHECK(!file_contains(b, secret_of(k_scorer)) && !file_contains(wal, secret_of(k_scorer)) &&
+              !file_contains(b, secret_of(k_admin)) && !file_contains(wal, secret_of(k_admin)),
+          "no key text in the database files");
 }
 
 /* ---- verify() racing reload() ---- */
@@ -368,6 +538,8 @@ int main(void) {
                  file_contains(wal, g_keys[i] + PGCL_KEY_ID_LEN + 1);
     CHECK(leaks == 0, "%d key texts found in the database file", leaks);
     CHECK(g_n_keys > 100, "all created keys were checked (%d)", g_n_keys);
+
+    test_import(); /* last: it adds to g_n_keys, which the checks above count */
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);

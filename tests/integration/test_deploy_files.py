@@ -19,12 +19,18 @@ are routes of server/http.c (/healthz liveness, /readyz readiness); ports match 
 listen; the ConfigMap's pgcld.conf is valid (--print-config) and its db lies on the
 volumeClaimTemplate's mount; pod and containers run as non-root with a read-only root filesystem and
 no capabilities; resources are set and compute-workers fits the CPU limit; the grace period covers
-preStop + shutdown-grace.
+preStop + shutdown-grace. The Secret pgcld-api-keys holds no key, is mounted read-only into the init
+container that imports it (and into no other container), and that container's script, run here
+with sh against the built pgcld and a copy of a Secret volume's layout, imports every entry with its
+role and name, changes nothing when run again, prints no key, and stops on an entry that is not
+ROLE.NAME or a key revoked in the database.
 
 Run: /usr/bin/python3 tests/integration/test_deploy_files.py
 """
 
 import glob
+import hashlib
+import json
 import os
 import re
 import shlex
@@ -368,6 +374,120 @@ class KubernetesTest(unittest.TestCase):
         for v in self.pod["volumes"]:
             if "secret" in v:
                 self.assertIn(v["secret"]["secretName"], secret_names)
+
+    # -- the API keys Secret and the init container that imports it
+
+    def api_keys_parts(self):
+        """(the Secret, its volume, the init container that mounts it, that mount)."""
+        secret = [s for s in self.by_kind["Secret"] if s["metadata"]["name"] == "pgcld-api-keys"]
+        self.assertEqual(len(secret), 1, "no Secret pgcld-api-keys")
+        vols = [v for v in self.pod["volumes"] if v.get("secret", {}).get("secretName") == "pgcld-api-keys"]
+        self.assertEqual(len(vols), 1, "pgcld-api-keys is not a volume of the pod")
+        users = [(c, m) for c in self.pod["containers"] + self.pod.get("initContainers", [])
+                 for m in c.get("volumeMounts", []) if m["name"] == vols[0]["name"]]
+        self.assertEqual(len(users), 1, "pgcld-api-keys must be mounted by exactly one container")
+        return secret[0], vols[0], users[0][0], users[0][1]
+
+    def test_api_keys_secret_mounted_read_only_into_the_import_container(self):
+        secret, vol, container, mount = self.api_keys_parts()
+        self.assertIn(container, self.pod.get("initContainers", []), "the keys are imported by an init container")
+        self.assertNotIn(vol["name"], {m["name"] for m in self.main["volumeMounts"]},
+                         "the serving container has no use for the key texts")
+        self.assertTrue(mount.get("readOnly"), "the keys Secret must be mounted read-only")
+        self.assertEqual(vol["secret"]["defaultMode"], 0o440)
+        self.assertTrue(vol["secret"].get("optional"), "a cluster without keys to import must still start")
+        # a placeholder: no key in the manifest, nor anywhere under deploy/k8s
+        self.assertFalse(secret.get("data") or secret.get("stringData"), "keys committed in secret.yaml")
+        for p in glob.glob(os.path.join(K8S, "*")):
+            self.assertIsNone(re.search(r"pgcld_[0-9a-f]{8}_[A-Za-z0-9_-]{43}", read(p)), f"a key text in {p}")
+        script = " ".join(container.get("command", []) + container.get("args", []))
+        self.assertIn("pgcld keys import", script)
+        self.assertIn(f"--db {self.conf['db']}", script)
+        self.assertIn(mount["mountPath"], script)
+        self.assertNotRegex(script, r"set -[a-z]*x", "a traced script would print its arguments")
+
+    @unittest.skipUnless(have_binary() and shutil.which("sh"), "needs the built pgcld and sh")
+    def test_import_container_script_imports_every_entry(self):
+        _, _, container, mount = self.api_keys_parts()
+        db_dir = os.path.dirname(self.conf["db"])
+        self.assertEqual(container["command"][:2], ["/bin/sh", "-c"])
+        script = container["args"][0]
+        with tempfile.TemporaryDirectory() as tmp:
+            keys_dir, data_dir, bin_dir = (os.path.join(tmp, n) for n in ("keys", "data", "bin"))
+            for p in (keys_dir, data_dir, bin_dir):
+                os.mkdir(p)
+            os.symlink(H.PGCLD_BIN, os.path.join(bin_dir, "pgcld"))
+            local = script.replace(mount["mountPath"], keys_dir).replace(db_dir, data_dir)
+            db = os.path.join(data_dir, os.path.basename(self.conf["db"]))
+            env = {"PATH": bin_dir + ":/usr/bin:/bin", "HOME": tmp}
+
+            def run():
+                return subprocess.run(["sh", "-c", local], capture_output=True, text=True, timeout=120, env=env,
+                                      cwd=tmp)
+
+            # An empty Secret (or none: the volume is optional): nothing to do.
+            r = run()
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertFalse(os.path.exists(db), "an empty Secret created a database")
+
+            # Keys made outside the cluster, as secret.yaml says, laid out as the kubelet does: the
+            # files live in a hidden timestamped directory, reached through ..data and one symbolic
+            # link per entry.
+            keys = {}
+            scratch = os.path.join(tmp, "scratch.db")
+            entries = {"scorer.moderation-pipeline": "scorer", "reviewer.trust-and-safety": "reviewer",
+                       "admin.ops.on-call": "admin"}
+            hidden = os.path.join(keys_dir, "..2026_01_01_00_00_00.000000001")
+            os.mkdir(hidden)
+            for entry, role in entries.items():
+                p = subprocess.run([H.PGCLD_BIN, "keys", "create", "--db", scratch, "--role", role, "--name", entry],
+                                   capture_output=True, text=True, timeout=60, cwd=tmp)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                keys[entry] = p.stdout.strip().splitlines()[-1]
+                with open(os.path.join(hidden, entry), "w") as f:
+                    f.write(keys[entry] + "\n")
+            os.symlink(os.path.basename(hidden), os.path.join(keys_dir, "..data"))
+            for entry in entries:
+                os.symlink(os.path.join("..data", entry), os.path.join(keys_dir, entry))
+
+            outputs = []
+            for attempt in range(2):  # a restart runs it again: the second run changes nothing
+                r = run()
+                outputs.append(r.stdout + r.stderr)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                listed = subprocess.run([H.PGCLD_BIN, "keys", "list", "--db", db], capture_output=True, text=True,
+                                        timeout=60).stdout
+                rows = {row["key_id"]: row for row in map(json.loads, listed.splitlines())}
+                self.assertEqual(len(rows), len(entries), f"run {attempt + 1}: {rows}")
+                for entry, role in entries.items():
+                    row = rows[keys[entry][:14]]
+                    self.assertEqual((row["role"], row["name"], row["revoked_at"]),
+                                     (role, entry.split(".", 1)[1], None), entry)
+                    self.assertEqual(H.db_scalar(db, "SELECT key_sha256 FROM api_keys WHERE key_id = ?",
+                                                 (keys[entry][:14],)),
+                                     hashlib.sha256(keys[entry].encode()).hexdigest())
+                self.assertEqual(H.db_scalar(db, "SELECT count(*) FROM admin_events WHERE action = 'key.import'"),
+                                 len(entries))
+            self.assertIn("nothing changed", outputs[1])
+            for text in outputs:
+                for key in keys.values():
+                    self.assertNotIn(key[15:], text, "the init container printed a key")
+
+            # A key revoked in the database but still in the Secret stops the start, with the reason.
+            victim = keys["reviewer.trust-and-safety"][:14]
+            p = subprocess.run([H.PGCLD_BIN, "keys", "revoke", "--db", db, "--key-id", victim], capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            r = run()
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(f"key {victim} was revoked", r.stderr)
+
+            # An entry that is not ROLE.NAME stops it too.
+            os.remove(os.path.join(keys_dir, "reviewer.trust-and-safety"))
+            os.symlink(os.path.join("..data", "scorer.moderation-pipeline"), os.path.join(keys_dir, "scorer"))
+            r = run()
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("'scorer' is not named ROLE.NAME", r.stderr)
 
     @unittest.skipUnless(have_binary(), "needs the built pgcld")
     def test_configmap_is_a_valid_config(self):
