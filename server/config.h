@@ -48,6 +48,7 @@ typedef struct pgcld_config {
     char *tls_key;               /* PEM private key file; set exactly when tls_cert is */
     char *tls_min_version;       /* oldest TLS version accepted: 1.2 or 1.3 */
     _Atomic long max_body_bytes; /* reloadable */
+    _Atomic long max_body_memory; /* scoring bodies held at once (bytes); 0 = no bound; reloadable */
     _Atomic long max_batch;      /* reloadable */
     _Atomic long max_connections;
     _Atomic long connection_timeout_s;
@@ -99,7 +100,7 @@ int pgcld_config_parse(pgcld_config *cfg, int argc, char **argv, char *err, int 
 /* For SIGHUP: reads the defaults, the config file and the environment again, and the flags kept
  * by pgcld_config_parse() (so they still win), into a fresh configuration. If that fails, returns
  * -1 with a message in err and changes nothing. Otherwise copies into cfg only the options that
- * are safe to change at run time — log-level, max-body-bytes, max-batch, request-timeout,
+ * are safe to change at run time — log-level, max-body-bytes, max-body-memory, max-batch, request-timeout,
  * max-score-in-flight, rate-limit-rps, rate-limit-burst, max-pending-rows, shadow-queue (the rows
  * marked reloadable in config.c; --help lists them) — logs each change,
  * warns about changed options that need a restart (they keep their running value), applies

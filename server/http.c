@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bodybudget.h"
 #include "ids.h"
 #include "log.h"
 #include "ratelimit.h"
@@ -95,7 +96,9 @@ typedef struct request_ctx {
     char actor[PGCLD_ACTOR_LEN];
     char *body;
     size_t len, cap;
+    size_t reserved;      /* bytes of the --max-body-memory budget this body holds */
     bool too_large;
+    bool shed;            /* waited too long for the body budget: the body is discarded, 503 */
     char retry_after[16]; /* Retry-After of a 429 sent by admit() */
     int64_t t_start_us;
     int status; /* of the answer sent, for metrics */
@@ -439,6 +442,22 @@ static void client_name(const request_ctx *ctx, struct MHD_Connection *conn, cha
     snprintf(out, cap, "ip:%s", host);
 }
 
+/* The longest a scoring request waits for --max-body-memory before it is answered 503 overloaded:
+ * half its --request-timeout (so that the answer leaves before the deadline closes the connection),
+ * at most MAX_BODY_WAIT_S. */
+#define MAX_BODY_WAIT_S 10
+
+/* Reserves `bytes` of the body budget for ctx's body, waiting while other scoring bodies hold it
+ * (bodybudget.h); false when the wait ran out. */
+static bool reserve_body(request_ctx *ctx, size_t bytes) {
+    pgcld_server *srv = ctx->srv;
+    long timeout_s = srv->cfg->request_timeout_s;
+    int64_t wait_us = timeout_s > 0 && timeout_s < 2 * MAX_BODY_WAIT_S ? timeout_s * 500000 : MAX_BODY_WAIT_S * 1000000;
+    if (!pgcld_body_budget_reserve(srv->body_budget, bytes, ctx->t_start_us + wait_us)) return false;
+    ctx->reserved = bytes;
+    return true;
+}
+
 /* Admits a scoring request whose body has arrived (checked then, not at the headers, so that a
  * client still sending its body reads the answer instead of a reset): the per-key rate limit
  * (429 rate_limited), then the bound on scoring requests handled at once (503 overloaded, at
@@ -580,18 +599,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             ctx->too_large = true; /* keep reading and discarding; answer 413 at the end */
             return MHD_YES;
         }
+        if (ctx->shed) return MHD_YES; /* discarding; 503 at the end */
+        /* Exactly Content-Length when the client sent one (checked against the limit above):
+         * doubling would hold up to twice every body in flight. */
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+        if (declared < ctx->len + n || declared > (unsigned long long)limit) declared = 0;
+        if (ctx->len == 0 && is_scoring(ctx->route) && !reserve_body(ctx, declared ? declared + 1 : 16384)) {
+            ctx->shed = true;
+            return MHD_YES;
+        }
         if (ctx->len + n + 1 > ctx->cap) {
-            /* Exactly Content-Length when the client sent one (checked against the limit above):
-             * doubling would hold up to twice every body in flight. */
-            const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-            unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
             size_t cap = ctx->cap ? ctx->cap : 16384;
-            if (declared >= ctx->len + n && declared <= (unsigned long long)limit) cap = (size_t)declared + 1;
+            if (declared) cap = (size_t)declared + 1;
             while (cap < ctx->len + n + 1) cap *= 2;
             char *grown = realloc(ctx->body, cap);
             if (!grown) return MHD_NO;
             ctx->body = grown;
             ctx->cap = cap;
+            if (ctx->reserved && cap > ctx->reserved) { /* a body without Content-Length grows */
+                pgcld_body_budget_grow(srv->body_budget, cap - ctx->reserved);
+                ctx->reserved = cap;
+            }
         }
         memcpy(ctx->body + ctx->len, upload_data, n);
         ctx->len += n;
@@ -604,6 +633,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                  ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes);
         ctx->status = 413;
         return send_error(conn, 413, "payload_too_large", msg, NULL);
+    }
+    if (ctx->shed) {
+        pgcld_reply shed = {.status = 503, .retry_after = "1"};
+        pgcld_reply_error(&shed, 503, "overloaded", -1, NULL,
+                          "request bodies of other scoring requests filled max-body-memory (%ld bytes) for too long; "
+                          "retry shortly", (long)srv->cfg->max_body_memory);
+        pgcld_metrics_rejected(srv->metrics, PGCLD_REJECT_OVERLOADED);
+        ctx->status = 503;
+        return send_reply(conn, &shed);
     }
     pgcld_request req = {
         .method = method,
@@ -639,6 +677,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pgcld_metrics_request(ctx->srv->metrics, ctx->route_index, ctx->status ? ctx->status : 500);
     pgcld_reaper_next(ctx->srv->reaper, connection_watch(conn));
     atomic_fetch_sub(&ctx->srv->in_flight, 1);
+    pgcld_body_budget_release(ctx->srv->body_budget, ctx->reserved);
     free(ctx->body);
     free(ctx);
     *con_cls = NULL;
@@ -722,6 +761,10 @@ int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
         pgcl_errorf(err, cap, "cannot start the request-timeout thread");
         return -1;
     }
+    if (!srv->body_budget && !(srv->body_budget = pgcld_body_budget_create(&srv->cfg->max_body_memory))) {
+        pgcl_errorf(err, cap, "out of memory");
+        return -1;
+    }
     /* --max-connections is enforced by accept_connection (refused at once); libmicrohttpd's own
      * limit sits MHD_LIMIT_MARGIN above it so that it never queues connections instead. */
     srv->daemon = MHD_start_daemon(flags, 0, accept_connection, srv, on_request, srv,
@@ -742,6 +785,8 @@ int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
         srv->reaper = NULL;
         pgcld_ratelimit_destroy(srv->ratelimit);
         srv->ratelimit = NULL;
+        pgcld_body_budget_destroy(srv->body_budget);
+        srv->body_budget = NULL;
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -767,4 +812,6 @@ void pgcld_server_stop(pgcld_server *srv, int grace_s) {
     srv->reaper = NULL;
     pgcld_ratelimit_destroy(srv->ratelimit);
     srv->ratelimit = NULL;
+    pgcld_body_budget_destroy(srv->body_budget); /* every request has completed */
+    srv->body_budget = NULL;
 }

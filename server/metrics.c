@@ -236,6 +236,10 @@ char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, cons
             "pgcld_audit_queue_rows %d\n", g->audit_pending_rows);
     put(&t, "# HELP pgcld_in_flight_requests Requests being served.\n# TYPE pgcld_in_flight_requests gauge\n"
             "pgcld_in_flight_requests %d\n", g->in_flight);
+    put(&t, "# HELP pgcld_body_bytes_reserved Bytes of scoring request bodies held in memory (--max-body-memory).\n"
+            "# TYPE pgcld_body_bytes_reserved gauge\npgcld_body_bytes_reserved %lld\n", g->body_bytes_reserved);
+    put(&t, "# HELP pgcld_body_waiting_requests Scoring requests waiting, unread, for --max-body-memory.\n"
+            "# TYPE pgcld_body_waiting_requests gauge\npgcld_body_waiting_requests %d\n", g->body_waiting);
     put(&t, "# HELP pgcld_models_ready Models with an active version.\n# TYPE pgcld_models_ready gauge\n"
             "pgcld_models_ready %d\n", g->models_ready);
     put(&t, "# HELP pgcld_draining 1 while shutting down.\n# TYPE pgcld_draining gauge\npgcld_draining %d\n",

@@ -39,6 +39,8 @@ void pgcld_metrics_rejected(pgcld_metrics *m, pgcld_reject_reason reason);
 typedef struct pgcld_metrics_gauges {
     int audit_pending_rows;
     int in_flight;
+    long long body_bytes_reserved; /* --max-body-memory in use */
+    int body_waiting;              /* scoring requests waiting for it */
     int models_ready;
     bool draining;
 } pgcld_metrics_gauges;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bodybudget.h"
 #include "server.h"
 
 void pgcld_handle_healthz(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
@@ -58,6 +59,7 @@ void pgcld_handle_metrics(pgcld_server *srv, const pgcld_request *req, pgcld_rep
                               .in_flight = atomic_load(&srv->in_flight),
                               .models_ready = pgcl_registry_ready_count(srv->registry),
                               .draining = atomic_load(&srv->draining)};
+    if (srv->body_budget) pgcld_body_budget_stats(srv->body_budget, &g.body_bytes_reserved, &g.body_waiting);
     reply->text = pgcld_metrics_render(srv->metrics, &g, extra.text);
     free(extra.text);
     if (!reply->text) {

@@ -36,6 +36,7 @@ typedef struct pgcld_server {
     /* Overload protection (http.c; made by pgcld_server_start, freed by pgcld_server_stop). */
     struct pgcld_ratelimit *ratelimit; /* per-key token buckets: --rate-limit-rps */
     struct pgcld_reaper *reaper;       /* the --request-timeout deadline */
+    struct pgcld_body_budget *body_budget; /* --max-body-memory */
     _Atomic int score_in_flight;       /* scoring requests being handled: --max-score-in-flight */
     _Atomic int open_connections;      /* accepted and not yet closed: --max-connections */
     /* Refusals by --max-connections: touched only where sockets are admitted (libmicrohttpd's

@@ -44,9 +44,13 @@ FULL = {
     "diag_cells": [("json", 64, 4), ("b64", 64, 4), ("b64", 64, 16), ("json", 1, 16)],
     "cpu_only_cells": [("json", 64, 16), ("b64", 64, 16), ("json", 256, 16), ("b64", 256, 16)],
 }
-# Diagnostic variants of pgcld (same cells, options that change what the audit log does).
-DIAG = [("--store-inputs none", ["--store-inputs", "none"]),
-        ("--store-inputs none --synchronous NORMAL", ["--store-inputs", "none", "--synchronous", "NORMAL"])]
+# Diagnostic variants of pgcld: options that change what the audit log does (on cfg["diag_cells"]),
+# and a small request-body memory budget on the cells that hold the most body memory (its own cells).
+MEMORY_CELLS = [("json", 64, 64), ("json", 256, 16), ("b64", 256, 16)]
+SMALL_BODY_MEMORY = 8 << 20
+DIAG = [("--store-inputs none", ["--store-inputs", "none"], None),
+        ("--store-inputs none --synchronous NORMAL", ["--store-inputs", "none", "--synchronous", "NORMAL"], None),
+        (f"--max-body-memory {SMALL_BODY_MEMORY}", ["--max-body-memory", str(SMALL_BODY_MEMORY)], MEMORY_CELLS)]
 QUICK = {
     "batches": [1, 64], "encodings": ["json", "b64"],
     "conns": {1: [1, 16], 64: [4]},
@@ -603,6 +607,18 @@ def evaluate(res):
             r2 = max(r["hwm_kb"] for r in res["ready"].get("pgcld_cpu_only", [{"hwm_kb": 0}])) / 1024
             extra = (f"; the build without CUDA: {r2:.1f} MiB at ready, {w2:.1f} MiB at most in its "
                      f"{len(cpu_only)} cells (16 connections, batch 64 and 256)")
+        small = [c for c in res.get("diagnostics", []) if "--max-body-memory" in c["server"]]
+        if small:
+            w3 = max(c["server_rss_peak_kb"] for c in small) / 1024
+            ratios = []
+            for c in small:
+                base = next((x for x in pg_cells if x["encoding"] == c["encoding"] and x["batch"] == c["batch"]
+                             and x["connections"] == c["connections"]), None)
+                if base and base["emb_s"]:
+                    ratios.append(c["emb_s"] / base["emb_s"])
+            extra += (f"; with `--max-body-memory {SMALL_BODY_MEMORY}` (default 32 MiB): **{w3:.1f} MiB** at most in "
+                      f"its {len(small)} cells, the most body-hungry ones, at "
+                      + (f"{min(ratios):.2f}–{max(ratios):.2f}× the default's emb/s" if ratios else "–"))
         rows.append(("peak RSS with three models loaded ≤ 64 MB",
                      f"**{mb:.1f} MiB** under load (worst cell: {worst['encoding']} B={worst['batch']} "
                      f"c={worst['connections']}); {fmt(ready_hwm and ready_hwm / 1024, 1)} MiB at ready{extra}",
@@ -757,10 +773,11 @@ def markdown(res):
 
     diag = res.get("diagnostics")
     if diag:
-        out += ["### Diagnostics: what pgcld's audit log costs", "",
+        out += ["### Diagnostics: what pgcld's audit log and its body memory cost", "",
                 "The same cells against pgcld started with options that change the audit work (fresh database each), "
-                "and against a build without CUDA where the default build links it; ratio = emb/s over the default "
-                "pgcld in the same cell.", "",
+                f"with a small request-body budget (`--max-body-memory {SMALL_BODY_MEMORY}`, on the cells that hold "
+                "the most body memory), and against a build without CUDA where the default build links it; ratio = "
+                "emb/s over the default pgcld in the same cell.", "",
                 "| pgcld | body | batch | conns | emb/s | p50 / p99 / p99.9 ms | cores | RSS MiB | stages ms | "
                 "vs default |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for c in diag:
@@ -1057,11 +1074,11 @@ def main():
                       open(os.path.join(out_dir, "profile.json"), "w"), indent=1)
         srv.stop()
 
-        for variant, extra in (DIAG if cfg["diag_cells"] else []):
+        for variant, extra, variant_cells in (DIAG if cfg["diag_cells"] else []):
             srv = pgcld_server(args, work, models, name=f"pgcld {variant}", extra=extra)
             servers.append(srv)
             srv.start()
-            res.setdefault("diagnostics", []).extend(matrix(args, cfg, srv, work, cfg["diag_cells"]))
+            res.setdefault("diagnostics", []).extend(matrix(args, cfg, srv, work, variant_cells or cfg["diag_cells"]))
             srv.stop()
         if args.pgcld_cpu and cfg["cpu_only_cells"]:
             srv = pgcld_server(args, work, models, name="pgcld CPU-only build", binary=args.pgcld_cpu)

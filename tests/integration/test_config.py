@@ -38,6 +38,7 @@ DEFAULTS = {
     "auth": "required",
     "metrics": "on",
     "max-body-bytes": "67108864",
+    "max-body-memory": "33554432",
     "max-batch": "1024",
     "max-upload-bytes": "268435456",
     "max-connections": "512",
@@ -67,7 +68,7 @@ DEFAULTS = {
     "tls-key": "",
     "tls-min-version": "1.2",
 }
-RELOADABLE = ["log-level", "max-body-bytes", "max-batch", "request-timeout", "max-score-in-flight",
+RELOADABLE = ["log-level", "max-body-bytes", "max-body-memory", "max-batch", "request-timeout", "max-score-in-flight",
               "rate-limit-rps", "rate-limit-burst", "max-pending-rows", "shadow-queue"]
 
 # name = value  # source      (the config row is printed commented out: "# config = ...")

@@ -28,6 +28,7 @@ PGCLD_OVERLOAD_IN_FLIGHT (--max-score-in-flight of SaturationTest, default 2; 0 
 
 import base64
 import http.client
+import json
 import os
 import re
 import select
@@ -410,6 +411,118 @@ class ManyConnectionsTest(unittest.TestCase):
             for s in held:
                 s.close()
         self.assertIsNone(self.d.proc.poll(), "pgcld exited")
+
+
+def gauge(d, name):
+    """The value of an unlabelled gauge in /metrics."""
+    text = H.http_request(d.port, "GET", "/metrics").body.decode()
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def raw_score_request(key, body):
+    head = (f"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {key}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    return head, body
+
+
+def read_answer(s, timeout):
+    """Status, headers (lower-cased names) and body of one HTTP answer on s, or None when none came."""
+    s.settimeout(timeout)
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
+        length = int(headers.get("content-length", "0"))
+        while len(rest) < length:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        return int(lines[0].split()[1]), headers, rest
+    except (socket.timeout, ConnectionResetError):
+        return None
+
+
+class BodyBudgetTest(unittest.TestCase):
+    """--max-body-memory: a scoring request whose body does not fit beside the bodies being handled
+    waits with its body unread, is served once they are done, and gets 503 overloaded with
+    Retry-After if the wait passes half of --request-timeout. Client A holds the budget by sending
+    half of its body; B's body is the same size, and the budget holds one body, not two."""
+
+    N_ITEMS = 8
+
+    @classmethod
+    def setUpClass(cls):
+        cls.body_a = H.encode_body(b64_body(cls.N_ITEMS, 501))
+        cls.body_b = H.encode_body(b64_body(cls.N_ITEMS, 502))
+        budget = max(len(cls.body_a), len(cls.body_b)) + 1024
+        cls.d = H.start_daemon(cls, args=["--max-body-memory", str(budget), "--request-timeout", "4"])
+
+    def hold_budget(self):
+        """Client A: headers and half its body; returns its socket once pgcld has reserved it."""
+        head, body = raw_score_request(self.d.keys["scorer"], self.body_a)
+        a = open_socket(self.d.port)
+        a.sendall(head + body[:len(body) // 2])
+        self.assertTrue(H.wait_until(lambda: (gauge(self.d, "pgcld_body_bytes_reserved") or 0) >= len(body),
+                                     timeout=ANSWER_TIMEOUT_S), "A's body was not reserved")
+        return a, body[len(body) // 2:]
+
+    def test_waits_unread_then_served(self):
+        a, a_rest = self.hold_budget()
+        b = open_socket(self.d.port)
+        try:
+            head, body = raw_score_request(self.d.keys["scorer"], self.body_b)
+            b.sendall(head + body)  # fits in the socket buffers: pgcld has not read it
+            self.assertTrue(H.wait_until(lambda: gauge(self.d, "pgcld_body_waiting_requests") == 1,
+                                         timeout=ANSWER_TIMEOUT_S), "B is not waiting for the budget")
+            self.assertIsNone(read_answer(b, 0.5), "B was answered while A held the budget")
+            # Other routes are not held back by the budget.
+            self.assertEqual(self.d.get("/v1/models", key=self.d.keys["reviewer"]).status, 200)
+            a.sendall(a_rest)
+            answer_a = read_answer(a, ANSWER_TIMEOUT_S)
+            self.assertIsNotNone(answer_a, "no answer for A")
+            self.assertEqual(answer_a[0], 200, answer_a[2][:300])
+            answer_b = read_answer(b, ANSWER_TIMEOUT_S)
+            self.assertIsNotNone(answer_b, "no answer for B after A released the budget")
+            self.assertEqual(answer_b[0], 200, answer_b[2][:300])
+            self.assertEqual(len(json.loads(answer_b[2])["results"]), self.N_ITEMS)
+        finally:
+            a.close()
+            b.close()
+        self.assertTrue(H.wait_until(lambda: gauge(self.d, "pgcld_body_bytes_reserved") == 0, timeout=5),
+                        "the budget was not given back")
+
+    def test_503_when_the_wait_is_too_long(self):
+        before = metric(self.d, "pgcld_rejected_total", 'reason="overloaded"') or 0
+        a, a_rest = self.hold_budget()
+        b = open_socket(self.d.port)
+        try:
+            head, body = raw_score_request(self.d.keys["scorer"], self.body_b)
+            t0 = time.monotonic()
+            b.sendall(head + body)
+            answer_b = read_answer(b, ANSWER_TIMEOUT_S)  # half of --request-timeout 4: about 2 s
+            waited = time.monotonic() - t0
+            self.assertIsNotNone(answer_b, "no answer for B")
+            status, headers, text = answer_b
+            self.assertEqual(status, 503, text[:300])
+            self.assertEqual(json.loads(text)["error"]["code"], "overloaded")
+            self.assertEqual(headers.get("retry-after"), "1")
+            self.assertGreater(waited, 1.0, "refused without waiting")
+            a.sendall(a_rest)  # A, admitted first, is still served
+            answer_a = read_answer(a, ANSWER_TIMEOUT_S)
+            self.assertIsNotNone(answer_a, "no answer for A")
+            self.assertEqual(answer_a[0], 200, answer_a[2][:300])
+        finally:
+            a.close()
+            b.close()
+        self.assertGreaterEqual(metric(self.d, "pgcld_rejected_total", 'reason="overloaded"'), before + 1)
 
 
 class RateLimitTest(unittest.TestCase):

@@ -1,0 +1,43 @@
+/* The memory budget for request bodies (--max-body-memory). Every connection thread buffers its
+ * whole request body before parsing it, so without a bound the daemon's memory grows with
+ * connections x body size (64 connections sending 256-embedding JSON batches held 160 MiB). A
+ * scoring request reserves its body's size here before buffering it; while the bodies already
+ * admitted hold the budget, it waits, and since its thread then reads nothing more from its socket,
+ * TCP flow control holds the client back. Admitted bodies make progress on their own (they only
+ * need their client, the compute workers and the audit writer), so waiting cannot deadlock.
+ *
+ * Requests are admitted first come, first served. The first in line is admitted when nothing is
+ * reserved, even past the budget: one body larger than the budget (but within --max-body-bytes)
+ * is still served, alone.
+ *
+ * Threads: reserve, grow, release and stats from any thread; create and destroy from one. */
+#ifndef PGCLD_BODYBUDGET_H
+#define PGCLD_BODYBUDGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pgcld_body_budget pgcld_body_budget;
+
+/* limit_bytes is read on every reservation (so a reload applies at once); <= 0 means no budget:
+ * reservations are only counted. NULL when out of memory. */
+pgcld_body_budget *pgcld_body_budget_create(const _Atomic long *limit_bytes);
+void pgcld_body_budget_destroy(pgcld_body_budget *b); /* accepts NULL; nothing may be waiting */
+
+/* Reserves `bytes`, waiting while others wait before it, or while other reservations hold the
+ * budget and `bytes` does not fit beside them. Returns true once reserved, or false (nothing
+ * reserved, and out of the queue) when deadline_us (on pgcl_monotonic_us's clock) passes first. */
+bool pgcld_body_budget_reserve(pgcld_body_budget *b, size_t bytes, int64_t deadline_us);
+
+/* Adds `bytes` to a reservation already held, without waiting (a body without Content-Length
+ * growing chunk by chunk: waiting halfway through could deadlock two such bodies). */
+void pgcld_body_budget_grow(pgcld_body_budget *b, size_t bytes);
+
+/* Gives back `bytes` of what reserve and grow took, and wakes the waiters. */
+void pgcld_body_budget_release(pgcld_body_budget *b, size_t bytes);
+
+/* Bytes reserved now and requests waiting now (for /metrics). */
+void pgcld_body_budget_stats(pgcld_body_budget *b, long long *reserved, int *waiting);
+
+#endif

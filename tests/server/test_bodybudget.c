@@ -1,0 +1,210 @@
+/* The request-body memory budget (server/bodybudget.c): reservations that fit go ahead, the next one
+ * waits until a release makes room or its deadline passes, first come first served, a request
+ * finding the budget empty is always admitted (even past the budget), growth never waits, 0 means
+ * no bound, a raised limit applies to the next reservation, and many threads reserving and
+ * releasing leave nothing behind. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "bodybudget.h"
+#include "ids.h"
+#include "test_util.h"
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static void stats(pgcld_body_budget *b, long long *reserved, int *waiting) {
+    pgcld_body_budget_stats(b, reserved, waiting);
+}
+
+typedef struct waiter {
+    pgcld_body_budget *b;
+    size_t bytes;
+    int64_t deadline_us;
+    _Atomic int done; /* 0 waiting, 1 reserved, 2 gave up */
+    int64_t waited_us;
+} waiter;
+
+static void *reserve_main(void *arg) {
+    waiter *w = arg;
+    int64_t t0 = pgcl_monotonic_us();
+    bool ok = pgcld_body_budget_reserve(w->b, w->bytes, w->deadline_us);
+    w->waited_us = pgcl_monotonic_us() - t0;
+    atomic_store(&w->done, ok ? 1 : 2);
+    return NULL;
+}
+
+static int waiting_now(pgcld_body_budget *b) {
+    long long r;
+    int w;
+    stats(b, &r, &w);
+    return w;
+}
+
+static void test_wait_then_admit_on_release(void) {
+    _Atomic long limit = 100;
+    pgcld_body_budget *b = pgcld_body_budget_create(&limit);
+    CHECK(b != NULL, "create");
+    int64_t far = pgcl_monotonic_us() + 10 * 1000000;
+    CHECK(pgcld_body_budget_reserve(b, 60, far), "first reservation fits");
+    CHECK(pgcld_body_budget_reserve(b, 40, far), "second fits exactly (60 + 40 = 100)");
+    waiter w = {.b = b, .bytes = 30, .deadline_us = far};
+    pthread_t th;
+    pthread_create(&th, NULL, reserve_main, &w);
+    for (int i = 0; i < 2000 && waiting_now(b) == 0; i++) sleep_ms(1);
+    CHECK(waiting_now(b) == 1, "the third waits");
+    sleep_ms(50);
+    CHECK(atomic_load(&w.done) == 0, "still waiting while the budget is full");
+    pgcld_body_budget_release(b, 20); /* 80 held: 30 does not fit yet */
+    sleep_ms(50);
+    CHECK(atomic_load(&w.done) == 0, "80 + 30 > 100: still waiting");
+    pgcld_body_budget_release(b, 40); /* 40 held */
+    pthread_join(th, NULL);
+    CHECK(atomic_load(&w.done) == 1, "admitted once there is room");
+    long long r;
+    int n;
+    stats(b, &r, &n);
+    CHECK(r == 70 && n == 0, "reserved 70, none waiting: %lld %d", r, n);
+    pgcld_body_budget_release(b, 70);
+    stats(b, &r, &n);
+    CHECK(r == 0, "all released: %lld", r);
+    pgcld_body_budget_destroy(b);
+}
+
+static void test_deadline(void) {
+    _Atomic long limit = 100;
+    pgcld_body_budget *b = pgcld_body_budget_create(&limit);
+    CHECK(pgcld_body_budget_reserve(b, 90, pgcl_monotonic_us() + 1000000), "hold 90");
+    int64_t t0 = pgcl_monotonic_us();
+    CHECK(!pgcld_body_budget_reserve(b, 20, t0 + 80 * 1000), "gives up at its deadline");
+    int64_t waited = pgcl_monotonic_us() - t0;
+    CHECK(waited >= 70 * 1000 && waited < 2000 * 1000, "waited about 80 ms: %lld us", (long long)waited);
+    CHECK(!pgcld_body_budget_reserve(b, 20, t0 - 1), "a deadline already past: no wait, refused");
+    long long r;
+    int n;
+    stats(b, &r, &n);
+    CHECK(r == 90 && n == 0, "a refusal reserves nothing: %lld %d", r, n);
+    pgcld_body_budget_release(b, 90);
+    pgcld_body_budget_destroy(b);
+}
+
+static void test_alone_admitted_growth_and_limits(void) {
+    _Atomic long limit = 100;
+    pgcld_body_budget *b = pgcld_body_budget_create(&limit);
+    int64_t soon = pgcl_monotonic_us() + 50 * 1000;
+    CHECK(pgcld_body_budget_reserve(b, 1000, soon), "a body alone is admitted past the budget");
+    CHECK(!pgcld_body_budget_reserve(b, 1, soon), "then even one byte waits");
+    pgcld_body_budget_release(b, 1000);
+    CHECK(pgcld_body_budget_reserve(b, 50, soon), "50");
+    pgcld_body_budget_grow(b, 500); /* a chunked body growing: never waits */
+    long long r;
+    int n;
+    stats(b, &r, &n);
+    CHECK(r == 550, "grown to 550: %lld", r);
+    limit = 1000; /* a reload raises the limit: the next reservation sees it */
+    CHECK(pgcld_body_budget_reserve(b, 400, soon), "fits under the raised limit");
+    pgcld_body_budget_release(b, 950);
+    limit = 0; /* no bound */
+    for (int i = 0; i < 10; i++) CHECK(pgcld_body_budget_reserve(b, 1 << 20, soon), "unbounded %d", i);
+    stats(b, &r, &n);
+    CHECK(r == 10LL << 20, "only counted: %lld", r);
+    pgcld_body_budget_release(b, 10 << 20);
+    pgcld_body_budget_destroy(b);
+}
+
+/* First come, first served: a small request that would fit does not pass an earlier large one; when
+ * the large one gives up, the small one goes ahead at once. */
+static void test_first_come_first_served(void) {
+    _Atomic long limit = 100;
+    pgcld_body_budget *b = pgcld_body_budget_create(&limit);
+    int64_t now = pgcl_monotonic_us();
+    CHECK(pgcld_body_budget_reserve(b, 90, now + 1000000), "hold 90");
+    waiter big = {.b = b, .bytes = 50, .deadline_us = now + 10 * 1000000};
+    waiter small = {.b = b, .bytes = 5, .deadline_us = now + 10 * 1000000};
+    pthread_t tb, ts;
+    pthread_create(&tb, NULL, reserve_main, &big);
+    for (int i = 0; i < 2000 && waiting_now(b) < 1; i++) sleep_ms(1);
+    pthread_create(&ts, NULL, reserve_main, &small);
+    for (int i = 0; i < 2000 && waiting_now(b) < 2; i++) sleep_ms(1);
+    CHECK(waiting_now(b) == 2, "both wait");
+    sleep_ms(50);
+    CHECK(atomic_load(&small.done) == 0, "5 would fit beside 90, but 50 came first: it waits");
+    pgcld_body_budget_release(b, 90);
+    pthread_join(tb, NULL);
+    pthread_join(ts, NULL);
+    CHECK(atomic_load(&big.done) == 1 && atomic_load(&small.done) == 1, "both admitted after the release");
+    pgcld_body_budget_release(b, 55);
+
+    /* the head gives up: the one behind it is not held back by it any more */
+    now = pgcl_monotonic_us();
+    CHECK(pgcld_body_budget_reserve(b, 90, now + 1000000), "hold 90 again");
+    waiter impatient = {.b = b, .bytes = 50, .deadline_us = now + 100 * 1000};
+    waiter patient = {.b = b, .bytes = 5, .deadline_us = now + 10 * 1000000};
+    pthread_create(&tb, NULL, reserve_main, &impatient);
+    for (int i = 0; i < 2000 && waiting_now(b) < 1; i++) sleep_ms(1);
+    pthread_create(&ts, NULL, reserve_main, &patient);
+    pthread_join(tb, NULL);
+    pthread_join(ts, NULL);
+    CHECK(atomic_load(&impatient.done) == 2, "the head gave up at its deadline");
+    CHECK(atomic_load(&patient.done) == 1, "then the next, which fits, went ahead");
+    CHECK(patient.waited_us < 5 * 1000000, "without waiting for its own deadline: %lld us",
+          (long long)patient.waited_us);
+    long long r;
+    int n;
+    stats(b, &r, &n);
+    CHECK(r == 95 && n == 0, "95 reserved, none waiting: %lld %d", r, n);
+    pgcld_body_budget_release(b, 95);
+    pgcld_body_budget_destroy(b);
+}
+
+typedef struct churn_arg {
+    pgcld_body_budget *b;
+    int admitted;
+} churn_arg;
+
+static void *churn_main(void *arg) {
+    churn_arg *c = arg;
+    for (int i = 0; i < 2000; i++) {
+        size_t bytes = 1 + (size_t)(i * 37 % 64);
+        if (pgcld_body_budget_reserve(c->b, bytes, pgcl_monotonic_us() + 5 * 1000000)) {
+            c->admitted++;
+            pgcld_body_budget_release(c->b, bytes);
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent_churn(void) {
+    _Atomic long limit = 128;
+    pgcld_body_budget *b = pgcld_body_budget_create(&limit);
+    churn_arg args[8];
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (churn_arg){.b = b};
+        pthread_create(&th[i], NULL, churn_main, &args[i]);
+    }
+    int admitted = 0;
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        admitted += args[i].admitted;
+    }
+    long long r;
+    int n;
+    stats(b, &r, &n);
+    CHECK(admitted == 8 * 2000, "every reservation admitted in the end: %d", admitted);
+    CHECK(r == 0 && n == 0, "nothing left reserved or waiting: %lld %d", r, n);
+    pgcld_body_budget_destroy(b);
+}
+
+int main(void) {
+    test_wait_then_admit_on_release();
+    test_deadline();
+    test_alone_admitted_growth_and_limits();
+    test_first_come_first_served();
+    test_concurrent_churn();
+    return test_finish("test_bodybudget");
+}
