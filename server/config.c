@@ -73,7 +73,7 @@ static const opt_def g_opts[] = {
     {.name = "max-body-bytes", L(max_body_bytes, 1024, 1l << 31), .def = "67108864", .reload = true,
      .help = "largest request body accepted (413 beyond)"},
     {.name = "max-body-memory", L(max_body_memory, 0, 1l << 40), .def = "33554432", .reload = true,
-     .help = "bytes of scoring request bodies held in memory at once; more wait, unread (0: no limit)"},
+     .help = "bytes of scoring request bodies and their arrays held at once; more wait, unread (0: no limit)"},
     {.name = "max-batch", L(max_batch, 1, 1 << 20), .def = "1024", .reload = true,
      .help = "most items in one request (413 beyond)"},
     {.name = "max-upload-bytes", L(max_upload_bytes, 1024, 1l << 40), .def = "268435456",

@@ -458,6 +458,12 @@ static bool reserve_body(request_ctx *ctx, size_t bytes) {
     return true;
 }
 
+void pgcld_request_hold_memory(pgcld_server *srv, const pgcld_request *req, size_t bytes) {
+    if (!req->memory_held || !bytes) return;
+    pgcld_body_budget_grow(srv->body_budget, bytes);
+    *req->memory_held += bytes;
+}
+
 /* Admits a scoring request whose body has arrived (checked then, not at the headers, so that a
  * client still sending its body reads the answer instead of a reset): the per-key rate limit
  * (429 rate_limited), then the bound on scoring requests handled at once (503 overloaded, at
@@ -653,6 +659,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .identity = ctx->authenticated ? &ctx->identity : NULL,
         .actor = ctx->actor,
         .connection = conn,
+        .memory_held = ctx->reserved ? &ctx->reserved : NULL,
     };
     for (int i = 0; i < ctx->n_params; i++) req.params[i] = ctx->params[i];
     pgcld_reply reply = {.status = 200};

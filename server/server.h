@@ -59,6 +59,7 @@ typedef struct pgcld_request {
     const pgcl_identity *identity;        /* the caller's key; NULL when --auth off */
     const char *actor;                    /* "name (key_id)" or "anonymous": who, for the audit log */
     void *connection;                     /* for pgcld_request_query() only */
+    size_t *memory_held;                  /* a scoring request's share of --max-body-memory; else NULL */
 } pgcld_request;
 
 /* Value of a request header (case-insensitive name), or NULL. */
@@ -66,6 +67,11 @@ const char *pgcld_request_header(const pgcld_request *req, const char *name);
 
 /* Value of a query-string argument, or NULL. */
 const char *pgcld_request_query(const pgcld_request *req, const char *key);
+
+/* Adds `bytes` (the working memory a scoring request is about to allocate, once its size is known)
+ * to what it holds against --max-body-memory beside its body, without waiting: later requests wait
+ * for it instead. Given back with the body when the request completes. No-op for other requests. */
+void pgcld_request_hold_memory(pgcld_server *srv, const pgcld_request *req, size_t bytes);
 
 
 typedef struct pgcld_reply {
