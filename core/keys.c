@@ -223,6 +223,20 @@ done:
     return st;
 }
 
+/* Appends the key's admin_events row (add_key_event) and commits the caller's transaction: PGCL_OK,
+ * or an error with err set (the transaction is then still open, for the caller to roll back). */
+static pgcl_status record_and_commit(sqlite3 *db, const char *db_path, const char *actor, const char *action,
+                                     const char *key_id, const char *name, const char *role, char *err, int cap) {
+    pgcl_status st = add_key_event(db, actor, action, key_id, name, role, err, cap);
+    if (st != PGCL_OK) return st;
+    char sub[ERR_CAP];
+    if (pgcl_db_exec(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: commit: %s", db_path, sub);
+        return PGCL_ERR_DB;
+    }
+    return PGCL_OK;
+}
+
 /* The role's name in *zrole after checking role, name and actor as create() and import() require. */
 static pgcl_status check_key_fields(pgcl_role role, const char *name, const char *actor, const char **zrole, char *err,
                                     int cap) {
@@ -306,12 +320,7 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
         pgcl_errorf(err, cap, "%s: %d random key_ids in a row were taken", db_path, CREATE_ATTEMPTS);
         goto done;
     }
-    if ((st = add_key_event(db, actor, "key.create", key_id, name, zrole, err, cap)) != PGCL_OK) goto done;
-    st = PGCL_ERR_DB;
-    if (pgcl_db_exec(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: commit: %s", db_path, sub);
-        goto done;
-    }
+    if ((st = record_and_commit(db, db_path, actor, "key.create", key_id, name, zrole, err, cap)) != PGCL_OK) goto done;
     in_tx = false;
     memcpy(key_out, key, sizeof key);
     memcpy(key_id_out, key_id, sizeof key_id);
@@ -437,12 +446,7 @@ pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *na
         pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
         goto done;
     }
-    if ((st = add_key_event(db, actor, "key.import", key_id, name, zrole, err, cap)) != PGCL_OK) goto done;
-    st = PGCL_ERR_DB;
-    if (pgcl_db_exec(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: commit: %s", db_path, sub);
-        goto done;
-    }
+    if ((st = record_and_commit(db, db_path, actor, "key.import", key_id, name, zrole, err, cap)) != PGCL_OK) goto done;
     in_tx = false;
     memcpy(key_id_out, key_id, sizeof key_id);
     *created = true;
@@ -516,12 +520,7 @@ pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char
         pgcl_errorf(err, cap, "%s: revoking %s: %s", db_path, key_id, sqlite3_errmsg(db));
         goto done;
     }
-    if ((st = add_key_event(db, actor, "key.revoke", key_id, name, role, err, cap)) != PGCL_OK) goto done;
-    st = PGCL_ERR_DB;
-    if (pgcl_db_exec(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: commit: %s", db_path, sub);
-        goto done;
-    }
+    if ((st = record_and_commit(db, db_path, actor, "key.revoke", key_id, name, role, err, cap)) != PGCL_OK) goto done;
     in_tx = false;
     st = PGCL_OK;
 done:
