@@ -258,15 +258,13 @@ static pgcl_status check_key_fields(pgcl_role role, const char *name, const char
 #define INSERT_KEY_SQL \
     "INSERT INTO api_keys (key_id, name, role, key_sha256, created_at, created_by) VALUES (?,?,?,?,?,?)"
 
-/* Steps `ins` (prepared from INSERT_KEY_SQL) for a well-formed key text; returns SQLite's result code
- * (SQLITE_DONE when the row is in). The caller holds the write transaction. */
-static int insert_key_row(sqlite3_stmt *ins, const char key[PGCL_KEY_LEN + 1], const char *key_id, const char *name,
+/* Steps `ins` (prepared from INSERT_KEY_SQL) for a key whose text has the hex SHA-256 `digest`;
+ * returns SQLite's result code (SQLITE_DONE when the row is in). The caller holds the write
+ * transaction. Only the digest is stored. A fast hash is enough here, no slow KDF such as Argon2:
+ * the text carries 256 random bits, so nothing can be guessed from the digest, and verify() has to
+ * stay cheap on every request. */
+static int insert_key_row(sqlite3_stmt *ins, const char digest[65], const char *key_id, const char *name,
                           const char *zrole, const char *now, const char *actor) {
-    /* Only the SHA-256 of the key text is stored. A fast hash is enough here, no slow KDF such as
-     * Argon2: the text carries 256 random bits, so nothing can be guessed from the digest, and
-     * verify() has to stay cheap on every request. */
-    char digest[65];
-    pgcl_sha256_hex(key, PGCL_KEY_LEN, digest);
     sqlite3_reset(ins);
     sqlite3_bind_text(ins, 1, key_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(ins, 2, name, -1, SQLITE_STATIC);
@@ -275,16 +273,23 @@ static int insert_key_row(sqlite3_stmt *ins, const char key[PGCL_KEY_LEN + 1], c
     sqlite3_bind_text(ins, 5, now, -1, SQLITE_STATIC);
     sqlite3_bind_text(ins, 6, actor, -1, SQLITE_STATIC);
     int rc = sqlite3_step(ins);
-    sqlite3_reset(ins); /* the digest is about to go out of scope */
+    sqlite3_reset(ins); /* the caller's digest may go out of scope */
     return rc;
+}
+
+/* BEGIN IMMEDIATE on db (at db_path): true, or false with err set. */
+static bool begin_write(sqlite3 *db, const char *db_path, char *err, int cap) {
+    char sub[ERR_CAP];
+    if (pgcl_db_exec(db, "BEGIN IMMEDIATE", sub, sizeof sub) == SQLITE_OK) return true;
+    pgcl_errorf(err, cap, "%s: cannot start a write transaction: %s", db_path, sub);
+    return false;
 }
 
 /* ---- management ---- */
 
 pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *name, const char *actor,
                              char key_out[128], char key_id_out[32], char *err, int cap) {
-    char key[PGCL_KEY_LEN + 1] = "", key_id[PGCL_KEY_ID_LEN + 1] = "", now[PGCL_TIMESTAMP_LEN + 1];
-    char sub[ERR_CAP];
+    char key[PGCL_KEY_LEN + 1] = "", key_id[PGCL_KEY_ID_LEN + 1] = "", digest[65], now[PGCL_TIMESTAMP_LEN + 1];
     sqlite3 *db = NULL;
     sqlite3_stmt *ins = NULL;
     bool in_tx = false;
@@ -300,16 +305,14 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
         pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
         goto done;
     }
-    if (pgcl_db_exec(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: cannot start a write transaction: %s", db_path, sub);
-        goto done;
-    }
+    if (!begin_write(db, db_path, err, cap)) goto done;
     in_tx = true;
     pgcl_timestamp_now(now);
     bool inserted = false;
     for (int attempt = 0; attempt < CREATE_ATTEMPTS && !inserted; attempt++) {
         generate_key(key, key_id);
-        if (insert_key_row(ins, key, key_id, name, zrole, now, actor) == SQLITE_DONE)
+        pgcl_sha256_hex(key, PGCL_KEY_LEN, digest);
+        if (insert_key_row(ins, digest, key_id, name, zrole, now, actor) == SQLITE_DONE)
             inserted = true;
         else if (sqlite3_extended_errcode(db) != SQLITE_CONSTRAINT_PRIMARYKEY) {
             pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
@@ -330,6 +333,7 @@ done:
     sqlite3_finalize(ins);
     sqlite3_close(db);
     sodium_memzero(key, sizeof key);
+    sodium_memzero(digest, sizeof digest);
     return st;
 }
 
@@ -384,7 +388,7 @@ pgcl_status pgcl_keys_check_text(const char *text, size_t len, char *err, int ca
 
 pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *name, const char *actor, const char *key,
                              char key_id_out[32], bool *created, char *err, int cap) {
-    char key_id[PGCL_KEY_ID_LEN + 1], digest[65], now[PGCL_TIMESTAMP_LEN + 1], sub[ERR_CAP];
+    char key_id[PGCL_KEY_ID_LEN + 1], digest[65], now[PGCL_TIMESTAMP_LEN + 1];
     sqlite3 *db = NULL;
     sqlite3_stmt *get = NULL, *ins = NULL;
     bool in_tx = false;
@@ -406,10 +410,7 @@ pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *na
         pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
         goto done;
     }
-    if (pgcl_db_exec(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: cannot start a write transaction: %s", db_path, sub);
-        goto done;
-    }
+    if (!begin_write(db, db_path, err, cap)) goto done;
     in_tx = true;
     sqlite3_bind_text(get, 1, key_id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(get);
@@ -442,7 +443,7 @@ pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *na
         goto done;
     }
     pgcl_timestamp_now(now);
-    if (insert_key_row(ins, key, key_id, name, zrole, now, actor) != SQLITE_DONE) {
+    if (insert_key_row(ins, digest, key_id, name, zrole, now, actor) != SQLITE_DONE) {
         pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
         goto done;
     }
@@ -461,7 +462,7 @@ done:
 }
 
 pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char *actor, char *err, int cap) {
-    char sub[ERR_CAP], now[PGCL_TIMESTAMP_LEN + 1], name[PGCL_KEY_NAME_MAX + 1], role[16];
+    char now[PGCL_TIMESTAMP_LEN + 1], name[PGCL_KEY_NAME_MAX + 1], role[16];
     sqlite3 *db = NULL;
     sqlite3_stmt *get = NULL, *upd = NULL;
     bool in_tx = false;
@@ -487,10 +488,7 @@ pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char
         pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
         goto done;
     }
-    if (pgcl_db_exec(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: cannot start a write transaction: %s", db_path, sub);
-        goto done;
-    }
+    if (!begin_write(db, db_path, err, cap)) goto done;
     in_tx = true;
     sqlite3_bind_text(get, 1, key_id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(get);

@@ -10,7 +10,6 @@
 
 /* A request waiting for room; lives on its thread's stack. */
 typedef struct waiter {
-    size_t bytes;
     struct waiter *next;
 } waiter;
 
@@ -20,7 +19,6 @@ struct pgcld_body_budget {
     pthread_cond_t changed; /* a release, or a new head of the queue; on CLOCK_MONOTONIC */
     long long reserved;     /* guarded by lock */
     waiter *head, *tail;    /* FIFO of waiters, guarded by lock */
-    int waiting;            /* its length */
 };
 
 pgcld_body_budget *pgcld_body_budget_create(const _Atomic long *limit_bytes) {
@@ -58,7 +56,6 @@ static void unlink_waiter(pgcld_body_budget *b, waiter *w) {
     }
     *pp = w->next;
     if (b->tail == w) b->tail = prev;
-    b->waiting--;
 }
 
 /* First come, first served: a request goes ahead only when no one waits before it (and it fits),
@@ -67,11 +64,10 @@ static void unlink_waiter(pgcld_body_budget *b, waiter *w) {
 bool pgcld_body_budget_reserve(pgcld_body_budget *b, size_t bytes, int64_t deadline_us) {
     pthread_mutex_lock(&b->lock);
     if (b->head || !fits(b, bytes)) {
-        waiter w = {.bytes = bytes};
+        waiter w = {0};
         if (b->tail) b->tail->next = &w;
         else b->head = &w;
         b->tail = &w;
-        b->waiting++;
         struct timespec until = {.tv_sec = deadline_us / 1000000, .tv_nsec = (deadline_us % 1000000) * 1000};
         int rc = 0;
         while (!(b->head == &w && fits(b, bytes)) && rc != ETIMEDOUT)
@@ -106,6 +102,7 @@ void pgcld_body_budget_release(pgcld_body_budget *b, size_t bytes) {
 void pgcld_body_budget_stats(pgcld_body_budget *b, long long *reserved, int *waiting) {
     pthread_mutex_lock(&b->lock);
     *reserved = b->reserved;
-    *waiting = b->waiting;
+    *waiting = 0;
+    for (const waiter *w = b->head; w; w = w->next) ++*waiting; /* at most one a connection */
     pthread_mutex_unlock(&b->lock);
 }

@@ -84,6 +84,9 @@ const char *const pgcld_route_names[] = {
 const int pgcld_route_count = N_ROUTES;
 _Static_assert(sizeof pgcld_route_names / sizeof pgcld_route_names[0] == N_ROUTES, "a name for every route");
 
+/* The first buffer of a body without Content-Length, doubled as it grows. */
+#define BODY_FIRST_CAP 16384
+
 /* Per-request state kept by libmicrohttpd between calls of the access handler. */
 typedef struct request_ctx {
     pgcld_server *srv;
@@ -96,6 +99,7 @@ typedef struct request_ctx {
     char actor[PGCLD_ACTOR_LEN];
     char *body;
     size_t len, cap;
+    unsigned long long declared; /* Content-Length, read once with the headers; 0 when absent */
     size_t reserved;      /* bytes of the --max-body-memory budget this body holds */
     bool too_large;
     bool shed;            /* waited too long for the body budget: the body is discarded, 503 */
@@ -589,7 +593,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (authorise(ctx, conn, &rc) != 0) return rc;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         long limit = ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes;
-        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)limit) {
+        ctx->declared = cl ? strtoull(cl, NULL, 10) : 0;
+        if (ctx->declared > (unsigned long long)limit) {
             char msg[128];
             snprintf(msg, sizeof msg, "request body of %s bytes exceeds the limit of %ld bytes", cl, limit);
             ctx->status = 413;
@@ -606,17 +611,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_YES;
         }
         if (ctx->shed) return MHD_YES; /* discarding; 503 at the end */
-        /* Exactly Content-Length when the client sent one (checked against the limit above):
-         * doubling would hold up to twice every body in flight. */
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
-        if (declared < ctx->len + n || declared > (unsigned long long)limit) declared = 0;
-        if (ctx->len == 0 && is_scoring(ctx->route) && !reserve_body(ctx, declared ? declared + 1 : 16384)) {
+        /* Exactly Content-Length when the client sent one (checked against the limit at the
+         * headers): doubling would hold up to twice every body in flight. */
+        unsigned long long declared = ctx->declared >= ctx->len + n ? ctx->declared : 0;
+        if (ctx->len == 0 && is_scoring(ctx->route) &&
+            !reserve_body(ctx, declared ? declared + 1 : BODY_FIRST_CAP)) {
             ctx->shed = true;
             return MHD_YES;
         }
         if (ctx->len + n + 1 > ctx->cap) {
-            size_t cap = ctx->cap ? ctx->cap : 16384;
+            size_t cap = ctx->cap ? ctx->cap : BODY_FIRST_CAP;
             if (declared) cap = (size_t)declared + 1;
             while (cap < ctx->len + n + 1) cap *= 2;
             char *grown = realloc(ctx->body, cap);

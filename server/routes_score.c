@@ -342,13 +342,13 @@ static bool parse_fast(pgcld_server *srv, const pgcld_request *req, score_job *j
 
 /* About what a job holds per item from here to its answer, beside its body: the input (z, from the
  * input path), the outputs, the decision row with its ids and texts, the float16 copy of the input
- * when inputs are stored, and the item's share of the answer (its vector written out, when asked). */
+ * when inputs are stored as float16 (float32 rows point into z), and the item's share of the answer
+ * (its vector written out, when asked). */
 static size_t job_bytes_per_item(const pgcld_server *srv, const score_job *job) {
     const pgcl_model *m = job->model;
     size_t b = (size_t)m->D * sizeof(float) + (size_t)(m->d + m->K) * sizeof(float) + sizeof(pgcl_decision_row) +
                sizeof(pgcl_decision) + PGCL_UUID_LEN + 1 + 65 + 512;
     if (strcmp(srv->cfg->store_inputs, "float16") == 0) b += (size_t)m->D * sizeof(uint16_t);
-    else if (strcmp(srv->cfg->store_inputs, "float32") == 0) b += (size_t)m->D * sizeof(float);
     if (job->return_vector) b += (size_t)m->d * 16;
     return b;
 }

@@ -28,7 +28,6 @@ PGCLD_OVERLOAD_IN_FLIGHT (--max-score-in-flight of SaturationTest, default 2; 0 
 
 import base64
 import http.client
-import json
 import os
 import re
 import select
@@ -114,10 +113,12 @@ def http_from(port, source, method, path, body=None, headers=None, timeout=ANSWE
         conn.close()
 
 
-def metric(d, name, labels):
+def metric(d, name, labels=None):
+    """The value of one series in /metrics (labels: the text between the braces; None for none)."""
     text = H.http_request(d.port, "GET", "/metrics").body.decode()
+    series = f"{name}{{{labels}}} " if labels is not None else f"{name} "
     for line in text.splitlines():
-        if line.startswith(f"{name}{{{labels}}} "):
+        if line.startswith(series):
             return float(line.split()[-1])
     return None
 
@@ -399,25 +400,12 @@ class ManyConnectionsTest(unittest.TestCase):
                 held.append(open_socket(self.d.port))
             last = held[-1]
             last.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            last.settimeout(ANSWER_TIMEOUT_S)
-            answer = b""
-            while b"\r\n" not in answer:
-                chunk = last.recv(256)
-                if not chunk:
-                    break
-                answer += chunk
-            self.assertTrue(answer.startswith(b"HTTP/1.1 200"), f"connection {self.HELD}: {answer[:80]!r}")
+            answer = read_answer(last, ANSWER_TIMEOUT_S)
+            self.assertTrue(answer is not None and answer.status == 200, f"connection {self.HELD}: {answer!r}")
         finally:
             for s in held:
                 s.close()
         self.assertIsNone(self.d.proc.poll(), "pgcld exited")
-
-
-def gauge(d, name):
-    """The value of an unlabelled gauge in /metrics."""
-    text = H.http_request(d.port, "GET", "/metrics").body.decode()
-    m = re.search(rf"^{name} (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
 
 
 def raw_score_request(key, body):
@@ -427,26 +415,13 @@ def raw_score_request(key, body):
 
 
 def read_answer(s, timeout):
-    """Status, headers (lower-cased names) and body of one HTTP answer on s, or None when none came."""
+    """The next HTTP answer on socket s as an H.Response, or None when none came within timeout."""
     s.settimeout(timeout)
-    data = b""
+    r = http.client.HTTPResponse(s)
     try:
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(65536)
-            if not chunk:
-                return None
-            data += chunk
-        head, _, rest = data.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
-        length = int(headers.get("content-length", "0"))
-        while len(rest) < length:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            rest += chunk
-        return int(lines[0].split()[1]), headers, rest
-    except (socket.timeout, ConnectionResetError):
+        r.begin()
+        return H.Response(r.status, r.headers, r.read())
+    except (socket.timeout, ConnectionResetError, http.client.HTTPException):
         return None
 
 
@@ -470,7 +445,7 @@ class BodyBudgetTest(unittest.TestCase):
         head, body = raw_score_request(self.d.keys["scorer"], self.body_a)
         a = open_socket(self.d.port)
         a.sendall(head + body[:len(body) // 2])
-        self.assertTrue(H.wait_until(lambda: (gauge(self.d, "pgcld_body_bytes_reserved") or 0) >= len(body),
+        self.assertTrue(H.wait_until(lambda: (metric(self.d, "pgcld_body_bytes_reserved") or 0) >= len(body),
                                      timeout=ANSWER_TIMEOUT_S), "A's body was not reserved")
         return a, body[len(body) // 2:]
 
@@ -480,7 +455,7 @@ class BodyBudgetTest(unittest.TestCase):
         try:
             head, body = raw_score_request(self.d.keys["scorer"], self.body_b)
             b.sendall(head + body)  # fits in the socket buffers: pgcld has not read it
-            self.assertTrue(H.wait_until(lambda: gauge(self.d, "pgcld_body_waiting_requests") == 1,
+            self.assertTrue(H.wait_until(lambda: metric(self.d, "pgcld_body_waiting_requests") == 1,
                                          timeout=ANSWER_TIMEOUT_S), "B is not waiting for the budget")
             self.assertIsNone(read_answer(b, 0.5), "B was answered while A held the budget")
             # Other routes are not held back by the budget.
@@ -488,15 +463,15 @@ class BodyBudgetTest(unittest.TestCase):
             a.sendall(a_rest)
             answer_a = read_answer(a, ANSWER_TIMEOUT_S)
             self.assertIsNotNone(answer_a, "no answer for A")
-            self.assertEqual(answer_a[0], 200, answer_a[2][:300])
+            self.assertEqual(answer_a.status, 200, answer_a)
             answer_b = read_answer(b, ANSWER_TIMEOUT_S)
             self.assertIsNotNone(answer_b, "no answer for B after A released the budget")
-            self.assertEqual(answer_b[0], 200, answer_b[2][:300])
-            self.assertEqual(len(json.loads(answer_b[2])["results"]), self.N_ITEMS)
+            self.assertEqual(answer_b.status, 200, answer_b)
+            self.assertEqual(len(answer_b.json["results"]), self.N_ITEMS)
         finally:
             a.close()
             b.close()
-        self.assertTrue(H.wait_until(lambda: gauge(self.d, "pgcld_body_bytes_reserved") == 0, timeout=5),
+        self.assertTrue(H.wait_until(lambda: metric(self.d, "pgcld_body_bytes_reserved") == 0, timeout=5),
                         "the budget was not given back")
 
     def test_503_when_the_wait_is_too_long(self):
@@ -510,15 +485,14 @@ class BodyBudgetTest(unittest.TestCase):
             answer_b = read_answer(b, ANSWER_TIMEOUT_S)  # half of --request-timeout 4: about 2 s
             waited = time.monotonic() - t0
             self.assertIsNotNone(answer_b, "no answer for B")
-            status, headers, text = answer_b
-            self.assertEqual(status, 503, text[:300])
-            self.assertEqual(json.loads(text)["error"]["code"], "overloaded")
-            self.assertEqual(headers.get("retry-after"), "1")
+            self.assertEqual(answer_b.status, 503, answer_b)
+            self.assertEqual(answer_b.error_code(), "overloaded")
+            self.assertEqual(answer_b.headers.get("Retry-After"), "1")
             self.assertGreater(waited, 1.0, "refused without waiting")
             a.sendall(a_rest)  # A, admitted first, is still served
             answer_a = read_answer(a, ANSWER_TIMEOUT_S)
             self.assertIsNotNone(answer_a, "no answer for A")
-            self.assertEqual(answer_a[0], 200, answer_a[2][:300])
+            self.assertEqual(answer_a.status, 200, answer_a)
         finally:
             a.close()
             b.close()
