@@ -337,6 +337,23 @@ static bool prescan_model(const char *p, const char *end, char *model, bool *fou
     return false;
 }
 
+/* Reads an object key at ps->p into key (size 16) when it is written plainly: '"', 1 to 15 bytes of
+ * [a-z0-9_], '"'. Every key the fast path accepts has that form; a key with an escape ("mod\u0065l",
+ * "embedding\u0000") or any other byte returns false, so the body goes to the DOM path, which
+ * decodes it fully and words the answer. This also keeps prescan_model's raw comparison right. */
+static bool plain_key(parser *ps, char key[16]) {
+    ws(ps);
+    if (ps->p >= ps->end || *ps->p != '"') return false;
+    const char *s = ps->p + 1;
+    size_t n = 0;
+    while (s + n < ps->end && n < 15 && ((s[n] >= 'a' && s[n] <= 'z') || is_digit(s[n]) || s[n] == '_')) n++;
+    if (n == 0 || s + n >= ps->end || s[n] != '"') return false;
+    memcpy(key, s, n);
+    key[n] = 0;
+    ps->p = s + n + 1;
+    return true;
+}
+
 static bool literal(parser *ps, const char *word) {
     ws(ps);
     size_t n = strlen(word);
@@ -352,12 +369,7 @@ static bool item(parser *ps, int D, float *z, char *id_out, size_t *id_len) {
     if (eat(ps, '}')) return false;
     do {
         char key[16];
-        size_t klen;
-        parser probe = *ps;
-        if (!string(&probe, NULL, &klen, NULL) || klen >= sizeof key) return false;
-        if (!string(ps, key, &klen, NULL)) return false;
-        key[klen] = 0;
-        if (!eat(ps, ':')) return false;
+        if (!plain_key(ps, key) || !eat(ps, ':')) return false;
         if (strcmp(key, "id") == 0) {
             if (have_id) return false;
             bool nul;
@@ -419,20 +431,19 @@ pgcld_fast_status pgcld_fast_parse_score(const char *body, size_t len, int max_i
     if (!eat(&ps, '{') || eat(&ps, '}')) goto bail;
     do {
         char key[16];
-        size_t klen;
-        parser probe = ps;
-        if (!string(&probe, NULL, &klen, NULL) || klen >= sizeof key) goto bail;
-        string(&ps, key, &klen, NULL);
-        key[klen] = 0;
-        if (!eat(&ps, ':')) goto bail;
+        if (!plain_key(&ps, key) || !eat(&ps, ':')) goto bail;
         if (strcmp(key, "model") == 0) {
             if (seen_model) goto bail;
             size_t mlen;
             bool nul;
-            probe = ps;
+            parser probe = ps;
             if (!string(&probe, NULL, &mlen, NULL) || mlen > MAX_MODEL_BYTES) goto bail;
-            if (!string(&ps, out->model, &mlen, &nul) || nul) goto bail;
-            out->model[mlen] = 0;
+            char model[MAX_MODEL_BYTES + 1];
+            if (!string(&ps, model, &mlen, &nul) || nul) goto bail;
+            model[mlen] = 0;
+            /* After "items" the model was already resolved from the look-ahead: it must be this one. */
+            if (seen_items && (!out->has_model || strcmp(model, out->model) != 0)) goto bail;
+            memcpy(out->model, model, mlen + 1);
             out->has_model = seen_model = true;
         } else if (strcmp(key, "return_vector") == 0) {
             if (seen_rv) goto bail;

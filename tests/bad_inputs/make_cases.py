@@ -432,6 +432,11 @@ case("upload-huge-dims-tiny-weights", 422, "invalid_checkpoint",
      note="fuzz finding: the loader allocated and zeroed 4 GiB (config dims 65536 x 8192) before it "
           "looked at the 1 KiB of weights; now refused at once", max_seconds=5)
 
+score("key-with-nul", '{"items":[{"id":"a","embedding\\u0000":%s}]}' % emb(), 400, "invalid_json",
+      note="fuzz finding: the fast parser compared the decoded key as a C string and took "
+           "\"embedding\\u0000\" for \"embedding\"; jansson refuses a NUL in a key")
+score("top-key-with-nul", '{"items\\u0000":[%s]}' % GOOD_ITEM, 400, "invalid_json")
+
 
 def main():
     for f in os.listdir(HERE):

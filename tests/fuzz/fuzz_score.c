@@ -41,9 +41,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* What the fast parser asked the registry for: the route scores with that model, so it must be
+ * the model the body names (or the default when it names none). */
+typedef struct resolved {
+    int calls;
+    bool named;
+    char name[256];
+} resolved;
+
 static int resolve(void *ctx, const char *name) {
-    int *calls = ctx;
-    ++*calls;
+    resolved *r = ctx;
+    r->calls++;
+    r->named = name != NULL;
+    if (name) snprintf(r->name, sizeof r->name, "%s", name);
     return !name || strcmp(name, "tiny") == 0 ? DIM : 0;
 }
 
@@ -58,7 +68,7 @@ static bool within_one_step(float a, float b) {
 }
 
 /* The DOM path's reading of a body the fast parser accepted must be the same request. */
-static void check_against_dom(const uint8_t *data, size_t size, const pgcld_fast_request *fr) {
+static void check_against_dom(const uint8_t *data, size_t size, const pgcld_fast_request *fr, const resolved *r) {
     json_error_t jerr;
     json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL,
                               &jerr);
@@ -73,6 +83,8 @@ static void check_against_dom(const uint8_t *data, size_t size, const pgcld_fast
     if ((model != NULL) != fr->has_model) fail("model presence differs", data, size);
     if (model && (!json_is_string(model) || strcmp(json_string_value(model), fr->model) != 0))
         fail("model differs", data, size);
+    if (r->named != (model != NULL) || (model && strcmp(r->name, json_string_value(model)) != 0))
+        fail("the model resolved is not the model the body names", data, size);
     json_t *rv = json_object_get(root, "return_vector");
     if (rv ? !json_is_boolean(rv) || json_is_true(rv) != fr->return_vector : !fr->return_vector)
         fail("return_vector differs", data, size);
@@ -133,12 +145,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* 2. the fast request parser, checked against the DOM path */
     pgcld_fast_request fr;
-    int calls = 0;
-    if (pgcld_fast_parse_score((const char *)data, size, MAX_ITEMS, resolve, &calls, &fr) == PGCLD_FAST_OK) {
-        check_against_dom(data, size, &fr);
+    resolved res = {0};
+    if (pgcld_fast_parse_score((const char *)data, size, MAX_ITEMS, resolve, &res, &fr) == PGCLD_FAST_OK) {
+        check_against_dom(data, size, &fr, &res);
         pgcld_fast_request_free(&fr);
     }
-    if (calls > 1) fail("the model was resolved more than once", data, size);
+    if (res.calls > 1) fail("the model was resolved more than once", data, size);
 
     /* 3. float32 rows (octet-stream, v2 binary) */
     score_job job = {.model = &g_model};

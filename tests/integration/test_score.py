@@ -528,6 +528,22 @@ class ConcurrencyTest(ScoreChecks, unittest.TestCase):
         self.check_response(resp, "tiny_multi", ["dm-0", "dm-1", "dm-2"])
         self.check_rows(resp, Z, ["dm-0", "dm-1", "dm-2"], "tiny_multi")
 
+    def test_escaped_model_key_after_items(self):
+        """A "model" key written with an escape, after "items", names the model that scores (a fuzz
+        finding: the fast parser's look-ahead compared raw key bytes, missed it and scored with the
+        default model). Both models here take D = 32, so only the answer's model tells."""
+        Z = H.random_embeddings(2, 32, seed=32)
+        items = json.dumps(H.json_items(Z, "esc"))
+        for key in ("model", "mod\\u0065l"):
+            body = '{"items":%s,"%s":"tiny_binary"}' % (items, key)
+            r = self.daemon.raw("POST", "/v1/score", body.encode(), headers={"Content-Type": "application/json"})
+            self.assertEqual(r.status, 200, (key, r))
+            self.assertEqual(r.json["model"]["name"], "tiny_binary", key)
+            self.check_rows(r.json, Z, ["esc-0", "esc-1"], "tiny_binary")
+        body = '{"items":[{"id":"a","embedding\\u0000":%s}]}' % json.dumps(H.embedding_json(Z[0]))
+        r = self.daemon.raw("POST", "/v1/score", body.encode(), headers={"Content-Type": "application/json"})
+        self.assertEqual((r.status, r.error_code()), (400, "invalid_json"), r)
+
     def test_parallel_requests(self):
         import threading
         d = self.daemon
