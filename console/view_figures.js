@@ -1,14 +1,9 @@
 // Transparency figures (GET /v1/audit/stats): decisions by outcome, label and model version;
 // contests filed, resolved and open, the median time to resolution and the overturn rate by
-// model version, as charts. The per-version contest charts (contests filed, median time to
-// resolution) are counted from the contest queue (GET /v1/contests, reviewers only) over the
-// same window, since the figures give those two numbers for all versions together.
+// model version, and contests filed and the median time to resolution per model version, as charts.
 import {api} from './api.js';
 import {hbars} from './charts.js';
 import {el, field, fmtDuration, replace} from './dom.js';
-
-const QUEUE_PAGE = 1000; // the API's largest page
-const QUEUE_MAX_PAGES = 20; // per status: the charts say when they cover only part of the queue
 
 function stat(k, v, id) {
   return el('div', {class: 'stat', id}, el('span', {class: 'k'}, k), el('span', {class: 'v'}, v));
@@ -41,97 +36,24 @@ function durationAxis(items) {
   return {max: axis.max * per, ticks: axis.ticks, tickFormat: (v) => `${Number((v / per).toPrecision(6))} ${unit}`};
 }
 
-/** Milliseconds since the epoch of an API timestamp (microseconds cut to milliseconds). */
-function ms(t) {
-  return Date.parse(String(t).replace(/(\.\d{3})\d*Z$/, '$1Z'));
-}
-
-function median(sorted) {
-  if (!sorted.length) return null;
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
-/** Contests filed in [since, until) (the API's echoed bounds, same format as filed_at, so they
- * compare as text) by "model vVERSION": {filed, resolved, medianSeconds}, and whether the whole
- * queue was read. Open contests are read first, then resolved ones, keyed by contest id, so a
- * contest resolved meanwhile counts once, as resolved. */
-async function queueByVersion(since, until) {
-  const byId = new Map();
-  let complete = true;
-  for (const status of ['open', 'resolved']) {
-    let cursor = null, pages = 0;
-    do {
-      const page = await api('GET', '/v1/contests', {query: {status, limit: QUEUE_PAGE, cursor}});
-      for (const c of page.contests) {
-        if ((since && c.filed_at < since) || (until && c.filed_at >= until)) continue;
-        byId.set(c.contest_id, c);
-      }
-      cursor = page.next_cursor;
-      pages += 1;
-    } while (cursor && pages < QUEUE_MAX_PAGES);
-    if (cursor) complete = false;
-  }
-  const acc = new Map();
-  for (const c of byId.values()) {
-    const key = `${c.model_name} v${c.model_version}`;
-    if (!acc.has(key)) acc.set(key, {filed: 0, resolved: 0, seconds: []});
-    const a = acc.get(key);
-    a.filed += 1;
-    if (c.resolution) {
-      a.resolved += 1;
-      a.seconds.push(Math.max(0, (ms(c.resolution.resolved_at) - ms(c.filed_at)) / 1000));
-    }
-  }
-  const out = new Map();
-  for (const [key, a] of acc) {
-    out.set(key, {filed: a.filed, resolved: a.resolved, medianSeconds: median(a.seconds.sort((x, y) => x - y))});
-  }
-  return {byVersion: out, complete, total: byId.size};
-}
-
-/** The two per-version contest charts (cards), or a card saying why they are not shown. */
-async function contestCharts(s) {
-  const c = s.contests;
-  let q;
-  try {
-    q = await queueByVersion(s.since, s.until);
-  } catch (e) {
-    const why = e.status === 403 ? 'They are counted from the contest queue, which only a reviewer key may read.'
-      : `The contest queue could not be read (${e.code || 'error'}: ${e.message}).`;
-    return [el('section', {class: 'card', id: 'contests-by-version'}, el('h2', {}, 'Contests by model version'),
-      el('p', {class: 'muted'}, why))];
-  }
-  // versions in the figures' order, then any the queue has beyond them (filed since the figures were read)
-  const keys = c.overturn_rate_by_model_version.map((r) => `${r.model_name} v${r.model_version}`);
-  for (const k of [...q.byVersion.keys()].sort()) if (!keys.includes(k)) keys.push(k);
-  const none = {filed: 0, resolved: 0, medianSeconds: null};
-  const filed = keys.map((k) => {
-    const v = q.byVersion.get(k) || none;
-    return {label: k, value: v.filed, text: `${v.filed} (${v.resolved} resolved, ${v.filed - v.resolved} open)`};
+/** The two per-version contest charts (cards): contests filed, and the median time to resolution,
+ * by model version, from the figures' `contests.by_model_version` (the same snapshot as the rest). */
+function contestCharts(c) {
+  const filed = c.by_model_version.map((r) => ({label: `${r.model_name} v${r.model_version}`, value: r.filed,
+    text: `${r.filed} (${r.resolved} resolved, ${r.open} open)`}));
+  const medians = c.by_model_version.map((r) => {
+    const label = `${r.model_name} v${r.model_version}`;
+    return r.median_resolution_seconds === null ? {label, value: 0, cls: 'bar-muted', text: 'none resolved'}
+      : {label, value: r.median_resolution_seconds, text: fmtDuration(r.median_resolution_seconds)};
   });
-  const medians = keys.map((k) => {
-    const v = q.byVersion.get(k) || none;
-    return v.medianSeconds === null ? {label: k, value: 0, cls: 'bar-muted', text: 'none resolved'}
-      : {label: k, value: v.medianSeconds, text: fmtDuration(v.medianSeconds)};
-  });
-  const notes = [];
-  if (!q.complete) {
-    notes.push(el('p', {class: 'muted'}, `These cover the first ${q.total} contests of the queue only.`));
-  } else if (q.total !== c.filed) {
-    notes.push(el('p', {class: 'muted'}, `The queue changed while the figures were read (${q.total} contests here, ` +
-      `${c.filed} above); show the figures again for a consistent view.`));
-  }
   const empty = () => el('p', {class: 'muted'}, 'None in this window.');
   return [
     el('section', {class: 'card', id: 'contests-by-version'}, el('h2', {}, 'Contests filed by model version'),
-      keys.length ? hbars(filed, {title: 'Contests filed by model version', labelWidth: 140, valueWidth: 170,
-        ...countAxis(filed)}) : empty(),
-      notes),
+      filed.length ? hbars(filed, {title: 'Contests filed by model version', labelWidth: 140, valueWidth: 170,
+        ...countAxis(filed)}) : empty()),
     el('section', {class: 'card', id: 'median-by-version'}, el('h2', {}, 'Median time to resolution by model version'),
-      keys.length ? hbars(medians, {title: 'Median time to resolution by model version', labelWidth: 140,
-        ...durationAxis(medians)}) : empty(),
-      notes.map((n) => n.cloneNode(true))),
+      medians.length ? hbars(medians, {title: 'Median time to resolution by model version', labelWidth: 140,
+        ...durationAxis(medians)}) : empty()),
   ];
 }
 
@@ -156,7 +78,7 @@ export async function render(main, ctx) {
   const overturn = c.overturn_rate_by_model_version.map((r) => ({label: `${r.model_name} v${r.model_version}`,
     value: r.rate ?? 0, text: r.rate === null ? 'no resolution' : `${(r.rate * 100).toFixed(0)}% (${r.overturned}/${r.resolved})`}));
   const chartOr = (items, opts) => (items.length ? hbars(items, opts) : el('p', {class: 'muted'}, 'None in this window.'));
-  const perVersion = await contestCharts(s);
+  const perVersion = contestCharts(c);
   replace(main, el('h1', {}, 'Transparency figures'), el('div', {class: 'card'}, form),
     el('div', {class: 'stats', id: 'figures'},
       stat('decisions', String(d.total), 'fig-decisions'), stat('contests filed', String(c.filed), 'fig-filed'),

@@ -462,6 +462,23 @@ class ReviewReadsTest(unittest.TestCase):
                     self.assertEqual((x["model_name"], x["resolved"], x["overturned"]), ("tiny", len(mine), over))
                     if mine:
                         self.assertAlmostEqual(x["rate"], over / len(mine), places=6)
+                # per version: the same versions in the same order, each with its own figures
+                self.assertEqual([(x["model_name"], x["model_version"]) for x in con["by_model_version"]],
+                                 [(x["model_name"], x["model_version"]) for x in con["overturn_rate_by_model_version"]])
+                self.assertEqual(sorted({version[c["decision_id"]] for c in csel}),
+                                 [x["model_version"] for x in con["by_model_version"]])
+                for x in con["by_model_version"]:
+                    filed = [c for c in csel if version[c["decision_id"]] == x["model_version"]]
+                    done = [c for c in filed if c["resolved_at"]]
+                    self.assertEqual((x["filed"], x["resolved"], x["open"], x["overturned"]),
+                                     (len(filed), len(done), len(filed) - len(done),
+                                      sum(1 for c in done if c["outcome"] == "overturned")))
+                    if done:
+                        med = statistics.median((parse_ts(c["resolved_at"]) - parse_ts(c["filed_at"])).total_seconds()
+                                                for c in done)
+                        self.assertAlmostEqual(x["median_resolution_seconds"], med, delta=0.01)
+                    else:
+                        self.assertIsNone(x["median_resolution_seconds"])
         # contests counted by filed_at: a window holding only the last filing
         last = max(c["filed_at"] for c in contests)
         s = self.ok("/v1/audit/stats" + q(since=last))
