@@ -499,6 +499,53 @@ class BodyBudgetTest(unittest.TestCase):
         self.assertGreaterEqual(metric(self.d, "pgcld_rejected_total", 'reason="overloaded"'), before + 1)
 
 
+class WorkingMemoryTest(unittest.TestCase):
+    """A parsed scoring request holds its arrays in the budget too, not only its body
+    (pgcld_request_hold_memory): while A waits in a held-open forward batch (--batch-max-wait-us),
+    the reservation is its body plus at least its float32 inputs, and B, whose body fits beside A's
+    body but not beside A's body and arrays, waits until A is answered."""
+
+    N_ITEMS = 8
+    HOLD_US = 1000000  # the longest batch wait allowed: A sits parsed in the batcher for 1 s
+
+    @classmethod
+    def setUpClass(cls):
+        cls.body_a = H.encode_body(b64_body(cls.N_ITEMS, 511))
+        cls.body_b = H.encode_body(b64_body(1, 512))
+        cls.arrays = cls.N_ITEMS * 1024 * 4  # A's float32 inputs alone
+        # A's body and B's fit together; A's body, A's arrays and B's do not
+        cls.budget = len(cls.body_a) + len(cls.body_b) + cls.arrays // 2
+        cls.d = H.start_daemon(cls, args=["--max-body-memory", str(cls.budget), "--compute-workers", "1",
+                                          "--batch-max-wait-us", str(cls.HOLD_US), "--max-batch", "64"])
+
+    def test_parsed_arrays_hold_the_budget(self):
+        a = open_socket(self.d.port)
+        b = open_socket(self.d.port)
+        try:
+            head, body = raw_score_request(self.d.keys["scorer"], self.body_a)
+            a.sendall(head + body)
+            self.assertTrue(H.wait_until(lambda: (metric(self.d, "pgcld_body_bytes_reserved") or 0)
+                                         >= len(self.body_a) + self.arrays, timeout=5, interval=0.01),
+                            "A's parsed arrays are not in the budget: reserved %s, body %d" %
+                            (metric(self.d, "pgcld_body_bytes_reserved"), len(self.body_a)))
+            head, body = raw_score_request(self.d.keys["scorer"], self.body_b)
+            b.sendall(head + body)
+            answer_a = read_answer(a, ANSWER_TIMEOUT_S)
+            self.assertIsNotNone(answer_a, "no answer for A")
+            self.assertEqual(answer_a.status, 200, answer_a)
+            answer_b = read_answer(b, ANSWER_TIMEOUT_S)
+            self.assertIsNotNone(answer_b, "no answer for B")
+            self.assertEqual(answer_b.status, 200, answer_b)
+            # B was admitted only after A was answered: it did not join A's held-open batch
+            self.assertEqual((metric(self.d, "pgcld_forward_batch_rows_count"),
+                              metric(self.d, "pgcld_forward_batch_rows_sum")), (2, self.N_ITEMS + 1))
+        finally:
+            a.close()
+            b.close()
+        self.assertTrue(H.wait_until(lambda: metric(self.d, "pgcld_body_bytes_reserved") == 0, timeout=5),
+                        "the budget was not given back")
+
+
 class RateLimitTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
