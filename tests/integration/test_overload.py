@@ -425,6 +425,14 @@ def read_answer(s, timeout):
         return None
 
 
+def expect_answer(test, s, status, who):
+    """The next answer on socket s, asserted to come within ANSWER_TIMEOUT_S with this status."""
+    answer = read_answer(s, ANSWER_TIMEOUT_S)
+    test.assertIsNotNone(answer, f"no answer for {who}")
+    test.assertEqual(answer.status, status, answer)
+    return answer
+
+
 class BodyBudgetTest(unittest.TestCase):
     """--max-body-memory: a scoring request whose body does not fit beside the bodies being handled
     waits with its body unread, is served once they are done, and gets 503 overloaded with
@@ -461,12 +469,8 @@ class BodyBudgetTest(unittest.TestCase):
             # Other routes are not held back by the budget.
             self.assertEqual(self.d.get("/v1/models", key=self.d.keys["reviewer"]).status, 200)
             a.sendall(a_rest)
-            answer_a = read_answer(a, ANSWER_TIMEOUT_S)
-            self.assertIsNotNone(answer_a, "no answer for A")
-            self.assertEqual(answer_a.status, 200, answer_a)
-            answer_b = read_answer(b, ANSWER_TIMEOUT_S)
-            self.assertIsNotNone(answer_b, "no answer for B after A released the budget")
-            self.assertEqual(answer_b.status, 200, answer_b)
+            expect_answer(self, a, 200, "A")
+            answer_b = expect_answer(self, b, 200, "B after A released the budget")
             self.assertEqual(len(answer_b.json["results"]), self.N_ITEMS)
         finally:
             a.close()
@@ -490,9 +494,7 @@ class BodyBudgetTest(unittest.TestCase):
             self.assertEqual(answer_b.headers.get("Retry-After"), "1")
             self.assertGreater(waited, 1.0, "refused without waiting")
             a.sendall(a_rest)  # A, admitted first, is still served
-            answer_a = read_answer(a, ANSWER_TIMEOUT_S)
-            self.assertIsNotNone(answer_a, "no answer for A")
-            self.assertEqual(answer_a.status, 200, answer_a)
+            expect_answer(self, a, 200, "A")
         finally:
             a.close()
             b.close()
@@ -530,12 +532,8 @@ class WorkingMemoryTest(unittest.TestCase):
                             (metric(self.d, "pgcld_body_bytes_reserved"), len(self.body_a)))
             head, body = raw_score_request(self.d.keys["scorer"], self.body_b)
             b.sendall(head + body)
-            answer_a = read_answer(a, ANSWER_TIMEOUT_S)
-            self.assertIsNotNone(answer_a, "no answer for A")
-            self.assertEqual(answer_a.status, 200, answer_a)
-            answer_b = read_answer(b, ANSWER_TIMEOUT_S)
-            self.assertIsNotNone(answer_b, "no answer for B")
-            self.assertEqual(answer_b.status, 200, answer_b)
+            expect_answer(self, a, 200, "A")
+            expect_answer(self, b, 200, "B")
             # B was admitted only after A was answered: it did not join A's held-open batch
             self.assertEqual((metric(self.d, "pgcld_forward_batch_rows_count"),
                               metric(self.d, "pgcld_forward_batch_rows_sum")), (2, self.N_ITEMS + 1))
