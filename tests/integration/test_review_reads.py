@@ -420,6 +420,15 @@ class ReviewReadsTest(unittest.TestCase):
         self.assertIn('"quote, ""comma""\nand a newline"', text)
 
     # -- figures
+    def check_median(self, got, resolved):
+        """got: the API's median time to resolution of these resolved contests (None when none)."""
+        if not resolved:
+            self.assertIsNone(got)
+            return
+        med = statistics.median((parse_ts(c["resolved_at"]) - parse_ts(c["filed_at"])).total_seconds()
+                                for c in resolved)
+        self.assertAlmostEqual(got, med, delta=0.01)
+
     def test_stats(self):
         rows = self.db_rows()
         d = self.daemon
@@ -450,12 +459,7 @@ class ReviewReadsTest(unittest.TestCase):
                 con = s["contests"]
                 self.assertEqual((con["filed"], con["resolved"], con["open"]),
                                  (len(csel), len(resolved), len(csel) - len(resolved)))
-                if resolved:
-                    med = statistics.median((parse_ts(c["resolved_at"]) - parse_ts(c["filed_at"])).total_seconds()
-                                            for c in resolved)
-                    self.assertAlmostEqual(con["median_resolution_seconds"], med, delta=0.01)
-                else:
-                    self.assertIsNone(con["median_resolution_seconds"])
+                self.check_median(con["median_resolution_seconds"], resolved)
                 for x in con["overturn_rate_by_model_version"]:
                     mine = [c for c in resolved if version[c["decision_id"]] == x["model_version"]]
                     over = sum(1 for c in mine if c["outcome"] == "overturned")
@@ -473,12 +477,7 @@ class ReviewReadsTest(unittest.TestCase):
                     self.assertEqual((x["filed"], x["resolved"], x["open"], x["overturned"]),
                                      (len(filed), len(done), len(filed) - len(done),
                                       sum(1 for c in done if c["outcome"] == "overturned")))
-                    if done:
-                        med = statistics.median((parse_ts(c["resolved_at"]) - parse_ts(c["filed_at"])).total_seconds()
-                                                for c in done)
-                        self.assertAlmostEqual(x["median_resolution_seconds"], med, delta=0.01)
-                    else:
-                        self.assertIsNone(x["median_resolution_seconds"])
+                    self.check_median(x["median_resolution_seconds"], done)
         # contests counted by filed_at: a window holding only the last filing
         last = max(c["filed_at"] for c in contests)
         s = self.ok("/v1/audit/stats" + q(since=last))
