@@ -436,7 +436,7 @@ class ReviewReadsTest(unittest.TestCase):
                            " LEFT JOIN resolutions r ON r.contest_id = c.contest_id")
         version = {r["decision_id"]: r["model_version"] for r in rows}
         created = sorted({r["created_at"] for r in rows})
-        for since, until in ((None, None), (created[2], created[5]), (None, created[4])):
+        for since, until in ((None, None), (created[1], created[4]), (None, created[3])):
             with self.subTest(since=since, until=until):
                 params = {k: v for k, v in (("since", since), ("until", until)) if v}
                 s = self.ok("/v1/audit/stats" + q(**params))
