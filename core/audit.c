@@ -55,11 +55,12 @@ struct pgcl_audit {
     bool closing;
     _Atomic bool healthy;
     int schema_version;
-    /* The checkpointer: copies committed WAL frames into the database file on its own connection,
-     * so that the serial writer does not (see on_wal_commit). */
+    /* The WAL checkpointer: copies committed WAL frames into the database file on its own
+     * connection, so that the serial writer does not (see on_wal_commit). Not to be confused with
+     * server/checkpointer.c, which signs the chain head. */
     sqlite3 *ckpt_db;
-    pthread_t checkpointer;
-    bool checkpointer_started;
+    pthread_t wal_checkpointer;
+    bool wal_checkpointer_started;
     pthread_mutex_t ckpt_lock;
     pthread_cond_t ckpt_wake;
     bool ckpt_wanted, ckpt_closing;
@@ -157,7 +158,16 @@ done:
     return st;
 }
 
-/* ---- the checkpointer ---- */
+/* ---- the WAL checkpointer ---- */
+
+/* Sets *flag under lock and wakes one waiter on cond: how the writer and the WAL checkpointer are
+ * asked for work or told to stop. */
+static void raise_flag(pthread_mutex_t *lock, pthread_cond_t *cond, bool *flag) {
+    pthread_mutex_lock(lock);
+    *flag = true;
+    pthread_cond_signal(cond);
+    pthread_mutex_unlock(lock);
+}
 
 /* sqlite3_wal_hook on the writer's connection: runs after each commit, once the write lock is
  * released; n_frames is the WAL's length. Replaces SQLite's autocheckpoint, which would copy the
@@ -169,10 +179,7 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *schema, int n_frame
         int log = 0, copied = 0; /* busy when the checkpointer is at it: the next commit retries */
         sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
     } else if (n_frames >= WAL_CHECKPOINT_FRAMES) {
-        pthread_mutex_lock(&a->ckpt_lock);
-        a->ckpt_wanted = true;
-        pthread_cond_signal(&a->ckpt_wake);
-        pthread_mutex_unlock(&a->ckpt_lock);
+        raise_flag(&a->ckpt_lock, &a->ckpt_wake, &a->ckpt_wanted);
     }
     return SQLITE_OK;
 }
@@ -180,7 +187,7 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *schema, int n_frame
 /* Passive checkpoints (never blocking the writer) whenever on_wal_commit asks. A failure (an I/O
  * error, a full disk) costs nothing acknowledged: the frames stay in the WAL, the next request
  * retries, and the writer's own health check reports the storage. */
-static void *checkpointer_main(void *arg) {
+static void *wal_checkpointer_main(void *arg) {
     pgcl_audit *a = arg;
     pthread_mutex_lock(&a->ckpt_lock);
     for (;;) {
@@ -201,7 +208,7 @@ static void *checkpointer_main(void *arg) {
 
 /* Opens the checkpointer's connection with the writer's synchronous setting (a checkpoint syncs
  * the database file before the WAL is reused, unless synchronous is OFF) and starts the thread. */
-static pgcl_status checkpointer_start(pgcl_audit *a, const pgcl_audit_options *opts, char *err, int cap) {
+static pgcl_status wal_checkpointer_start(pgcl_audit *a, const pgcl_audit_options *opts, char *err, int cap) {
     char sub[ERR_CAP];
     if (sqlite3_open_v2(opts->path, &a->ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
         pgcl_db_exec(a->ckpt_db, opts->synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
@@ -211,11 +218,11 @@ static pgcl_status checkpointer_start(pgcl_audit *a, const pgcl_audit_options *o
         return PGCL_ERR_DB;
     }
     sqlite3_busy_timeout(a->ckpt_db, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : PGCL_DB_BUSY_TIMEOUT_MS);
-    if (pthread_create(&a->checkpointer, NULL, checkpointer_main, a) != 0) {
-        pgcl_errorf(err, cap, "cannot start the audit checkpointer thread");
+    if (pthread_create(&a->wal_checkpointer, NULL, wal_checkpointer_main, a) != 0) {
+        pgcl_errorf(err, cap, "cannot start the audit WAL checkpointer thread");
         return PGCL_ERR_DB;
     }
-    a->checkpointer_started = true;
+    a->wal_checkpointer_started = true;
     sqlite3_wal_hook(a->db, on_wal_commit, a);
     return PGCL_OK;
 }
@@ -738,7 +745,7 @@ pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, ch
         sqlite3_step(last) == SQLITE_ROW && sqlite3_column_type(last, 0) == SQLITE_TEXT)
         snprintf(a->last_stamp, sizeof a->last_stamp, "%s", (const char *)sqlite3_column_text(last, 0));
     sqlite3_finalize(last);
-    if ((st = checkpointer_start(a, opts, err, cap)) != PGCL_OK) goto fail;
+    if ((st = wal_checkpointer_start(a, opts, err, cap)) != PGCL_OK) goto fail;
     st = PGCL_ERR_DB;
     if (pthread_create(&a->writer, NULL, writer_main, a) != 0) {
         pgcl_errorf(err, cap, "cannot start the audit writer thread");
@@ -755,18 +762,12 @@ fail:
 void pgcl_audit_close(pgcl_audit *a) {
     if (!a) return;
     if (a->writer_started) {
-        pthread_mutex_lock(&a->lock);
-        a->closing = true;
-        pthread_cond_signal(&a->work);
-        pthread_mutex_unlock(&a->lock);
+        raise_flag(&a->lock, &a->work, &a->closing);
         pthread_join(a->writer, NULL);
     }
-    if (a->checkpointer_started) {
-        pthread_mutex_lock(&a->ckpt_lock);
-        a->ckpt_closing = true;
-        pthread_cond_signal(&a->ckpt_wake);
-        pthread_mutex_unlock(&a->ckpt_lock);
-        pthread_join(a->checkpointer, NULL);
+    if (a->wal_checkpointer_started) {
+        raise_flag(&a->ckpt_lock, &a->ckpt_wake, &a->ckpt_closing);
+        pthread_join(a->wal_checkpointer, NULL);
     }
     if (a->db) sqlite3_wal_hook(a->db, NULL, NULL);
     if (a->ckpt_db) sqlite3_close(a->ckpt_db); /* first: the last connection to close checkpoints */

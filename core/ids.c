@@ -68,6 +68,18 @@ int64_t pgcl_monotonic_us(void) {
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+void pgcl_cond_init_monotonic(pthread_cond_t *cond) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+struct timespec pgcl_monotonic_timespec(int64_t t_us) {
+    return (struct timespec){.tv_sec = (time_t)(t_us / 1000000), .tv_nsec = (long)(t_us % 1000000) * 1000};
+}
+
 void pgcl_sha256_hex(const void *data, size_t len, char out[65]) {
     unsigned char h[PGCL_SHA256_BYTES];
     pgcl_sha256(data, len, h);

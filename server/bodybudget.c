@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "ids.h" /* pgcl_monotonic_us */
+#include "ids.h" /* the monotonic clock and its condition variables */
 
 /* A request waiting for room; lives on its thread's stack. */
 typedef struct waiter {
@@ -25,11 +25,7 @@ pgcld_body_budget *pgcld_body_budget_create(const _Atomic long *limit_bytes) {
     pgcld_body_budget *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->limit_bytes = limit_bytes;
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&b->changed, &attr);
-    pthread_condattr_destroy(&attr);
+    pgcl_cond_init_monotonic(&b->changed);
     pthread_mutex_init(&b->lock, NULL);
     return b;
 }
@@ -68,7 +64,7 @@ bool pgcld_body_budget_reserve(pgcld_body_budget *b, size_t bytes, int64_t deadl
         if (b->tail) b->tail->next = &w;
         else b->head = &w;
         b->tail = &w;
-        struct timespec until = {.tv_sec = deadline_us / 1000000, .tv_nsec = (deadline_us % 1000000) * 1000};
+        struct timespec until = pgcl_monotonic_timespec(deadline_us);
         int rc = 0;
         while (!(b->head == &w && fits(b, bytes)) && rc != ETIMEDOUT)
             rc = pthread_cond_timedwait(&b->changed, &b->lock, &until);

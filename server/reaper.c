@@ -51,13 +51,7 @@ static void *reaper_main(void *arg) {
     pgcld_reaper *r = arg;
     pthread_mutex_lock(&r->lock);
     while (!r->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += SCAN_INTERVAL_MS * 1000000l;
-        if (ts.tv_nsec >= 1000000000l) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000l;
-        }
+        struct timespec ts = pgcl_monotonic_timespec(pgcl_monotonic_us() + SCAN_INTERVAL_MS * 1000);
         int rc = pthread_cond_timedwait(&r->wake, &r->lock, &ts);
         if (r->stopping) break;
         if (rc == ETIMEDOUT || rc == 0) scan(r, pgcl_monotonic_us());
@@ -71,11 +65,7 @@ pgcld_reaper *pgcld_reaper_create(const _Atomic long *timeout_s, pgcld_metrics *
     if (!r) return NULL;
     r->timeout_s = timeout_s;
     r->metrics = metrics;
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->wake, &attr);
-    pthread_condattr_destroy(&attr);
+    pgcl_cond_init_monotonic(&r->wake);
     pthread_mutex_init(&r->lock, NULL);
     if (pthread_create(&r->thread, NULL, reaper_main, r) != 0) {
         pthread_cond_destroy(&r->wake);
