@@ -277,6 +277,14 @@ static int insert_key_row(sqlite3_stmt *ins, const char digest[65], const char *
     return rc;
 }
 
+/* Opens db_path for a key change (create, import, revoke) with synchronous=FULL: a change is on
+ * disk before the command reports it. */
+static pgcl_status open_for_write(const char *db_path, sqlite3 **db, char *err, int cap) {
+    pgcl_status st = db_open(db_path, db, err, cap);
+    if (st == PGCL_OK) pgcl_db_exec(*db, "PRAGMA synchronous = FULL", NULL, 0);
+    return st;
+}
+
 /* BEGIN IMMEDIATE on db (at db_path): true, or false with err set. */
 static bool begin_write(sqlite3 *db, const char *db_path, char *err, int cap) {
     char sub[ERR_CAP];
@@ -298,9 +306,8 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
     key_out[0] = 0;
     key_id_out[0] = 0;
     if ((st = check_key_fields(role, name, actor, &zrole, err, cap)) != PGCL_OK) return st;
-    if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
+    if ((st = open_for_write(db_path, &db, err, cap)) != PGCL_OK) return st;
     st = PGCL_ERR_DB;
-    pgcl_db_exec(db, "PRAGMA synchronous = FULL", NULL, 0); /* a created key is on disk before it is shown */
     if (sqlite3_prepare_v2(db, INSERT_KEY_SQL, -1, &ins, NULL) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
         goto done;
@@ -401,9 +408,8 @@ pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *na
     memcpy(key_id, key, PGCL_KEY_ID_LEN);
     key_id[PGCL_KEY_ID_LEN] = 0;
     pgcl_sha256_hex(key, PGCL_KEY_LEN, digest);
-    if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
+    if ((st = open_for_write(db_path, &db, err, cap)) != PGCL_OK) return st;
     st = PGCL_ERR_DB;
-    pgcl_db_exec(db, "PRAGMA synchronous = FULL", NULL, 0); /* as create: on disk before "imported" is said */
     if (sqlite3_prepare_v2(db, "SELECT role, key_sha256, revoked_at, revoked_by FROM api_keys WHERE key_id = ?", -1,
                            &get, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, INSERT_KEY_SQL, -1, &ins, NULL) != SQLITE_OK) {
@@ -477,9 +483,8 @@ pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char
         pgcl_errorf(err, cap, "actor must be 1 to %d bytes of UTF-8 without control characters", ACTOR_MAX);
         return PGCL_ERR_INVALID;
     }
-    if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
+    if ((st = open_for_write(db_path, &db, err, cap)) != PGCL_OK) return st;
     st = PGCL_ERR_DB;
-    pgcl_db_exec(db, "PRAGMA synchronous = FULL", NULL, 0);
     if (sqlite3_prepare_v2(db, "SELECT name, role, revoked_at, revoked_by FROM api_keys WHERE key_id = ?", -1, &get,
                            NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db,
