@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "files.h"
 #include "ids.h"
 
 #define STATEMENT_MAGIC "pgcld-audit-checkpoint-v1"
@@ -56,65 +57,12 @@ static int write_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
-/* Reads a whole regular file of at most max bytes into buf (NUL-terminated; buf has max + 1
- * bytes). Returns its length, or -1 with err set. When secret, refuses a file that group or others
- * may read or write. */
-static long read_small_file(const char *path, char *buf, size_t max, bool secret, pgcl_status *st, char *err,
-                            int cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    *st = PGCL_ERR_IO;
-    if (fd < 0) {
-        pgcl_errorf(err, cap, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat sb;
-    long n = -1;
-    if (fstat(fd, &sb) != 0) {
-        pgcl_errorf(err, cap, "%s: %s", path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        pgcl_errorf(err, cap, "%s: not a regular file", path);
-        goto done;
-    }
-    if (secret && (sb.st_mode & 077)) {
-        pgcl_errorf(err, cap, "%s: a signing key must be readable by its owner only (mode %04o); chmod 600 %s", path,
-                    (unsigned)(sb.st_mode & 07777), path);
-        *st = PGCL_ERR_INVALID;
-        goto done;
-    }
-    if ((size_t)sb.st_size > max) {
-        pgcl_errorf(err, cap, "%s: %lld bytes, more than a %s file can be (%zu)", path, (long long)sb.st_size,
-                    secret ? "signing key" : "checkpoint", max);
-        *st = PGCL_ERR_FORMAT;
-        goto done;
-    }
-    size_t used = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + used, max - used);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            pgcl_errorf(err, cap, "%s: %s", path, strerror(errno));
-            goto done;
-        }
-        if (r == 0) break;
-        used += (size_t)r;
-        if (used == max) break;
-    }
-    buf[used] = 0;
-    n = (long)used;
-    *st = PGCL_OK;
-done:
-    close(fd);
-    return n;
-}
-
 /* Loads and checks a secret key file (64 bytes whose public half matches the seed's). */
 static pgcl_status load_secret_key(const char *path, unsigned char sk[crypto_sign_SECRETKEYBYTES], char *err,
                                    int cap) {
     char buf[KEY_FILE_MAX + 1];
     pgcl_status st;
-    long n = read_small_file(path, buf, KEY_FILE_MAX, true, &st, err, cap);
+    long n = pgcl_read_small_file(path, "signing key", true, buf, KEY_FILE_MAX, &st, err, cap);
     if (n < 0) return st;
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
         buf[--n] = 0;
@@ -239,7 +187,7 @@ pgcl_status pgcl_checkpoint_read(const char *path, const char *expected_public_h
     }
     pgcl_status st;
     json_t *root = NULL;
-    long n = read_small_file(path, buf, CHECKPOINT_FILE_MAX, false, &st, err, cap);
+    long n = pgcl_read_small_file(path, "checkpoint", false, buf, CHECKPOINT_FILE_MAX, &st, err, cap);
     if (n < 0) goto done;
     json_error_t jerr;
     st = PGCL_ERR_FORMAT;

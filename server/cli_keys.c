@@ -3,8 +3,6 @@
  * the change up within about a second). See cli_keys.h. */
 #include "cli_keys.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -13,10 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "audit.h"
+#include "files.h"
 #include "keys.h"
 
 static const char USAGE[] =
@@ -152,53 +150,28 @@ static int cmd_create(const cli_opts *o, const char *actor) {
  * final "\n" or "\r\n", checked with pgcl_keys_check_text(). Returns 0, or -1 with the reason in err
  * (which never quotes the content). The caller wipes key. */
 static int read_key_file(const char *path, char key[KEY_FILE_MAX + 1], char *err, int cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        snprintf(err, (size_t)cap, "--key-file %s: cannot open: %s", path, strerror(errno));
+    char why[512];
+    pgcl_status st;
+    long n = pgcl_read_small_file(path, "key file", false, key, KEY_FILE_MAX, &st, why, sizeof why);
+    if (n < 0) {
+        snprintf(err, (size_t)cap, "--key-file %s", why);
         return -1;
     }
-    struct stat sb;
-    size_t len = 0;
-    int rc = -1;
-    if (fstat(fd, &sb) != 0) {
-        snprintf(err, (size_t)cap, "--key-file %s: %s", path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        snprintf(err, (size_t)cap, "--key-file %s: not a regular file", path);
-        goto done;
-    }
-    for (;;) {
-        ssize_t n = read(fd, key + len, KEY_FILE_MAX + 1 - len);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            snprintf(err, (size_t)cap, "--key-file %s: cannot read: %s", path, strerror(errno));
-            goto done;
-        }
-        if (n == 0) break;
-        len += (size_t)n;
-        if (len > KEY_FILE_MAX) {
-            snprintf(err, (size_t)cap, "--key-file %s: more than %d bytes; a key file holds one key of %d characters",
-                     path, KEY_FILE_MAX, PGCL_KEY_LEN);
-            goto done;
-        }
-    }
+    size_t len = (size_t)n;
     if (len > 0 && key[len - 1] == '\n') {
         len--;
         if (len > 0 && key[len - 1] == '\r') len--;
     }
     key[len] = 0;
-    char why[512];
     if (len == 0) {
         snprintf(err, (size_t)cap, "--key-file %s: the file is empty", path);
-    } else if (pgcl_keys_check_text(key, len, why, sizeof why) != PGCL_OK) {
-        snprintf(err, (size_t)cap, "--key-file %s: %s", path, why);
-    } else {
-        rc = 0;
+        return -1;
     }
-done:
-    close(fd);
-    return rc;
+    if (pgcl_keys_check_text(key, len, why, sizeof why) != PGCL_OK) {
+        snprintf(err, (size_t)cap, "--key-file %s: %s", path, why);
+        return -1;
+    }
+    return 0;
 }
 
 static int cmd_import(const cli_opts *o, const char *actor) {
