@@ -1279,19 +1279,37 @@ static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, co
     return st;
 }
 
+/* A duration in seconds as a JSON number rounded to milliseconds (they suffice for these figures). */
+static json_t *seconds_json(double seconds) { return json_real((double)llround(seconds * 1000.0) / 1000.0); }
+
 static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, const char *until, json_t *out, char *err,
                                   int cap) {
+    /* One row per model version of the contested decisions: contests filed, resolved and
+     * overturned, and the median time to resolution of its resolved ones (by a window: the middle
+     * row, or the mean of the two middle rows). */
     memset(q, 0, sizeof *q);
-    qb_sql(q, "SELECT d.model_name, d.model_version, count(*), count(r.seq),"
-              " coalesce(sum(r.outcome = 'overturned'), 0)"
+    qb_sql(q, "SELECT v.mn, v.mv, v.filed, v.resolved, v.overturned, m.median FROM"
+              " (SELECT d.model_name AS mn, d.model_version AS mv, count(*) AS filed, count(r.seq) AS resolved,"
+              " coalesce(sum(r.outcome = 'overturned'), 0) AS overturned"
               " FROM contests c LEFT JOIN decisions d ON d.decision_id = c.decision_id"
               " LEFT JOIN resolutions r ON r.contest_id = c.contest_id WHERE 1");
     qb_range(q, "c.filed_at", since, until);
-    qb_sql(q, " GROUP BY d.model_name, d.model_version ORDER BY d.model_name, d.model_version");
+    qb_sql(q, " GROUP BY mn, mv) v LEFT JOIN"
+              " (SELECT mn, mv, avg(s) AS median FROM"
+              " (SELECT d.model_name AS mn, d.model_version AS mv,"
+              " (julianday(r.resolved_at) - julianday(c.filed_at)) * 86400.0 AS s,"
+              " row_number() OVER (PARTITION BY d.model_name, d.model_version ORDER BY"
+              " julianday(r.resolved_at) - julianday(c.filed_at)) AS rn,"
+              " count(*) OVER (PARTITION BY d.model_name, d.model_version) AS cnt"
+              " FROM contests c JOIN resolutions r ON r.contest_id = c.contest_id"
+              " LEFT JOIN decisions d ON d.decision_id = c.decision_id WHERE 1");
+    qb_range(q, "c.filed_at", since, until);
+    qb_sql(q, ") WHERE rn IN ((cnt + 1) / 2, (cnt + 2) / 2) GROUP BY mn, mv) m"
+              " ON m.mn IS v.mn AND m.mv IS v.mv ORDER BY v.mn, v.mv");
     sqlite3_stmt *s = NULL;
     pgcl_status st = qb_prepare(db, q, NULL, &s, err, cap);
     if (st != PGCL_OK) return st;
-    json_t *rates = json_array();
+    json_t *rates = json_array(), *by_version = json_array();
     json_int_t filed = 0, resolved = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -1303,6 +1321,11 @@ static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, con
                               json_pack("{s:o, s:o, s:I, s:I, s:o}", "model_name", col_text(s, 0), "model_version",
                                         col_text(s, 1), "resolved", n_res, "overturned", n_over, "rate",
                                         n_res ? json_real((double)n_over / (double)n_res) : json_null()));
+        json_t *med = sqlite3_column_type(s, 5) == SQLITE_NULL ? json_null() : seconds_json(sqlite3_column_double(s, 5));
+        json_array_append_new(by_version,
+                              json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:o}", "model_name", col_text(s, 0),
+                                        "model_version", col_text(s, 1), "filed", n_filed, "resolved", n_res, "open",
+                                        n_filed - n_res, "overturned", n_over, "median_resolution_seconds", med));
     }
     if (rc != SQLITE_DONE) st = step_error(db, rc, err, cap);
     sqlite3_finalize(s);
@@ -1330,49 +1353,8 @@ static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, con
                 st = step_error(db, rc, err, cap);
             else if (n > 0) {
                 json_decref(median);
-                median = json_real((double)llround(sum / n * 1000.0) / 1000.0); /* milliseconds suffice */
+                median = seconds_json(sum / n);
             }
-            sqlite3_finalize(s);
-        }
-    }
-    /* The same figures per model version (one row per version with a contest, in the order of
-     * `rates`), the median over each version's resolved contests by a window (the middle row, or
-     * the mean of the two middle rows). */
-    json_t *by_version = json_array();
-    if (st == PGCL_OK) {
-        memset(q, 0, sizeof *q);
-        qb_sql(q, "SELECT v.mn, v.mv, v.filed, v.resolved, v.overturned, m.median FROM"
-                  " (SELECT d.model_name AS mn, d.model_version AS mv, count(*) AS filed, count(r.seq) AS resolved,"
-                  " coalesce(sum(r.outcome = 'overturned'), 0) AS overturned"
-                  " FROM contests c LEFT JOIN decisions d ON d.decision_id = c.decision_id"
-                  " LEFT JOIN resolutions r ON r.contest_id = c.contest_id WHERE 1");
-        qb_range(q, "c.filed_at", since, until);
-        qb_sql(q, " GROUP BY mn, mv) v LEFT JOIN"
-                  " (SELECT mn, mv, avg(s) AS median FROM"
-                  " (SELECT d.model_name AS mn, d.model_version AS mv,"
-                  " (julianday(r.resolved_at) - julianday(c.filed_at)) * 86400.0 AS s,"
-                  " row_number() OVER (PARTITION BY d.model_name, d.model_version ORDER BY"
-                  " julianday(r.resolved_at) - julianday(c.filed_at)) AS rn,"
-                  " count(*) OVER (PARTITION BY d.model_name, d.model_version) AS cnt"
-                  " FROM contests c JOIN resolutions r ON r.contest_id = c.contest_id"
-                  " LEFT JOIN decisions d ON d.decision_id = c.decision_id WHERE 1");
-        qb_range(q, "c.filed_at", since, until);
-        qb_sql(q, ") WHERE rn IN ((cnt + 1) / 2, (cnt + 2) / 2) GROUP BY mn, mv) m"
-                  " ON m.mn IS v.mn AND m.mv IS v.mv ORDER BY v.mn, v.mv");
-        if ((st = qb_prepare(db, q, NULL, &s, err, cap)) == PGCL_OK) {
-            while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-                json_int_t n_filed = sqlite3_column_int64(s, 2), n_res = sqlite3_column_int64(s, 3);
-                json_t *med = sqlite3_column_type(s, 5) == SQLITE_NULL
-                                  ? json_null()
-                                  : json_real((double)llround(sqlite3_column_double(s, 5) * 1000.0) / 1000.0);
-                json_array_append_new(by_version,
-                                      json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:o}", "model_name", col_text(s, 0),
-                                                "model_version", col_text(s, 1), "filed", n_filed, "resolved", n_res,
-                                                "open", n_filed - n_res, "overturned",
-                                                (json_int_t)sqlite3_column_int64(s, 4), "median_resolution_seconds",
-                                                med));
-            }
-            if (rc != SQLITE_DONE) st = step_error(db, rc, err, cap);
             sqlite3_finalize(s);
         }
     }
