@@ -1321,7 +1321,8 @@ static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, con
                               json_pack("{s:o, s:o, s:I, s:I, s:o}", "model_name", col_text(s, 0), "model_version",
                                         col_text(s, 1), "resolved", n_res, "overturned", n_over, "rate",
                                         n_res ? json_real((double)n_over / (double)n_res) : json_null()));
-        json_t *med = sqlite3_column_type(s, 5) == SQLITE_NULL ? json_null() : seconds_json(sqlite3_column_double(s, 5));
+        json_t *med =
+            sqlite3_column_type(s, 5) == SQLITE_NULL ? json_null() : seconds_json(sqlite3_column_double(s, 5));
         json_array_append_new(by_version,
                               json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:o}", "model_name", col_text(s, 0),
                                         "model_version", col_text(s, 1), "filed", n_filed, "resolved", n_res, "open",
