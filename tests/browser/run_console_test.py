@@ -14,7 +14,6 @@ the screenshots go; default: a temporary directory that is kept).
 """
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -33,77 +32,40 @@ def skip(why):
     sys.exit(77)
 
 
-def parse_version(text):
-    """'v18.20.4' -> (18, 20, 4); missing parts are 0. None when it is not a version."""
-    m = re.fullmatch(r"v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[-+].*)?", text.strip())
-    return tuple(int(g or 0) for g in m.groups()) if m else None
-
-
-def comparator_holds(comp, have):
-    """One npm semver comparator (>=18, >16.2, <21, <=20.1, =20, 20, 20.x, ^18.17, ~18.19) against
-    have (a 3-tuple). Raises ValueError for a form it does not know."""
-    m = re.fullmatch(r"(>=|<=|>|<|=|\^|~)?v?(\d+)(?:\.(\d+|[xX*]))?(?:\.(\d+|[xX*]))?", comp)
-    if not m:
-        raise ValueError(comp)
-    op, parts = m.group(1) or "", [m.group(2), m.group(3), m.group(4)]
-    given = 0
-    for p in parts:  # how many leading parts are numbers (18.x and 18 both fix only the major)
-        if p is None or not p.isdigit():
-            break
-        given += 1
-    want = tuple(int(p) if i < given else 0 for i, p in enumerate(parts))
-    if op == ">=":
-        return have >= want
-    if op == ">":  # >18 means >=19, >18.2 means >=18.3 (npm's reading of partial versions)
-        return have > want if given == 3 else have[:given] > want[:given]
-    if op == "<":
-        return have < want
-    if op == "<=":
-        return have <= want if given == 3 else have[:given] <= want[:given]
-    if op == "^":  # same leftmost non-zero part, at least want
-        lead = next((i for i, v in enumerate(want[:given]) if v), max(0, given - 1))
-        return have >= want and have[:lead + 1] == want[:lead + 1]
-    if op == "~":  # same major and (when given) minor, at least want
-        return have >= want and have[:max(1, min(given, 2))] == want[:max(1, min(given, 2))]
-    return have[:given] == want[:given]  # = or bare: an exact or partial (x-range) match
-
-
-def satisfies(have, spec):
-    """Whether version have satisfies an npm range (comparators joined by spaces, sets by ||)."""
-    for alternative in spec.split("||"):
-        comps = alternative.replace(">= ", ">=").replace("<= ", "<=").replace("> ", ">").replace("< ", "<").split()
-        if not comps or comps == ["*"]:
-            return True
-        if all(comparator_holds(c, have) for c in comps):
-            return True
-    return False
+# Whether node (process.version) satisfies the npm range in argv[1], by npm's own semver package
+# (tests/browser/node_modules): exit 0 yes, 1 no, 3 when the range cannot be read.
+SEMVER_CHECK = ("const semver = require('semver'); const range = semver.validRange(process.argv[1]);"
+                " process.exit(range === null ? 3 : semver.satisfies(process.version, range) ? 0 : 1);")
 
 
 def check_node(node):
-    """Skips unless node satisfies what the lock file records for playwright-core (engines.node),
-    and unless node_modules holds the locked playwright-core version."""
+    """Skips unless node_modules holds the locked playwright-core and semver, and node satisfies what
+    the lock file records for playwright-core (engines.node)."""
     with open(os.path.join(HERE, "package-lock.json"), encoding="utf-8") as f:
-        locked = json.load(f)["packages"]["node_modules/playwright-core"]
+        packages = json.load(f)["packages"]
+    locked = packages["node_modules/playwright-core"]
+    for name in ("playwright-core", "semver"):
+        manifest = os.path.join(HERE, "node_modules", name, "package.json")
+        if not os.path.isfile(manifest):
+            skip(f"tests/browser/node_modules/{name} is missing (deploy/install-deps.sh --test runs npm ci)")
+        with open(manifest, encoding="utf-8") as f:
+            installed = json.load(f).get("version")
+        if installed != packages[f"node_modules/{name}"]["version"]:
+            skip(f"tests/browser/node_modules has {name} {installed}, package-lock.json locks "
+                 f"{packages[f'node_modules/{name}']['version']} (deploy/install-deps.sh --test runs npm ci again)")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
     spec = (locked.get("engines") or {}).get("node")
-    out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=60)
-    have = parse_version(out.stdout)
-    if out.returncode != 0 or have is None:
-        skip(f"{node} --version did not print a version ({out.stdout.strip()!r} {out.stderr.strip()!r})")
-    if spec:
-        try:
-            ok = satisfies(have, spec)
-        except ValueError as e:
-            print(f"warning: cannot read engines.node {spec!r} of playwright-core in package-lock.json "
-                  f"(comparator {e}); trying node {out.stdout.strip()} anyway", flush=True)
-            ok = True
-        if not ok:
-            skip(f"node {out.stdout.strip()} ({node}) is too old: playwright-core {locked['version']} in "
-                 f"tests/browser/package-lock.json needs node {spec}")
-    with open(os.path.join(HERE, "node_modules", "playwright-core", "package.json"), encoding="utf-8") as f:
-        installed = json.load(f).get("version")
-    if installed != locked["version"]:
-        skip(f"tests/browser/node_modules has playwright-core {installed}, package-lock.json locks "
-             f"{locked['version']} (deploy/install-deps.sh --test runs npm ci again)")
+    if not spec:
+        return
+    out = subprocess.run([node, "-e", SEMVER_CHECK, spec], cwd=HERE, capture_output=True, text=True, timeout=60)
+    if out.returncode == 3:
+        print(f"warning: cannot read engines.node {spec!r} of playwright-core in package-lock.json; "
+              f"trying node {version} anyway", flush=True)
+    elif out.returncode == 1:
+        skip(f"node {version} ({node}) is too old: playwright-core {locked['version']} in "
+             f"tests/browser/package-lock.json needs node {spec}")
+    elif out.returncode != 0:
+        skip(f"{node} could not check its version against {spec!r}: {out.stderr.strip()[-300:]}")
 
 
 def main():
@@ -112,8 +74,6 @@ def main():
         skip(f"{CHROMIUM} is not installed (deploy/install-deps.sh --test installs Debian's chromium)")
     if not node:
         skip("node is not installed (deploy/install-deps.sh --test installs Debian's nodejs)")
-    if not os.path.isfile(os.path.join(HERE, "node_modules", "playwright-core", "package.json")):
-        skip("tests/browser/node_modules/playwright-core is missing (deploy/install-deps.sh --test runs npm ci)")
     check_node(node)
 
     import harness as H  # numpy: Debian's python3
