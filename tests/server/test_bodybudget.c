@@ -17,10 +17,6 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-static void stats(pgcld_body_budget *b, long long *reserved, int *waiting) {
-    pgcld_body_budget_stats(b, reserved, waiting);
-}
-
 typedef struct waiter {
     pgcld_body_budget *b;
     size_t bytes;
@@ -38,10 +34,17 @@ static void *reserve_main(void *arg) {
     return NULL;
 }
 
+static long long reserved_now(pgcld_body_budget *b) {
+    long long r;
+    int w;
+    pgcld_body_budget_stats(b, &r, &w);
+    return r;
+}
+
 static int waiting_now(pgcld_body_budget *b) {
     long long r;
     int w;
-    stats(b, &r, &w);
+    pgcld_body_budget_stats(b, &r, &w);
     return w;
 }
 
@@ -65,12 +68,11 @@ static void test_wait_then_admit_on_release(void) {
     pgcld_body_budget_release(b, 40); /* 40 held */
     pthread_join(th, NULL);
     CHECK(atomic_load(&w.done) == 1, "admitted once there is room");
-    long long r;
-    int n;
-    stats(b, &r, &n);
+    long long r = reserved_now(b);
+    int n = waiting_now(b);
     CHECK(r == 70 && n == 0, "reserved 70, none waiting: %lld %d", r, n);
     pgcld_body_budget_release(b, 70);
-    stats(b, &r, &n);
+    r = reserved_now(b);
     CHECK(r == 0, "all released: %lld", r);
     pgcld_body_budget_destroy(b);
 }
@@ -84,9 +86,8 @@ static void test_deadline(void) {
     int64_t waited = pgcl_monotonic_us() - t0;
     CHECK(waited >= 70 * 1000 && waited < 2000 * 1000, "waited about 80 ms: %lld us", (long long)waited);
     CHECK(!pgcld_body_budget_reserve(b, 20, t0 - 1), "a deadline already past: no wait, refused");
-    long long r;
-    int n;
-    stats(b, &r, &n);
+    long long r = reserved_now(b);
+    int n = waiting_now(b);
     CHECK(r == 90 && n == 0, "a refusal reserves nothing: %lld %d", r, n);
     pgcld_body_budget_release(b, 90);
     pgcld_body_budget_destroy(b);
@@ -101,16 +102,14 @@ static void test_alone_admitted_growth_and_limits(void) {
     pgcld_body_budget_release(b, 1000);
     CHECK(pgcld_body_budget_reserve(b, 50, soon), "50");
     pgcld_body_budget_grow(b, 500); /* a chunked body growing: never waits */
-    long long r;
-    int n;
-    stats(b, &r, &n);
+    long long r = reserved_now(b);
     CHECK(r == 550, "grown to 550: %lld", r);
     limit = 1000; /* a reload raises the limit: the next reservation sees it */
     CHECK(pgcld_body_budget_reserve(b, 400, soon), "fits under the raised limit");
     pgcld_body_budget_release(b, 950);
     limit = 0; /* no bound */
     for (int i = 0; i < 10; i++) CHECK(pgcld_body_budget_reserve(b, 1 << 20, soon), "unbounded %d", i);
-    stats(b, &r, &n);
+    r = reserved_now(b);
     CHECK(r == 10LL << 20, "only counted: %lld", r);
     pgcld_body_budget_release(b, 10 << 20);
     pgcld_body_budget_destroy(b);
@@ -153,9 +152,8 @@ static void test_first_come_first_served(void) {
     CHECK(atomic_load(&patient.done) == 1, "then the next, which fits, went ahead");
     CHECK(patient.waited_us < 5 * 1000000, "without waiting for its own deadline: %lld us",
           (long long)patient.waited_us);
-    long long r;
-    int n;
-    stats(b, &r, &n);
+    long long r = reserved_now(b);
+    int n = waiting_now(b);
     CHECK(r == 95 && n == 0, "95 reserved, none waiting: %lld %d", r, n);
     pgcld_body_budget_release(b, 95);
     pgcld_body_budget_destroy(b);
@@ -192,9 +190,8 @@ static void test_concurrent_churn(void) {
         pthread_join(th[i], NULL);
         admitted += args[i].admitted;
     }
-    long long r;
-    int n;
-    stats(b, &r, &n);
+    long long r = reserved_now(b);
+    int n = waiting_now(b);
     CHECK(admitted == 8 * 2000, "every reservation admitted in the end: %d", admitted);
     CHECK(r == 0 && n == 0, "nothing left reserved or waiting: %lld %d", r, n);
     pgcld_body_budget_destroy(b);
