@@ -3,6 +3,9 @@
 import {api} from './api.js';
 import {badge, el, replace, table} from './dom.js';
 
+// Builds the confirmation panel; the caller puts it in the page and then calls focusCancel(),
+// so that focus is on Cancel before any key can be pressed (a focus deferred with setTimeout
+// let an Escape pressed right after the panel appeared reach the page, not the panel).
 function confirmPanel(text, confirmLabel, onConfirm, onCancel) {
   const yes = el('button', {type: 'button', class: 'danger'}, confirmLabel);
   const no = el('button', {type: 'button', class: 'secondary'}, 'Cancel');
@@ -11,7 +14,7 @@ function confirmPanel(text, confirmLabel, onConfirm, onCancel) {
   yes.addEventListener('click', onConfirm);
   no.addEventListener('click', onCancel);
   panel.addEventListener('keydown', (ev) => { if (ev.key === 'Escape') onCancel(); });
-  setTimeout(() => no.focus(), 0);
+  panel.focusCancel = () => no.focus();
   return panel;
 }
 
@@ -21,7 +24,7 @@ function modelCard(m, ctx) {
   const ask = (v, verb) => {
     const text = `${verb} ${m.name} version ${v.version}? It is loaded and validated beside version ${activeVersion ?? '(none)'}, ` +
       'then swapped in atomically; requests in flight finish on the version they started with.';
-    replace(slot, confirmPanel(text, `${verb} version ${v.version}`, async () => {
+    const panel = confirmPanel(text, `${verb} version ${v.version}`, async () => {
       ctx.clearError();
       replace(slot, el('p', {class: 'muted'}, `Loading and validating ${m.name} v${v.version}…`));
       try {
@@ -32,7 +35,9 @@ function modelCard(m, ctx) {
         replace(slot);
         ctx.showError(e);
       }
-    }, () => replace(slot)));
+    }, () => replace(slot));
+    replace(slot, panel);
+    panel.focusCancel();
   };
   const rows = m.versions.map((v) => {
     const isActive = v.version === activeVersion;

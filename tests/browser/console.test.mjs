@@ -270,7 +270,10 @@ try {
     const dialog = page.getByRole('alertdialog');
     await dialog.waitFor();
     check((await dialog.textContent()).includes('Roll back to toxicity version 1?'), 'the confirmation names the version');
-    await page.keyboard.press('Escape'); // focus is on Cancel: Escape dismisses without acting
+    // focus is on Cancel as soon as the panel is shown, so Escape dismisses it without acting
+    check(await page.evaluate(() => document.activeElement?.textContent === 'Cancel' &&
+      document.activeElement.closest('[role="alertdialog"]') !== null), 'focus on Cancel inside the confirmation');
+    await page.keyboard.press('Escape');
     await page.waitForFunction(() => !document.querySelector('[role="alertdialog"]'));
     check((await page.locator('.active-version').textContent()) === '2', 'still version 2 after Escape');
     await rollBack.click();
