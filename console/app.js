@@ -28,7 +28,8 @@ const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 const who = document.getElementById('who');
 const alertBox = document.getElementById('alert');
-let cleanup = null;
+let cleanup = null; // stops the shown view's timers; null when it has none
+let routeSeq = 0;    // counts route() calls: a render that a later route() overtook is dropped
 
 /** Shows an error (ApiError or Error) in the alert region, as text. */
 export function showError(e) {
@@ -75,8 +76,9 @@ function signIn() {
       if (role === 'scorer') throw new Error('a scorer key cannot use the console: sign in with a reviewer or an admin key');
       session.set(value, role);
       key.value = '';
-      location.hash = `#/${HOME[role]}`;
-      route();
+      const target = `#/${HOME[role]}`;
+      if (location.hash === target) route(); // no hashchange will come
+      else location.hash = target;           // the hashchange listener routes, once
     } catch (e) {
       status.textContent = '';
       showError(e);
@@ -94,7 +96,11 @@ function parseHash() {
   return {name, arg: rest.length ? decodeURIComponent(rest.join('/')) : null, query: new URLSearchParams(qs || '')};
 }
 
+// Each call renders into its own container. A render still waiting on the API when the next
+// call starts writes only into its own, detached container; when it ends, its timers are
+// stopped and its errors dropped, so it can never replace the page the user moved on to.
 async function route() {
+  const seq = ++routeSeq;
   if (cleanup) {
     cleanup();
     cleanup = null;
@@ -113,17 +119,28 @@ async function route() {
     return;
   }
   renderNav(name);
-  replace(main, el('p', {class: 'muted'}, 'Loading…'));
+  const view = el('div', {class: 'view'}, el('p', {class: 'muted'}, 'Loading…'));
+  replace(main, view);
+  let viewCleanup = null;
+  let failure = null;
   try {
-    cleanup = (await entry.view.render(main, {arg, query, showError, clearError, refresh: route})) || null;
+    viewCleanup = (await entry.view.render(view, {arg, query, showError, clearError, refresh: route})) || null;
   } catch (e) {
-    if (e instanceof ApiError && e.status === 401) {
+    failure = e;
+  }
+  if (seq !== routeSeq) { // overtaken: a later route() owns the page
+    if (viewCleanup) viewCleanup();
+    return;
+  }
+  cleanup = viewCleanup;
+  if (failure) {
+    if (failure instanceof ApiError && failure.status === 401) {
       session.clear();
       signIn();
     }
-    showError(e);
+    showError(failure);
   }
-  const h1 = main.querySelector('h1');
+  const h1 = view.querySelector('h1');
   if (h1) {
     h1.setAttribute('tabindex', '-1');
     h1.focus();

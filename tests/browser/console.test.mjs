@@ -243,6 +243,9 @@ try {
   await step('an operator activates version 2 after confirming, and it serves', async () => {
     await signIn(page, KEYS.admin);
     await page.getByRole('heading', {name: 'Models', level: 1}).waitFor();
+    // signing in routes once: a second render could replace the page between the test's clicks
+    check(await page.evaluate(() => performance.getEntriesByType('resource')
+      .filter((e) => new URL(e.name).pathname === '/v1/models').length) === 1, 'one GET /v1/models after sign-in');
     check(await page.locator('#nav a', {hasText: 'Decisions'}).count() === 0, 'an operator sees no reviewer view');
     check((await page.locator('.active-version').textContent()) === '1', 'version 1 active');
     check(/[0-9a-f]{64}/.test(await page.locator('section.model table').textContent()), 'sha256 shown');
