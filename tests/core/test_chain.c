@@ -12,6 +12,7 @@
  * snapshot (always intact). The encoding is pinned by an independent implementation of it (known
  * answers), and record() and verify() are timed. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sodium.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -732,18 +733,25 @@ static void test_legacy(void) {
 }
 
 /* Verification reads one snapshot: while another connection keeps appending chained decisions, every
- * verification is intact (a walk that saw rows or entries of a later commit would not be). */
+ * verification is intact (a walk that saw rows or entries of a later commit would not be).
+ * The writer starts only after the first verification, and the verifier runs once more after the
+ * writer is done, so "the chain grew while being verified" holds however the threads are scheduled. */
 typedef struct concurrent_arg {
     const char *path;
     int txns;
     int failed;
+    atomic_int verified; /* set by the verifier after its first verification */
+    atomic_int done;     /* set by the writer when it has committed (or failed) */
 } concurrent_arg;
 
-static void *concurrent_writer(void *p) {
-    concurrent_arg *arg = p;
+static void *concurrent_writer_run(concurrent_arg *arg) {
     writer w;
     memset(&w, 0, sizeof w);
     char err[512];
+    while (!atomic_load(&arg->verified)) {
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000};
+        nanosleep(&pause, NULL);
+    }
     if (sqlite3_open(arg->path, &w.db) != SQLITE_OK) {
         arg->failed = 1;
         return NULL;
@@ -771,6 +779,13 @@ static void *concurrent_writer(void *p) {
     return NULL;
 }
 
+static void *concurrent_writer(void *p) {
+    concurrent_arg *arg = p;
+    concurrent_writer_run(arg);
+    atomic_store(&arg->done, 1);
+    return NULL;
+}
+
 static void test_concurrent_verify(void) {
     const char *path = tmp_path("concurrent.db");
     writer w;
@@ -784,7 +799,8 @@ static void test_concurrent_verify(void) {
     long long last_head = -1;
     bool grew = false;
     char err[512];
-    while (runs < 400 && last_head < 1 + 150 * 20) {
+    for (bool writer_done = false; !writer_done;) {
+        writer_done = atomic_load(&arg.done); /* read before verifying: the last run sees every commit */
         pgcl_chain_report rep;
         pgcl_status st = pgcl_chain_verify(path, NULL, 0, &rep, err, sizeof err);
         runs++;
@@ -793,6 +809,7 @@ static void test_concurrent_verify(void) {
             fprintf(stderr, "concurrent verify: %s %lld %s\n", err, (long long)rep.first_bad_seq, rep.reason);
         if (last_head >= 0 && rep.head_seq > last_head) grew = true;
         last_head = rep.head_seq;
+        atomic_store(&arg.verified, 1);
     }
     pthread_join(th, NULL);
     CHECK(!arg.failed, "concurrent writer failed");

@@ -624,7 +624,21 @@ def start_daemon(testcase_cls, *args, **kwargs):
     return d
 
 
-def wait_until(predicate, timeout=10.0, interval=0.05):
+def metric(d, name, labels=None):
+    """The value of one series in d's /metrics (labels: the text between the braces, None for
+    none), or None when the series is absent."""
+    text = http_request(d.port, "GET", "/metrics").body.decode()
+    series = f"{name}{{{labels}}} " if labels is not None else f"{name} "
+    for line in text.splitlines():
+        if line.startswith(series):
+            return float(line.split()[-1])
+    return None
+
+
+def wait_until(predicate, timeout=30.0, interval=0.05):
+    """Polls predicate until it holds or timeout seconds pass; returns its last value. The default
+    deadline is generous on purpose: it is only reached when a test is failing, and CI runs the
+    sanitizer build two tests at a time on two cores."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -420,7 +420,8 @@ class ReloadTest(unittest.TestCase):
         self.assertEqual(d.score(score_items(8, 6)).status, 200)
 
         write_conf("max-batch = 1\n")
-        reload("max-batch = 1")
+        reload("config: reloaded")  # written after the new values are stored, not before
+        self.assertIn("config: reload: max-batch = 1 (was 8", d.logs(limit=10 ** 7))
         self.assertEqual(d.score(score_items(2, 7)).error_code(), "batch_too_large")
         self.assertEqual(d.stop(), 0, d.logs())
 

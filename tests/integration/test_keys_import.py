@@ -189,7 +189,7 @@ class KeysImportTest(unittest.TestCase):
         self.assertIn("cannot be imported again", p.stderr)
         self.assertEqual(self.state(d.db_path), before)
         self.assertTrue(H.wait_until(lambda: d.score({"items": H.b64_items(H.random_embeddings(1, 1024, 7))},
-                                                     key=key).status == 401, timeout=5))
+                                                     key=key).status == 401))
 
     def test_malformed_key_files_fail_clearly_and_write_nothing(self):
         d = self.replicas[1]

@@ -1697,7 +1697,7 @@ class LiveAdminTest(LiveValidationMixin, unittest.TestCase):
         self.assertIsNotNone(mine["revoked_at"])
         self.assertEqual(mine["revoked_by"], revoked["revoked_by"])
         self.assertTrue(H.wait_until(
-            lambda: d.score({"items": tiny_b64_items(1, 3)}, key=key).status == 401, timeout=5))
+            lambda: d.score({"items": tiny_b64_items(1, 3)}, key=key).status == 401))
         r = d.score({"items": tiny_b64_items(1, 3)}, key=key)
         self.check_live("POST", "/v1/score", r)
         self.expect("DELETE", f"/v1/admin/keys/{key_id}", 404, "key_not_found")
@@ -1895,7 +1895,7 @@ class LiveAdminAuditLockTest(LiveValidationMixin, unittest.TestCase):
         self.assertEqual(r.status, 201, r)
         contest_id = r.json["contest_id"]
         self.assertTrue(H.wait_until(
-            lambda: d.get("/v1/contests", key=self.resolver).status == 200, timeout=5))
+            lambda: d.get("/v1/contests", key=self.resolver).status == 200))
         upload = {"config": self.config, "weights_b64": base64.b64encode(self.weights).decode(),
                   "weights_sha256": hashlib.sha256(self.weights).hexdigest()}
         blocked = [  # each of these needs a write, so waits for the lock and gives up
@@ -1920,7 +1920,11 @@ class LiveAdminAuditLockTest(LiveValidationMixin, unittest.TestCase):
             threads = [threading.Thread(target=call, args=(i, *c)) for i, c in enumerate(blocked)]
             for t in threads:
                 t.start()
-            time.sleep(1.0)  # the activation and the attachment are now waiting on the lock
+            # the 7 changes and this /metrics request are in flight; then a moment for their bodies
+            # to be read and the activation and the attachment to wait on the lock (they give up
+            # after the 5 s busy timeout)
+            self.assertTrue(H.wait_until(lambda: (H.metric(d, "pgcld_in_flight_requests") or 0) >= len(blocked) + 1))
+            time.sleep(0.5)
             for method, path, body in (("POST", "/v1/admin/models/tiny/activate", {"version": "2"}),
                                        ("POST", "/v1/admin/models/tiny/shadow", {"version": "2"}),
                                        ("DELETE", "/v1/admin/models/tiny/shadow", None),
@@ -2030,7 +2034,7 @@ class LiveReviewTest(LiveValidationMixin, unittest.TestCase):
         cls.daemon = d
         cls.second = d.create_key("reviewer", "second reviewer")
         cls.golden = [g["embedding_b64"] for g in H.load_config("tiny_binary")["golden"]]
-        assert H.wait_until(lambda: d.get("/v1/contests", key=cls.second).status == 200, timeout=5)
+        assert H.wait_until(lambda: d.get("/v1/contests", key=cls.second).status == 200)
 
     def send(self, method, path, body=None, key=None, content_type="application/json"):
         """As LiveValidationMixin.send, with the reviewer key by default."""

@@ -215,7 +215,7 @@ class PeriodicCheckpointTest(unittest.TestCase):
         public = d.cli("audit", "keygen", "--out", key).stdout.strip().splitlines()[-1]
         d.start()
         self.assertEqual(d.score({"items": items(4, 9)}).status, 200)
-        self.assertTrue(H.wait_until(lambda: len(os.listdir(ckdir)) > 0, timeout=10), "no checkpoint was written")
+        self.assertTrue(H.wait_until(lambda: len(os.listdir(ckdir)) > 0), "no checkpoint was written")
         self.assertEqual(d.stop(), 0)
         files = sorted(os.path.join(ckdir, f) for f in os.listdir(ckdir))
         args = ["audit", "verify", "--db", d.db_path, "--public-key", public]
