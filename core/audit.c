@@ -468,9 +468,7 @@ static void *writer_main(void *arg) {
                 pthread_cond_wait(&a->work, &a->lock);
                 continue;
             }
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += PROBE_INTERVAL_S;
+            struct timespec until = pgcl_monotonic_timespec(pgcl_monotonic_us() + PROBE_INTERVAL_S * 1000000LL);
             if (pthread_cond_timedwait(&a->work, &a->lock, &until) == ETIMEDOUT && !a->head && !a->closing) {
                 pthread_mutex_unlock(&a->lock);
                 probe_write(a);
@@ -675,7 +673,7 @@ pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, ch
     pgcl_audit *a = calloc(1, sizeof *a);
     if (!a) return PGCL_ERR_NOMEM;
     pthread_mutex_init(&a->lock, NULL);
-    pthread_cond_init(&a->work, NULL);
+    pgcl_cond_init_monotonic(&a->work); /* the unhealthy writer's probe interval */
     pthread_mutex_init(&a->ckpt_lock, NULL);
     pthread_cond_init(&a->ckpt_wake, NULL);
     a->max_pending_rows = opts->max_pending_rows > 0 ? opts->max_pending_rows : 65536;

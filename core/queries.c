@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "ids.h"
 #include "log.h"
 
 #define ERR_CAP 512
@@ -53,7 +54,7 @@ pgcl_qpool *pgcl_qpool_create(const char *db_path, int size, char *err, int cap)
     p->size = size;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->order_lock, NULL);
-    pthread_cond_init(&p->returned, NULL);
+    pgcl_cond_init_monotonic(&p->returned);
     return p;
 }
 
@@ -73,9 +74,7 @@ void pgcl_qpool_destroy(pgcl_qpool *p) {
 
 pgcl_status pgcl_qpool_acquire(pgcl_qpool *p, sqlite3 **out, char *err, int cap) {
     *out = NULL;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += PGCL_DB_BUSY_TIMEOUT_MS / 1000;
+    struct timespec deadline = pgcl_monotonic_timespec(pgcl_monotonic_us() + PGCL_DB_BUSY_TIMEOUT_MS * 1000LL);
     pthread_mutex_lock(&p->lock);
     while (p->n_free == 0 && p->n_open == p->size) {
         if (pthread_cond_timedwait(&p->returned, &p->lock, &deadline) != 0 && p->n_free == 0 && p->n_open == p->size) {

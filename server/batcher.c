@@ -120,11 +120,7 @@ static void *worker_main(void *arg) {
         while (!b->head && !b->stopping) pthread_cond_wait(&b->work, &b->lock);
         if (!b->head) break;
         if (b->max_wait_us > 0) { /* hold the batch open for more rows of the same model */
-            struct timespec deadline;
-            clock_gettime(CLOCK_REALTIME, &deadline);
-            long ns = deadline.tv_nsec + (b->max_wait_us % 1000000) * 1000;
-            deadline.tv_sec += b->max_wait_us / 1000000 + ns / 1000000000;
-            deadline.tv_nsec = ns % 1000000000;
+            struct timespec deadline = pgcl_monotonic_timespec(pgcl_monotonic_us() + b->max_wait_us);
             for (;;) {
                 int rows = 0;
                 for (batch_job *j = b->head; j; j = j->next)
@@ -153,7 +149,7 @@ pgcld_batcher *pgcld_batcher_create(pgcld_compute *compute, int workers, int max
     b->max_rows = max_rows > 0 ? max_rows : 256;
     b->max_wait_us = max_wait_us;
     pthread_mutex_init(&b->lock, NULL);
-    pthread_cond_init(&b->work, NULL);
+    pgcl_cond_init_monotonic(&b->work);
     b->workers = calloc((size_t)workers, sizeof *b->workers);
     if (!b->workers) {
         pgcld_batcher_destroy(b);

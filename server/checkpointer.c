@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "ids.h"
 #include "log.h"
 #include "signing.h"
 
@@ -36,9 +37,7 @@ static void *checkpointer_main(void *arg) {
     pgcld_checkpointer *c = arg;
     pthread_mutex_lock(&c->lock);
     while (!c->stopping) {
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += c->interval_s;
+        struct timespec deadline = pgcl_monotonic_timespec(pgcl_monotonic_us() + c->interval_s * 1000000LL);
         while (!c->stopping && pthread_cond_timedwait(&c->wake, &c->lock, &deadline) != ETIMEDOUT) {
         }
         pthread_mutex_unlock(&c->lock);
@@ -62,7 +61,7 @@ pgcld_checkpointer *pgcld_checkpointer_start(pgcld_server *srv) {
     c->interval_s = interval;
     c->last_seq = -1;
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->wake, NULL);
+    pgcl_cond_init_monotonic(&c->wake);
     if (pthread_create(&c->thread, NULL, checkpointer_main, c) != 0) {
         pgcl_log_error("audit checkpoint: cannot start the checkpoint thread");
         pthread_mutex_destroy(&c->lock);
