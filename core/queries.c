@@ -1278,6 +1278,9 @@ static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, co
     return st;
 }
 
+/* SQL: a resolved contest's time from filing to resolution, in seconds (c: contests, r: resolutions). */
+#define RESOLUTION_SECONDS_SQL "((julianday(r.resolved_at) - julianday(c.filed_at)) * 86400.0)"
+
 /* A duration in seconds as a JSON number rounded to milliseconds (they suffice for these figures). */
 static json_t *seconds_json(double seconds) { return json_real((double)llround(seconds * 1000.0) / 1000.0); }
 
@@ -1296,9 +1299,9 @@ static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, con
     qb_sql(q, " GROUP BY mn, mv) v LEFT JOIN"
               " (SELECT mn, mv, avg(s) AS median FROM"
               " (SELECT d.model_name AS mn, d.model_version AS mv,"
-              " (julianday(r.resolved_at) - julianday(c.filed_at)) * 86400.0 AS s,"
+              " " RESOLUTION_SECONDS_SQL " AS s,"
               " row_number() OVER (PARTITION BY d.model_name, d.model_version ORDER BY"
-              " julianday(r.resolved_at) - julianday(c.filed_at)) AS rn,"
+              " " RESOLUTION_SECONDS_SQL ") AS rn,"
               " count(*) OVER (PARTITION BY d.model_name, d.model_version) AS cnt"
               " FROM contests c JOIN resolutions r ON r.contest_id = c.contest_id"
               " LEFT JOIN decisions d ON d.decision_id = c.decision_id WHERE 1");
@@ -1335,7 +1338,7 @@ static pgcl_status stats_contests(sqlite3 *db, qbuild *q, const char *since, con
     json_t *median = json_null();
     if (st == PGCL_OK && resolved > 0) {
         memset(q, 0, sizeof *q);
-        qb_sql(q, "SELECT (julianday(r.resolved_at) - julianday(c.filed_at)) * 86400.0 AS s"
+        qb_sql(q, "SELECT " RESOLUTION_SECONDS_SQL " AS s"
                   " FROM contests c JOIN resolutions r ON r.contest_id = c.contest_id WHERE 1");
         qb_range(q, "c.filed_at", since, until);
         qb_sql(q, " ORDER BY s LIMIT ");

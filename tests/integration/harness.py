@@ -624,15 +624,22 @@ def start_daemon(testcase_cls, *args, **kwargs):
     return d
 
 
+def parse_metrics(text):
+    """Prometheus text as {series: value}, a series written as in the text: 'name' or
+    'name{labels}'. Comment lines are skipped."""
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            samples[series] = float(value)
+    return samples
+
+
 def metric(d, name, labels=None):
     """The value of one series in d's /metrics (labels: the text between the braces, None for
     none), or None when the series is absent."""
-    text = http_request(d.port, "GET", "/metrics").body.decode()
-    series = f"{name}{{{labels}}} " if labels is not None else f"{name} "
-    for line in text.splitlines():
-        if line.startswith(series):
-            return float(line.split()[-1])
-    return None
+    samples = parse_metrics(http_request(d.port, "GET", "/metrics").body.decode())
+    return samples.get(f"{name}{{{labels}}}" if labels is not None else name)
 
 
 def wait_until(predicate, timeout=30.0, interval=0.05):

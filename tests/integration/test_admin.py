@@ -484,10 +484,7 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(r.status, 200)
             self.assertTrue(r.headers.get("Content-Type", "").startswith("text/plain"))
             samples.clear()
-            for line in r.body.decode().splitlines():
-                if line and not line.startswith("#"):
-                    name, value = line.rsplit(" ", 1)
-                    samples[name] = float(value)
+            samples.update(H.parse_metrics(r.body.decode()))
             return samples
 
         # pgcld_requests_total counts a request once its answer has been sent, so the client
