@@ -83,3 +83,9 @@ void pgcl_f32_to_f16_array(const float *in, uint16_t *out, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = pgcl_f32_to_f16(in[i]);
 }
 #endif
+
+bool pgcl_f16_all_finite(const uint16_t *h, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if ((h[i] & 0x7c00) == 0x7c00) return false; /* exponent all ones: infinity or NaN */
+    return true;
+}

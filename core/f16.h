@@ -3,6 +3,7 @@
 #ifndef PGCL_F16_H
 #define PGCL_F16_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,5 +17,9 @@ uint16_t pgcl_f32_to_f16(float f);
  * has them (the audit log converts every stored input: 1024 values per scored item). Identical
  * to the scalar function for every non-NaN value; a NaN stays a quiet NaN of the same sign. */
 void pgcl_f32_to_f16_array(const float *in, uint16_t *out, size_t n);
+
+/* True when every one of the n binary16 values is finite (no infinity, no NaN): a finite float32
+ * above 65504 in magnitude converts to infinity, and such a copy no longer holds the input. */
+bool pgcl_f16_all_finite(const uint16_t *h, size_t n);
 
 #endif

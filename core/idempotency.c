@@ -15,13 +15,18 @@ bool pgcl_idem_key_valid(const char *key) {
     return n >= 1 && n <= PGCL_IDEM_KEY_MAX;
 }
 
+bool pgcl_idem_same_request(const pgcl_idem_record *stored, const char *request_sha256, const char *body_sha256) {
+    if (stored->request_sha256[0]) return strcmp(stored->request_sha256, request_sha256) == 0;
+    return strcmp(stored->body_sha256, body_sha256) == 0;
+}
+
 pgcl_status pgcl_idem_lookup(sqlite3 *db, const char *scope, const char *key, const char *now, bool *found,
                              pgcl_idem_record *out, char *err, int cap) {
     *found = false;
     memset(out, 0, sizeof *out);
     sqlite3_stmt *s = NULL;
     if (sqlite3_prepare_v2(db,
-                           "SELECT body_sha256, request_id, answer FROM idempotency_keys"
+                           "SELECT body_sha256, request_id, answer, request_sha256 FROM idempotency_keys"
                            " WHERE scope = ?1 AND idem_key = ?2 AND expires_at > ?3",
                            -1, &s, NULL) != SQLITE_OK) {
         pgcl_errorf(err, cap, "idempotency lookup: %s", sqlite3_errmsg(db));
@@ -36,7 +41,9 @@ pgcl_status pgcl_idem_lookup(sqlite3 *db, const char *scope, const char *key, co
         const char *sha = (const char *)sqlite3_column_text(s, 0);
         const char *rid = (const char *)sqlite3_column_text(s, 1);
         const char *answer = (const char *)sqlite3_column_text(s, 2);
+        const char *request_sha = (const char *)sqlite3_column_text(s, 3);
         snprintf(out->body_sha256, sizeof out->body_sha256, "%s", sha ? sha : "");
+        snprintf(out->request_sha256, sizeof out->request_sha256, "%s", request_sha ? request_sha : "");
         snprintf(out->request_id, sizeof out->request_id, "%s", rid ? rid : "");
         out->answer = strdup(answer ? answer : "");
         if (!out->answer) {
@@ -64,7 +71,7 @@ pgcl_status pgcl_idem_store(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
         "DELETE FROM idempotency_keys WHERE (scope, idem_key) IN"
         " (SELECT scope, idem_key FROM idempotency_keys WHERE expires_at <= ?1 ORDER BY expires_at LIMIT 100)",
         "INSERT OR REPLACE INTO idempotency_keys (scope, idem_key, body_sha256, request_id, answer, created_at,"
-        " expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        " expires_at, request_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     };
     for (int k = 0; k < 2; k++) {
         sqlite3_stmt *s = NULL;
@@ -75,8 +82,9 @@ pgcl_status pgcl_idem_store(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
         if (k == 0) {
             sqlite3_bind_text(s, 1, pgcl_audit_txn_now(t), -1, SQLITE_STATIC);
         } else {
-            const char *v[] = {e->scope, e->key, e->body_sha256, e->request_id, e->answer, pgcl_audit_txn_now(t), expires};
-            for (int i = 0; i < 7; i++) sqlite3_bind_text(s, i + 1, v[i], -1, SQLITE_STATIC);
+            const char *v[] = {e->scope, e->key, e->body_sha256, e->request_id, e->answer, pgcl_audit_txn_now(t), expires,
+                               e->request_sha256};
+            for (int i = 0; i < 8; i++) sqlite3_bind_text(s, i + 1, v[i], -1, SQLITE_STATIC);
         }
         int rc = sqlite3_step(s);
         sqlite3_finalize(s);

@@ -1,4 +1,4 @@
-/* Idempotency keys of POST /v1/score (table idempotency_keys, migration 0005).
+/* Idempotency keys of the scoring routes (table idempotency_keys, migrations 0005 and 0006).
  *
  * A request carrying an Idempotency-Key is answered once: its answer is stored in the writer's
  * transaction together with its decision rows (pgcl_idem_store), and a later request with the
@@ -23,9 +23,14 @@ bool pgcl_idem_key_valid(const char *key);
 /* A stored answer. */
 typedef struct pgcl_idem_record {
     char body_sha256[65];
+    char request_sha256[65]; /* "" for a key stored before migration 0006: compare body_sha256 then */
     char request_id[64];
     char *answer; /* malloc'd JSON text; the caller frees it */
 } pgcl_idem_record;
+
+/* True when a request with these digests (hex) asks what the stored one asked: its request digest
+ * is the stored one, or, for a key stored before request digests were kept, its body digest is. */
+bool pgcl_idem_same_request(const pgcl_idem_record *stored, const char *request_sha256, const char *body_sha256);
 
 /* Looks (scope, key) up on a read connection. now: RFC 3339 UTC. Returns PGCL_OK with *found set
  * (an expired key is not found), or PGCL_ERR_DB with err. */
@@ -34,7 +39,10 @@ pgcl_status pgcl_idem_lookup(struct sqlite3 *db, const char *scope, const char *
 
 /* What pgcl_idem_store writes. ttl_s > 0. */
 typedef struct pgcl_idem_entry {
-    const char *scope, *key, *body_sha256, *request_id, *answer;
+    const char *scope, *key;
+    const char *body_sha256;    /* of the body alone */
+    const char *request_sha256; /* of everything that determines the answer */
+    const char *request_id, *answer;
     int64_t ttl_s;
 } pgcl_idem_entry;
 

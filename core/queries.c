@@ -250,12 +250,17 @@ int64_t pgcl_time_now_us(void) {
 }
 
 /* ---- cursors ----
- * 16 bytes: version (1), kind, seq (8, big-endian), the first 6 bytes of a BLAKE2b of those 10
- * bytes under a fixed key. The check is not a secret (a cursor only bounds a query its holder may
- * run anyway): it rejects garbage, truncation and hand-edited cursors, and it survives restarts. */
+ * 24 bytes: version (1, = 2), kind, seq (8, big-endian), binding (8), then the first 6 bytes of a
+ * BLAKE2b of those 18 bytes under a fixed key. The binding ties a cursor to the filters of the
+ * listing that made it (pgcl_decision_filter_binding; zeros for the contest queues, whose kind
+ * says which queue): a cursor sent with other filters would page through another listing from a
+ * position that means nothing there, so it is refused. The check is not a secret (a cursor only
+ * bounds a query its holder may run anyway): it rejects garbage, truncation and hand-edited
+ * cursors, and it survives restarts. Version 1 cursors (16 bytes, no binding) are refused: they
+ * were made before the binding existed, and a listing started again loses nothing. */
 
-#define CURSOR_VERSION 1
-#define CURSOR_BYTES 16
+#define CURSOR_VERSION 2
+#define CURSOR_BYTES 24
 #define CURSOR_MAC 6
 static const unsigned char CURSOR_KEY[32] = "pgcld audit cursor, version 1 .";
 
@@ -265,17 +270,46 @@ static void cursor_mac(const unsigned char *msg, unsigned char mac[CURSOR_MAC]) 
     memcpy(mac, h, CURSOR_MAC);
 }
 
-void pgcl_cursor_encode(char kind, int64_t seq, char out[PGCL_CURSOR_LEN + 1]) {
+/* Appends one optional text member of the filters' canonical encoding: 0 when absent, else 1,
+ * its length (4 bytes, big-endian) and its bytes. */
+static void binding_text(crypto_generichash_state *h, const char *v) {
+    unsigned char tag = v ? 1 : 0;
+    crypto_generichash_update(h, &tag, 1);
+    if (!v) return;
+    size_t n = strlen(v);
+    unsigned char len[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16), (unsigned char)(n >> 8),
+                            (unsigned char)n};
+    crypto_generichash_update(h, len, sizeof len);
+    crypto_generichash_update(h, (const unsigned char *)v, n);
+}
+
+void pgcl_decision_filter_binding(const pgcl_decision_filter *f, unsigned char out[PGCL_CURSOR_BINDING]) {
+    static const char domain[] = "pgcld decision filters 1";
+    crypto_generichash_state h;
+    crypto_generichash_init(&h, NULL, 0, PGCL_CURSOR_BINDING);
+    crypto_generichash_update(&h, (const unsigned char *)domain, sizeof domain - 1);
+    const char *members[] = {f->model, f->version, f->label, f->decision, f->item_id, f->request_id, f->since,
+                             f->until};
+    for (size_t i = 0; i < sizeof members / sizeof members[0]; i++) binding_text(&h, members[i]);
+    unsigned char contest = (unsigned char)f->contest;
+    crypto_generichash_update(&h, &contest, 1);
+    crypto_generichash_final(&h, out, PGCL_CURSOR_BINDING);
+}
+
+void pgcl_cursor_encode(char kind, int64_t seq, const unsigned char binding[PGCL_CURSOR_BINDING],
+                        char out[PGCL_CURSOR_LEN + 1]) {
     unsigned char b[CURSOR_BYTES];
     b[0] = CURSOR_VERSION;
     b[1] = (unsigned char)kind;
     for (int i = 0; i < 8; i++)
         b[2 + i] = (unsigned char)((uint64_t)seq >> (56 - 8 * i));
+    memcpy(b + 10, binding, PGCL_CURSOR_BINDING);
     cursor_mac(b, b + CURSOR_BYTES - CURSOR_MAC);
     sodium_bin2base64(out, PGCL_CURSOR_LEN + 1, b, sizeof b, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
 }
 
-bool pgcl_cursor_decode(const char *text, char kind, int64_t *seq) {
+pgcl_cursor_check pgcl_cursor_decode(const char *text, char kind, const unsigned char binding[PGCL_CURSOR_BINDING],
+                                     int64_t *seq) {
     unsigned char b[CURSOR_BYTES], mac[CURSOR_MAC];
     size_t n = 0;
     const char *end = NULL;
@@ -283,15 +317,16 @@ bool pgcl_cursor_decode(const char *text, char kind, int64_t *seq) {
         sodium_base642bin(b, sizeof b, text, PGCL_CURSOR_LEN, NULL, &n, &end,
                           sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
         n != sizeof b || end != text + PGCL_CURSOR_LEN || b[0] != CURSOR_VERSION || b[1] != (unsigned char)kind)
-        return false;
+        return PGCL_CURSOR_INVALID;
     cursor_mac(b, mac);
-    if (sodium_memcmp(mac, b + CURSOR_BYTES - CURSOR_MAC, CURSOR_MAC) != 0) return false;
+    if (sodium_memcmp(mac, b + CURSOR_BYTES - CURSOR_MAC, CURSOR_MAC) != 0) return PGCL_CURSOR_INVALID;
     uint64_t v = 0;
     for (int i = 0; i < 8; i++)
         v = v << 8 | b[2 + i];
-    if (v < 1 || v > (uint64_t)INT64_MAX) return false;
+    if (v < 1 || v > (uint64_t)INT64_MAX) return PGCL_CURSOR_INVALID;
+    if (sodium_memcmp(b + 10, binding, PGCL_CURSOR_BINDING) != 0) return PGCL_CURSOR_OTHER_FILTERS;
     *seq = (int64_t)v;
-    return true;
+    return PGCL_CURSOR_OK;
 }
 
 /* ---- the SQL builder ----
@@ -442,37 +477,48 @@ static json_t *summary_json(sqlite3_stmt *s) {
 /* ---- one decision ---- */
 
 /* The effective outcome of a decision. The decision row never changes; what is in force is
- * derived from it and its latest contest (highest seq; at most one contest per decision is open at
- * a time, so the latest is the only one that can be open):
- *   - no contest                      → "original":   the automated label and decision stand;
- *   - latest contest open             → "contested":  the automated label and decision stand
- *                                                       until a reviewer resolves it;
- *   - latest resolution "upheld"      → "upheld":     the automated label and decision, confirmed;
- *   - latest resolution "overturned"  → "overturned": label = corrected_label when the resolution
- *     gives one, else the original label. resolutions carry no corrected decision, so the decision
- *     follows from the original one: overturning an automated removal or hold ("block", "review")
- *     reinstates the content ("allow"); overturning an automated "allow" sends the item to human
- *     review ("review").
+ * derived from it and its contests, oldest first (at most one is open at a time, and it is the
+ * latest). Each contest challenges the outcome in force when it was filed — the automated one, or
+ * the one the latest resolution left — and its resolution acts on that outcome:
+ *   - "upheld" confirms it;
+ *   - "overturned" reverses it: the label becomes corrected_label when the resolution gives one
+ *     (else it stays), and the decision follows from the decision in force, since resolutions
+ *     carry no decision: overturning a removal or hold ("block", "review") reinstates the content
+ *     ("allow"); overturning an "allow" sends the item to human review ("review").
+ * So the outcome in force is the latest resolution's until a later resolution replaces it; an
+ * open contest changes nothing until it is resolved. The result:
+ *   status      "original" (never contested), "contested" (the latest contest is open), or the
+ *               latest resolution's outcome, "upheld" / "overturned";
+ *   label, decision  in force now (while a contest is open: those it challenges);
+ *   decided_by  "automated" while the automated outcome stands (never overturned), "reviewer"
+ *               once a reviewer's overturn made the outcome in force;
+ *   contest_id  the latest contest, or null.
  * contests: the decision's contests oldest first, each with "resolution" (object or null). */
 static json_t *effective_outcome(const char *label, const char *decision, json_t *contests) {
-    size_t n = json_array_size(contests);
-    if (n == 0)
-        return json_pack("{s:s, s:s, s:s, s:n}", "status", "original", "label", label, "decision", decision,
-                         "contest_id");
-    json_t *latest = json_array_get(contests, n - 1);
-    json_t *cid = json_object_get(latest, "contest_id");
-    json_t *res = json_object_get(latest, "resolution");
-    if (!json_is_object(res))
-        return json_pack("{s:s, s:s, s:s, s:O}", "status", "contested", "label", label, "decision", decision,
-                         "contest_id", cid);
-    const char *outcome = json_string_value(json_object_get(res, "outcome"));
-    if (!outcome || strcmp(outcome, "overturned") != 0)
-        return json_pack("{s:s, s:s, s:s, s:O}", "status", "upheld", "label", label, "decision", decision, "contest_id",
-                         cid);
-    const char *corrected = json_string_value(json_object_get(res, "corrected_label"));
-    const char *new_decision = strcmp(decision, "allow") == 0 ? "review" : "allow";
-    return json_pack("{s:s, s:s, s:s, s:O}", "status", "overturned", "label", corrected ? corrected : label, "decision",
-                     new_decision, "contest_id", cid);
+    const char *status = "original", *decided_by = "automated";
+    json_t *contest_id = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(contests, i, c) {
+        contest_id = json_object_get(c, "contest_id");
+        json_t *res = json_object_get(c, "resolution");
+        if (!json_is_object(res)) {
+            status = "contested";
+            break;
+        }
+        const char *outcome = json_string_value(json_object_get(res, "outcome"));
+        if (!outcome || strcmp(outcome, "overturned") != 0) {
+            status = "upheld";
+            continue;
+        }
+        const char *corrected = json_string_value(json_object_get(res, "corrected_label"));
+        status = "overturned";
+        decided_by = "reviewer";
+        decision = strcmp(decision, "allow") == 0 ? "review" : "allow";
+        if (corrected) label = corrected;
+    }
+    return json_pack("{s:s, s:s, s:s, s:s, s:O}", "status", status, "label", label, "decision", decision,
+                     "decided_by", decided_by, "contest_id", contest_id ? contest_id : json_null());
 }
 
 static const char RECORD_SQL[] =
@@ -1433,11 +1479,27 @@ static bool buf_put(pgcl_export *e, const char *data, size_t n) {
     return true;
 }
 
-/* One CSV field, quoted (RFC 4180) when it holds a comma, a quote, CR or LF. */
+/* True when a spreadsheet opening the export would read a cell starting with text as a formula
+ * (CSV injection, OWASP): its first character, after any spaces, is =, +, -, @, a tab, CR or LF,
+ * or the full-width forms of =, +, - and @ (U+FF1D, U+FF0B, U+FF0D, U+FF20), which some
+ * spreadsheets fold into the ASCII ones. */
+bool pgcl_csv_formula_trigger(const char *text) {
+    const unsigned char *p = (const unsigned char *)text;
+    while (*p == ' ') p++;
+    if (*p && strchr("=+-@\t\r\n", *p)) return true;
+    /* U+FF0B, U+FF0D, U+FF1D, U+FF20 in UTF-8: EF BC 8B / 8D / 9D / A0 */
+    return p[0] == 0xef && p[1] == 0xbc && (p[2] == 0x8b || p[2] == 0x8d || p[2] == 0x9d || p[2] == 0xa0);
+}
+
+/* One CSV text field, quoted (RFC 4180) when it holds a comma, a quote, CR or LF, so that no cell
+ * can start inside it; one that a spreadsheet would take for a formula is neutralised as OWASP
+ * recommends: a single quote is put before it (the cell then reads as text, showing the quote),
+ * and it is quoted. */
 static bool csv_field(pgcl_export *e, const char *text, bool last) {
     bool ok = true;
-    if (text && text[strcspn(text, ",\"\r\n")]) {
-        ok = buf_put(e, "\"", 1);
+    bool formula = text && pgcl_csv_formula_trigger(text);
+    if (text && (formula || text[strcspn(text, ",\"\r\n")])) {
+        ok = buf_put(e, formula ? "\"'" : "\"", formula ? 2 : 1);
         for (const char *p = text; ok && *p; p++)
             ok = *p == '"' ? buf_put(e, "\"\"", 2) : buf_put(e, p, 1);
         ok = ok && buf_put(e, "\"", 1);
@@ -1499,7 +1561,8 @@ static bool export_row(pgcl_export *e, sqlite3_stmt *s) {
             snprintf(num, sizeof num, "%.9g", json_real_value(v));
             field = num;
         }
-        ok = csv_field(e, field ? field : "", false);
+        ok = field != num ? csv_field(e, field ? field : "", false)
+                          : buf_put(e, num, strlen(num)) && buf_put(e, ",", 1); /* a number: never a formula */
     }
     /* The vector's text has commas: quoted, and it holds no quote to double. */
     ok = ok && csv_field(e, ptext, false) && buf_put(e, "\"", 1) && put_vector(e, s, 12) && buf_put(e, "\"\r\n", 3);

@@ -68,19 +68,29 @@ int64_t pgcl_time_now_us(void);
 
 /* ---- cursors ---- */
 
-#define PGCL_CURSOR_LEN 22 /* base64url (no padding) of 16 bytes */
+#define PGCL_CURSOR_LEN 32     /* base64url (no padding) of 24 bytes */
+#define PGCL_CURSOR_BINDING 8  /* bytes of the digest that ties a cursor to its listing's filters */
 
 /* Kinds keep a cursor of one listing from being used for another. */
 #define PGCL_CURSOR_DECISIONS 'd'
 #define PGCL_CURSOR_CONTESTS_OPEN 'o'
 #define PGCL_CURSOR_CONTESTS_RESOLVED 'r'
 
-/* Encodes (version, kind, seq) with a 6-byte keyed BLAKE2b check, as base64url. */
-void pgcl_cursor_encode(char kind, int64_t seq, char out[PGCL_CURSOR_LEN + 1]);
+/* Encodes (version, kind, seq, binding) with a 6-byte keyed BLAKE2b check, as base64url. binding:
+ * pgcl_decision_filter_binding of the listing's filters, or zeros for listings without filters. */
+void pgcl_cursor_encode(char kind, int64_t seq, const unsigned char binding[PGCL_CURSOR_BINDING],
+                        char out[PGCL_CURSOR_LEN + 1]);
 
-/* Decodes a cursor of the given kind. False for anything that is not one this code produced for
- * that kind (wrong length, alphabet, version, kind, check, or seq < 1). */
-bool pgcl_cursor_decode(const char *text, char kind, int64_t *seq);
+typedef enum pgcl_cursor_check {
+    PGCL_CURSOR_OK,
+    PGCL_CURSOR_INVALID,       /* not a cursor this code produced for that kind (length, alphabet,
+                                * version, kind, check, or seq < 1) */
+    PGCL_CURSOR_OTHER_FILTERS, /* made by a listing with other filters */
+} pgcl_cursor_check;
+
+/* Decodes a cursor of the given kind made with the given binding. */
+pgcl_cursor_check pgcl_cursor_decode(const char *text, char kind, const unsigned char binding[PGCL_CURSOR_BINDING],
+                                     int64_t *seq);
 
 /* ---- decisions ---- */
 
@@ -99,6 +109,12 @@ typedef struct pgcl_decision_filter {
     const char *since, *until;
     pgcl_contest_filter contest;
 } pgcl_decision_filter;
+
+/* The 8-byte digest of f's canonical encoding (each member absent, or present with its length and
+ * bytes, in declaration order; since and until as given here, in the columns' format; the contest
+ * filter as a byte) that ties a decision listing's cursors to its filters. `limit` and the cursor
+ * itself are no filters: a listing may change its page size. */
+void pgcl_decision_filter_binding(const pgcl_decision_filter *f, unsigned char out[PGCL_CURSOR_BINDING]);
 
 /* The full record of one decision as a JSON object (see routes_audit.c for the field list),
  * read in one transaction. PGCL_ERR_NOT_FOUND: no such decision_id. */
@@ -150,5 +166,9 @@ pgcl_status pgcl_export_create(pgcl_qpool *p, const char *since, const char *unt
 long pgcl_export_read(pgcl_export *e, char *buf, size_t max);
 
 void pgcl_export_destroy(pgcl_export *e); /* accepts NULL */
+
+/* True when a CSV cell starting with text would be taken for a formula by a spreadsheet (and the
+ * export neutralises it: docs/audit.md, "Export"). */
+bool pgcl_csv_formula_trigger(const char *text);
 
 #endif

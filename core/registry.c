@@ -284,6 +284,12 @@ bool pgcl_registry_knows(pgcl_registry *r, const char *name) {
     return known;
 }
 
+bool pgcl_registry_knows_version(pgcl_registry *r, const char *name, const char *version) {
+    if (!pgcl_registry_valid_name(name, false) || !pgcl_registry_valid_name(version, true)) return false;
+    char path[PATH_MAX + 200], err[256];
+    return version_path(r, name, version, path, sizeof path, err, sizeof err) == 0;
+}
+
 int pgcl_registry_ready_count(pgcl_registry *r) {
     pthread_mutex_lock(&r->lock);
     int n = 0;

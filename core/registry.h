@@ -39,6 +39,10 @@ pgcl_model *pgcl_registry_acquire(pgcl_registry *r, const char *name, pgcl_model
 /* True when the repository has a model of that name, whether or not a version of it loaded. */
 bool pgcl_registry_knows(pgcl_registry *r, const char *name);
 
+/* True when the repository holds version `version` of model `name` (its directory exists, inside the
+ * repository), whether or not it loads. */
+bool pgcl_registry_knows_version(pgcl_registry *r, const char *name, const char *version);
+
 /* Number of models with an active version. */
 int pgcl_registry_ready_count(pgcl_registry *r);
 

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 const char *pgcl_status_str(pgcl_status st) {
     switch (st) {
@@ -27,4 +28,10 @@ void pgcl_errorf(char *err, int cap, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err, (size_t)cap, fmt, ap);
     va_end(ap);
+}
+
+void pgcl_assert_failed(const char *expr, const char *file, int line) {
+    fprintf(stderr, "pgcld: invariant broken at %s:%d: %s\n", file, line, expr);
+    fflush(stderr);
+    abort();
 }

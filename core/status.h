@@ -24,4 +24,10 @@ const char *pgcl_status_str(pgcl_status st);
 /* Writes printf-style text into a caller-provided error buffer of `cap` bytes (may be NULL/0). */
 void pgcl_errorf(char *err, int cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* An invariant whose violation would give a wrong answer or a wrong record without any error:
+ * checked in every build (NDEBUG does not remove it); on failure the expression and its place are
+ * written to stderr and the process aborts, so a supervisor restarts it on a sound state. */
+#define PGCL_ASSERT(expr) ((expr) ? (void)0 : pgcl_assert_failed(#expr, __FILE__, __LINE__))
+_Noreturn void pgcl_assert_failed(const char *expr, const char *file, int line);
+
 #endif

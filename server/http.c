@@ -2,6 +2,10 @@
  * start/stop. One thread per connection: a handler may block on the audit commit without holding
  * up other clients. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <ctype.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -18,6 +22,8 @@
 #include "log.h"
 #include "ratelimit.h"
 #include "reaper.h"
+#include "request_head.h"
+#include "sha256.h"
 #include "server.h"
 
 typedef void (*route_fn)(pgcld_server *, const pgcld_request *, pgcld_reply *);
@@ -31,42 +37,58 @@ typedef struct route {
     route_fn fn;
     int roles;           /* pgcl_role bits allowed; ANYONE for public routes */
     bool upload;         /* body limit is --max-upload-bytes instead of --max-body-bytes */
+    const char *const *params; /* the query parameters it reads (NULL-terminated); ANY_PARAMS: not checked */
 } route;
 
+/* Query parameters of each route. Every route but the console's and the probes' refuses a
+ * parameter it does not read, one given twice and one without a value ("?label", which would read
+ * as absent), with 400 naming it (check_params): a filter that is silently dropped answers another
+ * question than the one asked. Handlers refuse empty values ("?label=") themselves. */
+static const char *const NO_PARAMS[] = {NULL};
+static const char *const ANY_PARAMS[] = {NULL}; /* compared by address: not checked */
+static const char *const SCORE_PARAMS[] = {"model", "return_vector", NULL}; /* octet-stream bodies only */
+static const char *const UPLOAD_PARAMS[] = {"create_model", NULL};
+static const char *const SHADOW_REPORT_PARAMS[] = {"version", NULL};
+static const char *const DECISIONS_PARAMS[] = {"model", "version", "label",   "decision", "item_id", "request_id",
+                                               "since", "until",   "contest", "limit",    "cursor",  NULL};
+static const char *const EXPORT_PARAMS[] = {"since", "until", "format", NULL};
+static const char *const STATS_PARAMS[] = {"since", "until", NULL};
+static const char *const CONTESTS_PARAMS[] = {"status", "limit", "cursor", NULL};
+
 static const route g_routes[] = {
-    {"POST", "/v1/score", pgcld_handle_score, PGCL_ROLE_SCORER, false},
-    {"GET", "/v1/models", pgcld_handle_models, ANY_ROLE, false},
-    {"POST", "/v1/admin/models/{name}/activate", pgcld_handle_activate, PGCL_ROLE_ADMIN, false},
-    {"PUT", "/v1/admin/models/{name}/versions/{version}", pgcld_handle_upload, PGCL_ROLE_ADMIN, true},
-    {"POST", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_attach, PGCL_ROLE_ADMIN, false},
-    {"DELETE", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_detach, PGCL_ROLE_ADMIN, false},
-    {"GET", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_report, PGCL_ROLE_ADMIN, false},
-    {"POST", "/v1/admin/keys", pgcld_handle_keys_create, PGCL_ROLE_ADMIN, false},
-    {"GET", "/v1/admin/keys", pgcld_handle_keys_list, PGCL_ROLE_ADMIN, false},
-    {"DELETE", "/v1/admin/keys/{key_id}", pgcld_handle_keys_revoke, PGCL_ROLE_ADMIN, false},
-    {"GET", "/v1/decisions", pgcld_handle_decisions_list, PGCL_ROLE_REVIEWER, false},
-    {"GET", "/v1/decisions/{id}", pgcld_handle_decision_get, PGCL_ROLE_REVIEWER, false},
-    {"GET", "/v1/decisions/{id}/statement", pgcld_handle_decision_statement, PGCL_ROLE_REVIEWER, false},
-    {"POST", "/v1/decisions/{id}/contests", pgcld_handle_contest_file, PGCL_ROLE_REVIEWER, false},
-    {"POST", "/v1/decisions/{id}/rescore", pgcld_handle_rescore, PGCL_ROLE_REVIEWER, false},
-    {"GET", "/v1/contests", pgcld_handle_contests_list, PGCL_ROLE_REVIEWER, false},
-    {"POST", "/v1/contests/{id}/resolution", pgcld_handle_resolution, PGCL_ROLE_REVIEWER, false},
-    {"GET", "/v1/audit/export", pgcld_handle_audit_export, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false},
-    {"GET", "/v1/audit/stats", pgcld_handle_audit_stats, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false},
-    {"GET", "/v1/audit/verify", pgcld_handle_audit_verify, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false},
-    {"POST", "/v1/audit/checkpoints", pgcld_handle_audit_checkpoint, PGCL_ROLE_ADMIN, false},
-    {"GET", "/v2", pgcld_handle_v2_server, ANYONE, false},
-    {"GET", "/v2/health/live", pgcld_handle_v2_live, ANYONE, false},
-    {"GET", "/v2/health/ready", pgcld_handle_v2_ready, ANYONE, false},
-    {"GET", "/v2/models/{name}", pgcld_handle_v2_model, ANY_ROLE, false},
-    {"GET", "/v2/models/{name}/ready", pgcld_handle_v2_model_ready, ANY_ROLE, false},
-    {"POST", "/v2/models/{name}/infer", pgcld_handle_v2_infer, PGCL_ROLE_SCORER, false},
-    {"GET", "/healthz", pgcld_handle_healthz, ANYONE, false},
-    {"GET", "/readyz", pgcld_handle_readyz, ANYONE, false},
-    {"GET", "/metrics", pgcld_handle_metrics, ANYONE, false},
-    {"GET", "/console", pgcld_handle_console_index, ANYONE, false},
-    {"GET", "/console/", pgcld_handle_console_index, ANYONE, false},
-    {"GET", "/console/{file}", pgcld_handle_console_file, ANYONE, false},
+    {"POST", "/v1/score", pgcld_handle_score, PGCL_ROLE_SCORER, false, SCORE_PARAMS},
+    {"GET", "/v1/models", pgcld_handle_models, ANY_ROLE, false, NO_PARAMS},
+    {"POST", "/v1/admin/models/{name}/activate", pgcld_handle_activate, PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"PUT", "/v1/admin/models/{name}/versions/{version}", pgcld_handle_upload, PGCL_ROLE_ADMIN, true, UPLOAD_PARAMS},
+    {"POST", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_attach, PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"DELETE", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_detach, PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"GET", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_report, PGCL_ROLE_ADMIN, false, SHADOW_REPORT_PARAMS},
+    {"POST", "/v1/admin/keys", pgcld_handle_keys_create, PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"GET", "/v1/admin/keys", pgcld_handle_keys_list, PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"DELETE", "/v1/admin/keys/{key_id}", pgcld_handle_keys_revoke, PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"GET", "/v1/decisions", pgcld_handle_decisions_list, PGCL_ROLE_REVIEWER, false, DECISIONS_PARAMS},
+    {"GET", "/v1/decisions/{id}", pgcld_handle_decision_get, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
+    {"GET", "/v1/decisions/{id}/statement", pgcld_handle_decision_statement, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
+    {"POST", "/v1/decisions/{id}/contests", pgcld_handle_contest_file, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
+    {"POST", "/v1/decisions/{id}/rescore", pgcld_handle_rescore, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
+    {"GET", "/v1/contests", pgcld_handle_contests_list, PGCL_ROLE_REVIEWER, false, CONTESTS_PARAMS},
+    {"POST", "/v1/contests/{id}/resolution", pgcld_handle_resolution, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
+    {"GET", "/v1/audit/export", pgcld_handle_audit_export, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, EXPORT_PARAMS},
+    {"GET", "/v1/audit/stats", pgcld_handle_audit_stats, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, STATS_PARAMS},
+    {"GET", "/v1/audit/verify", pgcld_handle_audit_verify, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"POST", "/v1/audit/checkpoints", pgcld_handle_audit_checkpoint, PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"GET", "/v2", pgcld_handle_v2_server, ANYONE, false, ANY_PARAMS},
+    {"GET", "/v2/health/live", pgcld_handle_v2_live, ANYONE, false, ANY_PARAMS},
+    {"GET", "/v2/health/ready", pgcld_handle_v2_ready, ANYONE, false, ANY_PARAMS},
+    {"GET", "/v2/models/{name}", pgcld_handle_v2_model, ANY_ROLE, false, NO_PARAMS},
+    {"GET", "/v2/models/{name}/ready", pgcld_handle_v2_model_ready, ANY_ROLE, false, NO_PARAMS},
+    {"POST", "/v2/models/{name}/infer", pgcld_handle_v2_infer, PGCL_ROLE_SCORER, false, NO_PARAMS},
+    {"GET", "/healthz", pgcld_handle_healthz, ANYONE, false, ANY_PARAMS},
+    {"GET", "/readyz", pgcld_handle_readyz, ANYONE, false, ANY_PARAMS},
+    {"GET", "/metrics", pgcld_handle_metrics, ANYONE, false, ANY_PARAMS},
+    {"GET", "/console", pgcld_handle_console_index, ANYONE, false, ANY_PARAMS},
+    {"GET", "/console/", pgcld_handle_console_index, ANYONE, false, ANY_PARAMS},
+    {"GET", "/console/{file}", pgcld_handle_console_file, ANYONE, false, ANY_PARAMS},
 };
 #define N_ROUTES ((int)(sizeof g_routes / sizeof g_routes[0]))
 
@@ -105,7 +127,9 @@ typedef struct request_ctx {
     bool shed;            /* waited too long for the body budget: the body is discarded, 503 */
     char retry_after[16]; /* Retry-After of a 429 sent by admit() */
     int64_t t_start_us;
-    int status; /* of the answer sent, for metrics */
+    int status; /* of the answer sent, for metrics; 0 while none was sent */
+    bool started;              /* the handler's first call (headers in) has run */
+    pgcld_raw_target target;   /* what the request target said before it was decoded */
 } request_ctx;
 
 /* Replaces every byte of s that does not begin a valid UTF-8 sequence with '?', in place: error
@@ -128,6 +152,56 @@ static void make_utf8(char *s) {
     }
 }
 
+/* Texts that never leave in an error message (the file system paths of the configuration),
+ * each with what is said instead. Set before the server starts; read-only afterwards. */
+#define MAX_REDACTIONS 12
+static struct {
+    char text[1024];
+    const char *instead;
+} g_redactions[MAX_REDACTIONS];
+static int g_n_redactions;
+
+void pgcld_reply_redact(const char *text, const char *instead) {
+    /* A bare word ("models") could be a word of a message: only paths with a '/' or a '.' */
+    if (!text || strlen(text) < 2 || strlen(text) >= sizeof g_redactions[0].text || g_n_redactions == MAX_REDACTIONS ||
+        !strpbrk(text, "/."))
+        return;
+    snprintf(g_redactions[g_n_redactions].text, sizeof g_redactions[0].text, "%s", text);
+    g_redactions[g_n_redactions++].instead = instead;
+}
+
+/* Replaces each registered text in msg (cap bytes) where it stands as a word of its own: at the
+ * start or after a space, a quote, '(' or '=', and not followed by a letter, digit or '_'. The
+ * longest registered text that matches at a place wins. */
+static void redact(char *msg, size_t cap) {
+    if (g_n_redactions == 0) return;
+    char out[1024];
+    size_t o = 0;
+    for (size_t i = 0; msg[i] && o + 1 < sizeof out;) {
+        bool boundary = i == 0 || strchr(" '\"(=", msg[i - 1]);
+        int best = -1;
+        size_t best_len = 0;
+        for (int r = 0; boundary && r < g_n_redactions; r++) {
+            size_t n = strlen(g_redactions[r].text);
+            char after = msg[i + (n <= strlen(msg + i) ? n : 0)];
+            bool ends = after == 0 || !(isalnum((unsigned char)after) || after == '_');
+            if (n > best_len && strncmp(msg + i, g_redactions[r].text, n) == 0 && ends) {
+                best = r;
+                best_len = n;
+            }
+        }
+        if (best < 0) {
+            out[o++] = msg[i++];
+            continue;
+        }
+        o += (size_t)snprintf(out + o, sizeof out - o, "%s", g_redactions[best].instead);
+        if (o >= sizeof out) o = sizeof out - 1;
+        i += best_len;
+    }
+    out[o] = 0;
+    snprintf(msg, cap, "%s", out);
+}
+
 void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int item, const char *field,
                        const char *fmt, ...) {
     char msg[1024], field_text[256];
@@ -135,6 +209,7 @@ void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int ite
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    redact(msg, sizeof msg);
     make_utf8(msg);
     json_t *err = json_pack("{s:s, s:s}", "code", code, "message", msg);
     if (item >= 0) json_object_set_new(err, "item", json_integer(item));
@@ -159,52 +234,191 @@ const char *pgcld_request_query(const pgcld_request *req, const char *key) {
 typedef struct param_check {
     const char *const *allowed; /* NULL-terminated */
     unsigned seen;              /* bit i: allowed[i] was given */
-    const char *problem;        /* NULL, "unknown" or "repeated" */
+    const char *problem;        /* NULL, or what is wrong with `key` */
     char key[64];
 } param_check;
 
 static enum MHD_Result check_one(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     param_check *c = cls;
-    for (int i = 0; c->allowed[i]; i++) {
-        if (strcmp(c->allowed[i], key) != 0) continue;
-        if (!(c->seen & (1u << i))) {
-            c->seen |= 1u << i;
-            return MHD_YES;
-        }
-        c->problem = "repeated";
+    int known = -1;
+    for (int i = 0; c->allowed[i] && known < 0; i++)
+        if (strcmp(c->allowed[i], key) == 0) known = i;
+    if (known < 0) c->problem = "is unknown";
+    else if (c->seen & (1u << known)) c->problem = "is given more than once";
+    else if (!value) c->problem = "has no value: write name=value"; /* "?label": no '=' */
+    if (c->problem) {
         snprintf(c->key, sizeof c->key, "%s", key);
         return MHD_NO;
     }
-    c->problem = "unknown";
-    snprintf(c->key, sizeof c->key, "%s", key);
-    return MHD_NO;
+    c->seen |= 1u << known;
+    return MHD_YES;
 }
 
-int pgcld_check_query_params(const pgcld_request *req, const char *const *allowed, pgcld_reply *reply) {
+/* Every query parameter must be one of `allowed` (NULL-terminated), given once, with a value (an
+ * empty value is the handler's to refuse, with the code that fits the parameter). Returns 0, or
+ * -1 with a 400 invalid_request naming the parameter in reply. */
+static int check_params(struct MHD_Connection *conn, const char *const *allowed, pgcld_reply *reply) {
     param_check c = {.allowed = allowed};
-    MHD_get_connection_values((struct MHD_Connection *)req->connection, MHD_GET_ARGUMENT_KIND, check_one, &c);
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, check_one, &c);
     if (!c.problem) return 0;
-    if (strcmp(c.problem, "unknown") == 0)
+    if (strcmp(c.problem, "is unknown") == 0)
         pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "unknown query parameter '%s'", c.key);
     else
-        pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "query parameter '%s' is given more than once",
-                          c.key);
+        pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "query parameter '%s' %s", c.key, c.problem);
     return -1;
 }
 
-bool pgcld_is_json_type(const char *ct) {
+
+/* Skips optional whitespace. */
+static const char *skip_ows(const char *p) {
+    while (*p == ' ' || *p == '\t') p++;
+    return p;
+}
+
+/* ---- request fingerprints (Idempotency-Key) ---- */
+
+/* The headers a scoring route reads to make its answer. A route that starts reading another header
+ * must add it here, or a retry that changed it would be answered with the answer to the old one. */
+static const char *const FINGERPRINT_HEADERS[] = {"Pgcld-Item-Ids", "Inference-Header-Content-Length", NULL};
+
+#define FINGERPRINT_MAX_ARGS 16
+
+typedef struct fingerprint_args {
+    const char *key[FINGERPRINT_MAX_ARGS], *value[FINGERPRINT_MAX_ARGS];
+    size_t key_len[FINGERPRINT_MAX_ARGS], value_len[FINGERPRINT_MAX_ARGS];
+    int n;
+} fingerprint_args;
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                   const char *value, size_t value_size) {
+    (void)kind;
+    fingerprint_args *a = cls;
+    if (a->n == FINGERPRINT_MAX_ARGS) return MHD_NO;
+    a->key[a->n] = key;
+    a->key_len[a->n] = key_size;
+    a->value[a->n] = value ? value : "";
+    a->value_len[a->n++] = value ? value_size : 0;
+    return MHD_YES;
+}
+
+/* Appends a length-prefixed part (8 bytes of length, little-endian, then the bytes) to buf. */
+static void fingerprint_part(unsigned char **buf, size_t *len, size_t *cap, const void *part, size_t n) {
+    if (!*buf) return;
+    if (*len + 8 + n > *cap) {
+        size_t grown_cap = (*len + 8 + n) * 2;
+        unsigned char *grown = realloc(*buf, grown_cap);
+        if (!grown) {
+            free(*buf);
+            *buf = NULL;
+            return;
+        }
+        *buf = grown;
+        *cap = grown_cap;
+    }
+    for (int i = 0; i < 8; i++) (*buf)[(*len)++] = (unsigned char)((uint64_t)n >> (8 * i));
+    memcpy(*buf + *len, part, n);
+    *len += n;
+}
+
+bool pgcld_request_fingerprint(const pgcld_request *req, const char *body_sha256, char out[65]) {
+    size_t len = 0, cap = 1024;
+    unsigned char *buf = malloc(cap);
+    static const char version[] = "pgcld request fingerprint 1";
+    fingerprint_part(&buf, &len, &cap, version, sizeof version - 1);
+    fingerprint_part(&buf, &len, &cap, req->method, strlen(req->method));
+    fingerprint_part(&buf, &len, &cap, req->path, strlen(req->path));
+    /* the query parameters by name (http.c let each through at most once) */
+    fingerprint_args a = {.n = 0};
+    MHD_get_connection_values_n(req->connection, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+    for (int i = 1; i < a.n; i++) /* insertion sort: a handful at most */
+        for (int j = i; j > 0 && strcmp(a.key[j - 1], a.key[j]) > 0; j--) {
+            const char *k = a.key[j], *v = a.value[j];
+            size_t kl = a.key_len[j], vl = a.value_len[j];
+            a.key[j] = a.key[j - 1], a.value[j] = a.value[j - 1], a.key_len[j] = a.key_len[j - 1];
+            a.value_len[j] = a.value_len[j - 1];
+            a.key[j - 1] = k, a.value[j - 1] = v, a.key_len[j - 1] = kl, a.value_len[j - 1] = vl;
+        }
+    for (int i = 0; i < a.n; i++) {
+        fingerprint_part(&buf, &len, &cap, a.key[i], a.key_len[i]);
+        fingerprint_part(&buf, &len, &cap, a.value[i], a.value_len[i]);
+    }
+    /* the media type without parameters, in lower case (charset=utf-8 is the only one that passes) */
+    char media[128] = "";
+    const char *ct = req->content_type ? skip_ows(req->content_type) : "";
+    size_t m = 0;
+    while (ct[m] && ct[m] != ';' && ct[m] != ' ' && ct[m] != '\t' && m + 1 < sizeof media) {
+        media[m] = (char)tolower((unsigned char)ct[m]);
+        m++;
+    }
+    media[m] = 0;
+    fingerprint_part(&buf, &len, &cap, media, m);
+    for (int i = 0; FINGERPRINT_HEADERS[i]; i++) {
+        const char *h = pgcld_request_header(req, FINGERPRINT_HEADERS[i]);
+        fingerprint_part(&buf, &len, &cap, h ? "1" : "0", 1); /* absent and empty differ */
+        fingerprint_part(&buf, &len, &cap, h ? h : "", h ? strlen(h) : 0);
+    }
+    fingerprint_part(&buf, &len, &cap, body_sha256, strlen(body_sha256));
+    if (!buf) return false;
+    unsigned char digest[PGCL_SHA256_BYTES];
+    pgcl_sha256(buf, len, digest);
+    pgcl_sha256_to_hex(digest, out);
+    free(buf);
+    return true;
+}
+
+
+/* Reads one media type parameter at p (after its ';'): name=value, the value a token or a quoted
+ * string. Copies the name and the (unquoted) value, cut to their buffers; returns the position
+ * after it, or NULL when it is malformed. */
+static const char *media_parameter(const char *p, char *name, size_t name_cap, char *value, size_t value_cap) {
+    size_t n = 0, v = 0;
+    p = skip_ows(p);
+    while (*p && !strchr("=; \t\"", *p)) {
+        if (n + 1 < name_cap) name[n++] = *p;
+        p++;
+    }
+    name[n] = 0;
+    if (n == 0 || *p != '=') return NULL;
+    p++;
+    if (*p == '"') {
+        for (p++; *p && *p != '"'; p++) {
+            if (*p == '\\' && p[1]) p++;
+            if (v + 1 < value_cap) value[v++] = *p;
+        }
+        if (*p++ != '"') return NULL;
+    } else {
+        while (*p && !strchr("; \t\"", *p)) {
+            if (v + 1 < value_cap) value[v++] = *p;
+            p++;
+        }
+        if (v == 0) return NULL;
+    }
+    value[v] = 0;
+    return skip_ows(p);
+}
+
+bool pgcld_is_media_type(const char *ct, const char *want, bool utf8_only) {
     if (!ct) return false;
-    while (*ct == ' ') ct++;
-    static const char want[] = "application/json";
-    if (strncasecmp(ct, want, sizeof want - 1) != 0) return false;
-    char next = ct[sizeof want - 1];
-    return next == 0 || next == ';' || next == ' ';
+    const char *p = skip_ows(ct);
+    size_t n = strlen(want);
+    if (strncasecmp(p, want, n) != 0) return false;
+    p = skip_ows(p + n);
+    while (*p == ';') {
+        char name[32], value[32];
+        if (!(p = media_parameter(p + 1, name, sizeof name, value, sizeof value))) return false;
+        if (utf8_only && strcasecmp(name, "charset") == 0 && strcasecmp(value, "utf-8") != 0) return false;
+    }
+    return *p == 0;
+}
+
+bool pgcld_is_json_type(const char *ct) {
+    return pgcld_is_media_type(ct, "application/json", true);
 }
 
 json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply) {
     if (!pgcld_is_json_type(req->content_type)) {
         pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
-                          "Content-Type must be application/json, got '%.64s'",
+                          "Content-Type must be application/json (UTF-8), got '%.64s'",
                           req->content_type ? req->content_type : "(none)");
         return NULL;
     }
@@ -299,6 +513,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, pgcld_reply *repl
     if (reply->retry_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, reply->retry_after);
     if (reply->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, reply->allow);
     if (reply->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, reply->www_authenticate);
+    if (reply->close_connection) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result rc = MHD_queue_response(conn, (unsigned)reply->status, resp);
     MHD_destroy_response(resp);
     json_decref(reply->body);
@@ -355,31 +570,6 @@ static int find_route(request_ctx *ctx, const char *method, const char *path, bo
         }
     }
     return hit;
-}
-
-typedef struct length_headers {
-    int n_length;         /* Content-Length headers */
-    const char *length;   /* the first one's value */
-    bool differ;          /* another Content-Length says something else */
-    bool transfer_encoding;
-} length_headers;
-
-static enum MHD_Result note_length_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-    length_headers *h = cls;
-    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) h->transfer_encoding = true;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0) return MHD_YES;
-    if (h->n_length++ == 0) h->length = value;
-    else if (strcmp(h->length, value ? value : "") != 0) h->differ = true;
-    return MHD_YES;
-}
-
-/* True when the headers disagree on where the body ends (two different Content-Lengths, or a
- * Content-Length beside Transfer-Encoding): such a request is refused, never guessed at, since
- * a proxy in front may have guessed otherwise (request smuggling). */
-static bool conflicting_lengths(struct MHD_Connection *conn) {
-    length_headers h = {0};
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, note_length_header, &h);
-    return h.differ || (h.n_length > 0 && h.transfer_encoding);
 }
 
 /* Checks the caller's key against the route's roles. Returns 0, or sends 401/403 and returns -1
@@ -555,53 +745,152 @@ static enum MHD_Result accept_connection(void *cls, const struct sockaddr *addr,
     return MHD_NO;
 }
 
+/* A request's context, made when libmicrohttpd has read its request line. */
+static request_ctx *request_ctx_create(pgcld_server *srv, const char *raw_target) {
+    request_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return NULL;
+    ctx->srv = srv;
+    ctx->route_index = -1;
+    pgcld_raw_target_note(raw_target, &ctx->target);
+    return ctx;
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: called once per request, right after its request line, with the
+ * request target still percent-encoded (libmicrohttpd decodes it into C strings afterwards, and
+ * a decoded NUL would cut them short unseen). The context made here is the handler's *con_cls,
+ * and on_completed sees every request libmicrohttpd started, also one it answered itself. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)conn;
+    return request_ctx_create(cls, uri);
+}
+
+/* Sends the refusal of a request's head; the connection closes after it. */
+static enum MHD_Result refuse_head(request_ctx *ctx, struct MHD_Connection *conn, const pgcld_head_problem *p) {
+    pgcld_reply reply = {.close_connection = true};
+    pgcld_reply_error(&reply, p->status, p->code, -1, p->field[0] ? p->field : NULL, "%s", p->message);
+    ctx->status = p->status;
+    return send_reply(conn, &reply);
+}
+
+/* Writes all of buf on the non-blocking socket fd, waiting up to a second for room. */
+static bool send_all(int fd, const char *buf, size_t len) {
+    int64_t deadline = pgcl_monotonic_us() + 1000000;
+    while (len > 0) {
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+        if (n > 0) {
+            buf += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || pgcl_monotonic_us() >= deadline) return false;
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        poll(&pfd, 1, 100);
+    }
+    return true;
+}
+
+static const char *reason_phrase(int status) {
+    switch (status) {
+    case 400: return "Bad Request";
+    case 413: return "Content Too Large";
+    default: return "Error";
+    }
+}
+
+/* libmicrohttpd 0.9.75 answers a request whose Content-Length is not a decimal number (or too
+ * large for 64 bits) with its own HTML page before the handler's first call, and then writes that
+ * answer's status line and headers a second time (its state machine builds the header again after
+ * the handler ran): the client reads a broken answer. The handler cannot queue another answer (one
+ * is queued already), so pgcld writes its JSON error on the socket itself and returns MHD_NO, which
+ * makes libmicrohttpd close the connection without sending its own. Nothing else is written on the
+ * connection at this point (its previous answer, if any, has been sent; the body is not read).
+ * Over TLS the socket carries records pgcld cannot write: the connection is closed unanswered. */
+static enum MHD_Result answer_in_place_of_library(request_ctx *ctx, struct MHD_Connection *conn,
+                                                  const pgcld_head_problem *p) {
+    ctx->status = 0;
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    bool https = ctx->srv->cfg->tls_cert_pem && ctx->srv->cfg->tls_key_pem;
+    if (!info || https) return MHD_NO;
+    pgcld_reply reply = {0};
+    pgcld_reply_error(&reply, p->status, p->code, -1, p->field, "%s", p->message);
+    char *body = json_dumps(reply.body, JSON_COMPACT);
+    json_decref(reply.body);
+    if (!body) return MHD_NO;
+    char head[256];
+    int head_len = snprintf(head, sizeof head,
+                            "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
+                            "Connection: close\r\nContent-Length: %zu\r\n\r\n",
+                            p->status, reason_phrase(p->status), strlen(body));
+    int fd = info->connect_fd;
+    bool sent = send_all(fd, head, (size_t)head_len) && send_all(fd, body, strlen(body));
+    free(body);
+    if (sent) {
+        ctx->status = p->status;
+        shutdown(fd, SHUT_WR); /* the answer ends here; libmicrohttpd closes the socket */
+    }
+    return MHD_NO;
+}
+
+/* The first call of the handler for a request: its head is in, its body not yet read. Checks the
+ * head, routes, authenticates, checks the query parameters and the declared body size, and refuses
+ * early what these refuse. */
+static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *conn, const char *url,
+                                     const char *method, const char *version) {
+    pgcld_server *srv = ctx->srv;
+    ctx->started = true;
+    ctx->t_start_us = pgcl_monotonic_us();
+    atomic_fetch_add(&srv->in_flight, 1);
+    pgcld_head_problem problem;
+    pgcld_check_request_head(conn, method, version, &ctx->target, &problem);
+    if (problem.library_answered) return answer_in_place_of_library(ctx, conn, &problem);
+    if (problem.status) return refuse_head(ctx, conn, &problem);
+    bool path_known;
+    char allow[64];
+    const char *lookup = strcmp(method, "HEAD") == 0 ? "GET" : method;
+    ctx->route_index = find_route(ctx, lookup, url, &path_known, allow, sizeof allow);
+    if (ctx->route_index < 0) {
+        if (path_known) {
+            ctx->status = 405;
+            return send_error(conn, 405, "method_not_allowed", "this path does not accept that method", allow);
+        }
+        char msg[320];
+        snprintf(msg, sizeof msg, "no route for %.256s", url);
+        ctx->status = 404;
+        return send_error(conn, 404, "not_found", msg, NULL);
+    }
+    ctx->route = &g_routes[ctx->route_index];
+    enum MHD_Result rc;
+    if (authorise(ctx, conn, &rc) != 0) return rc;
+    if (ctx->route->params != ANY_PARAMS) {
+        pgcld_reply reply = {0};
+        if (check_params(conn, ctx->route->params, &reply) != 0) {
+            ctx->status = reply.status;
+            return send_reply(conn, &reply);
+        }
+    }
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    long limit = ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes;
+    ctx->declared = cl ? strtoull(cl, NULL, 10) : 0;
+    if (ctx->declared > (unsigned long long)limit) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "request body of %s bytes exceeds the limit of %ld bytes", cl, limit);
+        ctx->status = 413;
+        return send_error(conn, 413, "payload_too_large", msg, NULL);
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
     pgcld_server *srv = cls;
     request_ctx *ctx = *con_cls;
-    if (!ctx) {
-        /* First call: headers only. Route, authenticate, and refuse early what headers can refuse. */
-        ctx = calloc(1, sizeof *ctx);
-        if (!ctx) return MHD_NO;
-        ctx->srv = srv;
-        ctx->t_start_us = pgcl_monotonic_us();
-        ctx->route_index = -1;
+    if (!ctx) { /* on_request_line ran out of memory (or the connection came in without it) */
+        if (!(ctx = request_ctx_create(srv, NULL))) return MHD_NO;
         *con_cls = ctx;
-        atomic_fetch_add(&srv->in_flight, 1);
-        if (conflicting_lengths(conn)) {
-            ctx->status = 400;
-            return send_error(conn, 400, "invalid_request",
-                              "Content-Length and Transfer-Encoding headers disagree on the body's length", NULL);
-        }
-        bool path_known;
-        char allow[64];
-        const char *lookup = strcmp(method, "HEAD") == 0 ? "GET" : method;
-        ctx->route_index = find_route(ctx, lookup, url, &path_known, allow, sizeof allow);
-        if (ctx->route_index < 0) {
-            if (path_known) {
-                ctx->status = 405;
-                return send_error(conn, 405, "method_not_allowed", "this path does not accept that method", allow);
-            }
-            char msg[320];
-            snprintf(msg, sizeof msg, "no route for %.256s", url);
-            ctx->status = 404;
-            return send_error(conn, 404, "not_found", msg, NULL);
-        }
-        ctx->route = &g_routes[ctx->route_index];
-        enum MHD_Result rc;
-        if (authorise(ctx, conn, &rc) != 0) return rc;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        long limit = ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes;
-        ctx->declared = cl ? strtoull(cl, NULL, 10) : 0;
-        if (ctx->declared > (unsigned long long)limit) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "request body of %s bytes exceeds the limit of %ld bytes", cl, limit);
-            ctx->status = 413;
-            return send_error(conn, 413, "payload_too_large", msg, NULL);
-        }
-        return MHD_YES;
     }
+    if (!ctx->started) return start_request(ctx, conn, url, method, version);
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
@@ -681,13 +970,34 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return send_reply(conn, &reply);
 }
 
+/* Why a request ended without an answer. */
+static pgcld_unanswered_reason unanswered_reason(const request_ctx *ctx, struct MHD_Connection *conn,
+                                                 enum MHD_RequestTerminationCode toe) {
+    if (pgcld_reaper_was_cut(ctx->srv->reaper, connection_watch(conn))) return PGCLD_UNANSWERED_REQUEST_TIMEOUT;
+    switch (toe) {
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return PGCLD_UNANSWERED_CONNECTION_TIMEOUT;
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return PGCLD_UNANSWERED_SHUTDOWN;
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT:
+    case MHD_REQUEST_TERMINATED_READ_ERROR: return PGCLD_UNANSWERED_CLIENT_CLOSED;
+    default: return PGCLD_UNANSWERED_ERROR;
+    }
+}
+
+/* MHD_OPTION_NOTIFY_COMPLETED: the request is over (answered, or its connection closed). Counts
+ * it by the status that was sent — pgcld's, or libmicrohttpd's own answer to a malformed request
+ * — or, when nothing was sent (timeouts, clients that left, shutdown), as unanswered with the
+ * reason: never as a 500 that nobody received. */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     request_ctx *ctx = *con_cls;
     if (!ctx) return;
-    pgcld_metrics_request(ctx->srv->metrics, ctx->route_index, ctx->status ? ctx->status : 500);
+    int status = ctx->status;
+    const union MHD_ConnectionInfo *queued = status ? NULL : MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+    if (queued) status = (int)queued->http_status;
+    if (status) pgcld_metrics_request(ctx->srv->metrics, ctx->route_index, status);
+    else pgcld_metrics_unanswered(ctx->srv->metrics, ctx->route_index, unanswered_reason(ctx, conn, toe));
     pgcld_reaper_next(ctx->srv->reaper, connection_watch(conn));
-    atomic_fetch_sub(&ctx->srv->in_flight, 1);
+    if (ctx->started) atomic_fetch_sub(&ctx->srv->in_flight, 1);
     pgcld_body_budget_release(ctx->srv->body_budget, ctx->reserved);
     free(ctx->body);
     free(ctx);
@@ -734,7 +1044,31 @@ static int resolve_listen(const char *listen, struct sockaddr_storage *ss, sockl
     return 0;
 }
 
+/* Registers a path, as configured and resolved, to be said as `instead` in error messages. */
+static void redact_path(const char *path, const char *instead) {
+    if (!path || !*path) return;
+    pgcld_reply_redact(path, instead);
+    char resolved[PATH_MAX];
+    if (realpath(path, resolved)) pgcld_reply_redact(resolved, instead);
+}
+
+/* The configured paths: an error answer says "the audit database", never where it lies. */
+static void register_redactions(const pgcld_server *srv) {
+    static bool done;
+    if (done) return;
+    done = true;
+    const pgcld_config *cfg = srv->cfg;
+    redact_path(cfg->db_path, "the audit database");
+    redact_path(srv->registry ? pgcl_registry_dir(srv->registry) : NULL, "the model repository");
+    redact_path(cfg->models_dir, "the model repository");
+    redact_path(cfg->checkpoint_dir, "the checkpoint directory");
+    redact_path(cfg->signing_key, "the signing key file");
+    redact_path(cfg->tls_cert, "the TLS certificate file");
+    redact_path(cfg->tls_key, "the TLS key file");
+}
+
 int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
+    register_redactions(srv);
     struct sockaddr_storage ss = {0};
     socklen_t sslen;
     /* An empty listen address (which the configuration refuses, so only in-process callers such as
@@ -787,6 +1121,7 @@ int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
                                    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
                                    MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                                    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                                   MHD_OPTION_URI_LOG_CALLBACK, on_request_line, srv,
                                    MHD_OPTION_ARRAY, tls,
                                    MHD_OPTION_END);
     if (!srv->daemon) {

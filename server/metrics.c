@@ -13,8 +13,17 @@ static const double g_latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.
 #define N_LAT ((int)(sizeof g_latency_bounds / sizeof g_latency_bounds[0]))
 static const double g_batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
 #define N_BATCH ((int)(sizeof g_batch_bounds / sizeof g_batch_bounds[0]))
-static const int g_statuses[] = {200, 201, 400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 503};
+/* The statuses counted by name: pgcld's own, and those libmicrohttpd sends itself (414, 431, 505);
+ * any other is counted as "other". Column N_STATUS counts requests that got no answer. */
+static const int g_statuses[] = {200, 201, 400, 401, 403, 404, 405, 409, 413, 414, 415,
+                                 422, 429, 431, 500, 501, 503, 505};
 #define N_STATUS ((int)(sizeof g_statuses / sizeof g_statuses[0]))
+#define STATUS_OTHER N_STATUS
+#define STATUS_UNANSWERED (N_STATUS + 1)
+#define N_STATUS_COLUMNS (N_STATUS + 2)
+static const char *const g_unanswered_names[] = {"request_timeout", "connection_timeout", "client_closed", "shutdown",
+                                                 "error"};
+_Static_assert(sizeof g_unanswered_names / sizeof g_unanswered_names[0] == PGCLD_N_UNANSWERED, "a name for every reason");
 static const char *const g_stage_names[] = {"queue", "compute", "audit", "total"};
 static const char *const g_reject_names[] = {"rate_limited", "overloaded", "request_timeout", "connection_limit"};
 _Static_assert(sizeof g_reject_names / sizeof g_reject_names[0] == PGCLD_N_REJECT, "a name for every reason");
@@ -35,7 +44,8 @@ typedef struct series {
 struct pgcld_metrics {
     const char *const *route_names;
     int n_routes;
-    _Atomic unsigned long long *requests; /* (n_routes + 1) × (N_STATUS + 1); last route = unmatched */
+    _Atomic unsigned long long *requests; /* (n_routes + 1) × N_STATUS_COLUMNS; last route = unmatched */
+    _Atomic unsigned long long unanswered[PGCLD_N_UNANSWERED];
     histogram stages[PGCLD_N_STAGES];
     histogram batch;
     histogram forward_rows;
@@ -49,7 +59,7 @@ pgcld_metrics *pgcld_metrics_create(const char *const *route_names, int n_routes
     if (!m) return NULL;
     m->route_names = route_names;
     m->n_routes = n_routes;
-    m->requests = calloc((size_t)(n_routes + 1) * (N_STATUS + 1), sizeof *m->requests);
+    m->requests = calloc((size_t)(n_routes + 1) * N_STATUS_COLUMNS, sizeof *m->requests);
     if (!m->requests) {
         free(m);
         return NULL;
@@ -76,12 +86,23 @@ void pgcld_metrics_destroy(pgcld_metrics *m) {
     free(m);
 }
 
+static int route_row(const pgcld_metrics *m, int route) {
+    return route < 0 || route >= m->n_routes ? m->n_routes : route;
+}
+
 void pgcld_metrics_request(pgcld_metrics *m, int route, int status) {
     if (!m) return;
-    int r = route < 0 || route >= m->n_routes ? m->n_routes : route, s = N_STATUS;
+    int s = STATUS_OTHER;
     for (int i = 0; i < N_STATUS; i++)
         if (g_statuses[i] == status) s = i;
-    atomic_fetch_add_explicit(&m->requests[r * (N_STATUS + 1) + s], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->requests[route_row(m, route) * N_STATUS_COLUMNS + s], 1, memory_order_relaxed);
+}
+
+void pgcld_metrics_unanswered(pgcld_metrics *m, int route, pgcld_unanswered_reason reason) {
+    if (!m || reason >= PGCLD_N_UNANSWERED) return;
+    atomic_fetch_add_explicit(&m->requests[route_row(m, route) * N_STATUS_COLUMNS + STATUS_UNANSWERED], 1,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->unanswered[reason], 1, memory_order_relaxed);
 }
 
 void pgcld_metrics_rejected(pgcld_metrics *m, pgcld_reject_reason reason) {
@@ -186,18 +207,25 @@ static void put_histogram(text *t, const char *name, const char *labels, const h
 
 char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, const char *extra) {
     text t = {0};
-    put(&t, "# HELP pgcld_requests_total HTTP requests by route and status.\n# TYPE pgcld_requests_total counter\n");
+    put(&t, "# HELP pgcld_requests_total HTTP requests by route and the status of the answer sent (status=\"unanswered\":"
+            " none was sent, see pgcld_requests_unanswered_total).\n# TYPE pgcld_requests_total counter\n");
     for (int r = 0; r <= m->n_routes; r++) {
-        for (int s = 0; s <= N_STATUS; s++) {
-            unsigned long long v = atomic_load_explicit(&m->requests[r * (N_STATUS + 1) + s], memory_order_relaxed);
+        for (int s = 0; s < N_STATUS_COLUMNS; s++) {
+            unsigned long long v = atomic_load_explicit(&m->requests[r * N_STATUS_COLUMNS + s], memory_order_relaxed);
             if (!v) continue;
             char status[16];
             if (s < N_STATUS) snprintf(status, sizeof status, "%d", g_statuses[s]);
-            else snprintf(status, sizeof status, "other");
+            else snprintf(status, sizeof status, "%s", s == STATUS_OTHER ? "other" : "unanswered");
             put(&t, "pgcld_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
                 r < m->n_routes ? m->route_names[r] : "unmatched", status, v);
         }
     }
+    put(&t, "# HELP pgcld_requests_unanswered_total Requests that ended with no answer sent, by reason: request_timeout"
+            " (cut, --request-timeout), connection_timeout (idle, --connection-timeout), client_closed, shutdown"
+            " (--shutdown-grace ran out), error.\n# TYPE pgcld_requests_unanswered_total counter\n");
+    for (int r = 0; r < PGCLD_N_UNANSWERED; r++)
+        put(&t, "pgcld_requests_unanswered_total{reason=\"%s\"} %llu\n", g_unanswered_names[r],
+            (unsigned long long)atomic_load_explicit(&m->unanswered[r], memory_order_relaxed));
     put(&t, "# HELP pgcld_rejected_total Requests refused by overload protection: rate_limited (429, --rate-limit-rps),"
             " overloaded (503, --max-score-in-flight), request_timeout (connection closed, --request-timeout),"
             " connection_limit (new connection closed unanswered, --max-connections).\n"

@@ -15,8 +15,19 @@ typedef enum { PGCLD_STAGE_QUEUE, PGCLD_STAGE_COMPUTE, PGCLD_STAGE_AUDIT, PGCLD_
 pgcld_metrics *pgcld_metrics_create(const char *const *route_names, int n_routes);
 void pgcld_metrics_destroy(pgcld_metrics *m); /* accepts NULL */
 
-/* route < 0 counts a request that matched no route. */
+/* route < 0 counts a request that matched no route. status: the status of the answer that was sent. */
 void pgcld_metrics_request(pgcld_metrics *m, int route, int status);
+
+/* Why a request ended with no answer sent (pgcld_requests_total{status="unanswered"}). */
+typedef enum {
+    PGCLD_UNANSWERED_REQUEST_TIMEOUT,    /* cut by the reaper: the request took over --request-timeout */
+    PGCLD_UNANSWERED_CONNECTION_TIMEOUT, /* libmicrohttpd's idle timeout (--connection-timeout) */
+    PGCLD_UNANSWERED_CLIENT_CLOSED,      /* the client closed or reset the connection first */
+    PGCLD_UNANSWERED_SHUTDOWN,           /* the daemon stopped (--shutdown-grace ran out) */
+    PGCLD_UNANSWERED_ERROR,              /* the connection failed on the server's side */
+    PGCLD_N_UNANSWERED
+} pgcld_unanswered_reason;
+void pgcld_metrics_unanswered(pgcld_metrics *m, int route, pgcld_unanswered_reason reason);
 void pgcld_metrics_stage(pgcld_metrics *m, pgcld_stage stage, double seconds);
 void pgcld_metrics_batch(pgcld_metrics *m, int items);
 /* Rows of the forward pass a request ran in (several requests' rows when batched together). */

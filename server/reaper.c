@@ -135,6 +135,14 @@ void pgcld_reaper_next(pgcld_reaper *r, pgcld_reaper_conn *c) {
     pthread_mutex_unlock(&r->lock);
 }
 
+bool pgcld_reaper_was_cut(pgcld_reaper *r, pgcld_reaper_conn *c) {
+    if (!r || !c) return false;
+    pthread_mutex_lock(&r->lock);
+    bool cut = c->cut;
+    pthread_mutex_unlock(&r->lock);
+    return cut;
+}
+
 unsigned long long pgcld_reaper_cut_count(pgcld_reaper *r) {
     return r ? atomic_load_explicit(&r->cut, memory_order_relaxed) : 0;
 }

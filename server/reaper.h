@@ -16,6 +16,7 @@
 #define PGCLD_REAPER_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "metrics.h"
 
@@ -38,6 +39,9 @@ void pgcld_reaper_close(pgcld_reaper *r, pgcld_reaper_conn *c);
 void pgcld_reaper_received(pgcld_reaper *r, pgcld_reaper_conn *c);
 /* Its answer is done: the deadline for the next request on the connection starts now. */
 void pgcld_reaper_next(pgcld_reaper *r, pgcld_reaper_conn *c);
+
+/* Whether the reaper cut this connection (its request ran out of time). Accepts NULLs. */
+bool pgcld_reaper_was_cut(pgcld_reaper *r, pgcld_reaper_conn *c);
 
 /* Connections cut so far (for metrics). */
 unsigned long long pgcld_reaper_cut_count(pgcld_reaper *r);

@@ -181,6 +181,7 @@ void pgcld_handle_upload(pgcld_server *srv, const pgcld_request *req, pgcld_repl
     unsigned char *weights = NULL;
     char *config_text = NULL;
     char tmp[PATH_MAX + 200] = "";
+    char created_dir[PATH_MAX] = ""; /* the model directory this upload made, removed if it fails */
     json_t *body = NULL;
     bool changing = false;
     if (!pgcl_registry_valid_name(name, false) || !pgcl_registry_valid_name(version, true)) {
@@ -188,6 +189,14 @@ void pgcld_handle_upload(pgcld_server *srv, const pgcld_request *req, pgcld_repl
                           "model names are [A-Za-z0-9_-] and versions [A-Za-z0-9._-], 1 to 64 characters");
         return;
     }
+    /* A version for a model the repository does not have yet creates that model, but only when the
+     * request says so: a mistyped model name must not quietly start serving a new model. */
+    const char *create = pgcld_request_query(req, "create_model");
+    if (create && strcmp(create, "true") != 0 && strcmp(create, "false") != 0) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "create_model", "'create_model' must be true or false");
+        return;
+    }
+    bool may_create = create && strcmp(create, "true") == 0;
     if (!(body = pgcld_parse_json_body(req, reply))) return;
     const char *key;
     json_t *val;
@@ -236,7 +245,17 @@ void pgcld_handle_upload(pgcld_server *srv, const pgcld_request *req, pgcld_repl
     char mdir[PATH_MAX], vdir[PATH_MAX + 200], path[PATH_MAX + 400];
     snprintf(mdir, sizeof mdir, "%s/%s", root, name);
     struct stat sb;
+    bool created_model = false;
     if (lstat(mdir, &sb) != 0) {
+        if (!may_create) {
+            pgcld_reply_error(reply, 404, "model_not_found", -1, NULL,
+                              "no model named '%s' in the model repository; to create it with this version, send "
+                              "the upload with ?create_model=true",
+                              name);
+            goto done;
+        }
+        created_model = true;
+        snprintf(created_dir, sizeof created_dir, "%s", mdir);
         if (mkdir(mdir, 0755) != 0 && errno != EEXIST) {
             pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "cannot create %s: %s", mdir, strerror(errno));
             goto done;
@@ -269,8 +288,8 @@ void pgcld_handle_upload(pgcld_server *srv, const pgcld_request *req, pgcld_repl
     if (write_file(path, weights, wlen, err, sizeof err) != 0) goto io_error;
     fsync_dir(tmp);
     /* Record first: if the audit log cannot take the event, the version never appears. */
-    json_t *details = json_pack("{s:s, s:s, s:s, s:I}", "model", name, "version", version, "sha256", digest, "bytes",
-                                (json_int_t)wlen);
+    json_t *details = json_pack("{s:s, s:s, s:s, s:I, s:b}", "model", name, "version", version, "sha256", digest,
+                                "bytes", (json_int_t)wlen, "created_model", created_model);
     char target[160];
     snprintf(target, sizeof target, "%s/%s", name, version);
     int recorded = record(srv, req, "model.upload", target, details, reply);
@@ -287,13 +306,14 @@ void pgcld_handle_upload(pgcld_server *srv, const pgcld_request *req, pgcld_repl
     fsync_dir(mdir);
     pgcl_log_info("admin: %s uploaded %s (%zu bytes, sha256 %.12s…)", req->actor, target, wlen, digest);
     reply->status = 201;
-    reply->body = json_pack("{s:s, s:s, s:s, s:s}", "model", name, "version", version, "sha256", digest, "state",
-                            "available");
+    reply->body = json_pack("{s:s, s:s, s:s, s:s, s:b}", "model", name, "version", version, "sha256", digest, "state",
+                            "available", "created_model", created_model);
     goto done;
 io_error:
     pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "writing the upload failed: %s", err);
 done:
     if (tmp[0]) remove_tree(tmp);
+    if (created_dir[0] && reply->status != 201) rmdir(created_dir); /* only when still empty */
     if (changing) pgcl_registry_end_change(srv->registry, name);
     free(weights);
     free(config_text);
@@ -320,6 +340,12 @@ void pgcld_handle_shadow_attach(pgcld_server *srv, const pgcld_request *req, pgc
             pgcld_reply_error(reply, 422, "invalid_checkpoint", -1, "version",
                               "shadow %s/%s takes D=%d inputs, the active version takes D=%d", name, version, m->D,
                               active->D);
+        } else if (strcmp(m->version, active->version) == 0) {
+            /* The active version scoring its own traffic again would report a perfect agreement
+             * that says nothing about any candidate. */
+            pgcld_reply_error(reply, 409, "shadow_is_active", -1, "version",
+                              "version %s is the active version of model '%s'; a shadow must be another version",
+                              version, name);
         } else {
             char target[160];
             snprintf(target, sizeof target, "%s/%s", name, version);
@@ -375,8 +401,6 @@ void pgcld_handle_shadow_report(pgcld_server *srv, const pgcld_request *req, pgc
         pgcld_reply_error(reply, 404, "model_not_found", -1, NULL, "no model named '%.128s'", name);
         return;
     }
-    static const char *const allowed[] = {"version", NULL};
-    if (pgcld_check_query_params(req, allowed, reply) != 0) return;
     pgcl_model *shadow = NULL;
     pgcl_model *active = pgcl_registry_acquire(srv->registry, name, &shadow);
     const char *version = pgcld_request_query(req, "version");
@@ -386,6 +410,11 @@ void pgcld_handle_shadow_report(pgcld_server *srv, const pgcld_request *req, pgc
     } else if (!version && !(version = shadow ? shadow->version : NULL)) {
         pgcld_reply_error(reply, 404, "no_shadow", -1, NULL,
                           "model '%s' has no shadow attached; ask for a past one with ?version=", name);
+    } else if (!pgcl_registry_knows_version(srv->registry, name, version)) {
+        /* A report of zeros for a version that never existed would read as a shadow that never
+         * disagreed. (Versions are immutable and never removed by pgcld.) */
+        pgcld_reply_error(reply, 404, "version_not_found", -1, "version", "model '%s' has no version '%s'", name,
+                          version);
     } else {
         json_t *report = NULL;
         char err[ERR_CAP];

@@ -3,8 +3,8 @@
  * figures for a time range, and the contest queue. The SQL lives in core/queries.c; this file
  * validates query strings and shapes answers.
  *
- * Query strings: every parameter must be one the route knows, given once and non-empty; anything
- * else is 400 invalid_request naming it. Times are RFC 3339 date-times (any offset; '+' must be
+ * Query strings: http.c has checked that every parameter is one the route knows (its table),
+ * given once, with a non-empty value; anything else was 400 invalid_request naming it. Times are RFC 3339 date-times (any offset; '+' must be
  * sent as %2B, though a '+' decoded to a space is accepted), compared with created_at (decisions)
  * or filed_at (contests) after conversion to UTC; `since` is inclusive and `until` exclusive. */
 #include <math.h>
@@ -110,12 +110,21 @@ static int limit_param(const pgcld_request *req, int *out, pgcld_reply *reply) {
     return 0;
 }
 
-/* An optional cursor of the given kind; *seq 0 when absent. */
-static int cursor_param(const pgcld_request *req, char kind, int64_t *seq, pgcld_reply *reply) {
+/* An optional cursor of the given kind, made by a listing with the given binding (its filters);
+ * *seq 0 when absent. */
+static int cursor_param(const pgcld_request *req, char kind, const unsigned char binding[PGCL_CURSOR_BINDING],
+                        int64_t *seq, pgcld_reply *reply) {
     const char *v = pgcld_request_query(req, "cursor");
     *seq = 0;
     if (!v) return 0;
-    if (!pgcl_cursor_decode(v, kind, seq)) {
+    pgcl_cursor_check check = pgcl_cursor_decode(v, kind, binding, seq);
+    if (check == PGCL_CURSOR_OTHER_FILTERS) {
+        pgcld_reply_error(reply, 400, "invalid_cursor", -1, "cursor",
+                          "'cursor' was made by a listing with other filters; send the same filters with it, or "
+                          "start again without one");
+        return -1;
+    }
+    if (check != PGCL_CURSOR_OK) {
         pgcld_reply_error(reply, 400, "invalid_cursor", -1, "cursor",
                           "'cursor' is not a cursor this listing produced; start again without one");
         return -1;
@@ -123,12 +132,15 @@ static int cursor_param(const pgcld_request *req, char kind, int64_t *seq, pgcld
     return 0;
 }
 
-static json_t *next_cursor(char kind, int64_t seq) {
+static json_t *next_cursor(char kind, const unsigned char binding[PGCL_CURSOR_BINDING], int64_t seq) {
     if (seq <= 0) return json_null();
     char text[PGCL_CURSOR_LEN + 1];
-    pgcl_cursor_encode(kind, seq, text);
+    pgcl_cursor_encode(kind, seq, binding, text);
     return json_string(text);
 }
+
+/* The binding of listings without filters (the contest queues: the kind says which). */
+static const unsigned char NO_FILTERS[PGCL_CURSOR_BINDING] = {0};
 
 /* ---- shared ---- */
 
@@ -151,7 +163,6 @@ static void read_error(pgcld_reply *reply, const char *what, pgcl_status st, con
     }
 }
 
-static const char *const NO_PARAMS[] = {NULL};
 
 /* ---- GET /v1/decisions/{id} ---- */
 
@@ -161,7 +172,6 @@ static const char *const NO_PARAMS[] = {NULL};
  * each with its resolution or null, contest_status and effective_outcome {status, label, decision,
  * contest_id}. Replies 404 decision_not_found itself; returns NULL with reply set on failure. */
 static json_t *load_decision(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    if (pgcld_check_query_params(req, NO_PARAMS, reply) != 0) return NULL;
     pgcl_qpool *p = reader_pool(srv, reply);
     if (!p) return NULL;
     json_t *rec = NULL;
@@ -246,8 +256,6 @@ void pgcld_handle_decision_get(pgcld_server *srv, const pgcld_request *req, pgcl
 
 /* ---- GET /v1/decisions ---- */
 
-static const char *const DECISIONS_PARAMS[] = {"model", "version", "label",   "decision", "item_id", "request_id",
-                                               "since", "until",   "contest", "limit",    "cursor",  NULL};
 static const char *const DECISION_VALUES[] = {"allow", "review", "block", NULL};
 static const char *const CONTEST_VALUES[] = {"open", "resolved", "contested", "none", NULL};
 
@@ -257,14 +265,13 @@ void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pg
     const char *contest;
     int limit;
     int64_t before;
-    if (pgcld_check_query_params(req, DECISIONS_PARAMS, reply) != 0 || text_param(req, "model", &f.model, reply) != 0 ||
+    if (text_param(req, "model", &f.model, reply) != 0 ||
         text_param(req, "version", &f.version, reply) != 0 || text_param(req, "label", &f.label, reply) != 0 ||
         choice_param(req, "decision", DECISION_VALUES, &f.decision, reply) != 0 ||
         text_param(req, "item_id", &f.item_id, reply) != 0 ||
         text_param(req, "request_id", &f.request_id, reply) != 0 ||
         window_params(req, since, until, &f.since, &f.until, reply) != 0 ||
-        choice_param(req, "contest", CONTEST_VALUES, &contest, reply) != 0 || limit_param(req, &limit, reply) != 0 ||
-        cursor_param(req, PGCL_CURSOR_DECISIONS, &before, reply) != 0)
+        choice_param(req, "contest", CONTEST_VALUES, &contest, reply) != 0 || limit_param(req, &limit, reply) != 0)
         return;
     if (f.version && !f.model) {
         /* The index is (model_name, model_version, seq): a version means nothing without its model. */
@@ -275,6 +282,9 @@ void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pg
                                                          PGCL_CONTEST_CONTESTED, PGCL_CONTEST_NONE};
     for (int i = 0; contest && CONTEST_VALUES[i]; i++)
         if (contest == CONTEST_VALUES[i]) f.contest = contest_filter[i];
+    unsigned char binding[PGCL_CURSOR_BINDING];
+    pgcl_decision_filter_binding(&f, binding);
+    if (cursor_param(req, PGCL_CURSOR_DECISIONS, binding, &before, reply) != 0) return;
     pgcl_qpool *p = reader_pool(srv, reply);
     if (!p) return;
     json_t *rows = NULL;
@@ -286,7 +296,8 @@ void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pg
         return;
     }
     reply->status = 200;
-    reply->body = json_pack("{s:o, s:o}", "decisions", rows, "next_cursor", next_cursor(PGCL_CURSOR_DECISIONS, next));
+    reply->body = json_pack("{s:o, s:o}", "decisions", rows, "next_cursor",
+                            next_cursor(PGCL_CURSOR_DECISIONS, binding, next));
 }
 
 /* ---- GET /v1/decisions/{id}/statement ----
@@ -346,7 +357,10 @@ static json_t *statement_of_reasons(json_t *rec) {
     const char *kind = json_string_value(json_object_get(policy, "kind"));
     if (!model || !version || !sha || !label || !decision || !created || !in_force) return NULL; /* out of memory */
     bool threshold = kind && strcmp(kind, "threshold") == 0;
-    bool overturned = status && strcmp(status, "overturned") == 0;
+    /* A reviewer's overturn made the outcome in force (also while a later contest of it is open, or
+     * after a later one upheld it). */
+    const char *decided_by = json_string_value(json_object_get(outcome, "decided_by"));
+    bool overturned = decided_by && strcmp(decided_by, "reviewer") == 0;
     bool human = false;
     size_t i;
     json_t *c;
@@ -402,7 +416,7 @@ static json_t *statement_of_reasons(json_t *rec) {
         json_object_set_new(sor, "decision_visibility", visibility);
         json_object_set_new(sor, "decision_visibility_other",
                             json_string(overturned  ? "Held for review by a human moderator: a reviewer overturned "
-                                                      "the automated decision to allow the content."
+                                                      "the decision that allowed the content."
                                         : threshold ? "Held for review by a human moderator: the automated score "
                                                       "reached the review threshold but not the removal threshold."
                                                     : "Held for review by a human moderator, as the moderation "
@@ -459,7 +473,6 @@ void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req
  * held while a slow client downloads, and memory stays constant. The export covers the rows that
  * existed when it started. */
 
-static const char *const EXPORT_PARAMS[] = {"since", "until", "format", NULL};
 static const char *const FORMAT_VALUES[] = {"ndjson", "csv", NULL};
 
 static long export_stream(void *ctx, char *buf, size_t max) {
@@ -472,8 +485,7 @@ static void export_free(void *ctx) {
 void pgcld_handle_audit_export(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     char since_buf[PGCL_QTIME_LEN + 1], until_buf[PGCL_QTIME_LEN + 1];
     const char *since, *until, *format;
-    if (pgcld_check_query_params(req, EXPORT_PARAMS, reply) != 0 ||
-        window_params(req, since_buf, until_buf, &since, &until, reply) != 0 ||
+    if (window_params(req, since_buf, until_buf, &since, &until, reply) != 0 ||
         choice_param(req, "format", FORMAT_VALUES, &format, reply) != 0)
         return;
     bool csv = format && strcmp(format, "csv") == 0;
@@ -498,13 +510,11 @@ void pgcld_handle_audit_export(pgcld_server *srv, const pgcld_request *req, pgcl
 
 /* ---- GET /v1/audit/stats ---- */
 
-static const char *const STATS_PARAMS[] = {"since", "until", NULL};
 
 void pgcld_handle_audit_stats(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     char since_buf[PGCL_QTIME_LEN + 1], until_buf[PGCL_QTIME_LEN + 1];
     const char *since, *until;
-    if (pgcld_check_query_params(req, STATS_PARAMS, reply) != 0 ||
-        window_params(req, since_buf, until_buf, &since, &until, reply) != 0)
+    if (window_params(req, since_buf, until_buf, &since, &until, reply) != 0)
         return;
     pgcl_qpool *p = reader_pool(srv, reply);
     if (!p) return;
@@ -521,7 +531,6 @@ void pgcld_handle_audit_stats(pgcld_server *srv, const pgcld_request *req, pgcld
 
 /* ---- GET /v1/contests ---- */
 
-static const char *const CONTESTS_PARAMS[] = {"status", "limit", "cursor", NULL};
 static const char *const STATUS_VALUES[] = {"open", "resolved", NULL};
 
 /* The contest window in days: the --contest-window-days option. */
@@ -533,12 +542,11 @@ void pgcld_handle_contests_list(pgcld_server *srv, const pgcld_request *req, pgc
     const char *status;
     int limit;
     int64_t after;
-    if (pgcld_check_query_params(req, CONTESTS_PARAMS, reply) != 0 ||
-        choice_param(req, "status", STATUS_VALUES, &status, reply) != 0 || limit_param(req, &limit, reply) != 0)
+    if (choice_param(req, "status", STATUS_VALUES, &status, reply) != 0 || limit_param(req, &limit, reply) != 0)
         return;
     bool open = !status || strcmp(status, "open") == 0;
     char kind = open ? PGCL_CURSOR_CONTESTS_OPEN : PGCL_CURSOR_CONTESTS_RESOLVED;
-    if (cursor_param(req, kind, &after, reply) != 0) return;
+    if (cursor_param(req, kind, NO_FILTERS, &after, reply) != 0) return;
     pgcl_qpool *p = reader_pool(srv, reply);
     if (!p) return;
     json_t *rows = NULL;
@@ -551,5 +559,5 @@ void pgcld_handle_contests_list(pgcld_server *srv, const pgcld_request *req, pgc
         return;
     }
     reply->status = 200;
-    reply->body = json_pack("{s:o, s:o}", "contests", rows, "next_cursor", next_cursor(kind, next));
+    reply->body = json_pack("{s:o, s:o}", "contests", rows, "next_cursor", next_cursor(kind, NO_FILTERS, next));
 }

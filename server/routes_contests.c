@@ -196,12 +196,33 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         goto done;
     }
+    bool finite = true;
     for (int k = 0; k < D; k++) {
         if (half) z[k] = pgcl_f16_to_f32((uint16_t)(input[2 * k] | input[2 * k + 1] << 8));
         else memcpy(&z[k], input + 4 * k, 4);
+        finite = finite && isfinite(z[k]);
+    }
+    /* Rows stored before pgcld kept such inputs as float32 hold infinities where the scored
+     * value was above float16's range: re-scoring them would compare the original with the answer
+     * to another question (or with no answer at all). */
+    if (!finite) {
+        pgcld_reply_error(reply, 409, "input_not_rescorable", -1, NULL,
+                          "the stored input of decision %s is not the input that was scored (a value beyond %s's "
+                          "range was stored as infinity), so it cannot be re-scored",
+                          req->params[0], half ? "float16" : "float32");
+        goto done;
     }
     if (pgcld_compute_forward(srv->compute, m, z, 1, vec, probs, NULL) != PGCL_OK) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < m->K; k++) finite = finite && isfinite(probs[k]);
+    for (int k = 0; k < m->d; k++) finite = finite && isfinite(vec[k]);
+    if (!finite) {
+        pgcld_reply_error(reply, 409, "input_not_rescorable", -1, NULL,
+                          "the active version %s/%s gives no finite output for the stored input of decision %s, so "
+                          "there is nothing to compare with the original",
+                          m->name, m->version, req->params[0]);
         goto done;
     }
     int label;

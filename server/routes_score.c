@@ -425,17 +425,21 @@ int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job,
         }
         pgcl_f32_to_f16_array(job->z, job->inputs_f16, n * (size_t)m->D);
     }
+    /* An item with a value float16 cannot hold (|x| > 65504 converts to infinity) keeps its input
+     * as float32: the stored input must be the one that was scored, or a re-score would compute
+     * something else (or nothing) and still be compared with the original. */
     for (size_t i = 0; i < n && strcmp(srv->cfg->store_inputs, "none") != 0; i++) {
-        bool half = job->inputs_f16 != NULL;
-        job->rows[i].input = half ? (const void *)(job->inputs_f16 + i * (size_t)m->D)
-                                 : (const void *)(job->z + i * (size_t)m->D);
+        const uint16_t *row_f16 = job->inputs_f16 ? job->inputs_f16 + i * (size_t)m->D : NULL;
+        bool half = row_f16 && pgcl_f16_all_finite(row_f16, (size_t)m->D);
+        job->rows[i].input = half ? (const void *)row_f16 : (const void *)(job->z + i * (size_t)m->D);
         job->rows[i].input_bytes = m->D * (half ? 2 : 4);
         job->rows[i].input_dtype = half ? "f16" : "f32";
     }
     char err[512];
     pgcl_status st;
     if (job->idem.key) { /* the answer is stored with the rows, so it is built first */
-        if (!(job->answer = build_answer(job, job->request_id, job->return_vector))) {
+        PGCL_ASSERT(job->answer_fn != NULL);
+        if (!(job->answer = job->answer_fn(job, job->answer_ctx))) {
             pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
             return -1;
         }
@@ -471,10 +475,7 @@ int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job,
 
 /* True for "application/octet-stream" with optional parameters. */
 static bool is_octet_stream(const char *ct) {
-    static const char want[] = "application/octet-stream";
-    if (!ct) return false;
-    while (*ct == ' ') ct++;
-    return strncasecmp(ct, want, sizeof want - 1) == 0 && (ct[sizeof want - 1] == 0 || ct[sizeof want - 1] == ';');
+    return pgcld_is_media_type(ct, "application/octet-stream", false);
 }
 
 int pgcld_score_take_floats(pgcld_server *srv, score_job *job, const unsigned char *data, size_t bytes,
@@ -556,11 +557,31 @@ done:
     return rc;
 }
 
-/* application/octet-stream: n × D little-endian float32, model and options in the query string. */
+/* A JSON body names its model, options and item ids in the body: the query parameters and the
+ * Pgcld-Item-Ids header of octet-stream bodies beside it would be a second, ignored answer to the
+ * same question. True with reply set (400). */
+static bool json_body_with_query(const pgcld_request *req, pgcld_reply *reply) {
+    static const char *const octet_params[] = {"model", "return_vector"};
+    for (size_t i = 0; i < sizeof octet_params / sizeof octet_params[0]; i++) {
+        if (!pgcld_request_query(req, octet_params[i])) continue;
+        pgcld_reply_error(reply, 400, "invalid_request", -1, octet_params[i],
+                          "query parameter '%s' goes with application/octet-stream bodies; a JSON body gives '%s' "
+                          "in the body", octet_params[i], octet_params[i]);
+        return true;
+    }
+    if (pgcld_request_header(req, "Pgcld-Item-Ids")) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "Pgcld-Item-Ids",
+                          "the Pgcld-Item-Ids header goes with application/octet-stream bodies; a JSON body gives "
+                          "each item's 'id'");
+        return true;
+    }
+    return false;
+}
+
+/* application/octet-stream: n × D little-endian float32, model and options in the query string
+ * (which http.c has checked: only these two, each once, with a value). */
 static int parse_octets(pgcld_server *srv, const pgcld_request *req, score_job *job, bool *return_vector,
                         pgcld_reply *reply) {
-    static const char *const allowed[] = {"model", "return_vector", NULL};
-    if (pgcld_check_query_params(req, allowed, reply) != 0) return -1;
     const char *name = pgcld_request_query(req, "model"), *rv = pgcld_request_query(req, "return_vector");
     if (rv && strcmp(rv, "true") && strcmp(rv, "false")) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, "return_vector", "'return_vector' must be true or false");
@@ -577,26 +598,26 @@ static int parse_octets(pgcld_server *srv, const pgcld_request *req, score_job *
 /* ---- Idempotency-Key ----
  * Keys being answered right now, per scope (the API key): a second request with the same key
  * while the first runs gets 409 instead of scoring twice. At most one entry per connection. */
-typedef struct idem_slot {
+struct pgcld_idem_claim {
     char scope[sizeof ((pgcl_identity *)0)->key_id];
     char key[PGCL_IDEM_KEY_MAX + 1];
-    struct idem_slot *next;
-} idem_slot;
+    struct pgcld_idem_claim *next;
+};
 
 static pthread_mutex_t g_idem_lock = PTHREAD_MUTEX_INITIALIZER;
-static idem_slot *g_idem_in_flight;
+static pgcld_idem_claim *g_idem_in_flight;
 
 /* Claims (scope, key); NULL when it is already claimed (or out of memory: *oom set). */
-static idem_slot *idem_claim(const char *scope, const char *key, bool *oom) {
+static pgcld_idem_claim *idem_claim(const char *scope, const char *key, bool *oom) {
     *oom = false;
     pthread_mutex_lock(&g_idem_lock);
-    for (idem_slot *s = g_idem_in_flight; s; s = s->next) {
+    for (pgcld_idem_claim *s = g_idem_in_flight; s; s = s->next) {
         if (strcmp(s->scope, scope) == 0 && strcmp(s->key, key) == 0) {
             pthread_mutex_unlock(&g_idem_lock);
             return NULL;
         }
     }
-    idem_slot *slot = calloc(1, sizeof *slot);
+    pgcld_idem_claim *slot = calloc(1, sizeof *slot);
     if (slot) {
         snprintf(slot->scope, sizeof slot->scope, "%s", scope);
         snprintf(slot->key, sizeof slot->key, "%s", key);
@@ -608,10 +629,10 @@ static idem_slot *idem_claim(const char *scope, const char *key, bool *oom) {
     return slot;
 }
 
-static void idem_release(idem_slot *slot) {
+void pgcld_score_idempotency_end(pgcld_idem_claim *slot) {
     if (!slot) return;
     pthread_mutex_lock(&g_idem_lock);
-    for (idem_slot **p = &g_idem_in_flight; *p; p = &(*p)->next) {
+    for (pgcld_idem_claim **p = &g_idem_in_flight; *p; p = &(*p)->next) {
         if (*p == slot) {
             *p = slot->next;
             break;
@@ -623,11 +644,11 @@ static void idem_release(idem_slot *slot) {
 
 static const char *const g_replayed_headers[] = {"Idempotent-Replayed", "true", NULL};
 
-/* Handles the Idempotency-Key of a request: returns 1 when reply is complete (an error, or the
- * stored answer of an earlier request with the same key and body), 0 to score the request (then
- * *slot holds the claim and job->idem is filled). */
-static int idem_begin(pgcld_server *srv, const pgcld_request *req, const char *key, score_job *job,
-                      char body_sha[65], idem_slot **slot, pgcld_reply *reply) {
+int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, score_job *job,
+                                  pgcld_idem_claim **slot, pgcld_reply *reply) {
+    *slot = NULL;
+    const char *key = pgcld_request_header(req, "Idempotency-Key");
+    if (!key) return 0;
     if (!pgcl_idem_key_valid(key)) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, "Idempotency-Key",
                           "the Idempotency-Key header must be 1 to %d visible ASCII characters", PGCL_IDEM_KEY_MAX);
@@ -645,7 +666,11 @@ static int idem_begin(pgcld_server *srv, const pgcld_request *req, const char *k
         }
         return 1;
     }
-    pgcl_sha256_hex(req->body, req->body_len, body_sha);
+    pgcl_sha256_hex(req->body, req->body_len, job->body_sha256);
+    if (!pgcld_request_fingerprint(req, job->body_sha256, job->request_sha256)) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return 1;
+    }
     char err[512], now[PGCL_TIMESTAMP_LEN + 1];
     pgcl_timestamp_now(now);
     pgcl_qpool *pool = pgcl_queries_pool(srv->cfg->db_path, err, sizeof err);
@@ -664,30 +689,35 @@ static int idem_begin(pgcld_server *srv, const pgcld_request *req, const char *k
         return 1;
     }
     if (found) {
-        if (strcmp(rec.body_sha256, body_sha) == 0) {
+        if (pgcl_idem_same_request(&rec, job->request_sha256, job->body_sha256)) {
             reply->status = 200;
             reply->text = rec.answer; /* the original answer, byte for byte */
             reply->headers = g_replayed_headers;
         } else {
             free(rec.answer);
             pgcld_reply_error(reply, 422, "idempotency_key_reused", -1, "Idempotency-Key",
-                              "this Idempotency-Key was used with a different request body (request %s)",
+                              "this Idempotency-Key was used for a different request (request %s): another body, "
+                              "route, model, query or item ids",
                               rec.request_id);
         }
         return 1;
     }
-    job->idem = (pgcl_idem_entry){.scope = (*slot)->scope, .key = (*slot)->key, .body_sha256 = body_sha,
-                                  .ttl_s = srv->cfg->idempotency_ttl_s};
+    job->idem = (pgcl_idem_entry){.scope = (*slot)->scope, .key = (*slot)->key, .body_sha256 = job->body_sha256,
+                                  .request_sha256 = job->request_sha256, .ttl_s = srv->cfg->idempotency_ttl_s};
     return 0;
 }
 
+/* The answer of POST /v1/score (answer_fn of its jobs). */
+static char *score_answer(const score_job *job, const void *ctx) {
+    (void)ctx;
+    return build_answer(job, job->request_id, job->return_vector);
+}
+
 void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    score_job job = {0};
+    score_job job = {.answer_fn = score_answer};
     bool return_vector = true;
-    idem_slot *slot = NULL;
-    char body_sha[65];
-    const char *idem_key = pgcld_request_header(req, "Idempotency-Key");
-    if (idem_key && idem_begin(srv, req, idem_key, &job, body_sha, &slot, reply) != 0) goto done;
+    pgcld_idem_claim *slot = NULL;
+    if (pgcld_score_idempotency_begin(srv, req, &job, &slot, reply) != 0) goto done;
     if (is_octet_stream(req->content_type)) {
         if (parse_octets(srv, req, &job, &return_vector, reply) != 0) goto done;
     } else if (!pgcld_is_json_type(req->content_type)) {
@@ -695,8 +725,9 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
                           "Content-Type must be application/json or application/octet-stream, got '%.64s'",
                           req->content_type ? req->content_type : "(none)");
         goto done;
-    } else if (!(pgcld_is_json_type(req->content_type) && parse_fast(srv, req, &job, &return_vector)) &&
-               parse_request(srv, req, &job, &return_vector, reply) != 0) {
+    } else if (json_body_with_query(req, reply) ||
+               (!parse_fast(srv, req, &job, &return_vector) &&
+                parse_request(srv, req, &job, &return_vector, reply) != 0)) {
         goto done;
     }
     job.return_vector = return_vector;
@@ -707,11 +738,11 @@ void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply
         reply->text = job.answer;
         job.answer = NULL;
     } else {
-        reply->text = build_answer(&job, job.request_id, return_vector);
+        reply->text = score_answer(&job, NULL);
     }
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - req->t_start_us) * 1e-6);
     if (!reply->text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
 done:
     pgcld_score_job_free(&job);
-    idem_release(slot);
+    pgcld_score_idempotency_end(slot);
 }

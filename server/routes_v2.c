@@ -65,22 +65,42 @@ void pgcld_handle_v2_model_ready(pgcld_server *srv, const pgcld_request *req, pg
     pgcl_model_release(m);
 }
 
-/* Appends the FP32 values of a (possibly nested) JSON array to z; returns the count, -1 when there
- * are more than cap, or -2 when an element is not a number. */
-static long flatten(json_t *v, float *z, long have, long cap) {
-    if (json_is_array(v)) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(v, i, e) {
-            have = flatten(e, z, have, cap);
-            if (have < 0) return have;
-        }
-        return have;
+/* Reads a tensor's JSON data of shape [n, cols] into z (n × cols): either flat, n × cols numbers in
+ * row-major order (as the protocol writes it), or nested exactly as the shape, n arrays of cols
+ * numbers. Any other nesting is refused rather than flattened: a ragged or deeper array does not
+ * hold the tensor its shape announces. Returns 0, or -1 with *why set. */
+static int read_tensor_data(json_t *data, size_t n, size_t cols, float *z, const char **why) {
+    if (!json_is_array(data)) {
+        *why = "'data' must be an array";
+        return -1;
     }
-    if (!json_is_number(v)) return -2;
-    if (have >= cap) return -1;
-    z[have] = (float)json_number_value(v);
-    return have + 1;
+    size_t len = json_array_size(data);
+    bool nested = len > 0 && json_is_array(json_array_get(data, 0));
+    if (!nested && len != n * cols) {
+        *why = "'data' must hold n × D numbers (flat), or n arrays of D numbers (nested as the shape)";
+        return -1;
+    }
+    if (nested && len != n) {
+        *why = "'data' nested as the shape must hold n arrays of D numbers";
+        return -1;
+    }
+    for (size_t r = 0; r < (nested ? n : 1); r++) {
+        json_t *row = nested ? json_array_get(data, r) : data;
+        size_t want = nested ? cols : n * cols;
+        if (!json_is_array(row) || json_array_size(row) != want) {
+            *why = "'data' nested as the shape must hold n arrays of D numbers";
+            return -1;
+        }
+        for (size_t k = 0; k < want; k++) {
+            json_t *v = json_array_get(row, k);
+            if (!json_is_number(v)) {
+                *why = "the elements of 'data' must be numbers";
+                return -1;
+            }
+            z[r * cols + k] = (float)json_number_value(v);
+        }
+    }
+    return 0;
 }
 
 /* Reads inputs[] of the inference header into job (model set): the embedding tensor (JSON data or
@@ -156,15 +176,15 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
             } else {
                 json_t *data = json_object_get(in, "data");
                 float *tmp = malloc(sizeof(float) * (size_t)n * (size_t)D);
-                long got = tmp ? flatten(data, tmp, 0, (long)(n * D)) : -1;
+                const char *why = NULL;
                 int rc = 0;
-                if (got == -2 || !json_is_array(data)) {
-                    pgcld_reply_error(reply, 400, "invalid_request", -1, field, "'data' must be an array of numbers");
+                if (!tmp) {
+                    pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
                     rc = -1;
-                } else if (got != (long)(n * D)) {
-                    pgcld_reply_error(reply, 400, "dimension_mismatch", -1, field,
-                                      "'data' must hold %lld numbers for shape [%lld, %lld]", (long long)(n * D),
-                                      (long long)n, (long long)D);
+                } else if (read_tensor_data(data, (size_t)n, (size_t)D, tmp, &why) != 0) {
+                    bool count = json_is_array(data) && strncmp(why, "'data' must hold", 16) == 0;
+                    pgcld_reply_error(reply, 400, count ? "dimension_mismatch" : "invalid_request", -1, field,
+                                      "%s, for shape [%lld, %lld]", why, (long long)n, (long long)D);
                     rc = -1;
                 } else {
                     rc = pgcld_score_take_floats(srv, job, (const unsigned char *)tmp, sizeof(float) * (size_t)(n * D),
@@ -266,9 +286,19 @@ static char *infer_answer(const score_job *job, const char *id, size_t id_len) {
     return pgcld_jsonw_take(&w, NULL);
 }
 
+/* The infer answer for a scored job (answer_fn of its jobs; ctx: the inference header, whose
+ * "id" the answer repeats, or the request id when it has none). */
+static char *v2_answer(const score_job *job, const void *ctx) {
+    json_t *req_id = json_object_get(ctx, "id");
+    return json_is_string(req_id) ? infer_answer(job, json_string_value(req_id), json_string_length(req_id))
+                                  : infer_answer(job, job->request_id, strlen(job->request_id));
+}
+
 void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    score_job job = {0};
+    score_job job = {.answer_fn = v2_answer};
     json_t *hdr = NULL;
+    pgcld_idem_claim *claim = NULL;
+    if (pgcld_score_idempotency_begin(srv, req, &job, &claim, reply) != 0) goto done;
     const char *hlen = pgcld_request_header(req, "Inference-Header-Content-Length");
     size_t header_len = req->body_len;
     if (hlen) {
@@ -277,13 +307,13 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
         if (!(*hlen >= '0' && *hlen <= '9') || *end || v > req->body_len) {
             pgcld_reply_error(reply, 400, "invalid_request", -1, "Inference-Header-Content-Length",
                               "Inference-Header-Content-Length must be a byte count within the body");
-            return;
+            goto done;
         }
         header_len = (size_t)v;
     } else if (!pgcld_is_json_type(req->content_type)) {
         pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
                           "Content-Type must be application/json (or use Inference-Header-Content-Length)");
-        return;
+        goto done;
     }
     json_error_t jerr;
     hdr = json_loadb(req->body, header_len, JSON_REJECT_DUPLICATES, &jerr);
@@ -304,15 +334,20 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
     if (!(job.model = pgcld_score_acquire(srv, req->params[0], &job.shadow, NULL, reply))) goto done;
     if (take_inputs(srv, hdr, (const unsigned char *)req->body + header_len, req->body_len - header_len, &job, reply) != 0)
         goto done;
+    job.answer_ctx = hdr;
     if (pgcld_score_run(srv, req, &job, reply) != 0) goto done;
 
-    json_t *req_id = json_object_get(hdr, "id");
     reply->status = 200;
-    reply->text = json_is_string(req_id) ? infer_answer(&job, json_string_value(req_id), json_string_length(req_id))
-                                         : infer_answer(&job, job.request_id, strlen(job.request_id));
+    if (job.answer) { /* built before the commit, for the Idempotency-Key */
+        reply->text = job.answer;
+        job.answer = NULL;
+    } else {
+        reply->text = v2_answer(&job, hdr);
+    }
     if (!reply->text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - req->t_start_us) * 1e-6);
 done:
     json_decref(hdr);
     pgcld_score_job_free(&job);
+    pgcld_score_idempotency_end(claim);
 }

@@ -32,12 +32,32 @@ typedef struct score_job {
     pgcl_decision_row *rows;  /* (n) */
     uint16_t *inputs_f16;     /* (n, D) when --store-inputs float16 */
     char request_id[PGCL_UUID_LEN + 1];
-    /* POST /v1/score with an Idempotency-Key (idem.key set): pgcld_score_run builds the answer
-     * (into `answer`, owned) before the commit and stores it with the rows. */
+    /* A request with an Idempotency-Key (idem.key set): pgcld_score_run builds the answer with
+     * answer_fn (into `answer`, owned) before the commit and stores it with the rows. */
     pgcl_idem_entry idem;
+    char body_sha256[65], request_sha256[65]; /* what idem points to */
     bool return_vector;
     char *answer;
+    /* The route's answer text for a scored job (its wire format), or NULL when out of memory. */
+    char *(*answer_fn)(const struct score_job *job, const void *ctx);
+    const void *answer_ctx;
 } score_job;
+
+/* An Idempotency-Key being answered: held from pgcld_score_idempotency_begin to _end. */
+typedef struct pgcld_idem_claim pgcld_idem_claim;
+
+/* Handles the Idempotency-Key header of a scoring request, if it has one. Returns 1 when reply is
+ * complete (an invalid key, 409 while the same key is being answered, 422 when the key was used
+ * for a request that asked something else, or the stored answer of the same request, byte for
+ * byte, with Idempotent-Replayed: true), or 0 to score the request: then, when it has a key,
+ * *claim holds it and job->idem is filled, so that pgcld_score_run stores the answer with the
+ * rows. "The same request" is the same route, path, query, media type, the headers the routes read
+ * and body (pgcld_request_fingerprint). */
+int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, score_job *job,
+                                  pgcld_idem_claim **claim, pgcld_reply *reply);
+
+/* Releases the claim (accepts NULL). */
+void pgcld_score_idempotency_end(pgcld_idem_claim *claim);
 
 /* Runs a parsed job (model retained, n, ids, z filled). Returns 0 with the outputs, decisions,
  * decision ids and request id filled and the rows committed; or -1 with reply set. */

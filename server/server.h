@@ -68,6 +68,12 @@ const char *pgcld_request_header(const pgcld_request *req, const char *name);
 /* Value of a query-string argument, or NULL. */
 const char *pgcld_request_query(const pgcld_request *req, const char *key);
 
+/* SHA-256 (hex) of everything that determines a scoring request's answer: the method, the decoded
+ * path (which names the model on /v2), the query parameters by name, the media type, the headers
+ * the scoring routes read, and the body (given as its SHA-256, hex). Each part is length-prefixed,
+ * so two different requests never encode alike. False when out of memory. */
+bool pgcld_request_fingerprint(const pgcld_request *req, const char *body_sha256, char out[65]);
+
 /* Adds `bytes` (the working memory a scoring request is about to allocate, once its size is known)
  * to what it holds against --max-body-memory beside its body, without waiting: later requests wait
  * for it instead. Given back with the body when the request completes. No-op for other requests. */
@@ -96,17 +102,26 @@ typedef struct pgcld_reply {
     /* Extra response headers: name, value, name, value, …, NULL, in static storage; NULL for
      * none. A Cache-Control among them replaces the default "no-store". */
     const char *const *headers;
+    bool close_connection;    /* send Connection: close and close after the answer */
 } pgcld_reply;
 
-/* Sets reply to {"error": {"code", "message"[, "item"][, "field"]}}. item < 0 and field NULL omit them. */
+/* Sets reply to {"error": {"code", "message"[, "item"][, "field"]}}. item < 0 and field NULL omit them.
+ * The configuration's file system paths in the message are replaced (pgcld_reply_redact). */
 void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int item, const char *field,
                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-/* Every query parameter must be one of `allowed` (NULL-terminated) and given at most once.
- * Returns 0, or -1 with a 400 invalid_request naming the parameter in reply. */
-int pgcld_check_query_params(const pgcld_request *req, const char *const *allowed, pgcld_reply *reply);
+/* In every error message from now on, `text` (a file system path with a '/' or a '.') standing as
+ * a word of its own is replaced by `instead` (static storage). Called before the server starts
+ * (pgcld_server_start registers the configured paths); not thread-safe. */
+void pgcld_reply_redact(const char *text, const char *instead);
 
-/* True for "application/json" with optional parameters, any case. */
+
+/* True when content_type is the media type `want` (any case) with optional, well-formed
+ * parameters; with utf8_only, a charset parameter must be utf-8 (a body in another charset would
+ * be read as UTF-8 all the same). */
+bool pgcld_is_media_type(const char *content_type, const char *want, bool utf8_only);
+
+/* pgcld_is_media_type(content_type, "application/json", true): JSON is UTF-8 (RFC 8259). */
 bool pgcld_is_json_type(const char *content_type);
 
 /* Parses the body as a JSON object. Returns it, or NULL with reply set (415 / 400). */

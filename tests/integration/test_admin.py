@@ -293,9 +293,17 @@ class UploadTest(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(d.score({"items": tiny_items(1, 3)}).json["model"]["version"], "7")
         self.assertEqual(d.scalar("SELECT count(*) FROM admin_events WHERE action = 'model.upload'"), 1)
-        # a new model can be created by upload too
+        # a new model is created by upload only when the request says so (a mistyped name must not
+        # start serving a model), and nothing is left of the refused upload
         r = d.request("PUT", "/v1/admin/models/fresh/versions/1", self.body())
+        self.assertEqual((r.status, r.error_code()), (404, "model_not_found"), r)
+        self.assertIn("create_model=true", r.json["error"]["message"])
+        self.assertFalse(os.path.exists(os.path.join(self.root, "fresh")))
+        r = d.request("PUT", "/v1/admin/models/fresh/versions/1?create_model=true", self.body())
         self.assertEqual(r.status, 201, r)
+        self.assertTrue(r.json["created_model"])
+        self.assertEqual(d.scalar("SELECT count(*) FROM admin_events WHERE action = 'model.upload'"
+                                  " AND json_extract(details, '$.created_model') = 1"), 1)
         r = d.post("/v1/admin/models/fresh/activate", {"version": "1"})
         self.assertEqual(r.status, 200, r)
 

@@ -63,7 +63,12 @@ CONTRACT_ERRORS = {
     "contest_not_found": 404, "contest_open": 409, "already_resolved": 409,
     "input_not_stored": 409, "input_incompatible": 409, "no_signing_key": 409, "empty_chain": 409,
     "contest_window_closed": 422, "invalid_label": 422, "checkpoint_failed": 500,
+    "input_not_rescorable": 409, "shadow_is_active": 409,
+    # the request's head, checked before routing on every path (documented in info.description)
+    "not_implemented": 501,
 }
+# Answered before routing, whatever the path (a Transfer-Encoding other than chunked).
+HEAD_ERRORS = {"not_implemented"}
 # A code one operation answers with another status than CONTRACT_ERRORS says (documented in the
 # ErrorCode schema): (method, path) -> {code: status}.
 STATUS_OVERRIDES = {}
@@ -87,7 +92,7 @@ OPERATION_ERRORS = {
     ("get", "/console"): set(),
     ("get", "/console/"): set(),
     ("get", "/console/{file}"): {"not_found"},
-    ("get", "/v1/models"): AUTH_ERRORS,
+    ("get", "/v1/models"): AUTH_ERRORS | {"invalid_request"},
     ("post", "/v1/score"): AUTH_ERRORS | {
         "invalid_json", "invalid_request", "missing_id", "dimension_mismatch", "non_finite_value",
         "invalid_base64", "empty_batch", "model_not_found", "payload_too_large", "batch_too_large",
@@ -97,19 +102,20 @@ OPERATION_ERRORS = {
         "model_not_found", "version_not_found", "not_found", "conflict", "invalid_checkpoint",
         "audit_unavailable"},
     ("put", "/v1/admin/models/{name}/versions/{version}"): AUTH_ERRORS | BODY_ERRORS | {
-        "invalid_base64", "not_found", "version_exists", "conflict", "checksum_mismatch",
+        "invalid_base64", "model_not_found", "not_found", "version_exists", "conflict", "checksum_mismatch",
         "invalid_checkpoint", "audit_unavailable"},
     ("post", "/v1/admin/models/{name}/shadow"): AUTH_ERRORS | BODY_ERRORS | {
-        "model_not_found", "version_not_found", "not_found", "conflict", "invalid_checkpoint",
-        "not_ready", "audit_unavailable"},
+        "model_not_found", "version_not_found", "not_found", "conflict", "shadow_is_active",
+        "invalid_checkpoint", "not_ready", "audit_unavailable"},
     ("delete", "/v1/admin/models/{name}/shadow"): AUTH_ERRORS | {
-        "model_not_found", "no_shadow", "not_found", "conflict", "audit_unavailable"},
+        "invalid_request", "model_not_found", "no_shadow", "not_found", "conflict", "audit_unavailable"},
     ("get", "/v1/admin/models/{name}/shadow"): AUTH_ERRORS | {
-        "invalid_request", "model_not_found", "no_shadow", "not_found", "audit_unavailable"},
+        "invalid_request", "model_not_found", "no_shadow", "version_not_found", "not_found",
+        "audit_unavailable"},
     ("post", "/v1/admin/keys"): AUTH_ERRORS | BODY_ERRORS | {"audit_unavailable"},
-    ("get", "/v1/admin/keys"): AUTH_ERRORS | {"audit_unavailable"},
+    ("get", "/v1/admin/keys"): AUTH_ERRORS | {"invalid_request", "audit_unavailable"},
     ("delete", "/v1/admin/keys/{key_id}"): AUTH_ERRORS | {
-        "key_not_found", "not_found", "audit_unavailable"},
+        "invalid_request", "key_not_found", "not_found", "audit_unavailable"},
     # reviewer reads: 503 overloaded / audit_unavailable when the database cannot be read
     ("get", "/v1/decisions"): AUTH_ERRORS | READ_ERRORS | {"invalid_request", "invalid_cursor"},
     ("get", "/v1/decisions/{id}"): AUTH_ERRORS | READ_ERRORS | {
@@ -127,10 +133,10 @@ OPERATION_ERRORS = {
         "contest_not_found", "not_found", "filer_cannot_resolve", "already_resolved",
         "invalid_label", "audit_unavailable"},
     ("post", "/v1/decisions/{id}/rescore"): AUTH_ERRORS | {
-        "decision_not_found", "not_found", "input_not_stored", "input_incompatible", "not_ready",
-        "audit_unavailable"},
+        "invalid_request", "decision_not_found", "not_found", "input_not_stored", "input_incompatible",
+        "input_not_rescorable", "not_ready", "audit_unavailable"},
     # the chain
-    ("get", "/v1/audit/verify"): AUTH_ERRORS | {"audit_unavailable"},
+    ("get", "/v1/audit/verify"): AUTH_ERRORS | {"invalid_request", "audit_unavailable"},
     ("post", "/v1/audit/checkpoints"): AUTH_ERRORS | BODY_ERRORS | {
         "no_signing_key", "empty_chain", "checkpoint_failed"},
     # the Open Inference Protocol (KServe v2): public health and metadata, model metadata for every
@@ -138,12 +144,14 @@ OPERATION_ERRORS = {
     ("get", "/v2"): set(),
     ("get", "/v2/health/live"): set(),
     ("get", "/v2/health/ready"): set(),
-    ("get", "/v2/models/{name}"): AUTH_ERRORS | {"model_not_found", "not_found", "not_ready"},
-    ("get", "/v2/models/{name}/ready"): AUTH_ERRORS | {"model_not_found", "not_found", "not_ready"},
+    ("get", "/v2/models/{name}"): AUTH_ERRORS | {"invalid_request", "model_not_found", "not_found", "not_ready"},
+    ("get", "/v2/models/{name}/ready"): AUTH_ERRORS | {"invalid_request", "model_not_found", "not_found",
+                                                       "not_ready"},
     ("post", "/v2/models/{name}/infer"): AUTH_ERRORS | {
         "invalid_json", "invalid_request", "dimension_mismatch", "non_finite_value", "empty_batch",
         "model_not_found", "not_found", "payload_too_large", "batch_too_large",
-        "unsupported_media_type", "not_ready", "audit_unavailable", "overloaded", "rate_limited"},
+        "unsupported_media_type", "not_ready", "audit_unavailable", "overloaded", "rate_limited",
+        "idempotency_in_flight", "idempotency_key_reused"},
 }
 ALL_ROLES = ["scorer", "reviewer", "admin"]
 
@@ -323,7 +331,7 @@ def read_route_table():
     table = text[text.index("g_routes[] = {"):]
     table = table[:table.index("};")]
     routes = {}
-    for m in re.finditer(r'\{"([A-Z]+)",\s*"([^"]+)",\s*\w+,\s*([A-Z_| ]+?),\s*(true|false)\}',
+    for m in re.finditer(r'\{"([A-Z]+)",\s*"([^"]+)",\s*\w+,\s*([A-Z_| ]+?),\s*(true|false),\s*\w+\}',
                          table):
         method, pattern, roles, _upload = m.groups()
         roles = roles.strip()
@@ -584,7 +592,7 @@ class SpecStructureTest(unittest.TestCase):
     def test_every_contract_error_is_documented(self):
         enum = set(DOC["components"]["schemas"]["ErrorCode"]["enum"])
         self.assertEqual(enum, set(CONTRACT_ERRORS))
-        answered = set().union(*OPERATION_ERRORS.values()) | ROUTE_ERRORS | {"not_found"}
+        answered = set().union(*OPERATION_ERRORS.values()) | ROUTE_ERRORS | HEAD_ERRORS | {"not_found"}
         self.assertEqual(answered, set(CONTRACT_ERRORS), "codes no operation answers")
         # Per operation: each status's error schema accepts exactly the codes the operation
         # answers with that status (so a code is neither missing nor documented where it is not
@@ -896,10 +904,18 @@ class LiveTest(LiveValidationMixin, unittest.TestCase):
         body = self.expect("POST", "/v1/score?model=tiny_binary&return_vector=true", 200,
                            body=octets(Z3[:1]), content_type=OCTETS)
         self.assertEqual(len(body["results"][0]["vector"]), 8)
-        # with JSON, the query string and Pgcld-Item-Ids are ignored
-        body = self.expect("POST", "/v1/score?model=nope&colour=red", 200,
-                           body={"model": "tiny_binary", "items": H.b64_items(Z3[:1], "j")},
-                           headers={"Pgcld-Item-Ids": "garbage"})
+        # with JSON, the model, options and ids are in the body: the octet-stream query parameters
+        # and Pgcld-Item-Ids beside it are refused, not ignored, and so is any other parameter
+        json_body = {"model": "tiny_binary", "items": H.b64_items(Z3[:1], "j")}
+        before = d.count()
+        for path, headers, field in (("/v1/score?model=nope", None, "model"),
+                                     ("/v1/score?return_vector=false", None, "return_vector"),
+                                     ("/v1/score?colour=red", None, "colour"),
+                                     ("/v1/score", {"Pgcld-Item-Ids": "garbage"}, "Pgcld-Item-Ids")):
+            bad = self.expect("POST", path, 400, "invalid_request", body=json_body, headers=headers)
+            self.assertEqual(bad["error"]["field"], field)
+        self.assertEqual(d.count(), before)
+        body = self.expect("POST", "/v1/score", 200, body=json_body)
         self.assertEqual(body["results"][0]["id"], "j-0")
 
     def test_score_octet_stream_errors(self):
@@ -1577,8 +1593,11 @@ class LiveAdminTest(LiveValidationMixin, unittest.TestCase):
     # ------------------------------------------------------------------ upload
     def test_upload(self):
         path = "/v1/admin/models/up/versions/1"
-        body = self.expect("PUT", path, 201, body=self.upload_body())
-        self.assertEqual(body, {"model": "up", "version": "1", "state": "available",
+        # a new model only with ?create_model=true
+        self.expect("PUT", path, 404, "model_not_found", self.upload_body())
+        self.expect("PUT", path + "?create_model=yes", 400, "invalid_request", self.upload_body())
+        body = self.expect("PUT", path + "?create_model=true", 201, body=self.upload_body())
+        self.assertEqual(body, {"model": "up", "version": "1", "state": "available", "created_model": True,
                                 "sha256": hashlib.sha256(self.weights).hexdigest()})
         self.expect("PUT", path, 409, "version_exists", self.upload_body())
         self.expect("PUT", "/v1/admin/models/plainfile/versions/1", 409, "conflict",
@@ -1838,7 +1857,7 @@ class LiveAdminTest(LiveValidationMixin, unittest.TestCase):
             ("/v1/admin/models/{name}/activate", "post", 404): error_body("no_shadow"),
             ("/v1/admin/models/{name}/activate", "post", 409): error_body("version_exists"),
             ("/v1/admin/models/{name}/versions/{version}", "put", 404):
-                error_body("model_not_found"),
+                error_body("version_not_found"),
             ("/v1/admin/models/{name}/shadow", "delete", 404): error_body("version_not_found"),
             ("/v1/admin/keys/{key_id}", "delete", 404): error_body("model_not_found"),
             ("/v1/score", "post", 401): error_body("forbidden"),
@@ -1901,7 +1920,7 @@ class LiveAdminAuditLockTest(LiveValidationMixin, unittest.TestCase):
         blocked = [  # each of these needs a write, so waits for the lock and gives up
             ("POST", "/v1/admin/models/tiny/activate", {"version": "1"}),
             ("POST", "/v1/admin/models/other/shadow", {"version": "1"}),
-            ("PUT", "/v1/admin/models/third/versions/5", upload),
+            ("PUT", "/v1/admin/models/third/versions/5?create_model=true", upload),
             ("POST", "/v1/admin/keys", {"role": "scorer", "name": "locked out"}),
             ("DELETE", f"/v1/admin/keys/{d.keys['reviewer'][:14]}", None),
             ("POST", f"/v1/decisions/{uncontested}/contests", {"reason": "locked out"}),
@@ -2086,7 +2105,7 @@ class LiveReviewTest(LiveValidationMixin, unittest.TestCase):
                              ("none", [], "f16"))
             self.assertEqual(rec["effective_outcome"],
                              {"status": "original", "label": item["label"],
-                              "decision": item["decision"], "contest_id": None})
+                              "decision": item["decision"], "decided_by": "automated", "contest_id": None})
             self.assertIsNotNone(rec["chain"])
             st = self.expect("GET", f"/v1/decisions/{did}/statement", 200)
             self.assertEqual((st["puid"], st["pgcld"]["decision_in_force"],

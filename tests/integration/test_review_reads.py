@@ -707,7 +707,6 @@ class LargeWindowTest(unittest.TestCase):
              lambda r: r["model_version"] == "2"),
         ]
         mid = self.rows[len(self.rows) // 2]["seq"]
-        below_mid = self.cursor_below(mid)
         for params, pred in cases:
             with self.subTest(params=params):
                 since, until = params.get("since"), params.get("until")
@@ -716,17 +715,19 @@ class LargeWindowTest(unittest.TestCase):
                         pred(r)]
                 self.assertGreater(len(want), 100)
                 self.assertEqual(self.walk(params, 1000), [r["decision_id"] for r in want])
-                # resuming from a cursor in the middle of the table
-                self.assertEqual(self.walk(params, 700, cursor=below_mid),
+                # resuming from a cursor in the middle of the table (a cursor belongs to its filters)
+                ahead = sum(1 for r in want if r["seq"] >= mid)
+                self.assertGreater(ahead, 0)
+                self.assertEqual(self.walk(params, 700, cursor=self.cursor_below(params, ahead)),
                                  [r["decision_id"] for r in want if r["seq"] < mid])
 
-    def cursor_below(self, seq):
-        """A cursor that resumes below seq, taken from the daemon itself (the page ending at seq)."""
-        ahead = sum(1 for r in self.rows if r["seq"] >= seq)
+    def cursor_below(self, params, ahead):
+        """A cursor of the listing with params that resumes after its first `ahead` rows, taken from
+        the daemon itself (pages of at most 1000 rows up to that one)."""
         cursor, left = None, ahead
-        while left > 0:  # pages of at most 1000 rows up to and including seq
+        while left > 0:
             n = min(left, 1000)
-            r = self.daemon.get("/v1/decisions" + q(limit=n, **({"cursor": cursor} if cursor else {})),
+            r = self.daemon.get("/v1/decisions" + q(**params, limit=n, **({"cursor": cursor} if cursor else {})),
                                 key=self.daemon.keys["reviewer"]).json
             cursor, left = r["next_cursor"], left - n
         return cursor
