@@ -24,13 +24,33 @@ import sys
 import time
 import urllib.parse
 
-# Mirrors core/queries.c (pgcl_cursor_encode): version 1, kind, seq big-endian, 6 bytes of keyed
-# BLAKE2b-128. The daemon rejects a cursor that differs, so a mismatch fails the bench loudly.
+# Mirrors core/queries.c (pgcl_cursor_encode, pgcl_decision_filter_binding): version 2, kind, seq
+# big-endian, an 8-byte BLAKE2b of the listing's filters, 6 bytes of keyed BLAKE2b-128. The daemon
+# rejects a cursor that differs, so a mismatch fails the bench loudly (tests/integration/
+# test_hardening.py checks the same encoding against the daemon).
 CURSOR_KEY = b"pgcld audit cursor, version 1 .\x00"
+FILTER_ORDER = ("model", "version", "label", "decision", "item_id", "request_id", "since", "until")
+CONTEST_FILTER = {None: 0, "open": 1, "resolved": 2, "contested": 3, "none": 4}
 
 
-def cursor(kind, seq):
-    msg = bytes([1, ord(kind)]) + seq.to_bytes(8, "big")
+def filters_binding(params):
+    """The digest of a decision listing's filters (query parameters; since/until in the columns'
+    format, as the daemon normalises them)."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(b"pgcld decision filters 1")
+    for name in FILTER_ORDER:
+        v = params.get(name)
+        if v is not None and name in ("since", "until"):  # the columns' format, in UTC
+            t = dt.datetime.fromisoformat(v.replace("Z", "+00:00")).astimezone(dt.timezone.utc)
+            v = t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        h.update(b"\0" if v is None else b"\1" + len(v.encode()).to_bytes(4, "big") + v.encode())
+    h.update(bytes([CONTEST_FILTER[params.get("contest")]]))
+    return h.digest()
+
+
+def cursor(kind, seq, params=None):
+    binding = filters_binding(params or {}) if kind == "d" else bytes(8)
+    msg = bytes([2, ord(kind)]) + seq.to_bytes(8, "big") + binding
     mac = hashlib.blake2b(msg, digest_size=16, key=CURSOR_KEY).digest()[:6]
     return base64.urlsafe_b64encode(msg + mac).rstrip(b"=").decode()
 
@@ -132,7 +152,7 @@ def main():
             walks = 0
             while len(lat) < 200:
                 start = rng.randint(start_range[0], start_range[1]) + 1
-                cur = cursor("d", start)
+                cur = cursor("d", start, params)
                 walks += 1
                 for _ in range(10):
                     ms, body = c.get("/v1/decisions?" + urllib.parse.urlencode(dict(params, limit=100, cursor=cur)))

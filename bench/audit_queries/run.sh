@@ -28,7 +28,7 @@ trap cleanup EXIT INT TERM
 
 ninja -C "$ROOT/build" server/pgcld core/libpgclcore.a >&2
 cc -std=c17 -O2 -D_GNU_SOURCE -I"$ROOT/core" "$HERE/explain.c" "$ROOT/build/core/libpgclcore.a" \
-   $(pkg-config --libs jansson sqlite3 libsodium) -lpthread -lm -o "$WORK/explain"
+   $(pkg-config --libs jansson sqlite3 libsodium libcrypto) -lpthread -lm -o "$WORK/explain"
 
 if [ "${1:-}" != "--reuse" ] || [ ! -s "$DB" ]; then
     rm -f "$DB" "$DB-wal" "$DB-shm"
