@@ -14,21 +14,23 @@ Prints
       <test> > <case> [<builds>]: <reason>      a case skipped inside a test program that ran
     N passed, N failed, N skipped (W whole tests, C cases inside tests that ran)
 
-A test counts once, as passed, failed or (whole) skipped; N skipped adds to the whole tests the cases
-skipped inside the tests that ran. Reasons are the `SKIP: ` lines a test printed: C tests and the GPU
-tests print `SKIP: <reason>` before exiting 77; tests/run_python_test.py prints
-`SKIP: <case id>: <reason>` for every case a Python program skipped, and a Python program that skips
-as a whole prints `SKIP: <reason>` (tests/integration/skips.py). The closing line stays the last
-line and keeps starting "N passed, N failed, N skipped": .ci/run's reader depends on it.
+A test program counts once, as passed, failed or (whole) skipped; N skipped adds to the W whole
+programs the C cases skipped inside programs that ran. The reasons come from the test's output:
+`SKIP: <reason>` from a program that skips as a whole (C and GPU tests, tests/integration/skips.py),
+`SKIP CASE: <case id>: <reason>` from tests/run_python_test.py for each case a Python program
+skipped. The closing line is the last line and keeps starting "N passed, N failed, N skipped":
+.ci/run's reader depends on it.
 """
 
+import collections
 import json
 import os
 import sys
 
 PASSED = ("OK", "EXPECTEDFAIL")
 SKIPPED = "SKIP"
-MARK = "SKIP: "
+WHOLE_MARK = "SKIP: "
+CASE_MARK = "SKIP CASE: "  # tests/run_python_test.py
 
 
 def test_name(meson_name):
@@ -39,12 +41,32 @@ def test_name(meson_name):
     return suite.split(":", 1)[-1] + "/" + name
 
 
-def skip_lines(output):
-    return [line[len(MARK):].strip() for line in (output or "").splitlines() if line.startswith(MARK)]
+def skip_reasons(output):
+    """(whole-program reasons, [(case, reason)]) from a test's output."""
+    whole, cases = [], []
+    for line in (output or "").splitlines():
+        if line.startswith(CASE_MARK):
+            case, sep, reason = line[len(CASE_MARK):].partition(": ")
+            cases.append((case.strip(), reason.strip()) if sep else ("?", case.strip()))
+        elif line.startswith(WHOLE_MARK):
+            whole.append(line[len(WHOLE_MARK):].strip())
+    return whole, cases
+
+
+def whole_test_reason(whole, cases, output):
+    """One line for a test that exited 77: its own reasons, else its cases' reasons grouped."""
+    if whole:
+        return "; ".join(whole)
+    if cases:
+        grouped = collections.Counter(reason for _, reason in cases)
+        return f"all {len(cases)} cases skipped: " + "; ".join(
+            f"{reason} ({n} case{'s' if n > 1 else ''})" for reason, n in grouped.most_common())
+    last = (output.strip().splitlines() or [""])[-1][:300]
+    return f"(it printed no `SKIP: ` line; its last line: {last})"
 
 
 def read_results(path):
-    """(build, entries) of one results file; None when a fuzz results file is missing."""
+    """(build, entries) of one results file; entries is None when the file does not exist."""
     build = os.path.normpath(path).split(os.sep)[0]
     if not os.path.exists(path):
         return build, None
@@ -54,7 +76,7 @@ def read_results(path):
 
 def summarise(paths):
     """Returns (counts, skips): skips maps (test, case or None, reason) to the builds it happened in."""
-    counts = {"passed": 0, "failed": 0, "skipped": 0, "whole": 0, "cases": 0}
+    counts = {"passed": 0, "failed": 0, "whole": 0, "cases": 0}
     skips = {}
     for path in paths:
         build, entries = read_results(path)
@@ -64,21 +86,15 @@ def summarise(paths):
         for e in entries:
             name, result = test_name(e["name"]), e.get("result")
             output = (e.get("stdout") or "") + "\n" + (e.get("stderr") or "")
-            lines = [line.replace("__main__.", "") for line in skip_lines(output)]
+            whole, cases = skip_reasons(output)
             if result == SKIPPED:
                 counts["whole"] += 1
-                last = (output.strip().splitlines() or [""])[-1][:300]
-                reasons = lines or [f"(it printed no `SKIP: ` line; its last line: {last})"]
-                skips.setdefault((name, None, "; ".join(reasons)), []).append(build)
+                skips.setdefault((name, None, whole_test_reason(whole, cases, output)), []).append(build)
                 continue
             counts["passed" if result in PASSED else "failed"] += 1
-            for line in lines:
-                case, sep, reason = line.partition(": ")
-                if not sep:
-                    case, reason = "?", line
+            for case, reason in cases:
                 counts["cases"] += 1
                 skips.setdefault((name, case, reason), []).append(build)
-    counts["skipped"] = counts["whole"] + counts["cases"]
     return counts, skips
 
 
@@ -90,7 +106,7 @@ def main(paths):
             where = name if case is None else f"{name} > {case}"
             print(f"  {where} [{', '.join(builds)}]: {reason}")
     print("%d passed, %d failed, %d skipped (%d whole tests, %d cases inside tests that ran)" % (
-        counts["passed"], counts["failed"], counts["skipped"], counts["whole"], counts["cases"]))
+        counts["passed"], counts["failed"], counts["whole"] + counts["cases"], counts["whole"], counts["cases"]))
     return 0
 
 

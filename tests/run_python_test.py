@@ -7,7 +7,7 @@ The test file runs as __main__, exactly as `/usr/bin/python3 tests/integration/t
 (same sys.argv[0], same sys.path[0]), but every unittest result it makes records the cases it
 skipped. At the end this prints one line per skipped case on stdout,
 
-    SKIP: <test id>: <reason>
+    SKIP CASE: <test id>: <reason>
 
 and decides the exit status, which meson reads:
   - the program's own status when it did not run unittest (the browser test) or exited with 77 (a
@@ -16,7 +16,8 @@ and decides the exit status, which meson reads:
   - 1 when unittest ran no test case at all (a program that checked nothing did not pass either);
   - otherwise unittest's own verdict.
 
-tests/run_all.sh collects the SKIP lines from meson's test logs and lists them with the closing line.
+tests/run_all.sh collects these lines, and the `SKIP: <reason>` lines of whole programs that skip,
+from meson's test logs and lists them before its closing line (tests/closing_summary.py).
 Nothing here turns a skip into a failure: a test that needs something deploy/install-deps.sh --test
 installs does that itself (tests/integration/skips.py, PGCLD_REQUIRE_SUITE_DEPS).
 """
@@ -27,6 +28,7 @@ import sys
 import unittest
 
 SKIP_STATUS = 77  # meson's "skipped"
+CASE_MARK = "SKIP CASE: "  # tests/closing_summary.py reads it
 RESULTS = []  # every unittest result made while the test program ran
 
 
@@ -77,7 +79,7 @@ def verdict(status, results):
 def print_skips(results):
     for r in results:
         for test, reason in r.skipped:
-            print(f"SKIP: {test.id()}: {' '.join(str(reason).split())}")
+            print(f"{CASE_MARK}{test.id().replace('__main__.', '')}: {' '.join(str(reason).split())}")
 
 
 def main():
