@@ -10,6 +10,10 @@ packages="ca-certificates build-essential pkg-config meson ninja-build python3
 if [ "${1:-}" = "--test" ]; then
   packages="$packages sqlite3 curl openssl python3-numpy python3-yaml python3-jsonschema python3-torch python3-sklearn
     clang libclang-rt-14-dev"
+  # systemd-analyze, for the unit file's check (test_deploy_files); without --install-recommends it
+  # does not replace the init system, and in a container its maintainer scripts start nothing.
+  # procps: /bin/kill, the unit's ExecReload, which `systemd-analyze verify` requires to exist
+  packages="$packages systemd procps"
   # the console's browser test: Debian's Chromium driven by playwright-core (npm, tests/browser)
   # (npm only where no npm is installed: a nodejs package that bundles npm conflicts with Debian's)
   packages="$packages chromium nodejs fonts-dejavu-core"

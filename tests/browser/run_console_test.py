@@ -6,8 +6,9 @@ a second reviewer key, model `toxicity` at versions 1 and 2), makes real decisio
 POST /v1/score — among them one whose item id is an XSS probe — and runs
 tests/browser/console.test.mjs (playwright-core driving Debian's /usr/bin/chromium), passing it
 the base URL, the keys and the screenshot directory in the environment. Exits with the node
-script's status; 77 (skipped) when Chromium, node or tests/browser/node_modules is missing
-(install them with deploy/install-deps.sh --test).
+script's status. Chromium, node and tests/browser/node_modules come from deploy/install-deps.sh
+--test: where one is missing (or node is too old) it exits 77 (skipped) when run by hand and 1
+(failed) under tests/run_all.sh (PGCLD_REQUIRE_SUITE_DEPS=1, tests/integration/skips.py).
 
 Environment: PGCLD_BIN, PGCLD_SOURCE_ROOT (as for the integration tests), PGCLD_ARTEFACTS (where
 the screenshots go; default: a temporary directory that is kept).
@@ -22,14 +23,16 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, os.pardir, "integration"))
 
+import skips  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 XSS = "<img src=x onerror=alert(1)>"
 NODE_TIMEOUT_S = 900
 
 
-def skip(why):
-    print(f"SKIP: {why}")
-    sys.exit(77)
+def missing(why):
+    """A suite dependency is missing or unusable: skipped by hand, failed under tests/run_all.sh."""
+    skips.missing_for_program(why)
 
 
 # Whether node (process.version) satisfies the npm range in argv[1], by npm's own semver package
@@ -39,19 +42,19 @@ SEMVER_CHECK = ("const semver = require('semver'); const range = semver.validRan
 
 
 def check_node(node):
-    """Skips unless node_modules holds the locked playwright-core and semver, and node satisfies what
-    the lock file records for playwright-core (engines.node)."""
+    """Calls missing() unless node_modules holds the locked playwright-core and semver, and node
+    satisfies what the lock file records for playwright-core (engines.node)."""
     with open(os.path.join(HERE, "package-lock.json"), encoding="utf-8") as f:
         packages = json.load(f)["packages"]
     locked = packages["node_modules/playwright-core"]
     for name in ("playwright-core", "semver"):
         manifest = os.path.join(HERE, "node_modules", name, "package.json")
         if not os.path.isfile(manifest):
-            skip(f"tests/browser/node_modules/{name} is missing (deploy/install-deps.sh --test runs npm ci)")
+            missing(f"tests/browser/node_modules/{name} is missing (deploy/install-deps.sh --test runs npm ci)")
         with open(manifest, encoding="utf-8") as f:
             installed = json.load(f).get("version")
         if installed != packages[f"node_modules/{name}"]["version"]:
-            skip(f"tests/browser/node_modules has {name} {installed}, package-lock.json locks "
+            missing(f"tests/browser/node_modules has {name} {installed}, package-lock.json locks "
                  f"{packages[f'node_modules/{name}']['version']} (deploy/install-deps.sh --test runs npm ci again)")
     version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
     spec = (locked.get("engines") or {}).get("node")
@@ -62,18 +65,18 @@ def check_node(node):
         print(f"warning: cannot read engines.node {spec!r} of playwright-core in package-lock.json; "
               f"trying node {version} anyway", flush=True)
     elif out.returncode == 1:
-        skip(f"node {version} ({node}) is too old: playwright-core {locked['version']} in "
+        missing(f"node {version} ({node}) is too old: playwright-core {locked['version']} in "
              f"tests/browser/package-lock.json needs node {spec}")
     elif out.returncode != 0:
-        skip(f"{node} could not check its version against {spec!r}: {out.stderr.strip()[-300:]}")
+        missing(f"{node} could not check its version against {spec!r}: {out.stderr.strip()[-300:]}")
 
 
 def main():
     node = shutil.which("node")
     if not os.access(CHROMIUM, os.X_OK):
-        skip(f"{CHROMIUM} is not installed (deploy/install-deps.sh --test installs Debian's chromium)")
+        missing(f"{CHROMIUM} is not installed (deploy/install-deps.sh --test installs Debian's chromium)")
     if not node:
-        skip("node is not installed (deploy/install-deps.sh --test installs Debian's nodejs)")
+        missing("node is not installed (deploy/install-deps.sh --test installs Debian's nodejs)")
     check_node(node)
 
     import harness as H  # numpy: Debian's python3

@@ -4,9 +4,12 @@
  *    with a note saying why;
  *  - cuda:N is never replaced by the CPU: without CUDA in the build, without a device, or with N
  *    past the last device it is an error that says which;
- *  - a reduced precision on the CPU is noted as not applying. */
+ *  - a reduced precision on the CPU is noted as not applying;
+ *  - in a CUDA build on a machine with an NVIDIA device node or driver (tests/gpu/nvidia_device.h),
+ *    CUDA finds a device: a driver that cannot initialise fails here instead of passing as "no GPU". */
 #include "backend_cuda.h"
 #include "backend_select.h"
+#include "nvidia_device.h"
 #include "test_util.h"
 
 int main(void) {
@@ -32,6 +35,8 @@ int main(void) {
     CHECK(pgcl_backend_have_cuda(), "PGCLD_HAVE_CUDA and pgcl_backend_have_cuda() agree");
     devices = pgcl_cuda_device_count(why, sizeof why);
     CHECK(devices > 0 || why[0], "no device and no reason");
+    const char *evidence = nvidia_device_evidence();
+    CHECK(devices > 0 || evidence == NULL, "%s is present, but CUDA finds no usable device: %s", evidence, why);
 #else
     CHECK(!pgcl_backend_have_cuda(), "PGCLD_HAVE_CUDA and pgcl_backend_have_cuda() agree");
 #endif

@@ -2,7 +2,9 @@
 `--device auto` on a machine without an NVIDIA device, pgcld serves on the CPU without mapping
 cuBLAS or the module; `--device cuda:0` loads the module and fails start-up with the driver's
 reason where there is no GPU; an explicit PGCLD_CUDA_MODULE that does not exist is named in the
-error. Skips (77) in a build without CUDA.
+error. Skips (77) in a build without CUDA (the toolkit is NVIDIA's, not installed by
+deploy/install-deps.sh: an environment limit); on a machine with an NVIDIA device the two cases about
+a machine without one skip.
 
 Run: /usr/bin/python3 tests/integration/test_device_module.py (PGCLD_BIN selects the binary).
 """
@@ -13,6 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+import skips  # noqa: E402
 
 MODULE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(H.PGCLD_BIN))), "gpu", "pgcld_cuda.so")
 HAVE_GPU = any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0"))
@@ -60,6 +63,5 @@ class DeviceModuleTest(unittest.TestCase):
 if __name__ == "__main__":
     H.require_binary()
     if not os.path.exists(MODULE):
-        print(f"SKIP: {MODULE} absent (a build without CUDA)")
-        sys.exit(77)
+        skips.skip_program(f"{MODULE} absent (a build without CUDA)")
     H.main()

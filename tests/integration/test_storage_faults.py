@@ -9,20 +9,22 @@
    Retry-After and code audit_unavailable: no 500, no hang, no crash. /readyz says not ready
    (audit_db false) while writes fail and ready again after; back to ok, scoring succeeds again
    without a restart, also when no request arrives in between (the writer's probe).
-2. A real full disk: the production binary with its database on a small tmpfs (skipped where
-   mounting one is not allowed), filled up with a filler file until scoring gets 503s; removing
-   the filler brings the service back by itself.
+2. A real full disk: the production binary with its database on a small tmpfs, filled up with a
+   filler file until scoring gets 503s; removing the filler brings the service back by itself.
+   Mounting needs CAP_SYS_ADMIN: where mount(2) is refused (EPERM, EACCES: no capability, or a
+   security profile that forbids mounts) the case skips with that reason; any other failure to
+   mount fails it.
 At the end PRAGMA integrity_check is ok and `pgcld audit verify` finds the chain intact. Figures go
 to $PGCLD_ARTEFACTS/storage-faults.json.
 
 Run: /usr/bin/python3 tests/integration/test_storage_faults.py
 """
 
+import ctypes
 import errno
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -155,14 +157,19 @@ class FullDisk(unittest.TestCase):
     """The production binary on a real, small filesystem that runs out of space."""
 
     def mount_tmpfs(self, size):
+        """A tmpfs of `size` on a new temporary directory, unmounted (lazily) and removed at cleanup.
+        mount(2) itself, not mount(8), so that a refusal (an environment limit: skip) is told apart
+        from a failure by its errno."""
         mnt = tempfile.mkdtemp(prefix="pgcld-tmpfs-")
         self.addCleanup(os.rmdir, mnt)
-        p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", mnt],
-                           capture_output=True, text=True)
-        if p.returncode != 0:
-            self.skipTest(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN; containers often "
-                          f"refuse): {p.stderr.strip()}")
-        self.addCleanup(subprocess.run, ["umount", "-l", mnt], capture_output=True)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.mount(b"tmpfs", mnt.encode(), b"tmpfs", ctypes.c_ulong(0), f"size={size},mode=0700".encode()) != 0:
+            e = ctypes.get_errno()
+            if e in (errno.EPERM, errno.EACCES):
+                self.skipTest(f"mounting a tmpfs is refused here ({errno.errorcode[e]}): the full-disk case needs "
+                              "CAP_SYS_ADMIN and no security profile that forbids mounts")
+            self.fail(f"mounting a tmpfs on {mnt} failed: {errno.errorcode.get(e, e)} {os.strerror(e)}")
+        self.addCleanup(libc.umount2, mnt.encode(), 2)  # MNT_DETACH
         return mnt
 
     @staticmethod

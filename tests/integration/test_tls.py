@@ -6,6 +6,10 @@ temporary directory. The daemon serves /healthz and /v1/score over https (curl -
 plain http on the TLS port, refuses TLS 1.2 when --tls-min-version 1.3, warns about a key file
 others can read, and refuses to start (exit 2, a message naming the file) with a missing,
 unreadable, non-PEM, corrupt, encrypted or mismatched key, or with only one of the two options.
+Run as root, the unreadable-key case starts the daemon without root's file-access override
+(setpriv drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from its bounding set), and skips only
+where that cannot be done. Without openssl or curl the tests skip when run by hand and fail under
+tests/run_all.sh (tests/integration/skips.py): deploy/install-deps.sh --test installs both.
 
 Run: /usr/bin/python3 tests/integration/test_tls.py
 """
@@ -21,6 +25,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness as H  # noqa: E402
+import skips  # noqa: E402
 
 USAGE_ERROR = 2
 EXAMPLE = os.path.join(H.SOURCE_ROOT, "docs", "examples", "score-request.json")
@@ -44,7 +49,7 @@ def curl(*args, timeout=60):
                           capture_output=True, text=True, timeout=timeout)
 
 
-@unittest.skipUnless(shutil.which("openssl") and shutil.which("curl"), "needs the openssl and curl CLIs")
+@skips.needs(shutil.which("openssl") and shutil.which("curl"), "the openssl and curl CLIs")
 class TlsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -104,7 +109,7 @@ class TlsTest(unittest.TestCase):
         self.assertNotIn("chmod 600", log)
 
 
-@unittest.skipUnless(shutil.which("openssl") and shutil.which("curl"), "needs the openssl and curl CLIs")
+@skips.needs(shutil.which("openssl") and shutil.which("curl"), "the openssl and curl CLIs")
 class TlsMinVersionTest(unittest.TestCase):
     """--tls-min-version 1.3, with a key file others may read (a warning, not a refusal)."""
 
@@ -132,7 +137,7 @@ class TlsMinVersionTest(unittest.TestCase):
         self.assertIn(f"tls-key '{self.key}' is accessible to its group or to others (mode 0644)", log)
 
 
-@unittest.skipUnless(shutil.which("openssl"), "needs the openssl CLI")
+@skips.needs(shutil.which("openssl"), "the openssl CLI")
 class TlsRefusalTest(unittest.TestCase):
     """Every bad TLS set-up stops the daemon before it listens: exit 2 and a message naming the file."""
 
@@ -157,9 +162,9 @@ class TlsRefusalTest(unittest.TestCase):
         os.chmod(p, mode)
         return p
 
-    def serve(self, *tls_args):
+    def serve(self, *tls_args, prefix=()):
         db = os.path.join(self.dir, "audit.db")
-        return subprocess.run([H.PGCLD_BIN, "serve", "--listen", "127.0.0.1:0", "--models", self.models,
+        return subprocess.run([*prefix, H.PGCLD_BIN, "serve", "--listen", "127.0.0.1:0", "--models", self.models,
                                "--default-model", "tiny_binary", "--db", db,
                                "--port-file", os.path.join(self.dir, "port"), *tls_args],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
@@ -181,10 +186,25 @@ class TlsRefusalTest(unittest.TestCase):
         p = self.serve("--tls-cert", missing, "--tls-key", self.key)
         self.assertRefused(p, f"tls-cert '{missing}': cannot open")
 
-    @unittest.skipIf(os.geteuid() == 0, "root reads any file")
+    def without_file_access_override(self, path):
+        """The command prefix under which `path` (mode 000) cannot be read: none for a user; for root,
+        setpriv dropping CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH. Skips where root cannot drop them."""
+        if os.geteuid() != 0:
+            return ()
+        prefix = ("setpriv", "--bounding-set=-dac_override,-dac_read_search")
+        try:
+            probe = subprocess.run([*prefix, "cat", path], capture_output=True, text=True, timeout=60)
+        except FileNotFoundError:
+            self.skipTest("running as root, and setpriv (util-linux) is absent: root reads any file")
+        if probe.returncode == 0 or "Permission denied" not in probe.stderr:
+            self.skipTest("running as root, and setpriv cannot drop root's file-access override here: "
+                          f"{probe.stderr.strip()[-200:] or 'it read the file'}")
+        return prefix
+
     def test_unreadable_key_file(self):
         k = self.write("unreadable.key", self.read(self.key), 0o000)
-        self.assertRefused(self.serve("--tls-cert", self.cert, "--tls-key", k), "Permission denied")
+        prefix = self.without_file_access_override(k)
+        self.assertRefused(self.serve("--tls-cert", self.cert, "--tls-key", k, prefix=prefix), "Permission denied")
 
     def test_key_is_not_pem(self):
         k = self.write("text.key", b"this is not a key\n")

@@ -1,5 +1,6 @@
-"""Shared set-up of the train/ tests: repository root on sys.path, skip (exit 77) without torch,
-synthetic data, one CPU thread.
+"""Shared set-up of the train/ tests: repository root on sys.path, synthetic data, one CPU thread.
+Without numpy, torch or scikit-learn (which deploy/install-deps.sh --test installs) a test program
+skips (exit 77) when run by hand and fails under tests/run_all.sh (tests/integration/skips.py).
 
 Every test file is runnable as `/usr/bin/python3 tests/train/test_X.py` from the repository root.
 """
@@ -7,26 +8,25 @@ Every test file is runnable as `/usr/bin/python3 tests/train/test_X.py` from the
 import os
 import sys
 
-SKIP = 77
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+sys.path.append(os.path.join(ROOT, "tests", "integration"))  # skips.py
 
+import skips  # noqa: E402
 
-def skip(reason):
-    print(f"SKIP: {reason}")
-    sys.exit(SKIP)
-
+skip = skips.skip_program  # an environment limit: exit 77 with the reason
+missing = skips.missing_for_program  # a suite dependency: exit 77 by hand, a failure under run_all.sh
 
 try:
     import numpy as np
     import torch
 except ImportError as exc:  # pragma: no cover - depends on the machine
-    skip(f"{exc.name} is not installed")
+    missing(f"{exc.name} is not installed (Debian's python3-{exc.name})")
 try:
     import sklearn  # noqa: F401
 except ImportError:  # pragma: no cover
-    skip("scikit-learn is not installed")
+    missing("scikit-learn is not installed (Debian's python3-sklearn)")
 
 torch.set_num_threads(1)
 
