@@ -57,6 +57,9 @@ class HeldRequest:
         except Exception as e:  # reported by the test
             self.error = e
 
+    def done(self):
+        return not self.thread.is_alive()
+
     def join(self):
         self.thread.join(H.HTTP_TIMEOUT_S)
         return self.response
@@ -95,6 +98,17 @@ class BacklogBoundTest(unittest.TestCase):
     def wait_queued(self, n):
         self.assertTrue(H.wait_until(lambda: self.queued() == n), f"{QUEUE_GAUGE} is {self.queued()}, expected {n}")
 
+    def refused_at_once(self, n, prefix, pending):
+        """Sends an n-row request that must not fit behind `pending` rows; it must be answered while
+        the writer is still stalled (were it admitted instead, the gauge would pass `pending`)."""
+        r = HeldRequest(self.d, self.body(n, prefix))
+        self.assertTrue(H.wait_until(lambda: r.done() or self.queued() > pending),
+                        f"{prefix}: neither answered nor queued")
+        self.assertTrue(r.done(), f"{prefix}: {n} rows were queued behind {pending} pending"
+                                  f" ({self.queued()} now) instead of being refused")
+        self.assertIsNone(r.error, r.error)
+        return r.response
+
     def assert_refused(self, r, what):
         self.assertEqual((r.status, r.error_code()), (503, "overloaded"), f"{what}: {r}")
         self.assertEqual(r.headers.get("Retry-After"), "1", f"{what}: Retry-After")
@@ -116,13 +130,15 @@ class BacklogBoundTest(unittest.TestCase):
             held.append(HeldRequest(d, self.body(3, "held-a")))
             self.wait_queued(3)
 
-            r = d.score(self.body(2, "refused-b"))  # 3 + 2 > 4
+            r = self.refused_at_once(2, "refused-b", 3)  # 3 + 2 > 4
             self.assert_refused(r, "2 rows behind 3 pending")
             self.assertTrue(held[0].thread.is_alive(), "the first request was answered while the writer stalled")
 
-            held.append(HeldRequest(d, self.body(1, "held-c")))  # 3 + 1 == 4: admitted
-            self.wait_queued(4)
-            r = d.score(self.body(1, "refused-d"))  # 4 + 1 > 4
+            fill = HeldRequest(d, self.body(1, "held-c"))  # 3 + 1 == 4: admitted, and held
+            held.append(fill)
+            H.wait_until(lambda: fill.done() or self.queued() == 4)
+            self.assertEqual(self.queued(), 4, f"a request that exactly fills the backlog: {fill.response}")
+            r = self.refused_at_once(1, "refused-d", 4)  # 4 + 1 > 4
             self.assert_refused(r, "1 row behind a full backlog")
             self.assertEqual(self.queued(), 4, "a refused request changed the backlog")
         finally:
