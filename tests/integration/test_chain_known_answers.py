@@ -11,8 +11,8 @@ both ways: decisions of a binary model (toxicity and thresholds) and of a multic
 with the input stored (float16) and not (NULL); admin events (keys made by the CLI, a key made
 and one revoked over HTTP, an activation); contests with and without a filer key (--auth off);
 resolutions overturned with a corrected label and upheld without one, with and without a resolver
-key. The documented column list must also be every column of its table: a column added to a table
-is not covered by the chain until a new encoding version lists it.
+key. Every column of those tables must be in the documented list (or knowingly in UNCHAINED): a
+column added to a table is not covered by the chain until a new encoding version lists it.
 
 Run: /usr/bin/python3 tests/integration/test_chain_known_answers.py (PGCLD_BIN selects the binary).
 """
@@ -36,6 +36,10 @@ COLUMNS = {
     "resolutions": ["seq", "contest_id", "resolved_at", "resolved_by", "resolver_key_id", "outcome",
                     "corrected_label", "note"],
 }
+# Columns of those tables that encoding version 1 does not cover (docs/audit.md: a column added to a
+# table later is not covered until a new encoding version lists it). Empty: every column is chained.
+# A new column must be listed in a new encoding version, or here, knowingly.
+UNCHAINED = {"decisions": [], "admin_events": [], "contests": [], "resolutions": []}
 GENESIS_TABLES = ["decisions", "admin_events", "contests", "resolutions"]  # the genesis payload's order
 ZERO_HASH = "0" * 64
 
@@ -178,8 +182,12 @@ class ChainKnownAnswersTest(unittest.TestCase):
     def test_documented_columns_are_every_column(self):
         c = self.checker(self.keyed)
         for table, cols in COLUMNS.items():
-            self.assertEqual(c.table_columns(table), cols,
-                             f"{table}: its columns differ from docs/audit.md's encoding version 1 list")
+            have = c.table_columns(table)
+            self.assertEqual([x for x in have if x in cols], cols,
+                             f"{table}: docs/audit.md's encoding version 1 columns are not all in the table, in order")
+            uncovered = [x for x in have if x not in cols and x not in UNCHAINED[table]]
+            self.assertEqual(uncovered, [], f"{table}: columns the chain does not cover; list them in a new encoding"
+                                            " version (docs/audit.md), or in UNCHAINED here if that is intended")
 
     def test_rows_cover_every_table_and_nullable_column(self):
         for d, nulls, sets in (
