@@ -258,6 +258,15 @@ def write_doc(results, commit, started, seconds, command):
              "(one optimised build, incremental), runs the tests named for it and records whether one of them",
              "failed (**killed**) or none did (**survived**). It does not run in CI. Reproduce with:", "",
              f"    {command}", "",
+             "Each mutation is a literal replacement that must match exactly once in its file; when the source",
+             "moves under one, the script names it and stops before building anything: update its entry in",
+             "`MUTATIONS`. A new mutation goes there with the tests that should kill it; one that survives needs",
+             "a test that kills it, or a note here on why it changes no behaviour (an equivalent mutant).", "",
+             "Before issue 14 (commit 82311b2) the first three mutations, `chain-contests-reason` and",
+             "`limit-max-pending-rows` survived every test that could see them (test_model, test_score, test_review,",
+             "test_batching; test_chain, test_chain_cli, test_review_reads; test_audit, test_overload, test_openapi,",
+             "test_config); test_decide, test_policy_boundary, the literal known answers of test_chain,",
+             "test_chain_known_answers and test_backlog were written to kill them.", "",
              f"Last result: {started} UTC, commit `{commit}`, {len(results)} mutations in {seconds / 60:.0f} min.", "",
              "| mutation | file | what | verdict | failing tests | tests run |", "|---|---|---|---|---|---|"]
     for m, verdict, failed, ran in results:
