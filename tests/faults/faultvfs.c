@@ -13,12 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------------------------------
  * The control file */
 
-enum { MODE_OK, MODE_EIO, MODE_FULL, MODE_EIO_SYNC };
+enum { MODE_OK, MODE_EIO, MODE_FULL, MODE_EIO_SYNC, MODE_STALL };
 enum { OP_WRITE, OP_SYNC, OP_TRUNCATE };
 
 static pthread_mutex_t g_ctl_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -28,7 +29,7 @@ static bool g_ctl_present;
 static int g_mode = MODE_OK;
 static long long g_after = -1; /* writes still let through before the mode applies; -1: applies now */
 
-static atomic_llong g_eio_write, g_eio_fsync, g_eio_truncate, g_full_write, g_mode_changes;
+static atomic_llong g_eio_write, g_eio_fsync, g_eio_truncate, g_full_write, g_mode_changes, g_stalled;
 static const char *g_stats_path;
 
 static bool same_stat(const struct stat *a, const struct stat *b) {
@@ -51,6 +52,8 @@ static void ctl_parse(const char *text) {
         mode = MODE_FULL;
     } else if (strcmp(word, "eio-sync") == 0) {
         mode = MODE_EIO_SYNC;
+    } else if (strcmp(word, "stall") == 0) {
+        mode = MODE_STALL;
     } else if ((strcmp(word, "eio-after") == 0 || strcmp(word, "full-after") == 0) && got == 2 && n >= 0) {
         mode = word[0] == 'e' ? MODE_EIO : MODE_FULL;
         after = n;
@@ -86,11 +89,26 @@ static void ctl_refresh(void) {
     ctl_parse(text);
 }
 
+/* In stall mode: holds the calling thread (a write or sync of a database file) until the mode
+ * changes, as a hung disk would; the control file is re-read every 5 ms meanwhile. Caller holds
+ * g_ctl_lock, which is released while waiting. */
+static void stall_while_requested(void) {
+    if (g_mode != MODE_STALL) return;
+    atomic_fetch_add(&g_stalled, 1);
+    while (g_mode == MODE_STALL) {
+        pthread_mutex_unlock(&g_ctl_lock);
+        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+        pthread_mutex_lock(&g_ctl_lock);
+        ctl_refresh();
+    }
+}
+
 /* The error to inject for op on a database file, or SQLITE_OK. */
 static int fault_for(int op) {
     if (!g_ctl_path) return SQLITE_OK;
     pthread_mutex_lock(&g_ctl_lock);
     ctl_refresh();
+    if (op != OP_TRUNCATE) stall_while_requested();
     int mode = g_mode;
     if (mode != MODE_OK && g_after > 0) {
         if (op == OP_WRITE) g_after--;
@@ -127,10 +145,10 @@ static void write_stats(void) {
     if (!f) return;
     fprintf(f,
             "{\"eio_write\": %lld, \"eio_fsync\": %lld, \"eio_truncate\": %lld, \"full_write\": %lld, "
-            "\"mode_changes\": %lld}\n",
+            "\"mode_changes\": %lld, \"stalled\": %lld}\n",
             (long long)atomic_load(&g_eio_write), (long long)atomic_load(&g_eio_fsync),
             (long long)atomic_load(&g_eio_truncate), (long long)atomic_load(&g_full_write),
-            (long long)atomic_load(&g_mode_changes));
+            (long long)atomic_load(&g_mode_changes), (long long)atomic_load(&g_stalled));
     fclose(f);
 }
 

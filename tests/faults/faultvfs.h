@@ -10,6 +10,8 @@
  *   eio-sync      only xSync fails (SQLITE_IOERR_FSYNC): the writes reached the page cache, the
  *                 flush did not
  *   eio-after N   like eio once N more xWrite calls have gone through (the same for full-after N)
+ *   stall         xWrite and xSync of those files wait (a hung disk) until the mode changes: the
+ *                 writer holds its transaction, and rows queue behind it
  * PGCLD_FAULTS_STATS=FILE: at exit, the counts of injected faults as one JSON object.
  *
  * Power-loss model (PGCLD_FAULTS_POWERLOSS=1): for the main database, the WAL and the journal, every
