@@ -113,10 +113,12 @@ class RescoreBeyondFloat16Test(unittest.TestCase):
         r = self.rescore(did)
         self.assertEqual((r.status, r.error_code()), (409, "input_not_rescorable"), r)
         self.assertIn(did, r.json["error"]["message"])
+        self.assertIn("not the input that was scored", r.json["error"]["message"])
         # a stored input the active version gives no finite output for
         did = self.forged_row("f32", np.full(D, 3e38, dtype=np.float32))
         r = self.rescore(did)
         self.assertEqual((r.status, r.error_code()), (409, "input_not_rescorable"), r)
+        self.assertIn("no finite output", r.json["error"]["message"])
 
 
 class IdempotencyFingerprintTest(unittest.TestCase):
