@@ -191,7 +191,7 @@ class BadInputsTest(unittest.TestCase):
 
     def check_alive(self, name):
         self.assertIsNone(self.daemon.proc.poll(), f"{name}: the daemon died\n{self.daemon.logs()}")
-        r = H.http_request(self.daemon.port, "GET", "/healthz", timeout=10)
+        r = H.http_request(self.daemon.port, "GET", "/healthz", timeout=WAIT_S)
         self.assertEqual(r.status, 200, f"{name}: /healthz after the case: {r}")
 
     def check_case(self, name, exp, raw):

@@ -55,7 +55,7 @@ def b64_body(n, seed):
     return {"items": H.b64_items(Z, prefix=f"s{seed}-")}
 
 
-def open_socket(port, source="127.0.0.1", timeout=5.0):
+def open_socket(port, source="127.0.0.1", timeout=ANSWER_TIMEOUT_S):
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
