@@ -157,7 +157,8 @@ class DrainTest(unittest.TestCase):
     arriving; the request is answered and committed; exit 0."""
 
     def drain(self, sig, name):
-        d = H.Daemon(models=[MODEL], default_model=MODEL)  # --shutdown-grace 10 (the default)
+        # a grace no loaded machine can outlast: what is tested is the drain, not its length
+        d = H.Daemon(models=[MODEL], default_model=MODEL, args=["--shutdown-grace", "3600"])
         self.addCleanup(d.cleanup, check=False)
         d.start()
         self.assertEqual(d.get("/readyz").status, 200)
@@ -425,7 +426,7 @@ def chain_head(db_path):
 
 class CheckpointTest(unittest.TestCase):
     def daemon(self, interval):
-        d = H.Daemon(models=[MODEL], default_model=MODEL)
+        d = H.Daemon(models=[MODEL], default_model=MODEL, args=["--shutdown-grace", "3600"])
         self.addCleanup(d.cleanup, check=False)
         self.key = os.path.join(d.tmp, "signing.key")
         self.cp_dir = os.path.join(d.tmp, "checkpoints")
