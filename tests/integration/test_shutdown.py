@@ -6,7 +6,8 @@ against the real daemon over loopback, with real SQLite files:
   open, the listening socket closes (a new connection is refused), a request still arriving is
   completed and answered, its rows are committed, and the daemon exits 0;
 - a second SIGTERM or SIGINT during the drain exits at once, with status 1, without waiting for the
-  request in flight;
+  request in flight; signals arriving while an earlier one is handled (a burst of SIGHUPs, a
+  SIGTERM during a reload) never end the process by their default action;
 - --shutdown-grace running out: the requests still running are closed without an answer and the
   daemon exits 0; nothing it acknowledged is lost, no request has some of its rows and not others,
   every row belongs to a request that was acknowledged or cut, and the audit chain verifies;
@@ -245,6 +246,29 @@ class SecondSignalTest(unittest.TestCase):
 
     def test_sigterm_then_sigint(self):
         self.second_signal(signal.SIGTERM, signal.SIGINT)
+
+
+class SignalBurstTest(unittest.TestCase):
+    """Signals that arrive while the daemon is busy with an earlier one (a reload in progress) are
+    handled as documented, never by their default action: a burst of SIGHUPs reloads and leaves
+    the daemon serving, and a SIGTERM right behind them still drains and exits 0. (Found here: a
+    thread that OpenBLAS starts before main() blocks the signals takes them whenever the main
+    thread is not waiting for one, and SIGHUP's and SIGTERM's default action ends the process.)"""
+
+    def test_sighup_burst_then_sigterm(self):
+        d = H.Daemon(models=[MODEL], default_model=MODEL, args=["--shutdown-grace", "3600"])
+        self.addCleanup(d.cleanup, check=False)
+        d.start()
+        for _ in range(2000):
+            os.kill(d.proc.pid, signal.SIGHUP)
+        self.assertTrue(H.wait_until(lambda: log_count(d, "SIGHUP: ") > 0 or d.proc.poll() is not None, WAIT_S))
+        self.assertIsNone(d.proc.poll(), f"a burst of SIGHUPs ended pgcld (status {d.proc.poll()})\n{d.logs()}")
+        self.assertEqual(d.score(score_body(2, 7, "after-hup")[0]).status, 200)
+        for _ in range(200):
+            os.kill(d.proc.pid, signal.SIGHUP)
+        d.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(wait_exit(self, d), 0, f"SIGTERM during reloads did not drain and exit 0\n{d.logs()}")
+        self.assertIn("shutdown: complete", d.logs(limit=10 ** 6))
 
 
 class Client(threading.Thread):
