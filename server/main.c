@@ -30,9 +30,22 @@
 #define PGCLD_VERSION "dev"
 #endif
 
-/* During the drain only the main thread has SIGTERM/SIGINT unblocked: a second signal ends the
- * process at once. */
-static void on_second_signal(int sig) { _exit(1); }
+/* The stop signals (SIGTERM, SIGINT, SIGHUP) are blocked in every thread pgcld starts and taken by
+ * the main thread with sigwait(). A thread started before main() blocked them (OpenBLAS starts its
+ * own in a library constructor) still takes them whenever the main thread is not in sigwait() (a
+ * reload in progress, start-up), and their default action would end the process there, without a
+ * drain: this handler catches them on such a thread and hands them to the main thread's sigwait().
+ * Once the drain has begun it is a second signal: SIGTERM or SIGINT ends the process at once. */
+static pthread_t g_main_thread;
+static volatile sig_atomic_t g_draining;
+
+static void on_stop_signal(int sig) {
+    if (g_draining) {
+        if (sig != SIGHUP) _exit(1);
+        return;
+    }
+    pthread_kill(g_main_thread, sig); /* pending on the main thread, which blocks it until sigwait() */
+}
 
 static int write_port_file(const char *path, int port) {
     char tmp[4096];
@@ -350,11 +363,8 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         else if (srv.keyring)
             pgcl_log_info("SIGHUP: %d active API keys", pgcl_keyring_count_active(srv.keyring));
     }
-    struct sigaction sa = {.sa_handler = on_second_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigset_t term_signals = *stop_signals; /* SIGHUP stays blocked: its default action would kill us */
+    g_draining = 1; /* from now on on_stop_signal ends the process at a second SIGTERM or SIGINT */
+    sigset_t term_signals = *stop_signals; /* SIGHUP stays blocked in the main thread */
     sigdelset(&term_signals, SIGHUP);
     pthread_sigmask(SIG_UNBLOCK, &term_signals, NULL);
     pgcl_log_info("shutdown: %s received; draining (up to %ld s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
@@ -430,13 +440,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pgcld: libsodium failed to initialise\n");
         return 1;
     }
-    /* Block the stop signals before any thread exists, so every thread inherits the mask and the
-     * main thread alone takes them with sigwait(). */
+    /* Block the stop signals before pgcld starts a thread, so every thread it starts inherits the
+     * mask and the main thread alone takes them with sigwait(); on_stop_signal covers the threads
+     * started before (see above). */
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGHUP);
+    g_main_thread = pthread_self();
+    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART, .sa_mask = stop_signals};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
     return serve(argc - 2, argv + 2, &stop_signals);

@@ -39,8 +39,8 @@ SOURCE_ROOT = os.path.abspath(
 PGCLD_BIN = os.path.abspath(
     os.environ.get("PGCLD_BIN") or os.path.join(SOURCE_ROOT, "build", "server", "pgcld"))
 
-START_TIMEOUT_S = 20.0
-STOP_TIMEOUT_S = 20.0
+START_TIMEOUT_S = 60.0  # deadlines of waits for the port file and for the exit: reached only when
+STOP_TIMEOUT_S = 60.0   # a test fails (the sanitizer build on a loaded two-core machine is slow)
 HTTP_TIMEOUT_S = 60.0
 
 # Checkpoint directories (a model directory holds version directories).

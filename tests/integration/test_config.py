@@ -113,7 +113,7 @@ def require_print_config():
         r = subprocess.run([H.PGCLD_BIN, "serve", "--print-config", "--listen", "127.0.0.1:0", "--db",
                             os.path.join(tmp, "probe.db"), "--models", os.path.join(tmp, "none")],
                            cwd=tmp, env=clean_env(), stdin=subprocess.DEVNULL, capture_output=True,
-                           text=True, timeout=20)
+                           text=True, timeout=60)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"{H.PGCLD_BIN} serve --print-config did not exit: main.c must print "
                              "the configuration and exit when cfg.print_config is set") from None

@@ -3,9 +3,9 @@
 
 1. SIGKILL: the production binary, one audit database for every cycle; each cycle starts the
    daemon, lets client threads score (batches of 1-16 items, base64 and JSON), kills it with
-   SIGKILL after a random 50-500 ms, restarts it and checks: every decision_id any client received
-   in a 200 answer is in the database with its item id, PRAGMA integrity_check is ok and
-   `pgcld audit verify` finds the chain intact.
+   SIGKILL a random 50-500 ms after its first answer, restarts it and checks: every decision_id
+   any client received in a 200 answer is in the database with its item id, PRAGMA
+   integrity_check is ok and `pgcld audit verify` finds the chain intact.
 2. Power loss: the same under tests/faults/pgcld_faults with PGCLD_FAULTS_POWERLOSS=1, which logs
    every write not yet covered by an fsync; after the SIGKILL, `pgcld_faults powerloss-revert`
    rewinds the database and its WAL to their last synced content (what a power cut leaves), and the
@@ -59,16 +59,21 @@ class CrashConsistency(unittest.TestCase):
         cls.rng = random.Random(SEED)
 
     def run_cycle(self, d, outcome, seed):
-        """Starts d, loads it for a random 50-500 ms, kills it with SIGKILL. Returns the decisions
-        acknowledged in this cycle."""
+        """Starts d, loads it until a random 50-500 ms after its first answer, kills it with
+        SIGKILL. Returns the decisions acknowledged in this cycle."""
         d.start()
         before = set(outcome.acked)
         load = F.Load(d, outcome, CLIENT_THREADS, seed).start()
+        # the kill comes a random 50-500 ms after the load is being served (its first 200 in this
+        # cycle), so that every cycle kills the daemon with requests in flight however slow the
+        # machine is
+        served = H.wait_until(lambda: len(outcome.acked) > len(before) or d.proc.poll() is not None, 60)
         time.sleep(self.rng.uniform(0.05, 0.5))
         d.proc.kill()
         d.proc.wait()
         self.assertTrue(load.stop(), "a client thread did not finish after the kill")
         d.kill()  # bookkeeping only: the process is gone
+        self.assertTrue(served, f"the daemon served nothing before the kill\n{d.logs()}")
         return {k: v for k, v in outcome.acked.items() if k not in before}
 
     def test_1_sigkill_under_load(self):

@@ -433,7 +433,7 @@ class LimitsTest(ErrorChecks, unittest.TestCase):
         """413 comes from Content-Length alone, before any body byte is sent."""
         import socket
         before = self.daemon.count()
-        with socket.create_connection(("127.0.0.1", self.daemon.port), timeout=20) as s:
+        with socket.create_connection(("127.0.0.1", self.daemon.port), timeout=60) as s:
             auth = self.daemon.auth_headers("/v1/score").get("Authorization", "")
             s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       b"Authorization: " + auth.encode() + b"\r\n"
@@ -564,7 +564,7 @@ class CliErrorTest(unittest.TestCase):
         try:
             # cwd: a scratch directory, so that a command line wrongly accepted cannot leave
             # files (a default audit DB, ...) in the checkout
-            p = subprocess.run([H.PGCLD_BIN] + args, capture_output=True, timeout=15,
+            p = subprocess.run([H.PGCLD_BIN] + args, capture_output=True, timeout=60,
                                stdin=subprocess.DEVNULL, cwd=self.cwd)
         except subprocess.TimeoutExpired:
             self.fail(f"pgcld {' '.join(args)} did not exit (it should refuse this command line)")

@@ -29,7 +29,6 @@ import sqlite3
 import sys
 import tempfile
 import threading
-import time
 import unittest
 import urllib.parse
 
@@ -1938,11 +1937,13 @@ class LiveAdminAuditLockTest(LiveValidationMixin, unittest.TestCase):
             threads = [threading.Thread(target=call, args=(i, *c)) for i, c in enumerate(blocked)]
             for t in threads:
                 t.start()
-            # the 7 changes and this /metrics request are in flight; then a moment for their bodies
-            # to be read and the activation and the attachment to wait on the lock (they give up
-            # after the 5 s busy timeout)
+            # the 7 changes and this /metrics request are in flight; then the five that record
+            # through the audit writer (activation, attachment, upload, contest, resolution; the
+            # key changes use their own connections) have begun their change and wait in its queue
+            # on the lock (they give up after the 5 s busy timeout): the daemon's own count, not a pause
             self.assertTrue(H.wait_until(lambda: (H.metric(d, "pgcld_in_flight_requests") or 0) >= len(blocked) + 1))
-            time.sleep(0.5)
+            self.assertTrue(H.wait_until(lambda: (H.metric(d, "pgcld_audit_queue_rows") or 0) >= 5),
+                            f"the changes did not reach the audit writer: {H.metric(d, 'pgcld_audit_queue_rows')}")
             for method, path, body in (("POST", "/v1/admin/models/tiny/activate", {"version": "2"}),
                                        ("POST", "/v1/admin/models/tiny/shadow", {"version": "2"}),
                                        ("DELETE", "/v1/admin/models/tiny/shadow", None),

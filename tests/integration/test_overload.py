@@ -45,8 +45,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness as H  # noqa: E402
 
-# Generous: these assert that an answer comes, not how fast (the machine may be shared).
-ANSWER_TIMEOUT_S = 10.0
+# Generous: these wait for an answer or a close to come, they do not bound how fast; reached only
+# when a test fails (the machine may be shared, and CI runs the sanitizer build on two cores).
+ANSWER_TIMEOUT_S = 60.0
 
 
 def b64_body(n, seed):
@@ -54,7 +55,7 @@ def b64_body(n, seed):
     return {"items": H.b64_items(Z, prefix=f"s{seed}-")}
 
 
-def open_socket(port, source="127.0.0.1", timeout=5.0):
+def open_socket(port, source="127.0.0.1", timeout=ANSWER_TIMEOUT_S):
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
@@ -73,20 +74,68 @@ def closed_by_peer(s, wait=0.0):
         return False
 
 
-def trickle(s, data, interval, give_up_s):
-    """Sends data one byte every interval seconds until the server closes s. Returns the seconds
-    until it did, or None if it was still open after give_up_s (or all data was sent)."""
-    t0 = time.monotonic()
-    for i in range(len(data)):
-        if time.monotonic() - t0 > give_up_s:
-            return None
+class Trickle:
+    """Sends data one byte every interval seconds on s until the server closes s, all data was sent
+    or stop() is called (a thread). closed_at: the monotonic time the close was seen (None while
+    open); answer: the bytes the server sent before closing (b"": cut without an answer)."""
+
+    def __init__(self, s, data, interval):
+        self.s, self.data, self.interval = s, data, interval
+        self.closed_at, self.answer = None, b""
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def _run(self):
+        for i in range(len(self.data)):
+            if self._stop.is_set():
+                return
+            try:
+                self.s.send(self.data[i:i + 1])
+            except (BrokenPipeError, ConnectionResetError):
+                self.closed_at = time.monotonic()
+                return
+            r, _, _ = select.select([self.s], [], [], self.interval)
+            if r:
+                try:
+                    chunk = self.s.recv(65536)
+                except (ConnectionResetError, BrokenPipeError):
+                    chunk = b""
+                if not chunk:
+                    self.closed_at = time.monotonic()
+                    return
+                self.answer += chunk
+
+    def wait_closed(self, timeout=ANSWER_TIMEOUT_S):
+        """True once the server has closed the connection (the thread ended on a close)."""
+        self.thread.join(timeout)
+        return self.closed_at is not None
+
+    def stop(self):
+        self._stop.set()
+        self.thread.join(ANSWER_TIMEOUT_S)
+
+
+def wait_closed(s, timeout=ANSWER_TIMEOUT_S):
+    """Reads s until the server closes it; returns (closed, bytes received before the close,
+    monotonic time the close was seen or None)."""
+    got = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([s], [], [], max(0.0, deadline - time.monotonic()))
+        if not r:
+            break
         try:
-            s.send(data[i:i + 1])
-        except (BrokenPipeError, ConnectionResetError):
-            return time.monotonic() - t0
-        if closed_by_peer(s, interval):
-            return time.monotonic() - t0
-    return None
+            chunk = s.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            chunk = b""
+        if not chunk:
+            return True, got, time.monotonic()
+        got += chunk
+    return False, got, None
 
 
 def source_available(addr):
@@ -115,6 +164,11 @@ def http_from(port, source, method, path, body=None, headers=None, timeout=ANSWE
 
 metric = H.metric
 
+# Scoring requests a rate-limit test makes at most while waiting for its first 429 (at 1 request a
+# second, a 429 needs two requests within a second: reached at once except on a machine so loaded
+# that every request takes a second).
+RATE_TRIES = 60
+
 
 def percentile(values, p):
     v = sorted(values)
@@ -126,96 +180,136 @@ def percentile(values, p):
 class SlowClientTest(unittest.TestCase):
     """--connection-timeout 2 (idle) and --request-timeout 3 (a whole request)."""
 
+    REQUEST_TIMEOUT_S = 3
+
     @classmethod
     def setUpClass(cls):
-        cls.d = H.start_daemon(cls, args=["--connection-timeout", "2", "--request-timeout", "3"])
+        cls.d = H.start_daemon(cls, args=["--connection-timeout", "2", "--request-timeout", str(cls.REQUEST_TIMEOUT_S)])
 
-    def assertServedMeanwhile(self):
-        t0 = time.monotonic()
+    def cut_count(self):
+        return metric(self.d, "pgcld_rejected_total", 'reason="request_timeout"')
+
+    def assertServed(self):
         self.assertEqual(self.d.get("/healthz", timeout=ANSWER_TIMEOUT_S).status, 200)
         r = self.d.score(b64_body(2, 1), timeout=ANSWER_TIMEOUT_S)
         self.assertEqual(r.status, 200, r)
-        return time.monotonic() - t0
+
+    def assertCutByTheDeadline(self, t, t_connect, what):
+        """t (a Trickle) was closed by the request deadline: without an answer, and not before
+        --request-timeout after its connection began (the daemon counts from its accept, which
+        follows t_connect: an inequality that a loaded machine only makes truer)."""
+        self.assertTrue(t.wait_closed(), f"{what} was not cut")
+        self.assertEqual(t.answer, b"", f"{what} was answered instead of cut")
+        self.assertGreaterEqual(t.closed_at - t_connect, self.REQUEST_TIMEOUT_S, f"{what} was cut before the deadline")
 
     def test_slowloris_headers_cut_after_request_timeout(self):
-        """Header bytes every 0.2 s: never idle, so only the request deadline can cut it."""
-        before = metric(self.d, "pgcld_rejected_total", 'reason="request_timeout"')
-        slow = [open_socket(self.d.port) for _ in range(4)]
-        results = [None] * len(slow)
+        """Header bytes every 0.2 s: never idle, so only the request deadline can cut it. Other
+        clients are served while four of them are held (checked by the daemon's own count: none of
+        them cut yet when the other client's answers had come; a machine too slow for that within
+        the deadline gets another try)."""
         head = (b"POST /v1/score HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 400 + b"\r\n")
-
-        def run(i):
-            results[i] = trickle(slow[i], head, 0.2, 15)
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(slow))]
-        for t in threads:
-            t.start()
-        time.sleep(0.5)
-        served = self.assertServedMeanwhile()  # others are served while the slowlorises trickle
-        for t in threads:
-            t.join()
-        for s in slow:
-            s.close()
-        for i, took in enumerate(results):
-            self.assertIsNotNone(took, f"slowloris {i} was not cut within 15 s")
-            self.assertGreaterEqual(took, 2.5, f"cut too early: {took:.2f} s")
-            self.assertLess(took, 8.0, f"cut late: {took:.2f} s")
-        self.assertLess(served, ANSWER_TIMEOUT_S)
-        after = metric(self.d, "pgcld_rejected_total", 'reason="request_timeout"')
-        self.assertGreaterEqual(after - before, len(slow))
+        before = self.cut_count()
+        opened = []  # (Trickle, socket, monotonic time before its connect)
+        served_while_held = False
+        for _attempt in range(3):
+            cuts_before = self.cut_count()
+            batch = []
+            for _ in range(4):
+                t_connect = time.monotonic()
+                s = open_socket(self.d.port)
+                batch.append((Trickle(s, head, 0.2).start(), s, t_connect))
+            opened += batch
+            self.assertServed()
+            if self.cut_count() == cuts_before and all(t.closed_at is None for t, _, _ in batch):
+                served_while_held = True
+                break
+        try:
+            self.assertTrue(served_while_held, "other clients were served only after the slow ones were cut")
+            for i, (t, _s, t_connect) in enumerate(opened):
+                self.assertCutByTheDeadline(t, t_connect, f"slowloris {i}")
+        finally:
+            for t, s, _ in opened:
+                t.stop()
+                s.close()
+        self.assertEqual(self.cut_count() - before, len(opened), "each slowloris counted once as request_timeout")
 
     def test_body_trickled_cut_after_request_timeout(self):
+        before = self.cut_count()
+        t_connect = time.monotonic()
         s = open_socket(self.d.port)
         body = b'{"items": [' + b" " * 5000 + b"]}"
         s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Authorization: Bearer " + self.d.keys["scorer"].encode() + b"\r\n"
                   b"Content-Length: %d\r\n\r\n" % len(body))
-        took = trickle(s, body, 0.2, 15)
-        s.close()
-        self.assertIsNotNone(took, "a trickled body was not cut within 15 s")
-        self.assertLess(took, 8.0)
-
-    def test_body_never_finished_cut_after_connection_timeout(self):
-        """Headers, 10 bytes of a 100000-byte body, then silence: idle, cut by --connection-timeout."""
-        s = open_socket(self.d.port)
-        s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Authorization: Bearer " + self.d.keys["scorer"].encode() + b"\r\n"
-                  b"Content-Length: 100000\r\n\r\n" + b'{"items":[')
-        t0 = time.monotonic()
-        self.assertServedMeanwhile()
-        closed = False
-        while time.monotonic() - t0 < 15 and not closed:
-            closed = closed_by_peer(s, 0.2)
-        took = time.monotonic() - t0
-        s.close()
-        self.assertTrue(closed, "the silent client was not cut within 15 s")
-        self.assertLess(took, 8.0)
-
-    def test_idle_connection_without_request(self):
-        s = open_socket(self.d.port)
-        t0 = time.monotonic()
-        closed = False
-        while time.monotonic() - t0 < 15 and not closed:
-            closed = closed_by_peer(s, 0.2)
-        s.close()
-        self.assertTrue(closed)
-        self.assertLess(time.monotonic() - t0, 8.0)
+        t = Trickle(s, body, 0.2).start()
+        try:
+            self.assertCutByTheDeadline(t, t_connect, "a trickled body")
+        finally:
+            t.stop()
+            s.close()
+        self.assertEqual(self.cut_count() - before, 1)
 
     def test_normal_keep_alive_requests_unaffected(self):
-        """Requests on one keep-alive connection, each well within the deadline, over more than
-        --request-timeout in all."""
+        """Requests on one keep-alive connection, each well within the deadline (0.2 s apart), over
+        more than --request-timeout in all: all answered, none cut."""
+        before = self.cut_count()
         conn = http.client.HTTPConnection("127.0.0.1", self.d.port, timeout=ANSWER_TIMEOUT_S)
         try:
             t0 = time.monotonic()
-            for _ in range(9):  # 8 pauses of 0.5 s: 4 s at least, past --request-timeout 3
+            n = 0
+            while time.monotonic() - t0 <= self.REQUEST_TIMEOUT_S + 1:
                 conn.request("GET", "/healthz")
                 r = conn.getresponse()
                 r.read()
                 self.assertEqual(r.status, 200)
-                time.sleep(0.5)
-            self.assertGreater(time.monotonic() - t0, 3.0)
+                n += 1
+                time.sleep(0.2)
         finally:
             conn.close()
+        self.assertGreater(n, 1)
+        self.assertEqual(self.cut_count(), before, "a keep-alive connection answering in time was cut")
+
+
+class IdleTimeoutTest(unittest.TestCase):
+    """--connection-timeout 2 with no request deadline (--request-timeout 0): a connection with
+    nothing arriving is closed by the idle timeout alone, without an answer, and not before it has
+    been idle that long (counted by libmicrohttpd from the last byte it read, which was sent after
+    the time taken here: an inequality that a loaded machine only makes truer)."""
+
+    IDLE_S = 2
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = H.start_daemon(cls, args=["--connection-timeout", str(cls.IDLE_S), "--request-timeout", "0"])
+
+    def test_body_never_finished_cut_after_connection_timeout(self):
+        """Headers, 10 bytes of a 100000-byte body, then silence: closed without an answer, while
+        other clients are served."""
+        s = open_socket(self.d.port)
+        try:
+            s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Authorization: Bearer " + self.d.keys["scorer"].encode() + b"\r\n"
+                      b"Content-Length: 100000\r\n\r\n" + b'{"items":[')
+            t_last = time.monotonic()
+            self.assertEqual(self.d.get("/healthz").status, 200)
+            self.assertEqual(self.d.score(b64_body(2, 1)).status, 200)
+            closed, got, closed_at = wait_closed(s)
+        finally:
+            s.close()
+        self.assertTrue(closed, "the silent client was not cut")
+        self.assertEqual(got, b"", "the silent client was answered")
+        self.assertGreaterEqual(closed_at - t_last, self.IDLE_S, "cut before it had been idle for connection-timeout")
+
+    def test_idle_connection_without_request(self):
+        t_connect = time.monotonic()
+        s = open_socket(self.d.port)
+        try:
+            closed, got, closed_at = wait_closed(s)
+        finally:
+            s.close()
+        self.assertTrue(closed, "an idle connection was never closed")
+        self.assertEqual(got, b"")
+        self.assertGreaterEqual(closed_at - t_connect, self.IDLE_S, "closed before it had been idle for connection-timeout")
 
 
 class SizeLimitTest(unittest.TestCase):
@@ -311,21 +405,22 @@ class TotalConnectionLimitTest(unittest.TestCase):
                 s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
                 slow.append(s)
             # The next connection (sockets are accepted in arrival order, so the four above were
-            # admitted first) is accepted by the kernel, then closed at once, before any answer:
-            # not left waiting for a free slot.
-            t0 = time.monotonic()
+            # admitted first) is accepted by the kernel, then closed before any answer, while the
+            # four are still open: refused, not left waiting for a free slot (which only a held
+            # connection closing would give it).
             extra = open_socket(d.port)
             try:
                 try:
                     extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
                 except (BrokenPipeError, ConnectionResetError):
                     pass
-                self.assertTrue(closed_by_peer(extra, ANSWER_TIMEOUT_S),
-                                "the connection over --max-connections was answered or left waiting")
-                refused_after = time.monotonic() - t0
+                closed, got, _ = wait_closed(extra)
+                self.assertTrue(closed and got == b"",
+                                f"the connection over --max-connections was answered or left waiting: {got[:80]!r}")
             finally:
                 extra.close()
-            self.assertLess(refused_after, 2.0, "refused late: it waited for a slot")
+            for s in slow:  # still open: the refusal did not wait for one of them to close
+                self.assertFalse(closed_by_peer(s, 0.0), "a held slow connection was closed")
             # The daemon is healthy: the held keep-alive connections are served, scoring included,
             # and the refusal is counted and logged.
             self.assertIsNone(d.proc.poll(), "pgcld exited")
@@ -472,9 +567,12 @@ class BodyBudgetServedTest(BodyBudgetCase, unittest.TestCase):
             b.sendall(head + body)  # fits in the socket buffers: pgcld has not read it
             self.assertTrue(H.wait_until(lambda: metric(self.d, "pgcld_body_waiting_requests") == 1,
                                          timeout=ANSWER_TIMEOUT_S), "B is not waiting for the budget")
-            self.assertIsNone(read_answer(b, 0.5), "B was answered while A held the budget")
             # Other routes are not held back by the budget.
             self.assertEqual(self.d.get("/v1/models", key=self.d.keys["reviewer"]).status, 200)
+            # B is still waiting, unanswered, while A holds the budget (its state, read from the
+            # daemon, not a pause: B's wait ends only at A's release or at its own deadline, 15 s)
+            self.assertEqual(metric(self.d, "pgcld_body_waiting_requests"), 1, "B stopped waiting while A held the budget")
+            self.assertEqual(select.select([b], [], [], 0)[0], [], "B was answered while A held the budget")
             a.sendall(a_rest)
             expect_answer(self, a, 200, "A")
             answer_b = expect_answer(self, b, 200, "B after A released the budget")
@@ -497,11 +595,21 @@ class BodyBudgetRefusedTest(BodyBudgetCase, unittest.TestCase):
             head, body = raw_score_request(self.d.keys["scorer"], self.body_b)
             t0 = time.monotonic()
             b.sendall(head + body)
-            answer_b = expect_answer(self, b, 503, "B")  # half of --request-timeout 10: about 5 s
+            seen = {}
+
+            def waiting_or_answered():
+                seen["waiting"] = seen.get("waiting") or metric(self.d, "pgcld_body_waiting_requests") == 1
+                return seen["waiting"] or select.select([b], [], [], 0)[0]
+
+            H.wait_until(waiting_or_answered, timeout=ANSWER_TIMEOUT_S)
+            self.assertTrue(seen["waiting"], "B was not seen waiting for the budget")
+            answer_b = expect_answer(self, b, 503, "B")  # at half of --request-timeout
             waited = time.monotonic() - t0
             self.assertEqual(answer_b.error_code(), "overloaded")
             self.assertEqual(answer_b.headers.get("Retry-After"), "1")
-            self.assertGreater(waited, 2.5, "refused without waiting")
+            # B's wait runs from its headers' arrival, after t0: it cannot end sooner than half the
+            # request timeout after t0 (an inequality that a loaded machine only makes truer)
+            self.assertGreaterEqual(waited, self.REQUEST_TIMEOUT_S / 2, "refused before its wait was over")
             a.sendall(a_rest)  # A, admitted first, is still served
             expect_answer(self, a, 200, "A")
         finally:
@@ -530,27 +638,45 @@ class WorkingMemoryTest(unittest.TestCase):
                                           "--batch-max-wait-us", str(cls.HOLD_US), "--max-batch", "64"])
 
     def test_parsed_arrays_hold_the_budget(self):
-        a = open_socket(self.d.port)
-        b = open_socket(self.d.port)
-        try:
-            head, body = raw_score_request(self.d.keys["scorer"], self.body_a)
-            a.sendall(head + body)
-            self.assertTrue(H.wait_until(lambda: (metric(self.d, "pgcld_body_bytes_reserved") or 0)
-                                         >= len(self.body_a) + self.arrays, interval=0.01),
-                            "A's parsed arrays are not in the budget: reserved %s, body %d" %
-                            (metric(self.d, "pgcld_body_bytes_reserved"), len(self.body_a)))
-            head, body = raw_score_request(self.d.keys["scorer"], self.body_b)
-            b.sendall(head + body)
-            expect_answer(self, a, 200, "A")
-            expect_answer(self, b, 200, "B")
-            # B was admitted only after A was answered: it did not join A's held-open batch
-            self.assertEqual((metric(self.d, "pgcld_forward_batch_rows_count"),
-                              metric(self.d, "pgcld_forward_batch_rows_sum")), (2, self.N_ITEMS + 1))
-        finally:
-            a.close()
-            b.close()
-        self.assertTrue(H.wait_until(lambda: metric(self.d, "pgcld_body_bytes_reserved") == 0),
-                        "the budget was not given back")
+        """B must arrive while A sits in its held-open batch: B is seen waiting for the budget
+        (pgcld_body_waiting_requests) before A is answered. On a machine so loaded that B came
+        only after A's answer, the attempt shows nothing, and another is made."""
+        for attempt in range(3):
+            rows_before = (metric(self.d, "pgcld_forward_batch_rows_count") or 0,
+                           metric(self.d, "pgcld_forward_batch_rows_sum") or 0)
+            a = open_socket(self.d.port)
+            b = open_socket(self.d.port)
+            try:
+                head, body = raw_score_request(self.d.keys["scorer"], self.body_a)
+                a.sendall(head + body)
+                self.assertTrue(H.wait_until(lambda: (metric(self.d, "pgcld_body_bytes_reserved") or 0)
+                                             >= len(self.body_a) + self.arrays, interval=0.01),
+                                "A's parsed arrays are not in the budget: reserved %s, body %d" %
+                                (metric(self.d, "pgcld_body_bytes_reserved"), len(self.body_a)))
+                head, body = raw_score_request(self.d.keys["scorer"], self.body_b)
+                b.sendall(head + body)
+                seen = {"b_waited": False}
+
+                def b_waits_or_a_answered():
+                    seen["b_waited"] = seen["b_waited"] or metric(self.d, "pgcld_body_waiting_requests") == 1
+                    return seen["b_waited"] or select.select([a], [], [], 0)[0]
+
+                H.wait_until(b_waits_or_a_answered, timeout=ANSWER_TIMEOUT_S, interval=0.01)
+                expect_answer(self, a, 200, "A")
+                expect_answer(self, b, 200, "B")
+                # B was admitted only after A was answered: it did not join A's held-open batch
+                rows_after = (metric(self.d, "pgcld_forward_batch_rows_count"),
+                              metric(self.d, "pgcld_forward_batch_rows_sum"))
+                self.assertEqual((rows_after[0] - rows_before[0], rows_after[1] - rows_before[1]),
+                                 (2, self.N_ITEMS + 1), "B joined A's batch")
+            finally:
+                a.close()
+                b.close()
+            self.assertTrue(H.wait_until(lambda: metric(self.d, "pgcld_body_bytes_reserved") == 0),
+                            "the budget was not given back")
+            if seen["b_waited"]:
+                return
+        self.fail("B was never seen waiting for the budget while A was held (3 attempts)")
 
 
 class RateLimitTest(unittest.TestCase):
@@ -564,9 +690,9 @@ class RateLimitTest(unittest.TestCase):
         key = self.d.create_key("scorer", "rl-1")
         for i in range(2):  # the burst
             self.assertEqual(self.d.score(b64_body(1, 10 + i), key=key).status, 200)
-        # then 1 a second: a 429 comes at once, unless the machine is so slow that every request
-        # takes a second (hence a few tries)
-        for i in range(8):
+        # then 1 a second: a 429 comes as soon as two requests fall within a second of each other
+        # (on a machine so loaded that each takes a second, only after more tries)
+        for i in range(RATE_TRIES):
             r = self.d.score(b64_body(1, 12 + i), key=key)
             if r.status != 200:
                 break
@@ -582,7 +708,9 @@ class RateLimitTest(unittest.TestCase):
     def test_v1_and_v2_share_the_key_bucket(self):
         key = self.d.create_key("scorer", "rl-v2")
         t0, ok, refused = time.monotonic(), 0, {"v1": 0, "v2": 0}
-        for i in range(12):
+        for i in range(RATE_TRIES):
+            if i >= 12 and refused["v1"] and refused["v2"]:
+                break
             if i % 2:
                 r = self.d.post("/v2/models/toxicity/infer", self.V2_BODY, key=key)
                 which = "v2"
@@ -603,7 +731,9 @@ class RateLimitTest(unittest.TestCase):
 
     def test_keys_are_independent_and_staff_not_limited(self):
         a, b = self.d.create_key("scorer", "rl-a"), self.d.create_key("scorer", "rl-b")
-        codes = [self.d.score(b64_body(1, 20 + i), key=a).status for i in range(8)]
+        codes = []
+        while 429 not in codes and len(codes) < RATE_TRIES:
+            codes.append(self.d.score(b64_body(1, 20 + len(codes)), key=a).status)
         self.assertIn(429, codes)
         self.assertEqual(self.d.score(b64_body(1, 30), key=b).status, 200)
         for _ in range(10):
@@ -621,7 +751,7 @@ class RateLimitByAddressTest(unittest.TestCase):
 
     def test_per_address_with_auth_off(self):
         self.assertEqual(self.d.score(b64_body(1, 40)).status, 200)
-        for i in range(6):
+        for i in range(RATE_TRIES):
             r = self.d.score(b64_body(1, 41 + i))
             if r.status != 200:
                 break
@@ -647,9 +777,10 @@ class SaturationTest(unittest.TestCase):
         cls.d = H.start_daemon(cls, args=["--max-score-in-flight", str(cls.IN_FLIGHT), "--compute-workers", "1"])
 
     @staticmethod
-    def saturate(d, clients, seconds, probes):
-        """Runs `clients` scoring loops for `seconds` while probing `probes` (path, key) in turn.
-        Returns (score status counts, {path: [latency]}, {path: [status]}, retry_after values)."""
+    def saturate(d, clients, seconds, probes, bounded=True):
+        """Runs `clients` scoring loops; once each has been answered (and, when bounded, some were
+        refused), probes `probes` (path, key) in turn for `seconds`. Returns (score status counts,
+        {path: [latency]}, {path: [status]}, retry_after values)."""
         stop = threading.Event()
         counts, retry, lock = {}, set(), threading.Lock()
         bodies = [H.encode_body(b64_body(64, 100 + i)) for i in range(clients)]
@@ -679,7 +810,15 @@ class SaturationTest(unittest.TestCase):
         threads = [threading.Thread(target=scorer, args=(i,), daemon=True) for i in range(clients)]
         for t in threads:
             t.start()
-        time.sleep(1.0)  # let the load build up
+
+        def loaded():  # the load has built up: every client answered, and the bound refused some
+            with lock:
+                return (sum(v for k, v in counts.items() if k != "error") >= clients and
+                        (counts.get(503, 0) > 0 or not bounded))
+
+        if not H.wait_until(loaded, timeout=ANSWER_TIMEOUT_S):
+            stop.set()
+            raise AssertionError(f"the scoring load did not build up: {counts}")
         lat, status = {p: [] for p, _ in probes}, {p: [] for p, _ in probes}
         t_end = time.monotonic() + seconds
         while time.monotonic() < t_end:
@@ -702,7 +841,7 @@ class SaturationTest(unittest.TestCase):
         d = self.d
         probes = [("/v1/decisions?limit=20", d.keys["reviewer"]), ("/v1/models", d.keys["reviewer"]),
                   ("/healthz", None), ("/v1/admin/keys", d.keys["admin"])]
-        counts, lat, status, retry = self.saturate(d, self.CLIENTS, self.SECONDS, probes)
+        counts, lat, status, retry = self.saturate(d, self.CLIENTS, self.SECONDS, probes, bounded=self.IN_FLIGHT > 0)
         report = [f"scoring: {self.CLIENTS} clients x batch 64 for {self.SECONDS:.0f} s, "
                   f"--max-score-in-flight {self.IN_FLIGHT}: {counts}"]
         for path, _ in probes:
@@ -814,7 +953,7 @@ class ReloadTest(unittest.TestCase):
             self.assertTrue(H.wait_until(lambda: d.logs(limit=10 ** 7).count("config: reloaded") > before),
                             d.logs())
 
-        write_conf("rate-limit-rps = 0\n")
+        write_conf("rate-limit-rps = 0\nrequest-timeout = 0\n")  # no request deadline at first
         d = H.Daemon(args=["--config", conf])
         self.addCleanup(d.cleanup)
         d.start()
@@ -823,15 +962,24 @@ class ReloadTest(unittest.TestCase):
         write_conf("rate-limit-rps = 1\nrate-limit-burst = 1\nmax-score-in-flight = 1\nrequest-timeout = 2\n")
         reload()
         self.assertIn("rate-limit-rps = 1", d.logs(limit=10 ** 7))
-        codes = [d.score(b64_body(1, 210 + i)).status for i in range(8)]
+        codes = [d.score(b64_body(1, 210)).status]
+        while 429 not in codes and len(codes) < RATE_TRIES:
+            codes.append(d.score(b64_body(1, 210 + len(codes))).status)
         self.assertEqual(codes[0], 200)
         self.assertIn(429, codes)
-        # the shorter deadline applies to new requests
+        # the deadline (none before the reload) applies to new requests: a trickle is cut by it
+        before = metric(d, "pgcld_rejected_total", 'reason="request_timeout"')
+        t_connect = time.monotonic()
         s = open_socket(d.port)
-        took = trickle(s, b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 200, 0.2, 15)
-        s.close()
-        self.assertIsNotNone(took)
-        self.assertLess(took, 6.0)
+        t = Trickle(s, b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 2000, 0.2).start()
+        try:
+            self.assertTrue(t.wait_closed(), "the reloaded request-timeout did not cut a trickling client")
+        finally:
+            t.stop()
+            s.close()
+        self.assertEqual(t.answer, b"")
+        self.assertGreaterEqual(t.closed_at - t_connect, 2)
+        self.assertEqual(metric(d, "pgcld_rejected_total", 'reason="request_timeout"'), before + 1)
         write_conf("rate-limit-rps = 0\n")
         reload()
         for i in range(4):

@@ -25,7 +25,6 @@ import re
 import signal
 import sqlite3
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -104,8 +103,11 @@ class SecretsNeverLoggedTest(unittest.TestCase):
         self.assertEqual(d.score({"items": items}, key=made["scorer"]["key"]).status, 200)
 
         # SIGHUP: keys and configuration re-read (and logged).
+        reloads = d.logs(limit=10 ** 8).count("SIGHUP: ")
         d.proc.send_signal(signal.SIGHUP)
-        time.sleep(0.5)
+        # the reload's log lines are part of what is scanned below: wait for them, not a pause
+        self.assertTrue(H.wait_until(lambda: d.logs(limit=10 ** 8).count("SIGHUP: ") > reloads),
+                        f"the SIGHUP reload was not logged\n{d.logs()}")
         self.assertEqual(d.get("/healthz").status, 200)
         self.assertEqual(d.stop(), 0, d.logs())
 

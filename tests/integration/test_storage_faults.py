@@ -38,8 +38,9 @@ import faultlib as F  # noqa: E402
 import harness as H  # noqa: E402
 
 MODES = ["eio", "full", "eio-sync", "eio-after 25", "full-after 25"]
-FAULT_WINDOW_S = 1.0
-RECOVERY_TIMEOUT_S = 15.0
+# Deadlines of waits on a condition (a refusal, /readyz, a 200): reached only when a test fails.
+WAIT_S = 60.0
+RECOVERY_TIMEOUT_S = WAIT_S
 ARTEFACT = "storage-faults.json"
 TMPFS_SIZE = "64m"
 
@@ -76,17 +77,19 @@ class InjectedFaults(unittest.TestCase):
         d, out = self.d, self.outcome
         load = F.Load(d, out, 3, seed=11).start()
         try:
-            time.sleep(0.3)
+            self.assertTrue(H.wait_until(lambda: len(out.acked) > 0, WAIT_S), "the load was not served")
             for mode in MODES:
                 refused_before, acked_before = len(out.refused), len(out.acked)
                 self.set_mode(mode)
-                t_fault = time.monotonic()
                 not_ready = []
-                while time.monotonic() - t_fault < FAULT_WINDOW_S:
+
+                def refused_and_not_ready():
                     status, audit_db, retry = readyz(d)
                     if status == 503:
                         not_ready.append((audit_db, retry))
-                    time.sleep(0.05)
+                    return not_ready and len(out.refused) > refused_before
+
+                H.wait_until(refused_and_not_ready, WAIT_S)
                 refused = len(out.refused) - refused_before
                 acked_in_window = len(out.acked) - acked_before  # requests that committed before the switch
                 self.assertGreater(refused, 0, f"{mode}: no request was refused while writes failed")
@@ -104,7 +107,8 @@ class InjectedFaults(unittest.TestCase):
                 self.figures["modes"][mode] = {
                     "refused_503": refused, "acknowledged_during_window": acked_in_window,
                     "readyz_not_ready_polls": len(not_ready), "seconds_to_first_200": round(recovery, 3)}
-                time.sleep(0.3)
+                served = len(out.acked)  # some load served in between, before the next fault
+                self.assertTrue(H.wait_until(lambda: len(out.acked) > served, WAIT_S), f"{mode}: no 200 after recovery")
         finally:
             self.set_mode("ok")
             self.assertTrue(load.stop(), "a client thread hung")
@@ -122,11 +126,16 @@ class InjectedFaults(unittest.TestCase):
         out.record(r.status, r.headers, r.body, body[1])
         self.assertEqual((r.status, r.error_code()), (503, "audit_unavailable"), r)
         self.assertTrue(r.headers.get("Retry-After"), "503 without Retry-After")
-        time.sleep(2.5)  # the probe keeps failing while the fault lasts
+        # the writer's probe runs (once a second) and keeps failing while the fault lasts: two of its
+        # failures logged after the 503, and /readyz still not ready
+        probe_failed = "audit: probe write failed"
+        failures_before = d.logs(limit=10 ** 8).count(probe_failed)
+        self.assertTrue(H.wait_until(lambda: d.logs(limit=10 ** 8).count(probe_failed) >= failures_before + 2, WAIT_S),
+                        f"the writer's probe did not run while the disk failed\n{d.logs()}")
         self.assertEqual(readyz(d)[:2], (503, False), "ready while the disk still fails")
         self.set_mode("ok")
         t_ok = time.monotonic()
-        self.assertTrue(H.wait_until(lambda: readyz(d)[0] == 200, 10.0, 0.02),
+        self.assertTrue(H.wait_until(lambda: readyz(d)[0] == 200, WAIT_S, 0.02),
                         f"/readyz did not come back without traffic\n{d.logs()}")
         idle = time.monotonic() - t_ok
         r = d.score(body[0])
@@ -198,19 +207,19 @@ class FullDisk(unittest.TestCase):
         out = F.Outcome()
         # Some decisions first, then the disk fills up (pgcld scores about 5,000 decisions of
         # ~5 KB a second here: the load would eat any freed space within seconds).
-        self.assertTrue(F.Load(d, out, 3, seed=21).start().stop_after(0.3), "a client thread hung")
-        self.assertGreater(len(out.acked), 0, "nothing scored before the disk filled")
+        first = F.Load(d, out, 3, seed=21).start()
+        served = H.wait_until(lambda: len(out.acked) > 0, WAIT_S)
+        self.assertTrue(first.stop(), "a client thread hung")
+        self.assertTrue(served, "nothing scored before the disk filled")
         filler = os.path.join(mnt, "filler")
         filled = self.fill(filler)
         load = F.Load(d, out, 3, seed=22).start()
         try:
-            self.assertTrue(H.wait_until(lambda: len(out.refused) > 0, 30.0),
+            self.assertTrue(H.wait_until(lambda: len(out.refused) > 0, WAIT_S),
                             "no 503 although the filesystem is full")
-            not_ready = 0
-            t = time.monotonic()
-            while time.monotonic() - t < 1.0:
-                not_ready += readyz(d)[0] == 503
-                time.sleep(0.05)
+            polls = []
+            H.wait_until(lambda: polls.append(readyz(d)[0]) or 503 in polls, WAIT_S)
+            not_ready = polls.count(503)
         finally:
             self.assertTrue(load.stop(), "a client thread hung")
         refused = len(out.refused)
@@ -225,8 +234,10 @@ class FullDisk(unittest.TestCase):
         os.remove(filler)
         out.mark("freed")
         t_free = time.monotonic()
-        self.assertTrue(after.start().stop_after(0.5), "a client thread hung")
-        self.assertIn("freed", out.first_200_after, f"no 200 after space came back\n{d.logs()}")
+        after.start()
+        back = H.wait_until(lambda: "freed" in out.first_200_after and len(out.acked) > acked_before, WAIT_S)
+        self.assertTrue(after.stop(), "a client thread hung")
+        self.assertTrue(back, f"no 200 after space came back\n{d.logs()}")
         recovery = out.first_200_after["freed"] - t_free
         self.assertGreater(len(out.acked), acked_before, "nothing scored after space came back")
         self.assertEqual(len(out.refused), refused, "503s after space came back")

@@ -69,7 +69,7 @@ class TlsTest(unittest.TestCase):
     def test_healthz_and_readyz_over_tls(self):
         code, body = self.https("/healthz")
         self.assertEqual(code, 200, body)
-        self.assertTrue(H.wait_until(lambda: self.https("/readyz")[0] == 200, timeout=20))
+        self.assertTrue(H.wait_until(lambda: self.https("/readyz")[0] == 200, timeout=60))
 
     def test_score_over_tls(self):
         before = self.d.count()
