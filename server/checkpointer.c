@@ -17,7 +17,9 @@ struct pgcld_checkpointer {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     bool stopping;
-    int64_t last_seq; /* head of the last checkpoint written; skip when nothing was added since */
+    int64_t last_seq; /* head of the last checkpoint written: logged only when it moved. An unchanged
+                       * head is signed again each interval all the same (docs/audit.md): the newer
+                       * checkpoint says the log had not grown as of its time. */
 };
 
 static void checkpoint_once(pgcld_checkpointer *c) {

@@ -451,7 +451,7 @@ static void stream_done(void *cls) {
 }
 
 /* Queues a streamed response; takes over the reply's stream. */
-static enum MHD_Result send_stream(struct MHD_Connection *conn, pgcld_reply *reply) {
+static enum MHD_Result send_stream(struct MHD_Connection *conn, pgcld_reply *reply, bool close) {
     pgcld_reply *copy = malloc(sizeof *copy);
     if (!copy) {
         if (reply->stream_free) reply->stream_free(reply->stream_ctx);
@@ -468,6 +468,7 @@ static enum MHD_Result send_stream(struct MHD_Connection *conn, pgcld_reply *rep
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (reply->content_disposition)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, reply->content_disposition);
+    if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result rc = MHD_queue_response(conn, (unsigned)reply->status, resp);
     MHD_destroy_response(resp);
     json_decref(reply->body);
@@ -485,8 +486,12 @@ static bool add_extra_headers(struct MHD_Response *resp, const pgcld_reply *repl
     return cache_control;
 }
 
-static enum MHD_Result send_reply(struct MHD_Connection *conn, pgcld_reply *reply) {
-    if (reply->stream_fn) return send_stream(conn, reply);
+/* Queues reply on conn. While the server drains (shutdown), every answer carries Connection: close,
+ * so that a client on a kept-open connection goes to another replica instead of sending a request
+ * the stopping server would drop unanswered when it closes its connections. */
+static enum MHD_Result send_reply(const pgcld_server *srv, struct MHD_Connection *conn, pgcld_reply *reply) {
+    bool close = reply->close_connection || atomic_load(&srv->draining);
+    if (reply->stream_fn) return send_stream(conn, reply, close);
     struct MHD_Response *resp;
     if (reply->data) {
         resp = MHD_create_response_from_buffer(reply->data_len, (void *)reply->data, MHD_RESPMEM_PERSISTENT);
@@ -513,7 +518,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, pgcld_reply *repl
     if (reply->retry_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, reply->retry_after);
     if (reply->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, reply->allow);
     if (reply->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, reply->www_authenticate);
-    if (reply->close_connection) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result rc = MHD_queue_response(conn, (unsigned)reply->status, resp);
     MHD_destroy_response(resp);
     json_decref(reply->body);
@@ -521,13 +526,14 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, pgcld_reply *repl
     return rc;
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *conn, int status, const char *code, const char *msg,
+static enum MHD_Result send_error(const pgcld_server *srv, struct MHD_Connection *conn, int status, const char *code,
+                                  const char *msg,
                                   const char *allow) {
     pgcld_reply reply = {0};
     pgcld_reply_error(&reply, status, code, -1, NULL, "%s", msg);
     reply.allow = allow;
     if (status == 401) reply.www_authenticate = "Bearer";
-    return send_reply(conn, &reply);
+    return send_reply(srv, conn, &reply);
 }
 
 /* Matches path against pattern, capturing "{…}" segments into params. */
@@ -583,14 +589,14 @@ static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Res
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) {
         ctx->status = 401;
-        *rc = send_error(conn, 401, "unauthorized", "this endpoint needs an API key: Authorization: Bearer <key>", NULL);
+        *rc = send_error(srv, conn, 401, "unauthorized", "this endpoint needs an API key: Authorization: Bearer <key>", NULL);
         return -1;
     }
     const char *token = auth + 7;
     while (*token == ' ') token++;
     if (pgcl_keyring_verify(srv->keyring, token, &ctx->identity) != PGCL_OK) {
         ctx->status = 401;
-        *rc = send_error(conn, 401, "unauthorized", "the API key is unknown or revoked", NULL);
+        *rc = send_error(srv, conn, 401, "unauthorized", "the API key is unknown or revoked", NULL);
         return -1;
     }
     ctx->authenticated = true;
@@ -599,7 +605,7 @@ static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Res
         char msg[160];
         snprintf(msg, sizeof msg, "a %s key may not use this endpoint", pgcl_role_str(ctx->identity.role));
         ctx->status = 403;
-        *rc = send_error(conn, 403, "forbidden", msg, NULL);
+        *rc = send_error(srv, conn, 403, "forbidden", msg, NULL);
         return -1;
     }
     return 0;
@@ -769,7 +775,7 @@ static enum MHD_Result refuse_head(request_ctx *ctx, struct MHD_Connection *conn
     pgcld_reply reply = {.close_connection = true};
     pgcld_reply_error(&reply, p->status, p->code, -1, p->field[0] ? p->field : NULL, "%s", p->message);
     ctx->status = p->status;
-    return send_reply(conn, &reply);
+    return send_reply(ctx->srv, conn, &reply);
 }
 
 /* Writes all of buf on the non-blocking socket fd, waiting up to a second for room. */
@@ -852,12 +858,12 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
     if (ctx->route_index < 0) {
         if (path_known) {
             ctx->status = 405;
-            return send_error(conn, 405, "method_not_allowed", "this path does not accept that method", allow);
+            return send_error(srv, conn, 405, "method_not_allowed", "this path does not accept that method", allow);
         }
         char msg[320];
         snprintf(msg, sizeof msg, "no route for %.256s", url);
         ctx->status = 404;
-        return send_error(conn, 404, "not_found", msg, NULL);
+        return send_error(srv, conn, 404, "not_found", msg, NULL);
     }
     ctx->route = &g_routes[ctx->route_index];
     enum MHD_Result rc;
@@ -866,7 +872,7 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
         pgcld_reply reply = {0};
         if (check_params(conn, ctx->route->params, &reply) != 0) {
             ctx->status = reply.status;
-            return send_reply(conn, &reply);
+            return send_reply(srv, conn, &reply);
         }
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -876,7 +882,7 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
         char msg[128];
         snprintf(msg, sizeof msg, "request body of %s bytes exceeds the limit of %ld bytes", cl, limit);
         ctx->status = 413;
-        return send_error(conn, 413, "payload_too_large", msg, NULL);
+        return send_error(srv, conn, 413, "payload_too_large", msg, NULL);
     }
     return MHD_YES;
 }
@@ -931,7 +937,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         snprintf(msg, sizeof msg, "request body exceeds the limit of %ld bytes",
                  ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes);
         ctx->status = 413;
-        return send_error(conn, 413, "payload_too_large", msg, NULL);
+        return send_error(srv, conn, 413, "payload_too_large", msg, NULL);
     }
     if (ctx->shed) {
         pgcld_reply shed = {.status = 503, .retry_after = "1"};
@@ -940,7 +946,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                           "retry shortly", (long)srv->cfg->max_body_memory);
         pgcld_metrics_rejected(srv->metrics, PGCLD_REJECT_OVERLOADED);
         ctx->status = 503;
-        return send_reply(conn, &shed);
+        return send_reply(srv, conn, &shed);
     }
     pgcld_request req = {
         .method = method,
@@ -960,14 +966,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     bool scoring = is_scoring(ctx->route);
     if (scoring && admit(ctx, conn, &reply) != 0) {
         ctx->status = reply.status;
-        return send_reply(conn, &reply);
+        return send_reply(srv, conn, &reply);
     }
     ctx->route->fn(srv, &req, &reply);
     if (scoring) atomic_fetch_sub(&srv->score_in_flight, 1);
     if (!reply.body && !reply.text && !reply.stream_fn && !reply.data)
         pgcld_reply_error(&reply, 500, "internal_error", -1, NULL, "handler produced no answer");
     ctx->status = reply.status;
-    return send_reply(conn, &reply);
+    return send_reply(srv, conn, &reply);
 }
 
 /* Why a request ended without an answer. */

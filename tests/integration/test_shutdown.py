@@ -95,12 +95,14 @@ class KeepAlive:
 
     def __init__(self, d):
         self.conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=WAIT_S)
+        self.last = None
         self.get("/healthz")
 
     def get(self, path):
         self.conn.request("GET", path)
         r = self.conn.getresponse()
-        return H.Response(r.status, r.headers, r.read())
+        self.last = H.Response(r.status, r.headers, r.read())
+        return self.last
 
     def status(self, path):
         """The status of GET path, or the error when the connection failed (so that a wait on it
@@ -164,22 +166,30 @@ class DrainTest(unittest.TestCase):
         d.start()
         self.assertEqual(d.get("/readyz").status, 200)
         self.assertEqual(d.score(score_body(3, 1, "before")[0]).status, 200)
-        probe = KeepAlive(d)
-        self.addCleanup(probe.close)
+        # keep-alive connections opened before the signal: while draining, every answer closes its
+        # connection (Connection: close sends the client elsewhere), so each asks one thing
+        probe, *others = [KeepAlive(d) for _ in range(4)]
+        for p in (probe, *others):
+            self.addCleanup(p.close)
         held = HeldRequest(d, 40, 2, "held")
         self.addCleanup(held.close)
 
         d.proc.send_signal(sig)
         self.assertTrue(H.wait_until(lambda: probe.status("/readyz") == 503, WAIT_S),
                         f"/readyz did not turn 503 after {name}\n{d.logs()}")
-        ready = probe.get("/readyz")
+        ready = probe.last
         self.assertEqual(ready.json, {"status": "not_ready",
                                       "checks": {"models": True, "audit_db": True, "draining": True}}, ready)
         self.assertEqual(ready.headers.get("Retry-After"), "1")
-        v2 = probe.get("/v2/health/ready")
+        v2 = others[0].get("/v2/health/ready")
         self.assertEqual((v2.status, v2.json), (503, {"ready": False}), v2)
-        self.assertEqual(probe.get("/healthz").status, 200, "liveness stays 200 while draining")
-        self.assertEqual(H.parse_metrics(probe.get("/metrics").body.decode()).get("pgcld_draining"), 1.0)
+        live = others[1].get("/healthz")
+        self.assertEqual(live.status, 200, "liveness stays 200 while draining")
+        metrics = others[2].get("/metrics")
+        self.assertEqual(H.parse_metrics(metrics.body.decode()).get("pgcld_draining"), 1.0)
+        for r in (ready, v2, live, metrics):
+            self.assertEqual((r.headers.get("Connection") or "").lower(), "close",
+                             "an answer sent while draining keeps its connection open")
         self.assertIn(f"shutdown: {name} received; draining", d.logs(limit=10 ** 6))
         self.assertTrue(H.wait_until(lambda: connection_refused(d.port), WAIT_S),
                         "a new connection was accepted while draining")
