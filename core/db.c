@@ -27,3 +27,50 @@ sqlite3 *pgcl_db_open_reader(const char *path, char *err, int cap) {
     sqlite3_busy_timeout(db, PGCL_DB_BUSY_TIMEOUT_MS);
     return db;
 }
+
+int pgcl_db_each_row(sqlite3 *db, const char *sql, pgcl_db_bind_fn bind, pgcl_db_row_fn on_row, void *ctx,
+                     char *err, int cap) {
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
+    if (rc != SQLITE_OK) {
+        pgcl_errorf(err, cap, "prepare: %s", sqlite3_errmsg(db));
+        return rc;
+    }
+    if (bind) {
+        rc = bind(stmt, ctx);
+        if (rc != SQLITE_OK) {
+            pgcl_errorf(err, cap, "bind: %s", sqlite3_errmsg(db));
+            sqlite3_finalize(stmt);
+            return rc;
+        }
+    }
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        if (!on_row) continue;
+        int taken = on_row(stmt, ctx, err, cap);
+        if (taken != SQLITE_OK) {
+            sqlite3_finalize(stmt);
+            return taken;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "step: %s", sqlite3_errmsg(db));
+        sqlite3_finalize(stmt);
+        return rc;
+    }
+    sqlite3_finalize(stmt);
+    return SQLITE_OK;
+}
+
+int pgcl_db_write_transaction(sqlite3 *db, pgcl_db_tx_fn work, void *ctx, char *err, int cap) {
+    int rc = pgcl_db_exec(db, "BEGIN IMMEDIATE", err, cap);
+    if (rc != SQLITE_OK) return rc;
+    rc = work(db, ctx, err, cap);
+    if (rc == SQLITE_OK) rc = pgcl_db_exec(db, "COMMIT", err, cap);
+    if (rc != SQLITE_OK) {
+        char ignored[128];
+        /* After a failed COMMIT SQLite may already have rolled back; the ROLLBACK's own error then
+         * says "no transaction is active" and is not the news. */
+        if (!sqlite3_get_autocommit(db)) pgcl_db_exec(db, "ROLLBACK", ignored, sizeof ignored);
+    }
+    return rc;
+}

@@ -15,4 +15,26 @@ int pgcl_db_exec(sqlite3 *db, const char *sql, char *err, int cap);
  * on failure. Close with sqlite3_close(). */
 sqlite3 *pgcl_db_open_reader(const char *path, char *err, int cap);
 
+/* Binds a statement's parameters. Returns SQLITE_OK or the failing sqlite3_bind_* code. */
+typedef int (*pgcl_db_bind_fn)(sqlite3_stmt *stmt, void *ctx);
+/* Takes one result row. Returns SQLITE_OK to go on; any other code stops the walk and is what
+ * pgcl_db_each_row returns (the function sets err itself when it has more to say). */
+typedef int (*pgcl_db_row_fn)(sqlite3_stmt *stmt, void *ctx, char *err, int cap);
+
+/* Prepare, bind, step every row, finalize: the one copy of that loop.
+ * bind and on_row may be NULL (a statement without parameters; a statement run for its effect).
+ * Returns SQLITE_OK when every row was taken (SQLITE_DONE is reported as SQLITE_OK), the SQLite
+ * code of the first failure with err set to "<what>: <message>", or on_row's stopping code.
+ * Nothing is left prepared whatever happens. */
+int pgcl_db_each_row(sqlite3 *db, const char *sql, pgcl_db_bind_fn bind, pgcl_db_row_fn on_row, void *ctx,
+                     char *err, int cap);
+
+/* The work of one write transaction. Returns SQLITE_OK to commit; anything else rolls back. */
+typedef int (*pgcl_db_tx_fn)(sqlite3 *db, void *ctx, char *err, int cap);
+
+/* BEGIN IMMEDIATE, work, COMMIT — or ROLLBACK when the work or the commit fails: the one copy of
+ * "begin write, do, commit". Returns SQLITE_OK or the first failing code with err set; after a
+ * failure no part of the work is in the database. */
+int pgcl_db_write_transaction(sqlite3 *db, pgcl_db_tx_fn work, void *ctx, char *err, int cap);
+
 #endif
