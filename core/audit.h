@@ -1,4 +1,8 @@
-/* The audit store: an SQLite database in WAL mode that receives one row per scored item.
+/* The audit store interface: where every decision, event and shadow output is recorded, in the
+ * chain's order, before the answer leaves. A store is an opaque handle (pgcl_audit) behind an
+ * operations table (audit_store_impl.h), created by pgcl_audit_open and destroyed by
+ * pgcl_audit_close. The one store today is SQLite (audit_sqlite.c), the embedded default:
+ * an SQLite database in WAL mode that receives one row per scored item.
  *
  * pgcl_audit_append() hands rows to a single writer thread and blocks until they are committed:
  * the writer takes every request waiting at that moment into one transaction (group commit), so
@@ -73,7 +77,12 @@ void pgcl_audit_close(pgcl_audit *a);
  * shutting down. On any error no row of this call is in the database. */
 pgcl_status pgcl_audit_append(pgcl_audit *a, const pgcl_decision_row *rows, int n, char *err, int cap);
 
-/* ---- arbitrary work in the writer's transaction ---- */
+/* The store's name ("sqlite"), for logs and /metrics. */
+const char *pgcl_audit_store_name(pgcl_audit *a);
+
+/* ---- arbitrary work in the writer's transaction ----
+ * Jobs are the SQLite store's extension point: they see the SQLite connection of the open
+ * transaction (pgcl_audit_txn_db). */
 
 /* The open transaction a job runs in. */
 typedef struct pgcl_audit_txn pgcl_audit_txn;

@@ -95,18 +95,18 @@ MUTATIONS = [
     M("auth-checkpoint-role", "server/http.c",
       "pgcld_handle_audit_checkpoint, PGCL_ROLE_ADMIN,", "pgcld_handle_audit_checkpoint, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN,",
       "a reviewer key may sign audit checkpoints", ["test_admin", "test_chain_cli"]),
-    # -- fsync (core/audit.c)
-    M("fsync-normal", "core/audit.c",
+    # -- fsync (core/audit_sqlite.c)
+    M("fsync-normal", "core/audit_sqlite.c",
       "const char *sync = opts->synchronous_full ? \"PRAGMA synchronous=FULL\" : \"PRAGMA synchronous=NORMAL\";",
       "const char *sync = \"PRAGMA synchronous=NORMAL\";",
       "the audit writer runs synchronous=NORMAL whatever --synchronous says (commits not fsynced)",
       ["test_storage_faults"]),
     # -- limits
-    M("limit-max-pending-rows", "core/audit.c",
+    M("limit-max-pending-rows", "core/audit_sqlite.c",
       "if (job->bounded && a->pending_rows > 0 && a->pending_rows + job->n_rows > a->max_pending_rows) {",
       "if (0) {",
       "--max-pending-rows ignored (the audit backlog is unbounded)", ["test_backlog", "test_openapi"]),
-    M("limit-max-pending-rows-edge", "core/audit.c",
+    M("limit-max-pending-rows-edge", "core/audit_sqlite.c",
       "a->pending_rows + job->n_rows > a->max_pending_rows", "a->pending_rows + job->n_rows >= a->max_pending_rows",
       "a request that exactly fills the backlog is refused", ["test_backlog"]),
     M("limit-max-batch", "server/routes_score.c",
