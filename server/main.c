@@ -237,6 +237,11 @@ static int load_tls(pgcld_config *cfg, char *err, int cap) {
     return 0;
 }
 
+/* pgcl_audit_read_activations' callback: the last activation of a model wins. */
+static void remember_activation(const char *model, const char *version, void *ctx) {
+    json_object_set_new(ctx, model, json_string(version));
+}
+
 static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     /* Request bodies and their arrays (1.4 MB for 64 JSON embeddings) are allocated on many
      * connection threads: with glibc's adaptive threshold they come from per-thread arenas, which
@@ -333,9 +338,12 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     pgcl_log_info("http: listening on %s://%s (port %d), %d compute workers; /healthz answers, loading models",
                   *cfg.tls_cert ? "https" : "http", cfg.listen, srv.port, workers);
     /* Models load while /healthz already answers and /readyz says 503. */
-    json_t *preferred = NULL;
-    if (pgcl_audit_read_activations(cfg.db_path, &preferred, err, sizeof err) != PGCL_OK)
+    json_t *preferred = json_object();
+    if (pgcl_audit_read_activations(cfg.db_path, remember_activation, preferred, err, sizeof err) != PGCL_OK) {
         pgcl_log_warn("models: cannot read past activations (%s); serving the highest versions", err);
+        json_decref(preferred);
+        preferred = NULL;
+    }
     pgcl_registry_load_initial(srv.registry, preferred);
     json_decref(preferred);
     if (pgcl_registry_ready_count(srv.registry) == 0)

@@ -395,6 +395,25 @@ void pgcld_handle_shadow_detach(pgcld_server *srv, const pgcld_request *req, pgc
     pgcl_registry_end_change(srv->registry, name);
 }
 
+/* The report's counts as the answer's JSON (the keys in the documented order). */
+static json_t *shadow_report_json(const pgcl_shadow_report *r) {
+    json_t *matrix = json_object();
+    for (int p = 0; p < PGCL_DECISION_KINDS; p++) {
+        json_t *row = json_object();
+        for (int q = 0; q < PGCL_DECISION_KINDS; q++)
+            json_object_set_new(row, pgcl_decision_kind_names[q], json_integer(r->decision_matrix[p][q]));
+        json_object_set_new(matrix, pgcl_decision_kind_names[p], row);
+    }
+    double items = (double)r->items;
+    return json_pack("{s:I, s:I, s:I, s:o, s:f, s:f, s:f, s:f}", "items", (json_int_t)r->items, "decision_agreements",
+                     (json_int_t)r->decision_agreements, "decision_flips",
+                     (json_int_t)(r->items - r->decision_agreements), "decision_matrix", matrix, "label_agreement",
+                     r->items ? (double)r->label_agreements / items : 0.0, "decision_agreement",
+                     r->items ? (double)r->decision_agreements / items : 0.0, "mean_abs_score_difference",
+                     r->items ? r->sum_abs_score_difference / items : 0.0, "max_abs_score_difference",
+                     r->max_abs_score_difference);
+}
+
 void pgcld_handle_shadow_report(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     const char *name = req->params[0];
     if (!pgcl_registry_knows(srv->registry, name)) {
@@ -416,12 +435,13 @@ void pgcld_handle_shadow_report(pgcld_server *srv, const pgcld_request *req, pgc
         pgcld_reply_error(reply, 404, "version_not_found", -1, "version", "model '%s' has no version '%s'", name,
                           version);
     } else {
-        json_t *report = NULL;
+        pgcl_shadow_report counts;
         char err[ERR_CAP];
-        if (pgcl_audit_read_shadow_report(srv->cfg->db_path, name, version, &report, err, sizeof err) != PGCL_OK) {
+        if (pgcl_audit_read_shadow_report(srv->cfg->db_path, name, version, &counts, err, sizeof err) != PGCL_OK) {
             reply->retry_after = "1";
             pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "%s", err);
         } else {
+            json_t *report = shadow_report_json(&counts);
             json_object_set_new(report, "model", json_string(name));
             json_object_set_new(report, "shadow_version", json_string(version));
             json_object_set_new(report, "attached", json_boolean(shadow && strcmp(shadow->version, version) == 0));
