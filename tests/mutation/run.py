@@ -88,11 +88,11 @@ MUTATIONS = [
     M("cursor-contests-open", "core/queries.c",
       "\" WHERE c.seq > ? AND NOT EXISTS", "\" WHERE c.seq >= ? AND NOT EXISTS",
       "GET /v1/contests?status=open: the next page repeats the cursor's contest", ["test_review_reads", "test_review"]),
-    # -- auth (server/http.c)
+    # -- auth (server/http.c, server/route_table.c)
     M("auth-role-check", "server/http.c",
       "if (!(ctx->route->roles & (int)ctx->identity.role)) {", "if (0) {",
       "any valid key may use any endpoint (the route's roles are not checked)", ["test_admin", "test_errors"]),
-    M("auth-checkpoint-role", "server/http.c",
+    M("auth-checkpoint-role", "server/route_table.c",
       "pgcld_handle_audit_checkpoint, PGCL_ROLE_ADMIN,", "pgcld_handle_audit_checkpoint, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN,",
       "a reviewer key may sign audit checkpoints", ["test_admin", "test_chain_cli"]),
     # -- fsync (core/audit.c)
@@ -128,12 +128,12 @@ MUTATIONS = [
       "a reused Idempotency-Key with another body replays the first answer instead of 422",
       ["test_idempotency", "test_hardening"]),
     # -- issue 13: the classes of input an outside probe answered wrongly
-    M("fingerprint-query", "server/http.c",
+    M("fingerprint-query", "server/request.c",
       "    for (int i = 0; i < a.n; i++) {\n        fingerprint_part(&buf, &len, &cap, a.key[i], a.key_len[i]);",
       "    for (int i = 0; i < 0; i++) {\n        fingerprint_part(&buf, &len, &cap, a.key[i], a.key_len[i]);",
       "the idempotency fingerprint leaves out the query (?model= of an octet-stream retry replays another "
       "model's answer)", ["test_hardening"]),
-    M("fingerprint-headers", "server/http.c",
+    M("fingerprint-headers", "server/request.c",
       'FINGERPRINT_HEADERS[] = {"Pgcld-Item-Ids", "Inference-Header-Content-Length", NULL};',
       'FINGERPRINT_HEADERS[] = {"Inference-Header-Content-Length", NULL};',
       "the idempotency fingerprint leaves out Pgcld-Item-Ids (a retry with other ids replays the old ones)",
@@ -167,7 +167,7 @@ MUTATIONS = [
     M("singleton-headers", "server/request_head.c",
       "        if (s.counts[i] > 1) {", "        if (s.counts[i] > 2) {",
       "a header pgcld reads may be given twice (the first wins)", ["test_bad_inputs"]),
-    M("query-without-value", "server/http.c",
+    M("query-without-value", "server/route_table.c",
       'else if (!value) c->problem = "has no value: write name=value";', 'else if (0) c->problem = "";',
       "a query parameter without a value (?label) is dropped instead of refused", ["test_bad_inputs"]),
     M("cursor-binding", "core/queries.c",
