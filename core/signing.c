@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "db.h"
 #include "files.h"
-#include "ids.h"
 
 #define STATEMENT_MAGIC "pgcld-audit-checkpoint-v1"
 #define SECRET_HEX_LEN (2 * crypto_sign_SECRETKEYBYTES) /* 128 */

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "bodybudget.h"
-#include "ids.h"
+#include "clock.h"
 #include "log.h"
 #include "ratelimit.h"
 #include "reaper.h"
