@@ -13,12 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend_select.h"
 #include "blas.h"
 #include "cli_audit.h"
 #include "cli_keys.h"
 #include "clock.h"
 #include "config.h"
+#include "cuda_module.h"
 #include "head_signer.h"
 #include "log.h"
 #include "model.h"
