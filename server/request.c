@@ -16,6 +16,7 @@ const char *pgcld_request_header(const pgcld_request *req, const char *name) {
 const char *pgcld_request_query(const pgcld_request *req, const char *key) {
     return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, key);
 }
+
 /* Skips optional whitespace. */
 static const char *skip_ows(const char *p) {
     while (*p == ' ' || *p == '\t') p++;
@@ -74,7 +75,7 @@ bool pgcld_request_fingerprint(const pgcld_request *req, const char *body_sha256
     fingerprint_part(&buf, &len, &cap, version, sizeof version - 1);
     fingerprint_part(&buf, &len, &cap, req->method, strlen(req->method));
     fingerprint_part(&buf, &len, &cap, req->path, strlen(req->path));
-    /* the query parameters by name (http.c let each through at most once) */
+    /* the query parameters by name (pgcld_route_check_query let each through at most once) */
     fingerprint_args a = {.n = 0};
     MHD_get_connection_values_n(req->connection, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
     for (int i = 1; i < a.n; i++) /* insertion sort: a handful at most */
