@@ -1,4 +1,4 @@
-/* UUIDv7, timestamps and digests; see ids.h. */
+/* UUIDv7 and digests; see ids.h. */
 #include "ids.h"
 
 #include <pthread.h>
@@ -45,39 +45,6 @@ void pgcl_uuid7(char out[PGCL_UUID_LEN + 1]) {
         out[o++] = hex[b[i] & 15];
     }
     out[o] = 0;
-}
-
-void pgcl_timestamp_after(int64_t offset_s, char out[PGCL_TIMESTAMP_LEN + 1]) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    time_t secs = ts.tv_sec + (time_t)offset_s;
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    char buf[96];
-    snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000L);
-    memcpy(out, buf, PGCL_TIMESTAMP_LEN);
-    out[PGCL_TIMESTAMP_LEN] = 0;
-}
-
-void pgcl_timestamp_now(char out[PGCL_TIMESTAMP_LEN + 1]) { pgcl_timestamp_after(0, out); }
-
-int64_t pgcl_monotonic_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-void pgcl_cond_init_monotonic(pthread_cond_t *cond) {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(cond, &attr);
-    pthread_condattr_destroy(&attr);
-}
-
-struct timespec pgcl_monotonic_timespec(int64_t t_us) {
-    return (struct timespec){.tv_sec = (time_t)(t_us / 1000000), .tv_nsec = (long)(t_us % 1000000) * 1000};
 }
 
 void pgcl_sha256_hex(const void *data, size_t len, char out[65]) {

@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "db.h"
 #include "files.h"
-#include "ids.h"
 
 #define STATEMENT_MAGIC "pgcld-audit-checkpoint-v1"
 #define SECRET_HEX_LEN (2 * crypto_sign_SECRETKEYBYTES) /* 128 */
@@ -321,41 +321,42 @@ done:
     return st;
 }
 
-static pgcl_status record_checkpoint(sqlite3 *db, const char *db_path, const pgcl_checkpoint *cp, char *err, int cap) {
-    sqlite3_stmt *s = NULL;
-    char sub[ERR_CAP];
-    pgcl_status st = PGCL_ERR_DB;
+/* The work of record_checkpoint's write transaction: one audit_checkpoints row. */
+typedef struct checkpoint_row {
+    sqlite3_stmt *insert; /* prepared, parameters not yet bound */
+    const pgcl_checkpoint *cp;
+} checkpoint_row;
+
+static int insert_checkpoint_row(sqlite3 *db, void *ctx, char *err, int cap) {
+    const checkpoint_row *row = ctx;
+    sqlite3_stmt *s = row->insert;
+    sqlite3_bind_int64(s, 1, row->cp->head_seq);
+    sqlite3_bind_text(s, 2, row->cp->head_hash, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, row->cp->created_at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, row->cp->public_key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, row->cp->signature, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) return SQLITE_OK;
+    pgcl_errorf(err, cap, "%s", sqlite3_errmsg(db));
+    return rc == SQLITE_ROW ? SQLITE_ERROR : rc;
+}
+
+/* Adds cp to audit_checkpoints in its own write transaction. The statement is prepared before the
+ * transaction begins (a database without the table fails without taking the write lock). Returns
+ * PGCL_OK, or PGCL_ERR_DB with SQLite's message in err. */
+static pgcl_status record_checkpoint(sqlite3 *db, const pgcl_checkpoint *cp, char *err, int cap) {
+    checkpoint_row row = {.insert = NULL, .cp = cp};
     if (sqlite3_prepare_v2(db,
                            "INSERT INTO audit_checkpoints (head_seq, head_hash, created_at, public_key, signature)"
                            " VALUES (?1, ?2, ?3, ?4, ?5)",
-                           -1, &s, NULL) != SQLITE_OK) {
+                           -1, &row.insert, NULL) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s", sqlite3_errmsg(db));
-        goto done;
+        sqlite3_finalize(row.insert);
+        return PGCL_ERR_DB;
     }
-    if (pgcl_db_exec(db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s", sub);
-        goto done;
-    }
-    sqlite3_bind_int64(s, 1, cp->head_seq);
-    sqlite3_bind_text(s, 2, cp->head_hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, cp->created_at, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, cp->public_key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, cp->signature, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        pgcl_errorf(err, cap, "%s", sqlite3_errmsg(db));
-        pgcl_db_exec(db, "ROLLBACK", NULL, 0);
-        goto done;
-    }
-    if (pgcl_db_exec(db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s", sub);
-        pgcl_db_exec(db, "ROLLBACK", NULL, 0);
-        goto done;
-    }
-    st = PGCL_OK;
-done:
-    (void)db_path;
-    sqlite3_finalize(s);
-    return st;
+    int rc = pgcl_db_write_transaction(db, insert_checkpoint_row, &row, err, cap);
+    sqlite3_finalize(row.insert);
+    return rc == SQLITE_OK ? PGCL_OK : PGCL_ERR_DB;
 }
 
 pgcl_status pgcl_checkpoint_create(const char *db_path, const char *key_path, const char *out_file,
@@ -416,7 +417,7 @@ pgcl_status pgcl_checkpoint_create(const char *db_path, const char *key_path, co
     text = with_nl;
     memcpy(text + len, "\n", 2);
     if ((st = write_file_atomic(out->file, text, err, cap)) != PGCL_OK) goto done;
-    if ((st = record_checkpoint(db, db_path, out, sub, sizeof sub)) != PGCL_OK) {
+    if ((st = record_checkpoint(db, out, sub, sizeof sub)) != PGCL_OK) {
         pgcl_errorf(err, cap, "%s: the checkpoint file %s was written and is valid, but recording it in "
                     "audit_checkpoints failed: %s", db_path, out->file, sub);
         goto done;

@@ -6,13 +6,13 @@
 
 #include <jansson.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chain.h"
+#include "cli_options.h"
 #include "signing.h"
 
 static const char USAGE[] =
@@ -48,58 +48,21 @@ typedef struct cli_opts {
 
 enum { OPT_DB = 1, OPT_SIGNING_KEY = 2, OPT_OUT = 4, OPT_PUBLIC_KEY = 8, OPT_CHECKPOINT = 16 };
 
-/* Prints the reason and the usage to stderr; returns exit status 2. */
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...);
+static const pgcld_cli_option OPTIONS[] = {
+    {.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db)},
+    {.name = "signing-key", .bit = OPT_SIGNING_KEY, .offset = offsetof(cli_opts, signing_key)},
+    {.name = "out", .bit = OPT_OUT, .offset = offsetof(cli_opts, out)},
+    {.name = "public-key", .bit = OPT_PUBLIC_KEY, .offset = offsetof(cli_opts, public_key)},
+    {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
+     .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints"}};
 
-static int usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "pgcld audit: ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n\n%s", USAGE);
-    return 2;
-}
-
-/* Parses --opt VALUE / --opt=VALUE for the options in the `allowed` mask into o (--checkpoint may
- * repeat). Returns 0, or 2 after printing the usage. */
-static int parse_opts(int argc, char **argv, int allowed, cli_opts *o) {
-    static const struct {
-        const char *name;
-        int bit;
-        size_t offset;
-    } table[] = {{"db", OPT_DB, offsetof(cli_opts, db)},
-                 {"signing-key", OPT_SIGNING_KEY, offsetof(cli_opts, signing_key)},
-                 {"out", OPT_OUT, offsetof(cli_opts, out)},
-                 {"public-key", OPT_PUBLIC_KEY, offsetof(cli_opts, public_key)},
-                 {"checkpoint", OPT_CHECKPOINT, 0}};
-    for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strncmp(arg, "--", 2) != 0) return usage_error("unexpected argument '%s'", arg);
-        const char *zname = arg + 2, *eq = strchr(zname, '=');
-        size_t len = eq ? (size_t)(eq - zname) : strlen(zname);
-        int bit = 0;
-        size_t offset = 0;
-        for (size_t j = 0; j < sizeof table / sizeof table[0] && !bit; j++) {
-            if ((allowed & table[j].bit) && strlen(table[j].name) == len && strncmp(table[j].name, zname, len) == 0) {
-                bit = table[j].bit;
-                offset = table[j].offset;
-            }
-        }
-        if (!bit) return usage_error("unknown option '%s'", arg);
-        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!value || !*value) return usage_error("%s needs a value", arg);
-        if (bit == OPT_CHECKPOINT) {
-            if (o->n_checkpoints == MAX_CHECKPOINTS) return usage_error("at most %d checkpoints", MAX_CHECKPOINTS);
-            o->checkpoints[o->n_checkpoints++] = value;
-            continue;
-        }
-        const char **field = (const char **)((char *)o + offset);
-        if (*field) return usage_error("option '%s' given twice", arg);
-        *field = value;
-    }
-    return 0;
-}
+/* Every value must be non-empty ("--db=" needs a value), checked before a repeat is refused. */
+static const pgcld_cli_spec CLI = {.command = "pgcld audit",
+                                   .usage = USAGE,
+                                   .options = OPTIONS,
+                                   .n_options = sizeof OPTIONS / sizeof OPTIONS[0],
+                                   .empty_value_ok = false,
+                                   .duplicate_before_value = false};
 
 /* Prints obj as one compact JSON line; returns 0, or 1 when stdout fails. */
 static int print_line(json_t *obj, const char *cmd) {
@@ -182,9 +145,9 @@ static int cmd_keygen(const cli_opts *o) {
 }
 
 int pgcld_cli_audit(int argc, char **argv) {
-    if (argc < 1) return usage_error("%s", "missing subcommand: verify, checkpoint or keygen");
+    if (argc < 1) return pgcld_cli_usage_error(&CLI, "%s", "missing subcommand: verify, checkpoint or keygen");
     const char *cmd = argv[0];
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+    if (pgcld_cli_is_help(cmd)) {
         fputs(USAGE, stdout);
         return 0;
     }
@@ -196,19 +159,19 @@ int pgcld_cli_audit(int argc, char **argv) {
     else if (strcmp(cmd, "keygen") == 0)
         allowed = OPT_OUT;
     else
-        return usage_error("unknown subcommand '%s' (verify, checkpoint or keygen)", cmd);
+        return pgcld_cli_usage_error(&CLI, "unknown subcommand '%s' (verify, checkpoint or keygen)", cmd);
     cli_opts *o = calloc(1, sizeof *o);
     if (!o) {
         fprintf(stderr, "pgcld audit: out of memory\n");
         return 1;
     }
-    int rc = parse_opts(argc - 1, argv + 1, allowed, o);
-    if (rc == 0 && (allowed & OPT_DB) && !o->db) rc = usage_error("%s needs --db FILE", cmd);
+    int rc = pgcld_cli_parse(&CLI, argc - 1, argv + 1, allowed, o);
+    if (rc == 0 && (allowed & OPT_DB) && !o->db) rc = pgcld_cli_usage_error(&CLI, "%s needs --db FILE", cmd);
     if (rc == 0 && (allowed & OPT_SIGNING_KEY) && !o->signing_key)
-        rc = usage_error("%s needs --signing-key FILE", cmd);
-    if (rc == 0 && (allowed & OPT_OUT) && !o->out) rc = usage_error("%s needs --out FILE", cmd);
+        rc = pgcld_cli_usage_error(&CLI, "%s needs --signing-key FILE", cmd);
+    if (rc == 0 && (allowed & OPT_OUT) && !o->out) rc = pgcld_cli_usage_error(&CLI, "%s needs --out FILE", cmd);
     if (rc == 0 && o->public_key && strlen(o->public_key) != PGCL_PUBLIC_KEY_HEX_LEN)
-        rc = usage_error("--public-key must be %d hex digits", PGCL_PUBLIC_KEY_HEX_LEN);
+        rc = pgcld_cli_usage_error(&CLI, "--public-key must be %d hex digits", PGCL_PUBLIC_KEY_HEX_LEN);
     if (rc == 0 && sodium_init() < 0) {
         fprintf(stderr, "pgcld audit: libsodium failed to initialise\n");
         rc = 1;

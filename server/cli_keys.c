@@ -5,7 +5,6 @@
 
 #include <jansson.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <sodium.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "cli_options.h"
 #include "files.h"
 #include "keys.h"
 
@@ -51,49 +51,21 @@ typedef struct cli_opts {
 
 enum { OPT_DB = 1, OPT_ROLE = 2, OPT_NAME = 4, OPT_KEY_ID = 8, OPT_KEY_FILE = 16 };
 
-/* Prints the reason and the usage to stderr; returns exit status 2. */
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...);
+static const pgcld_cli_option OPTIONS[] = {
+    {.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db)},
+    {.name = "role", .bit = OPT_ROLE, .offset = offsetof(cli_opts, role)},
+    {.name = "name", .bit = OPT_NAME, .offset = offsetof(cli_opts, name)},
+    {.name = "key-id", .bit = OPT_KEY_ID, .offset = offsetof(cli_opts, key_id)},
+    {.name = "key-file", .bit = OPT_KEY_FILE, .offset = offsetof(cli_opts, key_file)}};
 
-static int usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "pgcld keys: ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n\n%s", USAGE);
-    return 2;
-}
-
-/* Parses --opt VALUE / --opt=VALUE for the options in the `allowed` mask into o.
- * Returns 0, or 2 after printing the usage. */
-static int parse_opts(int argc, char **argv, int allowed, cli_opts *o) {
-    static const struct {
-        const char *name;
-        int bit;
-        size_t offset;
-    } table[] = {{"db", OPT_DB, offsetof(cli_opts, db)},
-                 {"role", OPT_ROLE, offsetof(cli_opts, role)},
-                 {"name", OPT_NAME, offsetof(cli_opts, name)},
-                 {"key-id", OPT_KEY_ID, offsetof(cli_opts, key_id)},
-                 {"key-file", OPT_KEY_FILE, offsetof(cli_opts, key_file)}};
-    for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strncmp(arg, "--", 2) != 0) return usage_error("unexpected argument '%s'", arg);
-        const char *zname = arg + 2, *eq = strchr(zname, '=');
-        size_t len = eq ? (size_t)(eq - zname) : strlen(zname);
-        const char **field = NULL;
-        for (size_t j = 0; j < sizeof table / sizeof table[0] && !field; j++) {
-            if ((allowed & table[j].bit) && strlen(table[j].name) == len && strncmp(table[j].name, zname, len) == 0)
-                field = (const char **)((char *)o + table[j].offset);
-        }
-        if (!field) return usage_error("unknown option '%s'", arg);
-        if (*field) return usage_error("option '%s' given twice", arg);
-        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!value) return usage_error("%s needs a value", arg);
-        *field = value;
-    }
-    return 0;
-}
+/* "--name=" is an empty value (refused later where it matters), and a repeated option is refused
+ * before its value is looked for. */
+static const pgcld_cli_spec CLI = {.command = "pgcld keys",
+                                   .usage = USAGE,
+                                   .options = OPTIONS,
+                                   .n_options = sizeof OPTIONS / sizeof OPTIONS[0],
+                                   .empty_value_ok = true,
+                                   .duplicate_before_value = true};
 
 /* "cli:<name of the real user>", or "cli:uid<N>" when the user has no passwd entry. */
 static void cli_actor(char *out, size_t cap) {
@@ -122,7 +94,7 @@ static int ensure_schema(const char *db, const char *cmd) {
 static int cmd_create(const cli_opts *o, const char *actor) {
     pgcl_role role;
     if (pgcl_role_parse(o->role, &role) != 0)
-        return usage_error("--role '%s': must be scorer, reviewer or admin", o->role);
+        return pgcld_cli_usage_error(&CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
     char key[128], key_id[32], err[1024];
     /* The first admin key is made before the daemon ever ran. */
     if (ensure_schema(o->db, "create") != 0) return 1;
@@ -177,7 +149,7 @@ static int read_key_file(const char *path, char key[KEY_FILE_MAX + 1], char *err
 static int cmd_import(const cli_opts *o, const char *actor) {
     pgcl_role role;
     if (pgcl_role_parse(o->role, &role) != 0)
-        return usage_error("--role '%s': must be scorer, reviewer or admin", o->role);
+        return pgcld_cli_usage_error(&CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
     char key[KEY_FILE_MAX + 1], key_id[32], err[1024];
     bool created = false;
     int rc = 1;
@@ -240,9 +212,9 @@ static int cmd_revoke(const cli_opts *o, const char *actor) {
 }
 
 int pgcld_cli_keys(int argc, char **argv) {
-    if (argc < 1) return usage_error("%s", "missing subcommand: create, import, list or revoke");
+    if (argc < 1) return pgcld_cli_usage_error(&CLI, "%s", "missing subcommand: create, import, list or revoke");
     const char *cmd = argv[0];
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+    if (pgcld_cli_is_help(cmd)) {
         fputs(USAGE, stdout);
         return 0;
     }
@@ -256,14 +228,15 @@ int pgcld_cli_keys(int argc, char **argv) {
     else if (strcmp(cmd, "revoke") == 0)
         allowed = OPT_DB | OPT_KEY_ID;
     else
-        return usage_error("unknown subcommand '%s' (create, import, list or revoke)", cmd);
+        return pgcld_cli_usage_error(&CLI, "unknown subcommand '%s' (create, import, list or revoke)", cmd);
     cli_opts o = {0};
-    if (parse_opts(argc - 1, argv + 1, allowed, &o) != 0) return 2;
-    if (!o.db) return usage_error("%s needs --db FILE", cmd);
+    if (pgcld_cli_parse(&CLI, argc - 1, argv + 1, allowed, &o) != 0) return 2;
+    if (!o.db) return pgcld_cli_usage_error(&CLI, "%s needs --db FILE", cmd);
     if ((strcmp(cmd, "create") == 0 || strcmp(cmd, "import") == 0) && (!o.role || !o.name))
-        return usage_error("%s needs --role ROLE and --name NAME", cmd);
-    if (strcmp(cmd, "import") == 0 && !o.key_file) return usage_error("%s needs --key-file KEYFILE", cmd);
-    if (strcmp(cmd, "revoke") == 0 && !o.key_id) return usage_error("%s needs --key-id KEY_ID", cmd);
+        return pgcld_cli_usage_error(&CLI, "%s needs --role ROLE and --name NAME", cmd);
+    if (strcmp(cmd, "import") == 0 && !o.key_file)
+        return pgcld_cli_usage_error(&CLI, "%s needs --key-file KEYFILE", cmd);
+    if (strcmp(cmd, "revoke") == 0 && !o.key_id) return pgcld_cli_usage_error(&CLI, "%s needs --key-id KEY_ID", cmd);
     if (sodium_init() < 0) {
         fprintf(stderr, "pgcld keys: libsodium failed to initialise\n");
         return 1;

@@ -1,10 +1,12 @@
-/* libmicrohttpd glue: body accumulation with limits, routing, JSON serialisation of replies,
- * start/stop. One thread per connection: a handler may block on the audit commit without holding
- * up other clients. */
+/* libmicrohttpd glue: a request's life from its request line to its completion (head checks,
+ * routing through route_table.c, authentication, overload protection, body accumulation with
+ * limits, the handler's call, sending its reply and counting the outcome), and start/stop. One
+ * thread per connection: a handler may block on the audit commit without holding up other
+ * clients. Error bodies and media types are reply.c's; request accessors and fingerprints
+ * request.c's. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
-#include <ctype.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -18,93 +20,13 @@
 #include <unistd.h>
 
 #include "bodybudget.h"
-#include "ids.h"
+#include "clock.h"
 #include "log.h"
 #include "ratelimit.h"
 #include "reaper.h"
 #include "request_head.h"
-#include "sha256.h"
+#include "route_table.h"
 #include "server.h"
-
-typedef void (*route_fn)(pgcld_server *, const pgcld_request *, pgcld_reply *);
-
-#define ANYONE 0 /* no key needed */
-#define ANY_ROLE (PGCL_ROLE_SCORER | PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN)
-
-typedef struct route {
-    const char *method;
-    const char *pattern; /* "{name}" matches one non-empty path segment */
-    route_fn fn;
-    int roles;           /* pgcl_role bits allowed; ANYONE for public routes */
-    bool upload;         /* body limit is --max-upload-bytes instead of --max-body-bytes */
-    const char *const *params; /* the query parameters it reads (NULL-terminated); ANY_PARAMS: not checked */
-} route;
-
-/* Query parameters of each route. Every route but the console's and the probes' refuses a
- * parameter it does not read, one given twice and one without a value ("?label", which would read
- * as absent), with 400 naming it (check_params): a filter that is silently dropped answers another
- * question than the one asked. Handlers refuse empty values ("?label=") themselves. */
-static const char *const NO_PARAMS[] = {NULL};
-static const char *const ANY_PARAMS[] = {NULL}; /* compared by address: not checked */
-static const char *const SCORE_PARAMS[] = {"model", "return_vector", NULL}; /* octet-stream bodies only */
-static const char *const UPLOAD_PARAMS[] = {"create_model", NULL};
-static const char *const SHADOW_REPORT_PARAMS[] = {"version", NULL};
-static const char *const DECISIONS_PARAMS[] = {"model", "version", "label",   "decision", "item_id", "request_id",
-                                               "since", "until",   "contest", "limit",    "cursor",  NULL};
-static const char *const EXPORT_PARAMS[] = {"since", "until", "format", NULL};
-static const char *const STATS_PARAMS[] = {"since", "until", NULL};
-static const char *const CONTESTS_PARAMS[] = {"status", "limit", "cursor", NULL};
-
-static const route g_routes[] = {
-    {"POST", "/v1/score", pgcld_handle_score, PGCL_ROLE_SCORER, false, SCORE_PARAMS},
-    {"GET", "/v1/models", pgcld_handle_models, ANY_ROLE, false, NO_PARAMS},
-    {"POST", "/v1/admin/models/{name}/activate", pgcld_handle_activate, PGCL_ROLE_ADMIN, false, NO_PARAMS},
-    {"PUT", "/v1/admin/models/{name}/versions/{version}", pgcld_handle_upload, PGCL_ROLE_ADMIN, true, UPLOAD_PARAMS},
-    {"POST", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_attach, PGCL_ROLE_ADMIN, false, NO_PARAMS},
-    {"DELETE", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_detach, PGCL_ROLE_ADMIN, false, NO_PARAMS},
-    {"GET", "/v1/admin/models/{name}/shadow", pgcld_handle_shadow_report, PGCL_ROLE_ADMIN, false, SHADOW_REPORT_PARAMS},
-    {"POST", "/v1/admin/keys", pgcld_handle_keys_create, PGCL_ROLE_ADMIN, false, NO_PARAMS},
-    {"GET", "/v1/admin/keys", pgcld_handle_keys_list, PGCL_ROLE_ADMIN, false, NO_PARAMS},
-    {"DELETE", "/v1/admin/keys/{key_id}", pgcld_handle_keys_revoke, PGCL_ROLE_ADMIN, false, NO_PARAMS},
-    {"GET", "/v1/decisions", pgcld_handle_decisions_list, PGCL_ROLE_REVIEWER, false, DECISIONS_PARAMS},
-    {"GET", "/v1/decisions/{id}", pgcld_handle_decision_get, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
-    {"GET", "/v1/decisions/{id}/statement", pgcld_handle_decision_statement, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
-    {"POST", "/v1/decisions/{id}/contests", pgcld_handle_contest_file, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
-    {"POST", "/v1/decisions/{id}/rescore", pgcld_handle_rescore, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
-    {"GET", "/v1/contests", pgcld_handle_contests_list, PGCL_ROLE_REVIEWER, false, CONTESTS_PARAMS},
-    {"POST", "/v1/contests/{id}/resolution", pgcld_handle_resolution, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
-    {"GET", "/v1/audit/export", pgcld_handle_audit_export, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, EXPORT_PARAMS},
-    {"GET", "/v1/audit/stats", pgcld_handle_audit_stats, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, STATS_PARAMS},
-    {"GET", "/v1/audit/verify", pgcld_handle_audit_verify, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
-    {"POST", "/v1/audit/checkpoints", pgcld_handle_audit_checkpoint, PGCL_ROLE_ADMIN, false, NO_PARAMS},
-    {"GET", "/v2", pgcld_handle_v2_server, ANYONE, false, ANY_PARAMS},
-    {"GET", "/v2/health/live", pgcld_handle_v2_live, ANYONE, false, ANY_PARAMS},
-    {"GET", "/v2/health/ready", pgcld_handle_v2_ready, ANYONE, false, ANY_PARAMS},
-    {"GET", "/v2/models/{name}", pgcld_handle_v2_model, ANY_ROLE, false, NO_PARAMS},
-    {"GET", "/v2/models/{name}/ready", pgcld_handle_v2_model_ready, ANY_ROLE, false, NO_PARAMS},
-    {"POST", "/v2/models/{name}/infer", pgcld_handle_v2_infer, PGCL_ROLE_SCORER, false, NO_PARAMS},
-    {"GET", "/healthz", pgcld_handle_healthz, ANYONE, false, ANY_PARAMS},
-    {"GET", "/readyz", pgcld_handle_readyz, ANYONE, false, ANY_PARAMS},
-    {"GET", "/metrics", pgcld_handle_metrics, ANYONE, false, ANY_PARAMS},
-    {"GET", "/console", pgcld_handle_console_index, ANYONE, false, ANY_PARAMS},
-    {"GET", "/console/", pgcld_handle_console_index, ANYONE, false, ANY_PARAMS},
-    {"GET", "/console/{file}", pgcld_handle_console_file, ANYONE, false, ANY_PARAMS},
-};
-#define N_ROUTES ((int)(sizeof g_routes / sizeof g_routes[0]))
-
-const char *const pgcld_route_names[] = {
-    "POST /v1/score", "GET /v1/models", "POST /v1/admin/models/{name}/activate",
-    "PUT /v1/admin/models/{name}/versions/{version}", "POST /v1/admin/models/{name}/shadow",
-    "DELETE /v1/admin/models/{name}/shadow", "GET /v1/admin/models/{name}/shadow", "POST /v1/admin/keys",
-    "GET /v1/admin/keys", "DELETE /v1/admin/keys/{key_id}", "GET /v1/decisions", "GET /v1/decisions/{id}",
-    "GET /v1/decisions/{id}/statement", "POST /v1/decisions/{id}/contests", "POST /v1/decisions/{id}/rescore",
-    "GET /v1/contests", "POST /v1/contests/{id}/resolution", "GET /v1/audit/export", "GET /v1/audit/stats",
-    "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /v2", "GET /v2/health/live", "GET /v2/health/ready",
-    "GET /v2/models/{name}", "GET /v2/models/{name}/ready", "POST /v2/models/{name}/infer", "GET /healthz",
-    "GET /readyz", "GET /metrics", "GET /console", "GET /console/", "GET /console/{file}",
-};
-const int pgcld_route_count = N_ROUTES;
-_Static_assert(sizeof pgcld_route_names / sizeof pgcld_route_names[0] == N_ROUTES, "a name for every route");
 
 /* The first buffer of a body without Content-Length, doubled as it grows. */
 #define BODY_FIRST_CAP 16384
@@ -112,10 +34,9 @@ _Static_assert(sizeof pgcld_route_names / sizeof pgcld_route_names[0] == N_ROUTE
 /* Per-request state kept by libmicrohttpd between calls of the access handler. */
 typedef struct request_ctx {
     pgcld_server *srv;
-    const route *route;
+    const pgcld_route *route;
     int route_index;
-    char params[PGCLD_MAX_PARAMS][128];
-    int n_params;
+    pgcld_path_params path_params; /* the route pattern's "{…}" segments */
     pgcl_identity identity;
     bool authenticated;
     char actor[PGCLD_ACTOR_LEN];
@@ -132,310 +53,6 @@ typedef struct request_ctx {
     pgcld_raw_target target;   /* what the request target said before it was decoded */
 } request_ctx;
 
-/* Replaces every byte of s that does not begin a valid UTF-8 sequence with '?', in place: error
- * texts quote what the client sent (paths, header values, query and field names, cut to a length
- * that may split a character), and jansson refuses strings that are not UTF-8, which would leave
- * the answer without its error body. */
-static void make_utf8(char *s) {
-    for (unsigned char *p = (unsigned char *)s; *p;) {
-        unsigned c = p[0], n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                                                                      : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-        bool ok = n > 0;
-        for (unsigned i = 1; ok && i < n; i++) ok = (p[i] & 0xc0) == 0x80;
-        if (ok && n == 3) ok = !(c == 0xe0 && p[1] < 0xa0) && !(c == 0xed && p[1] >= 0xa0); /* overlong, surrogate */
-        if (ok && n == 4) ok = !(c == 0xf0 && p[1] < 0x90) && !(c == 0xf4 && p[1] >= 0x90); /* overlong, > U+10FFFF */
-        if (ok) {
-            p += n;
-        } else {
-            *p++ = '?';
-        }
-    }
-}
-
-/* Texts that never leave in an error message (the file system paths of the configuration),
- * each with what is said instead. Set before the server starts; read-only afterwards. */
-#define MAX_REDACTIONS 12
-static struct {
-    char text[1024];
-    const char *instead;
-} g_redactions[MAX_REDACTIONS];
-static int g_n_redactions;
-
-void pgcld_reply_redact(const char *text, const char *instead) {
-    /* A bare word ("models") could be a word of a message: only paths with a '/' or a '.' */
-    if (!text || strlen(text) < 2 || strlen(text) >= sizeof g_redactions[0].text || g_n_redactions == MAX_REDACTIONS ||
-        !strpbrk(text, "/."))
-        return;
-    snprintf(g_redactions[g_n_redactions].text, sizeof g_redactions[0].text, "%s", text);
-    g_redactions[g_n_redactions++].instead = instead;
-}
-
-/* Replaces each registered text in msg (cap bytes) where it stands as a word of its own: at the
- * start or after a space, a quote, '(' or '=', and not followed by a letter, digit or '_'. The
- * longest registered text that matches at a place wins. */
-static void redact(char *msg, size_t cap) {
-    if (g_n_redactions == 0) return;
-    char out[1024];
-    size_t o = 0;
-    for (size_t i = 0; msg[i] && o + 1 < sizeof out;) {
-        bool boundary = i == 0 || strchr(" '\"(=", msg[i - 1]);
-        int best = -1;
-        size_t best_len = 0;
-        for (int r = 0; boundary && r < g_n_redactions; r++) {
-            size_t n = strlen(g_redactions[r].text);
-            char after = msg[i + (n <= strlen(msg + i) ? n : 0)];
-            bool ends = after == 0 || !(isalnum((unsigned char)after) || after == '_');
-            if (n > best_len && strncmp(msg + i, g_redactions[r].text, n) == 0 && ends) {
-                best = r;
-                best_len = n;
-            }
-        }
-        if (best < 0) {
-            out[o++] = msg[i++];
-            continue;
-        }
-        o += (size_t)snprintf(out + o, sizeof out - o, "%s", g_redactions[best].instead);
-        if (o >= sizeof out) o = sizeof out - 1;
-        i += best_len;
-    }
-    out[o] = 0;
-    snprintf(msg, cap, "%s", out);
-}
-
-void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int item, const char *field,
-                       const char *fmt, ...) {
-    char msg[1024], field_text[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    redact(msg, sizeof msg);
-    make_utf8(msg);
-    json_t *err = json_pack("{s:s, s:s}", "code", code, "message", msg);
-    if (item >= 0) json_object_set_new(err, "item", json_integer(item));
-    if (field) {
-        snprintf(field_text, sizeof field_text, "%s", field);
-        make_utf8(field_text);
-        json_object_set_new(err, "field", json_string(field_text));
-    }
-    json_decref(reply->body);
-    reply->status = status;
-    reply->body = json_pack("{s:o}", "error", err);
-}
-
-const char *pgcld_request_header(const pgcld_request *req, const char *name) {
-    return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
-}
-
-const char *pgcld_request_query(const pgcld_request *req, const char *key) {
-    return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, key);
-}
-
-typedef struct param_check {
-    const char *const *allowed; /* NULL-terminated */
-    unsigned seen;              /* bit i: allowed[i] was given */
-    const char *problem;        /* NULL, or what is wrong with `key` */
-    char key[64];
-} param_check;
-
-static enum MHD_Result check_one(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-    param_check *c = cls;
-    int known = -1;
-    for (int i = 0; c->allowed[i] && known < 0; i++)
-        if (strcmp(c->allowed[i], key) == 0) known = i;
-    if (known < 0) c->problem = "is unknown";
-    else if (c->seen & (1u << known)) c->problem = "is given more than once";
-    else if (!value) c->problem = "has no value: write name=value"; /* "?label": no '=' */
-    if (c->problem) {
-        snprintf(c->key, sizeof c->key, "%s", key);
-        return MHD_NO;
-    }
-    c->seen |= 1u << known;
-    return MHD_YES;
-}
-
-/* Every query parameter must be one of `allowed` (NULL-terminated), given once, with a value (an
- * empty value is the handler's to refuse, with the code that fits the parameter). Returns 0, or
- * -1 with a 400 invalid_request naming the parameter in reply. */
-static int check_params(struct MHD_Connection *conn, const char *const *allowed, pgcld_reply *reply) {
-    param_check c = {.allowed = allowed};
-    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, check_one, &c);
-    if (!c.problem) return 0;
-    if (strcmp(c.problem, "is unknown") == 0)
-        pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "unknown query parameter '%s'", c.key);
-    else
-        pgcld_reply_error(reply, 400, "invalid_request", -1, c.key, "query parameter '%s' %s", c.key, c.problem);
-    return -1;
-}
-
-
-/* Skips optional whitespace. */
-static const char *skip_ows(const char *p) {
-    while (*p == ' ' || *p == '\t') p++;
-    return p;
-}
-
-/* ---- request fingerprints (Idempotency-Key) ---- */
-
-/* The headers a scoring route reads to make its answer. A route that starts reading another header
- * must add it here, or a retry that changed it would be answered with the answer to the old one. */
-static const char *const FINGERPRINT_HEADERS[] = {"Pgcld-Item-Ids", "Inference-Header-Content-Length", NULL};
-
-#define FINGERPRINT_MAX_ARGS 16
-
-typedef struct fingerprint_args {
-    const char *key[FINGERPRINT_MAX_ARGS], *value[FINGERPRINT_MAX_ARGS];
-    size_t key_len[FINGERPRINT_MAX_ARGS], value_len[FINGERPRINT_MAX_ARGS];
-    int n;
-} fingerprint_args;
-
-static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
-                                   const char *value, size_t value_size) {
-    (void)kind;
-    fingerprint_args *a = cls;
-    if (a->n == FINGERPRINT_MAX_ARGS) return MHD_NO;
-    a->key[a->n] = key;
-    a->key_len[a->n] = key_size;
-    a->value[a->n] = value ? value : "";
-    a->value_len[a->n++] = value ? value_size : 0;
-    return MHD_YES;
-}
-
-/* Appends a length-prefixed part (8 bytes of length, little-endian, then the bytes) to buf. */
-static void fingerprint_part(unsigned char **buf, size_t *len, size_t *cap, const void *part, size_t n) {
-    if (!*buf) return;
-    if (*len + 8 + n > *cap) {
-        size_t grown_cap = (*len + 8 + n) * 2;
-        unsigned char *grown = realloc(*buf, grown_cap);
-        if (!grown) {
-            free(*buf);
-            *buf = NULL;
-            return;
-        }
-        *buf = grown;
-        *cap = grown_cap;
-    }
-    for (int i = 0; i < 8; i++) (*buf)[(*len)++] = (unsigned char)((uint64_t)n >> (8 * i));
-    memcpy(*buf + *len, part, n);
-    *len += n;
-}
-
-bool pgcld_request_fingerprint(const pgcld_request *req, const char *body_sha256, char out[65]) {
-    size_t len = 0, cap = 1024;
-    unsigned char *buf = malloc(cap);
-    static const char version[] = "pgcld request fingerprint 1";
-    fingerprint_part(&buf, &len, &cap, version, sizeof version - 1);
-    fingerprint_part(&buf, &len, &cap, req->method, strlen(req->method));
-    fingerprint_part(&buf, &len, &cap, req->path, strlen(req->path));
-    /* the query parameters by name (http.c let each through at most once) */
-    fingerprint_args a = {.n = 0};
-    MHD_get_connection_values_n(req->connection, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
-    for (int i = 1; i < a.n; i++) /* insertion sort: a handful at most */
-        for (int j = i; j > 0 && strcmp(a.key[j - 1], a.key[j]) > 0; j--) {
-            const char *k = a.key[j], *v = a.value[j];
-            size_t kl = a.key_len[j], vl = a.value_len[j];
-            a.key[j] = a.key[j - 1], a.value[j] = a.value[j - 1], a.key_len[j] = a.key_len[j - 1];
-            a.value_len[j] = a.value_len[j - 1];
-            a.key[j - 1] = k, a.value[j - 1] = v, a.key_len[j - 1] = kl, a.value_len[j - 1] = vl;
-        }
-    for (int i = 0; i < a.n; i++) {
-        fingerprint_part(&buf, &len, &cap, a.key[i], a.key_len[i]);
-        fingerprint_part(&buf, &len, &cap, a.value[i], a.value_len[i]);
-    }
-    /* the media type without parameters, in lower case (charset=utf-8 is the only one that passes) */
-    char media[128] = "";
-    const char *ct = req->content_type ? skip_ows(req->content_type) : "";
-    size_t m = 0;
-    while (ct[m] && ct[m] != ';' && ct[m] != ' ' && ct[m] != '\t' && m + 1 < sizeof media) {
-        media[m] = (char)tolower((unsigned char)ct[m]);
-        m++;
-    }
-    media[m] = 0;
-    fingerprint_part(&buf, &len, &cap, media, m);
-    for (int i = 0; FINGERPRINT_HEADERS[i]; i++) {
-        const char *h = pgcld_request_header(req, FINGERPRINT_HEADERS[i]);
-        fingerprint_part(&buf, &len, &cap, h ? "1" : "0", 1); /* absent and empty differ */
-        fingerprint_part(&buf, &len, &cap, h ? h : "", h ? strlen(h) : 0);
-    }
-    fingerprint_part(&buf, &len, &cap, body_sha256, strlen(body_sha256));
-    if (!buf) return false;
-    unsigned char digest[PGCL_SHA256_BYTES];
-    pgcl_sha256(buf, len, digest);
-    pgcl_sha256_to_hex(digest, out);
-    free(buf);
-    return true;
-}
-
-
-/* Reads one media type parameter at p (after its ';'): name=value, the value a token or a quoted
- * string. Copies the name and the (unquoted) value, cut to their buffers; returns the position
- * after it, or NULL when it is malformed. */
-static const char *media_parameter(const char *p, char *name, size_t name_cap, char *value, size_t value_cap) {
-    size_t n = 0, v = 0;
-    p = skip_ows(p);
-    while (*p && !strchr("=; \t\"", *p)) {
-        if (n + 1 < name_cap) name[n++] = *p;
-        p++;
-    }
-    name[n] = 0;
-    if (n == 0 || *p != '=') return NULL;
-    p++;
-    if (*p == '"') {
-        for (p++; *p && *p != '"'; p++) {
-            if (*p == '\\' && p[1]) p++;
-            if (v + 1 < value_cap) value[v++] = *p;
-        }
-        if (*p++ != '"') return NULL;
-    } else {
-        while (*p && !strchr("; \t\"", *p)) {
-            if (v + 1 < value_cap) value[v++] = *p;
-            p++;
-        }
-        if (v == 0) return NULL;
-    }
-    value[v] = 0;
-    return skip_ows(p);
-}
-
-bool pgcld_is_media_type(const char *ct, const char *want, bool utf8_only) {
-    if (!ct) return false;
-    const char *p = skip_ows(ct);
-    size_t n = strlen(want);
-    if (strncasecmp(p, want, n) != 0) return false;
-    p = skip_ows(p + n);
-    while (*p == ';') {
-        char name[32], value[32];
-        if (!(p = media_parameter(p + 1, name, sizeof name, value, sizeof value))) return false;
-        if (utf8_only && strcasecmp(name, "charset") == 0 && strcasecmp(value, "utf-8") != 0) return false;
-    }
-    return *p == 0;
-}
-
-bool pgcld_is_json_type(const char *ct) {
-    return pgcld_is_media_type(ct, "application/json", true);
-}
-
-json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply) {
-    if (!pgcld_is_json_type(req->content_type)) {
-        pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
-                          "Content-Type must be application/json (UTF-8), got '%.64s'",
-                          req->content_type ? req->content_type : "(none)");
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-    if (!root) {
-        pgcld_reply_error(reply, 400, "invalid_json", -1, NULL, "malformed JSON at line %d column %d: %s", jerr.line,
-                          jerr.column, jerr.text);
-        return NULL;
-    }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        pgcld_reply_error(reply, 400, "invalid_request", -1, NULL, "the body must be a JSON object");
-        return NULL;
-    }
-    return root;
-}
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     pgcld_reply *r = cls;
@@ -536,53 +153,11 @@ static enum MHD_Result send_error(const pgcld_server *srv, struct MHD_Connection
     return send_reply(srv, conn, &reply);
 }
 
-/* Matches path against pattern, capturing "{…}" segments into params. */
-static bool match_pattern(const char *pattern, const char *path, request_ctx *ctx) {
-    int n = 0;
-    while (*pattern && *path) {
-        if (*pattern == '{') {
-            const char *pend = strchr(pattern, '}');
-            size_t len = strcspn(path, "/");
-            if (!pend || len == 0 || len >= sizeof ctx->params[0] || n == PGCLD_MAX_PARAMS) return false;
-            memcpy(ctx->params[n], path, len);
-            ctx->params[n++][len] = 0;
-            pattern = pend + 1;
-            path += len;
-        } else if (*pattern++ != *path++) {
-            return false;
-        }
-    }
-    if (*pattern || *path) return false;
-    ctx->n_params = n;
-    return true;
-}
-
-/* Finds the route for method+path. Sets *path_known when some method serves the path. */
-static int find_route(request_ctx *ctx, const char *method, const char *path, bool *path_known, char *allow,
-                      size_t cap) {
-    *path_known = false;
-    allow[0] = 0;
-    int hit = -1;
-    for (int i = 0; i < N_ROUTES; i++) {
-        request_ctx probe;
-        if (!match_pattern(g_routes[i].pattern, path, &probe)) continue;
-        *path_known = true;
-        size_t used = strlen(allow);
-        snprintf(allow + used, cap - used, "%s%s", used ? ", " : "", g_routes[i].method);
-        if (hit < 0 && strcmp(g_routes[i].method, method) == 0) {
-            hit = i;
-            memcpy(ctx->params, probe.params, sizeof ctx->params);
-            ctx->n_params = probe.n_params;
-        }
-    }
-    return hit;
-}
-
 /* Checks the caller's key against the route's roles. Returns 0, or sends 401/403 and returns -1
  * with *rc set. */
 static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Result *rc) {
     pgcld_server *srv = ctx->srv;
-    if (ctx->route->roles == ANYONE || !srv->keyring) {
+    if (ctx->route->roles == PGCLD_ROUTE_ANYONE || !srv->keyring) {
         snprintf(ctx->actor, sizeof ctx->actor, "anonymous");
         return 0;
     }
@@ -614,11 +189,9 @@ static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Res
 /* ------------------------------------------------------------------------------------------------
  * Overload protection (docs/RELIABILITY.md, "Overload"). */
 
-/* The scoring routes: rate-limited per key and bounded by --max-score-in-flight. Reviewer, admin
- * and public routes are neither, so they keep answering while scoring is saturated. */
-static bool is_scoring(const route *r) {
-    return r->fn == pgcld_handle_score || r->fn == pgcld_handle_v2_infer;
-}
+/* The scoring routes (pgcld_route_is_scoring) are rate-limited per key and bounded by
+ * --max-score-in-flight. Reviewer, admin and public routes are neither, so they keep answering
+ * while scoring is saturated. */
 
 /* The connection's request-deadline entry (set by on_connection), or NULL. */
 static pgcld_reaper_conn *connection_watch(struct MHD_Connection *conn) {
@@ -854,7 +427,7 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
     bool path_known;
     char allow[64];
     const char *lookup = strcmp(method, "HEAD") == 0 ? "GET" : method;
-    ctx->route_index = find_route(ctx, lookup, url, &path_known, allow, sizeof allow);
+    ctx->route_index = pgcld_route_find(lookup, url, &ctx->path_params, &path_known, allow, sizeof allow);
     if (ctx->route_index < 0) {
         if (path_known) {
             ctx->status = 405;
@@ -865,15 +438,13 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
         ctx->status = 404;
         return send_error(srv, conn, 404, "not_found", msg, NULL);
     }
-    ctx->route = &g_routes[ctx->route_index];
+    ctx->route = pgcld_route_at(ctx->route_index);
     enum MHD_Result rc;
     if (authorise(ctx, conn, &rc) != 0) return rc;
-    if (ctx->route->params != ANY_PARAMS) {
-        pgcld_reply reply = {0};
-        if (check_params(conn, ctx->route->params, &reply) != 0) {
-            ctx->status = reply.status;
-            return send_reply(srv, conn, &reply);
-        }
+    pgcld_reply query_refusal = {0};
+    if (pgcld_route_check_query(ctx->route, conn, &query_refusal) != 0) {
+        ctx->status = query_refusal.status;
+        return send_reply(srv, conn, &query_refusal);
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     long limit = ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes;
@@ -909,7 +480,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* Exactly Content-Length when the client sent one (checked against the limit at the
          * headers): doubling would hold up to twice every body in flight. */
         unsigned long long declared = ctx->declared >= ctx->len + n ? ctx->declared : 0;
-        if (ctx->len == 0 && is_scoring(ctx->route) &&
+        if (ctx->len == 0 && pgcld_route_is_scoring(ctx->route) &&
             !reserve_body(ctx, declared ? declared + 1 : BODY_FIRST_CAP)) {
             ctx->shed = true;
             return MHD_YES;
@@ -960,10 +531,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .connection = conn,
         .memory_held = ctx->reserved ? &ctx->reserved : NULL,
     };
-    for (int i = 0; i < ctx->n_params; i++) req.params[i] = ctx->params[i];
+    for (int i = 0; i < ctx->path_params.n; i++) req.params[i] = ctx->path_params.values[i];
     pgcld_reply reply = {.status = 200};
     pgcld_reaper_received(srv->reaper, connection_watch(conn));
-    bool scoring = is_scoring(ctx->route);
+    bool scoring = pgcld_route_is_scoring(ctx->route);
     if (scoring && admit(ctx, conn, &reply) != 0) {
         ctx->status = reply.status;
         return send_reply(srv, conn, &reply);

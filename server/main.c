@@ -13,18 +13,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend_select.h"
 #include "blas.h"
-#include "checkpointer.h"
 #include "cli_audit.h"
 #include "cli_keys.h"
+#include "clock.h"
 #include "config.h"
-#include "ids.h"
+#include "cuda_module.h"
+#include "head_signer.h"
 #include "log.h"
 #include "model.h"
 #include "queries.h"
-#include "signing.h"
 #include "server.h"
+#include "signing.h"
 
 #ifndef PGCLD_VERSION
 #define PGCLD_VERSION "dev"
@@ -253,7 +253,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     char err[1024];
     int rc = 1;
     pgcld_server srv = {.cfg = &cfg};
-    pgcld_checkpointer *checkpointer = NULL;
+    pgcld_head_signer *head_signer = NULL;
     if (pgcld_config_parse(&cfg, argc, argv, err, sizeof err) != 0) {
         fprintf(stderr, "pgcld: %s\n", err);
         pgcld_config_free(&cfg);
@@ -349,7 +349,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     if (pgcl_registry_ready_count(srv.registry) == 0)
         pgcl_log_warn("models: no model could be loaded from %s; /readyz answers 503", cfg.models_dir);
     pgcl_log_info("ready in %.1f ms", (double)(pgcl_monotonic_us() - t0) / 1000.0);
-    checkpointer = pgcld_checkpointer_start(&srv);
+    head_signer = pgcld_head_signer_start(&srv);
     if (*cfg.port_file && write_port_file(cfg.port_file, srv.port) != 0) {
         pgcl_log_error("cannot write --port-file %s: %s", cfg.port_file, strerror(errno));
         goto out;
@@ -381,7 +381,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
 out:
     pgcld_server_stop(&srv, (int)cfg.shutdown_grace_s);
     pgcld_shadow_destroy(srv.shadow);
-    pgcld_checkpointer_stop(checkpointer); /* after the drain: its last checkpoint covers every answered decision */
+    pgcld_head_signer_stop(head_signer); /* after the drain: its last checkpoint covers every answered decision */
     pgcl_queries_shutdown();
     pgcl_audit_close(srv.audit);
     pgcl_keyring_close(srv.keyring);

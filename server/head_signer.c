@@ -1,16 +1,16 @@
-/* Periodic signed checkpoints; see checkpointer.h. */
-#include "checkpointer.h"
+/* The head signer: periodic signed checkpoints of the audit chain's head; see head_signer.h. */
+#include "head_signer.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "ids.h"
+#include "clock.h"
 #include "log.h"
 #include "signing.h"
 
-struct pgcld_checkpointer {
+struct pgcld_head_signer {
     pgcld_server *srv;
     long interval_s;
     pthread_t thread;
@@ -22,7 +22,7 @@ struct pgcld_checkpointer {
                        * checkpoint says the log had not grown as of its time. */
 };
 
-static void checkpoint_once(pgcld_checkpointer *c) {
+static void checkpoint_once(pgcld_head_signer *c) {
     pgcl_checkpoint cp;
     char err[1024];
     pgcl_status st = pgcld_checkpoint_now(c->srv, &cp, err, sizeof err);
@@ -35,8 +35,8 @@ static void checkpoint_once(pgcld_checkpointer *c) {
     }
 }
 
-static void *checkpointer_main(void *arg) {
-    pgcld_checkpointer *c = arg;
+static void *head_signer_main(void *arg) {
+    pgcld_head_signer *c = arg;
     pthread_mutex_lock(&c->lock);
     while (!c->stopping) {
         struct timespec deadline = pgcl_monotonic_timespec(pgcl_monotonic_us() + c->interval_s * 1000000LL);
@@ -50,21 +50,21 @@ static void *checkpointer_main(void *arg) {
     return NULL;
 }
 
-pgcld_checkpointer *pgcld_checkpointer_start(pgcld_server *srv) {
+pgcld_head_signer *pgcld_head_signer_start(pgcld_server *srv) {
     long interval = srv->cfg->checkpoint_interval_s;
     if (interval <= 0) return NULL;
     if (!srv->cfg->signing_key || !*srv->cfg->signing_key) {
         pgcl_log_warn("audit checkpoint: --checkpoint-interval is set but --signing-key is not; no checkpoints");
         return NULL;
     }
-    pgcld_checkpointer *c = calloc(1, sizeof *c);
+    pgcld_head_signer *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->srv = srv;
     c->interval_s = interval;
     c->last_seq = -1;
     pthread_mutex_init(&c->lock, NULL);
     pgcl_cond_init_monotonic(&c->wake);
-    if (pthread_create(&c->thread, NULL, checkpointer_main, c) != 0) {
+    if (pthread_create(&c->thread, NULL, head_signer_main, c) != 0) {
         pgcl_log_error("audit checkpoint: cannot start the checkpoint thread");
         pthread_mutex_destroy(&c->lock);
         pthread_cond_destroy(&c->wake);
@@ -75,7 +75,7 @@ pgcld_checkpointer *pgcld_checkpointer_start(pgcld_server *srv) {
     return c;
 }
 
-void pgcld_checkpointer_stop(pgcld_checkpointer *c) {
+void pgcld_head_signer_stop(pgcld_head_signer *c) {
     if (!c) return;
     pthread_mutex_lock(&c->lock);
     c->stopping = true;

@@ -1,8 +1,9 @@
-/* The device option → a backend; see backend_select.h. The one place that knows which backends this
- * build contains: "auto" may fall back to the CPU, an explicit "cuda:N" never does. */
-#include "backend_select.h"
+/* The CUDA backend as this build contains it, handed to core's backend registry
+ * (core/backend_registry.c decides which backend serves a device name): nothing in a build without
+ * CUDA; linked in for tests and benchmarks (PGCLD_HAVE_CUDA); or, in the daemon
+ * (PGCLD_CUDA_MODULE), the module pgcld_cuda.so, loaded on first need. See cuda_module.h. */
+#include "cuda_module.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #endif
 
 #include "backend_cuda.h"
+#include "backend_registry.h"
 #include "status.h"
 
 bool pgcl_backend_have_cuda(void) {
@@ -23,32 +25,6 @@ bool pgcl_backend_have_cuda(void) {
 #else
     return false;
 #endif
-}
-
-/* "cuda:N" with N a decimal device index in [0, 1023]: returns N, or -1. */
-static int parse_cuda_index(const char *device) {
-    if (strncmp(device, "cuda:", 5) != 0) return -1;
-    const char *digits = device + 5;
-    if (*digits < '0' || *digits > '9') return -1;
-    char *end;
-    errno = 0;
-    long n = strtol(digits, &end, 10);
-    if (errno || *end || n > 1023) return -1;
-    return (int)n;
-}
-
-/* The CPU backend; note gets why it was chosen (may be NULL) and whether the precision is ignored. */
-static pgcl_backend *open_cpu(const char *precision, char *note, int cap, const char *why) {
-    pgcl_backend *b = pgcl_backend_cpu_create();
-    if (!b) {
-        pgcl_errorf(note, cap, "out of memory");
-        return NULL;
-    }
-    bool reduced = precision && strcmp(precision, "fp32") != 0;
-    pgcl_errorf(note, cap, "%s%s%s%s%s", why ? why : "", why && reduced ? "; " : "",
-                reduced ? "device-precision " : "", reduced ? precision : "",
-                reduced ? " applies only to CUDA (the CPU computes in fp32)" : "");
-    return b;
 }
 
 #ifdef PGCLD_CUDA_MODULE
@@ -113,7 +89,7 @@ static bool load_cuda_module(char *why, int cap) {
     return ok;
 }
 
-static int pgcl_cuda_device_count(char *why, int cap) {
+static int module_device_count(char *why, int cap) {
     /* No NVIDIA device node: nothing to find, and no reason to map cuBLAS to find it. */
     if (access("/dev/nvidiactl", F_OK) != 0 && access("/dev/nvidia0", F_OK) != 0 && access("/dev/dxg", F_OK) != 0) {
         pgcl_errorf(why, cap, "no NVIDIA device (no /dev/nvidiactl)");
@@ -123,42 +99,24 @@ static int pgcl_cuda_device_count(char *why, int cap) {
     return g_device_count(why, cap);
 }
 
-static pgcl_backend *pgcl_backend_cuda_create(int device, const char *precision, char *err, int cap) {
+static pgcl_backend *module_cuda_create(int device, const char *precision, char *err, int cap) {
     if (!load_cuda_module(err, cap)) return NULL;
     return g_cuda_create(device, precision, err, cap);
 }
 #endif
 
-pgcl_backend *pgcl_backend_open(const char *device, const char *precision, char *note, int cap) {
-    pgcl_errorf(note, cap, "%s", "");
-    if (strcmp(device, "cpu") == 0) return open_cpu(precision, note, cap, NULL);
-    int index = strcmp(device, "auto") == 0 ? -2 : parse_cuda_index(device);
-    if (index == -1) {
-        pgcl_errorf(note, cap, "device '%s' must be auto, cpu or cuda:N (N a device index)", device);
-        return NULL;
-    }
-#if defined(PGCLD_HAVE_CUDA) || defined(PGCLD_CUDA_MODULE)
-    char why[512];
-    if (index == -2) {
-        if (pgcl_cuda_device_count(why, sizeof why) == 0) {
-            char reason[600];
-            snprintf(reason, sizeof reason, "device auto: %s; serving on the CPU", why);
-            return open_cpu(precision, note, cap, reason);
-        }
-        pgcl_backend *b = pgcl_backend_cuda_create(0, precision, why, sizeof why);
-        if (b) return b;
-        char reason[600];
-        snprintf(reason, sizeof reason, "device auto: %s; serving on the CPU", why);
-        return open_cpu(precision, note, cap, reason);
-    }
-    pgcl_backend *b = pgcl_backend_cuda_create(index, precision, note, cap);
-    return b;
+/* The CUDA provider this build contains, or NULL. */
+#if defined(PGCLD_CUDA_MODULE)
+static const pgcl_device_provider CUDA_PROVIDER = {.device_count = module_device_count, .create = module_cuda_create};
+#define CUDA_PROVIDER_OR_NULL (&CUDA_PROVIDER)
+#elif defined(PGCLD_HAVE_CUDA)
+static const pgcl_device_provider CUDA_PROVIDER = {.device_count = pgcl_cuda_device_count,
+                                                   .create = pgcl_backend_cuda_create};
+#define CUDA_PROVIDER_OR_NULL (&CUDA_PROVIDER)
 #else
-    if (index == -2)
-        return open_cpu(precision, note, cap, "device auto: this pgcld was built without CUDA; serving on the CPU");
-    pgcl_errorf(note, cap,
-                "device %s: this pgcld was built without CUDA (rebuild with the CUDA toolkit: meson setup -Dcuda=enabled)",
-                device);
-    return NULL;
+#define CUDA_PROVIDER_OR_NULL NULL
 #endif
+
+pgcl_backend *pgcl_backend_open(const char *device, const char *precision, char *note, int cap) {
+    return pgcl_backend_registry_open(CUDA_PROVIDER_OR_NULL, device, precision, note, cap);
 }
