@@ -193,3 +193,62 @@ pgcl_status pgcl_decision_record_read(pgcl_qpool *p, const char *decision_id, pg
     pgcl_qpool_release(p, db);
     return st;
 }
+
+/* ---- the stored input of a decision ---- */
+
+static const char STORED_INPUT_SQL[] =
+    "SELECT model_name, model_version, model_sha256, label, decision, probabilities,"
+    " toxicity, input, input_dtype FROM decisions WHERE decision_id = ?";
+
+static void take_stored_input(pgcl_row_arena *a, sqlite3_stmt *s, pgcl_stored_input *out) {
+    const unsigned char *input = sqlite3_column_blob(s, 7);
+    int bytes = sqlite3_column_bytes(s, 7);
+    unsigned char *copy = input ? pgcl_row_arena_alloc(a, (size_t)bytes) : NULL;
+    if (copy) memcpy(copy, input, (size_t)bytes);
+    *out = (pgcl_stored_input){
+        .model_name = pgcl_read_text(a, s, 0),
+        .model_version = pgcl_read_text(a, s, 1),
+        .model_sha256 = pgcl_read_text(a, s, 2),
+        .label = pgcl_read_text(a, s, 3),
+        .decision = pgcl_read_text(a, s, 4),
+        .probabilities = pgcl_read_text(a, s, 5),
+        .toxicity = pgcl_read_opt_real(s, 6),
+        .input = copy,
+        .n_input_bytes = copy ? bytes : 0,
+        .input_dtype = pgcl_read_text(a, s, 8),
+    };
+}
+
+pgcl_status pgcl_stored_input_read(const char *db_path, const char *decision_id, pgcl_row_arena *a,
+                                   pgcl_stored_input *out, char *err, int cap) {
+    *out = (pgcl_stored_input){0};
+    sqlite3 *db = pgcl_db_open_reader(db_path, err, cap);
+    if (!db) return PGCL_ERR_DB;
+    sqlite3_stmt *s = NULL;
+    pgcl_status st = PGCL_OK;
+    if (sqlite3_prepare_v2(db, STORED_INPUT_SQL, -1, &s, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s", sqlite3_errmsg(db));
+        st = PGCL_ERR_DB;
+        goto done;
+    }
+    sqlite3_bind_text(s, 1, decision_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) {
+        pgcl_errorf(err, cap, "no decision with id %.64s", decision_id);
+        st = PGCL_ERR_NOT_FOUND;
+    } else if (rc != SQLITE_ROW) {
+        pgcl_errorf(err, cap, "reading the decision: %s", sqlite3_errmsg(db));
+        st = PGCL_ERR_DB;
+    } else {
+        take_stored_input(a, s, out);
+        if (a->failed) {
+            *out = (pgcl_stored_input){0};
+            pgcl_errorf(err, cap, "out of memory");
+            st = PGCL_ERR_NOMEM;
+        }
+    }
+done:
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return st;
+}
