@@ -79,7 +79,15 @@ static int take_contest(sqlite3_stmt *s, void *ctx, char *err, int cap) {
     pgcl_read_resolution(a, s, 11, &c->resolution);
     if (a->failed) return SQLITE_NOMEM;
     set_deadline(c, r->open, r->window_days, r->now_us);
-    r->last = sqlite3_column_int64(s, 0);
+    /* The cursor is the last row's seq: rows must come strictly past the previous cursor and in
+     * the queue's order (open: oldest first; resolved: newest resolution first), or a page would
+     * skip or repeat contests. */
+    int64_t seq = sqlite3_column_int64(s, 0);
+    if (r->open)
+        PGCL_ASSERT(seq > r->after_seq && (r->n == 0 || seq > r->last));
+    else
+        PGCL_ASSERT((r->after_seq <= 0 || seq < r->after_seq) && (r->n == 0 || seq < r->last));
+    r->last = seq;
     r->n++;
     return SQLITE_OK;
 }

@@ -436,6 +436,10 @@ pgcl_status pgcl_decisions_list(pgcl_qpool *p, const pgcl_decision_filter *f, in
         }
         pgcl_read_summary(a, s, &rows[n_rows]);
         if (a->failed) break;
+        /* Keyset paging holds only if the page is strictly newest first and below the cursor:
+         * otherwise the next cursor would skip or repeat rows. */
+        PGCL_ASSERT(before_seq <= 0 || rows[n_rows].seq < before_seq);
+        PGCL_ASSERT(n_rows == 0 || rows[n_rows].seq < last);
         last = rows[n_rows].seq;
         n_rows++;
     }
