@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "log.h"
 #include "read_sql.h"
 
@@ -145,6 +146,64 @@ static pgcl_status model_versions(sqlite3 *db, const char *model, char ***out, i
     return PGCL_OK;
 }
 
+/* The state of time_order_holds' walks (o is the pool's verdict, its lock held). */
+typedef struct order_walk {
+    pgcl_time_order *o;
+    const char *path;
+    int64_t last;  /* the full walk: the last seq met; the probe: the seq to read */
+    bool ordered;  /* the full walk: seqs increased so far */
+    bool found;    /* the probe: the row exists */
+} order_walk;
+
+static int bind_last(sqlite3_stmt *s, void *ctx) {
+    const order_walk *w = ctx;
+    return sqlite3_bind_int64(s, 1, w->last);
+}
+
+static int bind_verdict_seq(sqlite3_stmt *s, void *ctx) {
+    const order_walk *w = ctx;
+    return sqlite3_bind_int64(s, 1, w->o->seq);
+}
+
+/* The full walk, in (created_at, seq) order: each seq must be above the one before. */
+static int take_index_entry(sqlite3_stmt *s, void *ctx, char *err, int cap) {
+    (void)err;
+    (void)cap;
+    order_walk *w = ctx;
+    int64_t seq = sqlite3_column_int64(s, 0);
+    w->ordered = seq > w->last;
+    w->last = seq;
+    return w->ordered ? SQLITE_OK : SQLITE_DONE; /* out of order: the verdict is known */
+}
+
+static int take_last_created_at(sqlite3_stmt *s, void *ctx, char *err, int cap) {
+    (void)err;
+    (void)cap;
+    order_walk *w = ctx;
+    const char *ts = (const char *)sqlite3_column_text(s, 0);
+    snprintf(w->o->ts, sizeof w->o->ts, "%s", ts ? ts : "");
+    w->found = true;
+    return SQLITE_DONE;
+}
+
+/* The incremental check, in seq order: each created_at must not be below the one before. */
+static int take_new_row(sqlite3_stmt *s, void *ctx, char *err, int cap) {
+    (void)err;
+    (void)cap;
+    order_walk *w = ctx;
+    const char *ts = (const char *)sqlite3_column_text(s, 1);
+    if (!ts || strcmp(ts, w->o->ts) < 0) {
+        w->o->state = -1;
+        pgcl_log_info("queries: %s: decision %lld has an earlier created_at than the one before it; time "
+                      "filters use the general plans from now on",
+                      w->path, (long long)sqlite3_column_int64(s, 0));
+        return SQLITE_DONE;
+    }
+    w->o->seq = sqlite3_column_int64(s, 0);
+    snprintf(w->o->ts, sizeof w->o->ts, "%s", ts);
+    return SQLITE_OK;
+}
+
 /* Whether, in db's current read transaction, created_at never decreases as seq increases (so a
  * time window is a seq range). Checked once per pool by walking the covering created_at index in
  * (created_at, seq) order, which must then give increasing seqs; afterwards only the rows added
@@ -154,78 +213,34 @@ static pgcl_status model_versions(sqlite3 *db, const char *model, char ***out, i
  * plans are used. Serialised per pool; the first check reads the whole index (about 0.2 s per
  * million rows), later ones only the new rows. */
 static pgcl_status time_order_holds(pgcl_qpool *p, sqlite3 *db, bool *holds, char *err, int cap) {
-    pgcl_time_order *o = pgcl_qpool_time_order(p);
-    const char *path = pgcl_qpool_path(p);
+    order_walk w = {.o = pgcl_qpool_time_order(p), .path = pgcl_qpool_path(p), .ordered = true};
+    pgcl_time_order *o = w.o;
     pgcl_status st = PGCL_OK;
-    sqlite3_stmt *s = NULL;
-    int rc = SQLITE_DONE;
     pthread_mutex_lock(&o->lock);
     if (o->state == 0) {
-        if (sqlite3_prepare_v2(db, "SELECT seq FROM decisions INDEXED BY decisions_created_at ORDER BY created_at, seq",
-                               -1, &s, NULL) != SQLITE_OK) {
-            pgcl_errorf(err, cap, "preparing a query: %s", sqlite3_errmsg(db));
-            st = PGCL_ERR_DB;
-            goto done;
-        }
-        int64_t last = 0;
-        bool ordered = true;
-        while (ordered && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-            int64_t seq = sqlite3_column_int64(s, 0);
-            ordered = seq > last;
-            last = seq;
-        }
-        if (ordered && rc != SQLITE_DONE) {
-            st = pgcl_read_step_error(db, rc, err, cap);
-            goto done;
-        }
-        sqlite3_finalize(s);
-        s = NULL;
+        st = pgcl_read_walk_status(
+            pgcl_db_each_row(db, "SELECT seq FROM decisions INDEXED BY decisions_created_at ORDER BY created_at, seq",
+                             NULL, take_index_entry, &w, err, cap),
+            err, cap);
+        if (st != PGCL_OK) goto done;
         o->ts[0] = 0;
-        if (ordered && last > 0) { /* the created_at of the last row, for the incremental checks */
-            if (sqlite3_prepare_v2(db, "SELECT created_at FROM decisions WHERE seq = ?", -1, &s, NULL) != SQLITE_OK) {
-                pgcl_errorf(err, cap, "preparing a query: %s", sqlite3_errmsg(db));
-                st = PGCL_ERR_DB;
-                goto done;
-            }
-            sqlite3_bind_int64(s, 1, last);
-            if ((rc = sqlite3_step(s)) != SQLITE_ROW) {
-                st = pgcl_read_step_error(db, rc, err, cap);
-                goto done;
-            }
-            const char *ts = (const char *)sqlite3_column_text(s, 0);
-            snprintf(o->ts, sizeof o->ts, "%s", ts ? ts : "");
+        if (w.ordered && w.last > 0) { /* the created_at of the last row, for the incremental checks */
+            st = pgcl_read_walk_status(pgcl_db_each_row(db, "SELECT created_at FROM decisions WHERE seq = ?",
+                                                        bind_last, take_last_created_at, &w, err, cap),
+                                       err, cap);
+            if (st == PGCL_OK && !w.found) st = pgcl_read_step_error(db, SQLITE_DONE, err, cap);
+            if (st != PGCL_OK) goto done;
         }
-        o->state = ordered ? 1 : -1;
-        o->seq = last;
-        if (!ordered)
-            pgcl_log_info("queries: %s: created_at does not follow seq; time filters use the general plans", path);
+        o->state = w.ordered ? 1 : -1;
+        o->seq = w.last;
+        if (!w.ordered)
+            pgcl_log_info("queries: %s: created_at does not follow seq; time filters use the general plans", w.path);
     } else if (o->state == 1) {
-        if (sqlite3_prepare_v2(db, "SELECT seq, created_at FROM decisions WHERE seq > ? ORDER BY seq", -1, &s, NULL) !=
-            SQLITE_OK) {
-            pgcl_errorf(err, cap, "preparing a query: %s", sqlite3_errmsg(db));
-            st = PGCL_ERR_DB;
-            goto done;
-        }
-        sqlite3_bind_int64(s, 1, o->seq);
-        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-            const char *ts = (const char *)sqlite3_column_text(s, 1);
-            if (!ts || strcmp(ts, o->ts) < 0) {
-                o->state = -1;
-                pgcl_log_info("queries: %s: decision %lld has an earlier created_at than the one before it; time "
-                              "filters use the general plans from now on",
-                              path, (long long)sqlite3_column_int64(s, 0));
-                break;
-            }
-            o->seq = sqlite3_column_int64(s, 0);
-            snprintf(o->ts, sizeof o->ts, "%s", ts);
-        }
-        if (o->state == 1 && rc != SQLITE_DONE) {
-            st = pgcl_read_step_error(db, rc, err, cap);
-            goto done;
-        }
+        st = pgcl_read_walk_status(pgcl_db_each_row(db, "SELECT seq, created_at FROM decisions WHERE seq > ? ORDER BY seq",
+                                                    bind_verdict_seq, take_new_row, &w, err, cap),
+                                   err, cap);
     }
 done:
-    sqlite3_finalize(s);
     *holds = st == PGCL_OK && o->state == 1;
     pthread_mutex_unlock(&o->lock);
     return st;
