@@ -1,4 +1,8 @@
-/* Decision lists with filters and keyset cursors, and the plan behind them; see decision_lists.h. */
+/* Decision lists with filters and keyset cursors, and the plan behind them; see decision_lists.h.
+ *
+ * The file reads top to bottom: how a page is planned (below), the filters as SQL, the versions of
+ * a model, the time-order check, the time plans, the page query, then the two entry points (the
+ * page, and its EXPLAIN). */
 #include "decision_lists.h"
 
 #include <stdio.h>
@@ -9,9 +13,7 @@
 #include "log.h"
 #include "read_sql.h"
 
-/* ---- decision lists ----
- *
- * The query has two parts: an inner one that finds the seqs of the page (at most limit + 1, the
+/* The query has two parts: an inner one that finds the seqs of the page (at most limit + 1, the
  * extra row saying whether there is a next page), and an outer one that reads those rows:
  *   SELECT <summary> FROM decisions d WHERE d.seq IN (<inner>) ORDER BY d.seq DESC
  * The inner query is planned so that an index serves each filter:

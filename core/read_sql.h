@@ -1,4 +1,4 @@
-/* What the reviewer reads share below their own SQL (private to core's read modules: reader_pool,
+/* What the reviewer reads share below their own SQL (private to core's read modules:
  * decision_record, decision_lists, contest_reads, stats_reads, export):
  *   - the SQL builder: text only from literals (qb_sql), every value a bound '?' (qb_text, qb_int),
  *     so no caller value is ever pasted into SQL (tests/integration/test_sql_params.py checks it);
@@ -40,7 +40,7 @@ typedef struct qbuild {
 
 /* Appends SQL text. Only literals (and macros of literals) may be passed. */
 void qb_sql(qbuild *q, const char *text);
-/* Append '?' and record the value to bind (text borrowed). */
+/* Appends '?' and records the value to bind (text borrowed: it must outlive the statement). */
 void qb_text(qbuild *q, const char *s);
 void qb_int(qbuild *q, int64_t v);
 
@@ -72,6 +72,7 @@ pgcl_status pgcl_read_scalar_int(sqlite3 *db, const qbuild *q, int64_t *out, boo
 
 /* Column i as text copied into a (NULL when the column is NULL, or when out of memory: a->failed). */
 const char *pgcl_read_text(pgcl_row_arena *a, sqlite3_stmt *s, int i);
+/* Column i as a number, absent when the column is NULL. */
 pgcl_opt_real pgcl_read_opt_real(sqlite3_stmt *s, int i);
 pgcl_opt_int pgcl_read_opt_int(sqlite3_stmt *s, int i);
 
