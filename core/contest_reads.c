@@ -92,19 +92,18 @@ static int take_contest(sqlite3_stmt *s, void *ctx, char *err, int cap) {
     return SQLITE_OK;
 }
 
-pgcl_status pgcl_contests_list(pgcl_qpool *p, bool open, int64_t after_seq, int limit, int window_days,
-                               int64_t now_us, pgcl_row_arena *a, pgcl_contest_page *out, char *err, int cap) {
+pgcl_status pgcl_contests_list(pgcl_qpool *p, bool open, int64_t after_seq, int limit, int window_days, int64_t now_us,
+                               pgcl_row_arena *a, pgcl_contest_page *out, char *err, int cap) {
     *out = (pgcl_contest_page){0};
     sqlite3 *db = NULL;
     pgcl_status st = pgcl_qpool_acquire(p, &db, err, cap);
     if (st != PGCL_OK) return st;
-    page_read r = {.open = open, .after_seq = after_seq, .limit = limit, .window_days = window_days,
-                   .now_us = now_us, .arena = a};
-    int rc = pgcl_db_each_row(db, open ? CONTESTS_OPEN_SQL : CONTESTS_RESOLVED_SQL, bind_page, take_contest, &r,
-                              err, cap);
+    page_read r = {
+        .open = open, .after_seq = after_seq, .limit = limit, .window_days = window_days, .now_us = now_us, .arena = a};
+    int rc =
+        pgcl_db_each_row(db, open ? CONTESTS_OPEN_SQL : CONTESTS_RESOLVED_SQL, bind_page, take_contest, &r, err, cap);
     st = pgcl_read_walk_status(rc, err, cap);
-    if (st == PGCL_OK)
-        *out = (pgcl_contest_page){.rows = r.rows, .n = r.n, .next = r.next};
+    if (st == PGCL_OK) *out = (pgcl_contest_page){.rows = r.rows, .n = r.n, .next = r.next};
     pgcl_qpool_release(p, db);
     return st;
 }

@@ -16,10 +16,10 @@
 /* One contest of the queue. */
 typedef struct pgcl_contest_queue_row {
     const char *contest_id, *decision_id, *filed_at, *filed_by, *reason;
-    bool timed;             /* filed_at parsed: the next three members are set */
-    int64_t age_seconds;    /* now - filed_at, in whole seconds (rounded towards minus infinity) */
+    bool timed;                        /* filed_at parsed: the next three members are set */
+    int64_t age_seconds;               /* now - filed_at, in whole seconds (rounded towards minus infinity) */
     char deadline[PGCL_QTIME_LEN + 1]; /* filed_at + the contest window */
-    bool overdue;           /* open and past its deadline */
+    bool overdue;                      /* open and past its deadline */
     pgcl_resolution_row resolution;
     const char *label, *decision, *model_name, *model_version, *item_id; /* of the decision (NULL if gone) */
 } pgcl_contest_queue_row;
@@ -34,7 +34,7 @@ typedef struct pgcl_contest_page {
  * start), or resolved ones most recently resolved first (resolution seq < after_seq; 0 = from the
  * newest). Deadlines are filed_at + window_days, ages are taken at now_us. Rows allocated in a.
  * PGCL_ERR_BUSY / PGCL_ERR_DB: the database could not be read; PGCL_ERR_NOMEM. Thread-safe. */
-pgcl_status pgcl_contests_list(pgcl_qpool *p, bool open, int64_t after_seq, int limit, int window_days,
-                               int64_t now_us, pgcl_row_arena *a, pgcl_contest_page *out, char *err, int cap);
+pgcl_status pgcl_contests_list(pgcl_qpool *p, bool open, int64_t after_seq, int limit, int window_days, int64_t now_us,
+                               pgcl_row_arena *a, pgcl_contest_page *out, char *err, int cap);
 
 #endif

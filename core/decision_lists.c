@@ -152,9 +152,9 @@ static pgcl_status model_versions(sqlite3 *db, const char *model, char ***out, i
 typedef struct order_walk {
     pgcl_time_order *o;
     const char *path;
-    int64_t last;  /* the full walk: the last seq met; the probe: the seq to read */
-    bool ordered;  /* the full walk: seqs increased so far */
-    bool found;    /* the probe: the row exists */
+    int64_t last; /* the full walk: the last seq met; the probe: the seq to read */
+    bool ordered; /* the full walk: seqs increased so far */
+    bool found;   /* the probe: the row exists */
 } order_walk;
 
 static int bind_last(sqlite3_stmt *s, void *ctx) {
@@ -227,8 +227,8 @@ static pgcl_status time_order_holds(pgcl_qpool *p, sqlite3 *db, bool *holds, cha
         if (st != PGCL_OK) goto done;
         o->ts[0] = 0;
         if (w.ordered && w.last > 0) { /* the created_at of the last row, for the incremental checks */
-            st = pgcl_read_walk_status(pgcl_db_each_row(db, "SELECT created_at FROM decisions WHERE seq = ?",
-                                                        bind_last, take_last_created_at, &w, err, cap),
+            st = pgcl_read_walk_status(pgcl_db_each_row(db, "SELECT created_at FROM decisions WHERE seq = ?", bind_last,
+                                                        take_last_created_at, &w, err, cap),
                                        err, cap);
             if (st == PGCL_OK && !w.found) st = pgcl_read_step_error(db, SQLITE_DONE, err, cap);
             if (st != PGCL_OK) goto done;
@@ -238,7 +238,8 @@ static pgcl_status time_order_holds(pgcl_qpool *p, sqlite3 *db, bool *holds, cha
         if (!w.ordered)
             pgcl_log_info("queries: %s: created_at does not follow seq; time filters use the general plans", w.path);
     } else if (o->state == 1) {
-        st = pgcl_read_walk_status(pgcl_db_each_row(db, "SELECT seq, created_at FROM decisions WHERE seq > ? ORDER BY seq",
+        st = pgcl_read_walk_status(pgcl_db_each_row(db,
+                                                    "SELECT seq, created_at FROM decisions WHERE seq > ? ORDER BY seq",
                                                     bind_verdict_seq, take_new_row, &w, err, cap),
                                    err, cap);
     }
@@ -418,7 +419,6 @@ static pgcl_status build_list_query(pgcl_qpool *p, sqlite3 *db, qbuild *q, versi
     qb_sql(q, ") ORDER BY d.seq DESC");
     return PGCL_OK;
 }
-
 
 pgcl_status pgcl_decisions_list(pgcl_qpool *p, const pgcl_decision_filter *f, int64_t before_seq, int limit,
                                 pgcl_row_arena *a, pgcl_decision_page *out, char *err, int cap) {

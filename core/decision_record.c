@@ -164,7 +164,8 @@ static int take_contest(sqlite3_stmt *s, void *ctx, char *err, int cap) {
 
 /* The three queries of a record, in db's current read transaction. */
 static pgcl_status read_record(sqlite3 *db, record_read *r, char *err, int cap) {
-    pgcl_status st = pgcl_read_walk_status(pgcl_db_each_row(db, RECORD_SQL, bind_decision_id, take_decision, r, err, cap), err, cap);
+    pgcl_status st =
+        pgcl_read_walk_status(pgcl_db_each_row(db, RECORD_SQL, bind_decision_id, take_decision, r, err, cap), err, cap);
     if (st != PGCL_OK) return st;
     if (!r->found) {
         pgcl_errorf(err, cap, "no decision with id '%.64s'", r->decision_id);
@@ -172,7 +173,8 @@ static pgcl_status read_record(sqlite3 *db, record_read *r, char *err, int cap) 
     }
     st = pgcl_read_walk_status(pgcl_db_each_row(db, CHAIN_SQL, bind_row_seq, take_chain, r, err, cap), err, cap);
     if (st == PGCL_OK)
-        st = pgcl_read_walk_status(pgcl_db_each_row(db, CONTESTS_SQL, bind_decision_id, take_contest, r, err, cap), err, cap);
+        st = pgcl_read_walk_status(pgcl_db_each_row(db, CONTESTS_SQL, bind_decision_id, take_contest, r, err, cap), err,
+                                   cap);
     if (st != PGCL_OK) return st;
     pgcl_decision_record *rec = r->rec;
     PGCL_ASSERT(rec->label && rec->decision); /* NOT NULL columns: the outcome in force starts from them */
@@ -196,9 +198,8 @@ pgcl_status pgcl_decision_record_read(pgcl_qpool *p, const char *decision_id, pg
 
 /* ---- the stored input of a decision ---- */
 
-static const char STORED_INPUT_SQL[] =
-    "SELECT model_name, model_version, model_sha256, label, decision, probabilities,"
-    " toxicity, input, input_dtype FROM decisions WHERE decision_id = ?";
+static const char STORED_INPUT_SQL[] = "SELECT model_name, model_version, model_sha256, label, decision, probabilities,"
+                                       " toxicity, input, input_dtype FROM decisions WHERE decision_id = ?";
 
 static void take_stored_input(pgcl_row_arena *a, sqlite3_stmt *s, pgcl_stored_input *out) {
     const unsigned char *input = sqlite3_column_blob(s, 7);

@@ -48,7 +48,8 @@ static bool buf_put(pgcl_export *e, const char *data, size_t n) {
  * spreadsheets fold into the ASCII ones. */
 bool pgcl_csv_formula_trigger(const char *text) {
     const unsigned char *p = (const unsigned char *)text;
-    while (*p == ' ') p++;
+    while (*p == ' ')
+        p++;
     if (*p && strchr("=+-@\t\r\n", *p)) return true;
     /* U+FF0B, U+FF0D, U+FF1D, U+FF20 in UTF-8: EF BC 8B / 8D / 9D / A0 */
     return p[0] == 0xef && p[1] == 0xbc && (p[2] == 0x8b || p[2] == 0x8d || p[2] == 0x9d || p[2] == 0xa0);
@@ -121,9 +122,9 @@ static bool put_summary_json(pgcl_export *e, const pgcl_decision_summary *r) {
            buf_put(e, seq, (size_t)n_seq) && buf_put(e, ",\"created_at\":", 14) && put_text(e, r->created_at) &&
            buf_put(e, ",\"item_id\":", 11) && put_text(e, r->item_id) && buf_put(e, ",\"request_id\":", 14) &&
            put_text(e, r->request_id) && buf_put(e, ",\"model_name\":", 14) && put_text(e, r->model_name) &&
-           buf_put(e, ",\"model_version\":", 17) && put_text(e, r->model_version) &&
-           buf_put(e, ",\"label\":", 9) && put_text(e, r->label) && buf_put(e, ",\"decision\":", 12) &&
-           put_text(e, r->decision) && buf_put(e, ",\"toxicity\":", 12) &&
+           buf_put(e, ",\"model_version\":", 17) && put_text(e, r->model_version) && buf_put(e, ",\"label\":", 9) &&
+           put_text(e, r->label) && buf_put(e, ",\"decision\":", 12) && put_text(e, r->decision) &&
+           buf_put(e, ",\"toxicity\":", 12) &&
            (r->toxicity.present ? put_scalar(e, json_real(r->toxicity.value)) : buf_put(e, "null", 4)) &&
            buf_put(e, ",\"contest_status\":", 18) && put_text(e, r->contest_status);
 }
@@ -132,9 +133,10 @@ static bool put_summary_json(pgcl_export *e, const pgcl_decision_summary *r) {
 static bool put_summary_csv(pgcl_export *e, const pgcl_decision_summary *r) {
     char num[64];
     int n = snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT ",", (json_int_t)r->seq);
-    bool ok = csv_field(e, r->decision_id ? r->decision_id : "", false) && buf_put(e, num, (size_t)n); /* a number: never a formula */
-    const char *const before_toxicity[] = {r->created_at, r->item_id,       r->request_id, r->model_name,
-                                           r->model_version, r->label, r->decision};
+    bool ok = csv_field(e, r->decision_id ? r->decision_id : "", false) &&
+              buf_put(e, num, (size_t)n); /* a number: never a formula */
+    const char *const before_toxicity[] = {r->created_at,    r->item_id, r->request_id, r->model_name,
+                                           r->model_version, r->label,   r->decision};
     for (size_t i = 0; ok && i < sizeof before_toxicity / sizeof before_toxicity[0]; i++)
         ok = csv_field(e, before_toxicity[i] ? before_toxicity[i] : "", false);
     if (ok && r->toxicity.present) {

@@ -56,8 +56,8 @@ pgcl_status pgcl_read_step_error(sqlite3 *db, int rc, char *err, int cap);
 
 /* The status of a pgcl_db_each_row() result: PGCL_OK for SQLITE_OK and SQLITE_DONE (a row
  * callback that stops after the row it needed); SQLITE_NOMEM (a callback out of memory) is
- * PGCL_ERR_NOMEM with err "out of memory"; SQLITE_BUSY or SQLITE_LOCKED (as pgcl_read_step_error) PGCL_ERR_BUSY; anything else
- * PGCL_ERR_DB (err as pgcl_db_each_row set it). */
+ * PGCL_ERR_NOMEM with err "out of memory"; SQLITE_BUSY or SQLITE_LOCKED (as pgcl_read_step_error) PGCL_ERR_BUSY;
+ * anything else PGCL_ERR_DB (err as pgcl_db_each_row set it). */
 pgcl_status pgcl_read_walk_status(int rc, char *err, int cap);
 
 /* Starts a read transaction: the queries that follow see one snapshot (released with the

@@ -38,7 +38,7 @@ typedef struct pgcl_audit_stats {
     const pgcl_named_count *by_decision; /* (n_by_decision) allow, review, block (always), then others */
     int n_by_decision;
     int64_t contests_filed, contests_resolved;
-    pgcl_opt_real median_resolution_seconds; /* over every resolved contest filed in range */
+    pgcl_opt_real median_resolution_seconds;               /* over every resolved contest filed in range */
     const pgcl_contest_figures *contests_by_model_version; /* (n_contests_by_model_version) by model, version */
     int n_contests_by_model_version;
 } pgcl_audit_stats;

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-
 /* ---- timestamps ---- */
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (valid for any year). */
@@ -46,8 +45,6 @@ static int days_in_month(int y, int m) {
     bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     return m == 2 && leap ? 29 : dim[m - 1];
 }
-
-
 
 bool pgcl_time_parse(const char *text, int64_t *us) {
     int y, mo, d, h, mi, s;
@@ -90,7 +87,8 @@ bool pgcl_time_parse(const char *text, int64_t *us) {
     if (*p) return false;
     int64_t t =
         (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offset_s) * 1000000 + frac + (round_up ? 1 : 0);
-    if (t < days_from_civil(0, 1, 1) * PGCL_US_PER_DAY || t >= days_from_civil(10000, 1, 1) * PGCL_US_PER_DAY) return false;
+    if (t < days_from_civil(0, 1, 1) * PGCL_US_PER_DAY || t >= days_from_civil(10000, 1, 1) * PGCL_US_PER_DAY)
+        return false;
     *us = t;
     return true;
 }
@@ -156,9 +154,10 @@ void pgcl_decision_filter_binding(const pgcl_decision_filter *f, unsigned char o
     crypto_generichash_state h;
     crypto_generichash_init(&h, NULL, 0, PGCL_CURSOR_BINDING);
     crypto_generichash_update(&h, (const unsigned char *)domain, sizeof domain - 1);
-    const char *members[] = {f->model, f->version, f->label, f->decision, f->item_id, f->request_id, f->since,
-                             f->until};
-    for (size_t i = 0; i < sizeof members / sizeof members[0]; i++) binding_text(&h, members[i]);
+    const char *members[] = {f->model,   f->version,    f->label, f->decision,
+                             f->item_id, f->request_id, f->since, f->until};
+    for (size_t i = 0; i < sizeof members / sizeof members[0]; i++)
+        binding_text(&h, members[i]);
     unsigned char contest = (unsigned char)f->contest;
     crypto_generichash_update(&h, &contest, 1);
     crypto_generichash_final(&h, out, PGCL_CURSOR_BINDING);

@@ -51,8 +51,8 @@ typedef struct pgcl_decision_filter {
 
 /* ---- cursors ---- */
 
-#define PGCL_CURSOR_LEN 32     /* base64url (no padding) of 24 bytes */
-#define PGCL_CURSOR_BINDING 8  /* bytes of the digest that ties a cursor to its listing's filters */
+#define PGCL_CURSOR_LEN 32    /* base64url (no padding) of 24 bytes */
+#define PGCL_CURSOR_BINDING 8 /* bytes of the digest that ties a cursor to its listing's filters */
 
 /* Kinds keep a cursor of one listing from being used for another. */
 #define PGCL_CURSOR_DECISIONS 'd'

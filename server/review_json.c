@@ -86,16 +86,16 @@ static json_t *record_contests_json(const pgcl_decision_record *r) {
 }
 
 json_t *pgcld_decision_record_json(const pgcl_decision_record *r) {
-    json_t *rec = json_pack(
-        "{s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
-        "decision_id", text_json(r->decision_id), "seq", (json_int_t)r->seq, "created_at", text_json(r->created_at),
-        "request_id", text_json(r->request_id), "item_id", text_json(r->item_id), "model_name",
-        text_json(r->model_name), "model_version", text_json(r->model_version), "model_sha256",
-        text_json(r->model_sha256), "label", text_json(r->label), "label_index", opt_int_json(r->label_index),
-        "probabilities", stored_json(r->probabilities), "toxicity", opt_real_json(r->toxicity), "decision",
-        text_json(r->decision), "policy", stored_json(r->policy), "t_review", opt_real_json(r->t_review), "t_block",
-        opt_real_json(r->t_block), "vector", vector_json(r->vector, r->n_vector), "input_sha256",
-        text_json(r->input_sha256), "latency_us", opt_int_json(r->latency_us));
+    json_t *rec =
+        json_pack("{s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+                  "decision_id", text_json(r->decision_id), "seq", (json_int_t)r->seq, "created_at",
+                  text_json(r->created_at), "request_id", text_json(r->request_id), "item_id", text_json(r->item_id),
+                  "model_name", text_json(r->model_name), "model_version", text_json(r->model_version), "model_sha256",
+                  text_json(r->model_sha256), "label", text_json(r->label), "label_index", opt_int_json(r->label_index),
+                  "probabilities", stored_json(r->probabilities), "toxicity", opt_real_json(r->toxicity), "decision",
+                  text_json(r->decision), "policy", stored_json(r->policy), "t_review", opt_real_json(r->t_review),
+                  "t_block", opt_real_json(r->t_block), "vector", vector_json(r->vector, r->n_vector), "input_sha256",
+                  text_json(r->input_sha256), "latency_us", opt_int_json(r->latency_us));
     if (!rec) return NULL;
     json_object_set_new(rec, "input_stored", text_json(r->input_stored));
     json_object_set_new(rec, "contest_status", text_json(r->contest_status));
@@ -106,10 +106,10 @@ json_t *pgcld_decision_record_json(const pgcl_decision_record *r) {
                   json_object_get(rec, "model_sha256"), "request_id", json_object_get(rec, "request_id"), "item_id",
                   json_object_get(rec, "item_id"), "input_sha256", json_object_get(rec, "input_sha256"), "created_at",
                   json_object_get(rec, "created_at"), "latency_us", json_object_get(rec, "latency_us")));
-    json_object_set_new(rec, "chain",
-                        r->has_chain ? json_pack("{s:o, s:o}", "seq", opt_int_json(r->chain_seq), "hash",
-                                                 text_json(r->chain_hash))
-                                     : json_null());
+    json_object_set_new(
+        rec, "chain",
+        r->has_chain ? json_pack("{s:o, s:o}", "seq", opt_int_json(r->chain_seq), "hash", text_json(r->chain_hash))
+                     : json_null());
     json_t *contests = record_contests_json(r);
     if (!contests) {
         json_decref(rec);
@@ -169,27 +169,25 @@ static json_t *contest_figures_json(const pgcl_audit_stats *s) {
     json_t *rates = json_array(), *by_version = json_array();
     for (int i = 0; rates && by_version && i < s->n_contests_by_model_version; i++) {
         const pgcl_contest_figures *c = &s->contests_by_model_version[i];
-        json_array_append_new(rates, json_pack("{s:o, s:o, s:I, s:I, s:o}", "model_name", text_json(c->model_name),
-                                               "model_version", text_json(c->model_version), "resolved",
-                                               (json_int_t)c->resolved, "overturned", (json_int_t)c->overturned,
-                                               "rate",
-                                               c->resolved ? json_real((double)c->overturned / (double)c->resolved)
-                                                           : json_null()));
-        json_t *med = c->median_resolution_seconds.present ? seconds_json(c->median_resolution_seconds.value)
-                                                           : json_null();
-        json_array_append_new(by_version,
-                              json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:o}", "model_name", text_json(c->model_name),
-                                        "model_version", text_json(c->model_version), "filed", (json_int_t)c->filed,
-                                        "resolved", (json_int_t)c->resolved, "open",
-                                        (json_int_t)(c->filed - c->resolved), "overturned", (json_int_t)c->overturned,
-                                        "median_resolution_seconds", med));
+        json_array_append_new(
+            rates, json_pack("{s:o, s:o, s:I, s:I, s:o}", "model_name", text_json(c->model_name), "model_version",
+                             text_json(c->model_version), "resolved", (json_int_t)c->resolved, "overturned",
+                             (json_int_t)c->overturned, "rate",
+                             c->resolved ? json_real((double)c->overturned / (double)c->resolved) : json_null()));
+        json_t *med =
+            c->median_resolution_seconds.present ? seconds_json(c->median_resolution_seconds.value) : json_null();
+        json_array_append_new(
+            by_version, json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:o}", "model_name", text_json(c->model_name),
+                                  "model_version", text_json(c->model_version), "filed", (json_int_t)c->filed,
+                                  "resolved", (json_int_t)c->resolved, "open", (json_int_t)(c->filed - c->resolved),
+                                  "overturned", (json_int_t)c->overturned, "median_resolution_seconds", med));
     }
     json_t *median =
         s->median_resolution_seconds.present ? seconds_json(s->median_resolution_seconds.value) : json_null();
     return json_pack("{s:I, s:I, s:I, s:o, s:o, s:o}", "filed", (json_int_t)s->contests_filed, "resolved",
                      (json_int_t)s->contests_resolved, "open", (json_int_t)(s->contests_filed - s->contests_resolved),
-                     "median_resolution_seconds", median, "overturn_rate_by_model_version", rates,
-                     "by_model_version", by_version);
+                     "median_resolution_seconds", median, "overturn_rate_by_model_version", rates, "by_model_version",
+                     by_version);
 }
 
 json_t *pgcld_audit_stats_json(const pgcl_audit_stats *s, const char *since, const char *until) {
