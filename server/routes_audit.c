@@ -1,7 +1,8 @@
 /* Reviewer reads: one decision in full, decision lists with cursor paging, the statement of
  * reasons of a decision in the vocabulary of the EU DSA Transparency Database, a streamed export,
- * figures for a time range, and the contest queue. The SQL lives in core/queries.c; this file
- * validates query strings and shapes answers.
+ * figures for a time range, and the contest queue. The reads live in core (decision_record.c,
+ * decision_lists.c, contest_reads.c, stats_reads.c, export.c) and return structs; this file
+ * validates query strings, calls them, and answers (the JSON is built by review_json.c).
  *
  * Query strings: http.c has checked that every parameter is one the route knows (its table),
  * given once, with a non-empty value; anything else was 400 invalid_request naming it. Times are RFC 3339 date-times (any offset; '+' must be
@@ -16,6 +17,7 @@
 #include "log.h"
 #include "model.h"
 #include "queries.h"
+#include "review_json.h"
 #include "server.h"
 
 #define ERR_CAP 512
@@ -166,26 +168,36 @@ static void read_error(pgcld_reply *reply, const char *what, pgcl_status st, con
 
 /* ---- GET /v1/decisions/{id} ---- */
 
-/* The full record (core/queries.c, pgcl_queries_decision): every column of the decision but the
- * stored input (vector decoded from its float32 BLOB, probabilities and policy as JSON objects,
- * input_stored "f16" / "f32" / null), provenance, chain {seq, hash} or null, contests oldest first
- * each with its resolution or null, contest_status and effective_outcome {status, label, decision,
- * contest_id}. Replies 404 decision_not_found itself; returns NULL with reply set on failure. */
-static json_t *load_decision(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+/* The full record of the decision named in the path (core/decision_record.c) into *rec, its
+ * strings in a. Replies 404 decision_not_found itself; returns false with reply set on failure. */
+static bool load_decision(pgcld_server *srv, const pgcld_request *req, pgcl_row_arena *a, pgcl_decision_record *rec,
+                          pgcld_reply *reply) {
     pgcl_qpool *p = reader_pool(srv, reply);
-    if (!p) return NULL;
-    json_t *rec = NULL;
+    if (!p) return false;
     char err[ERR_CAP];
-    pgcl_status st = pgcl_queries_decision(p, req->params[0], &rec, err, sizeof err);
+    pgcl_status st = pgcl_decision_record_read(p, req->params[0], a, rec, err, sizeof err);
     if (st == PGCL_ERR_NOT_FOUND) {
         pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id '%.64s'", req->params[0]);
-        return NULL;
+        return false;
     }
     if (st != PGCL_OK) {
         read_error(reply, "decision", st, err);
-        return NULL;
+        return false;
     }
-    return rec;
+    return true;
+}
+
+/* The record as the answer of GET /v1/decisions/{id} (review_json.c, without nearest_prototypes):
+ * every column of the decision but the stored input (vector decoded from its float32 BLOB,
+ * probabilities and policy as JSON objects, input_stored "f16" / "f32" / null), provenance, chain
+ * {seq, hash} or null, contests oldest first each with its resolution or null, contest_status and
+ * effective_outcome {status, label, decision, contest_id}. Returns NULL with reply set on failure. */
+static json_t *load_decision_json(pgcld_server *srv, const pgcld_request *req, pgcl_row_arena *a,
+                                  pgcl_decision_record *rec, pgcld_reply *reply) {
+    if (!load_decision(srv, req, a, rec, reply)) return NULL;
+    json_t *out = pgcld_decision_record_json(rec);
+    if (!out) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+    return out;
 }
 
 #define NEAREST_MAX 10
@@ -195,12 +207,10 @@ static json_t *load_decision(pgcld_server *srv, const pgcld_request *req, pgcld_
  * the decision, nearest first, at most NEAREST_MAX: [{label, label_index, similarity}]. That version
  * must be loaded now, as the model's active or shadow version with the same weights SHA-256;
  * otherwise (or when the vector does not have d values) null. Never fails: null on any doubt. */
-static json_t *nearest_prototypes(pgcld_server *srv, json_t *rec) {
-    const char *name = json_string_value(json_object_get(rec, "model_name"));
-    const char *version = json_string_value(json_object_get(rec, "model_version"));
-    const char *sha = json_string_value(json_object_get(rec, "model_sha256"));
-    json_t *vec = json_object_get(rec, "vector");
-    if (!name || !version || !sha || !json_is_array(vec)) return json_null();
+static json_t *nearest_prototypes(pgcld_server *srv, const pgcl_decision_record *rec) {
+    const char *name = rec->model_name, *version = rec->model_version, *sha = rec->model_sha256;
+    const float *vec = rec->vector;
+    if (!name || !version || !sha) return json_null();
     pgcl_model *shadow = NULL;
     pgcl_model *active = pgcl_registry_acquire(srv->registry, name, &shadow);
     const pgcl_model *m = NULL;
@@ -209,17 +219,17 @@ static json_t *nearest_prototypes(pgcld_server *srv, json_t *rec) {
     json_t *out = NULL;
     double sim[NEAREST_MAX];
     int idx[NEAREST_MAX], n = 0;
-    if (m && m->raw.prototypes && json_array_size(vec) == (size_t)m->d) {
+    if (m && m->raw.prototypes && rec->n_vector == m->d) {
         double vnorm = 0;
         for (int j = 0; j < m->d; j++) {
-            double v = json_number_value(json_array_get(vec, (size_t)j));
+            double v = vec[j];
             vnorm += v * v;
         }
         for (int k = 0; k < m->K; k++) {
             const float *c = m->raw.prototypes + (size_t)k * (size_t)m->d;
             double dot = 0, cnorm = 0;
             for (int j = 0; j < m->d; j++) {
-                dot += (double)c[j] * json_number_value(json_array_get(vec, (size_t)j));
+                dot += (double)c[j] * (double)vec[j];
                 cnorm += (double)c[j] * c[j];
             }
             double s = vnorm > 0 && cnorm > 0 ? dot / sqrt(vnorm * cnorm) : 0.0;
@@ -247,11 +257,15 @@ static json_t *nearest_prototypes(pgcld_server *srv, json_t *rec) {
 }
 
 void pgcld_handle_decision_get(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    json_t *rec = load_decision(srv, req, reply);
-    if (!rec) return;
-    json_object_set_new(rec, "nearest_prototypes", nearest_prototypes(srv, rec));
-    reply->status = 200;
-    reply->body = rec;
+    pgcl_row_arena a = {0};
+    pgcl_decision_record rec;
+    json_t *out = load_decision_json(srv, req, &a, &rec, reply);
+    if (out) {
+        json_object_set_new(out, "nearest_prototypes", nearest_prototypes(srv, &rec));
+        reply->status = 200;
+        reply->body = out;
+    }
+    pgcl_row_arena_release(&a);
 }
 
 /* ---- GET /v1/decisions ---- */
@@ -287,17 +301,19 @@ void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pg
     if (cursor_param(req, PGCL_CURSOR_DECISIONS, binding, &before, reply) != 0) return;
     pgcl_qpool *p = reader_pool(srv, reply);
     if (!p) return;
-    json_t *rows = NULL;
-    int64_t next = 0;
+    pgcl_row_arena a = {0};
+    pgcl_decision_page page;
     char err[ERR_CAP];
-    pgcl_status st = pgcl_queries_decisions(p, &f, before, limit, &rows, &next, err, sizeof err);
+    pgcl_status st = pgcl_decisions_list(p, &f, before, limit, &a, &page, err, sizeof err);
     if (st != PGCL_OK) {
         read_error(reply, "decisions", st, err);
-        return;
+    } else {
+        reply->status = 200;
+        reply->body = json_pack("{s:o, s:o}", "decisions", pgcld_decision_rows_json(&page), "next_cursor",
+                                next_cursor(PGCL_CURSOR_DECISIONS, binding, page.next_before));
+        if (!reply->body) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
     }
-    reply->status = 200;
-    reply->body = json_pack("{s:o, s:o}", "decisions", rows, "next_cursor",
-                            next_cursor(PGCL_CURSOR_DECISIONS, binding, next));
+    pgcl_row_arena_release(&a);
 }
 
 /* ---- GET /v1/decisions/{id}/statement ----
@@ -459,16 +475,19 @@ static json_t *statement_of_reasons(json_t *rec) {
 }
 
 void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    json_t *rec = load_decision(srv, req, reply);
-    if (!rec) return;
+    pgcl_row_arena a = {0};
+    pgcl_decision_record rec;
+    json_t *json = load_decision_json(srv, req, &a, &rec, reply);
+    pgcl_row_arena_release(&a);
+    if (!json) return;
     reply->status = 200;
-    reply->body = statement_of_reasons(rec);
-    json_decref(rec);
+    reply->body = statement_of_reasons(json);
+    json_decref(json);
     if (!reply->body) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
 }
 
 /* ---- GET /v1/audit/export ----
- * Streamed: core/queries.c reads the rows in chunks of a few hundred, each chunk on a pooled
+ * Streamed: core/export.c reads the rows in chunks of a few hundred, each chunk on a pooled
  * connection taken and given back within the callback that needs it, so no read transaction is
  * held while a slow client downloads, and memory stays constant. The export covers the rows that
  * existed when it started. */
@@ -518,15 +537,18 @@ void pgcld_handle_audit_stats(pgcld_server *srv, const pgcld_request *req, pgcld
         return;
     pgcl_qpool *p = reader_pool(srv, reply);
     if (!p) return;
-    json_t *out = NULL;
+    pgcl_row_arena a = {0};
+    pgcl_audit_stats stats;
     char err[ERR_CAP];
-    pgcl_status st = pgcl_queries_stats(p, since, until, &out, err, sizeof err);
+    pgcl_status st = pgcl_audit_stats_read(p, since, until, &a, &stats, err, sizeof err);
     if (st != PGCL_OK) {
         read_error(reply, "stats", st, err);
-        return;
+    } else {
+        reply->status = 200;
+        reply->body = pgcld_audit_stats_json(&stats, since, until);
+        if (!reply->body) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
     }
-    reply->status = 200;
-    reply->body = out;
+    pgcl_row_arena_release(&a);
 }
 
 /* ---- GET /v1/contests ---- */
@@ -549,15 +571,18 @@ void pgcld_handle_contests_list(pgcld_server *srv, const pgcld_request *req, pgc
     if (cursor_param(req, kind, NO_FILTERS, &after, reply) != 0) return;
     pgcl_qpool *p = reader_pool(srv, reply);
     if (!p) return;
-    json_t *rows = NULL;
-    int64_t next = 0;
+    pgcl_row_arena a = {0};
+    pgcl_contest_page page;
     char err[ERR_CAP];
-    pgcl_status st = pgcl_queries_contests(p, open, after, limit, contest_window_days(srv), pgcl_time_now_us(), &rows,
-                                           &next, err, sizeof err);
+    pgcl_status st = pgcl_contests_list(p, open, after, limit, contest_window_days(srv), pgcl_time_now_us(), &a, &page,
+                                        err, sizeof err);
     if (st != PGCL_OK) {
         read_error(reply, "contests", st, err);
-        return;
+    } else {
+        reply->status = 200;
+        reply->body = json_pack("{s:o, s:o}", "contests", pgcld_contest_rows_json(&page), "next_cursor",
+                                next_cursor(kind, NO_FILTERS, page.next));
+        if (!reply->body) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
     }
-    reply->status = 200;
-    reply->body = json_pack("{s:o, s:o}", "contests", rows, "next_cursor", next_cursor(kind, NO_FILTERS, next));
+    pgcl_row_arena_release(&a);
 }

@@ -1,12 +1,12 @@
 /* Reviewer writes: file a contest, resolve it, and re-score a decision's stored input with the
- * model version active now. The rules live in core/review.c; this file maps them to HTTP. */
+ * model version active now. The rules live in core/review.c and the stored input is read by
+ * core/decision_record.c; this file maps them to HTTP. */
 #include <math.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
+#include "decision_record.h"
 #include "f16.h"
 #include "review.h"
 #include "server.h"
@@ -141,33 +141,28 @@ static json_t *answer_json(const pgcl_model *m, const float *probs, int label, p
 
 void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     char err[1024];
-    sqlite3 *db = pgcl_db_open_reader(srv->cfg->db_path, err, sizeof err);
-    sqlite3_stmt *s = NULL;
+    pgcl_row_arena arena = {0};
+    pgcl_stored_input stored;
     pgcl_model *m = NULL;
     float *z = NULL, *vec = NULL, *probs = NULL;
-    if (!db || sqlite3_prepare_v2(db,
-                                  "SELECT model_name, model_version, model_sha256, label, decision, probabilities,"
-                                  " toxicity, input, input_dtype FROM decisions WHERE decision_id = ?",
-                                  -1, &s, NULL) != SQLITE_OK) {
-        reply->retry_after = "1";
-        pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "%s", db ? sqlite3_errmsg(db) : err);
-        goto done;
-    }
-    sqlite3_bind_text(s, 1, req->params[0], -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE) {
+    pgcl_status read = pgcl_stored_input_read(srv->cfg->db_path, req->params[0], &arena, &stored, err, sizeof err);
+    if (read == PGCL_ERR_NOT_FOUND) {
         pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id %.64s", req->params[0]);
         goto done;
     }
-    if (rc != SQLITE_ROW) {
-        reply->retry_after = "1";
-        pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "reading the decision: %s", sqlite3_errmsg(db));
+    if (read == PGCL_ERR_NOMEM) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         goto done;
     }
-    const char *model_name = (const char *)sqlite3_column_text(s, 0);
-    const char *dtype = (const char *)sqlite3_column_text(s, 8);
-    const unsigned char *input = sqlite3_column_blob(s, 7);
-    int bytes = sqlite3_column_bytes(s, 7);
+    if (read != PGCL_OK) {
+        reply->retry_after = "1";
+        pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "%s", err);
+        goto done;
+    }
+    const char *model_name = stored.model_name;
+    const char *dtype = stored.input_dtype;
+    const unsigned char *input = stored.input;
+    int bytes = stored.n_input_bytes;
     if (!input || !dtype) {
         pgcld_reply_error(reply, 409, "input_not_stored", -1, NULL,
                           "decision %s was recorded without its input (with --store-inputs none, or before inputs were "
@@ -227,18 +222,15 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
     }
     int label;
     pgcl_decision decision = pgcl_model_decide(m, probs, &label);
-    json_t *original_probs = json_loads((const char *)sqlite3_column_text(s, 5), 0, NULL);
+    json_t *original_probs = json_loads(stored.probabilities, 0, NULL);
     json_t *original = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "model_name", model_name, "model_version",
-                                 (const char *)sqlite3_column_text(s, 1), "model_sha256",
-                                 (const char *)sqlite3_column_text(s, 2), "label",
-                                 (const char *)sqlite3_column_text(s, 3), "probabilities",
-                                 original_probs ? original_probs : json_object(), "decision",
-                                 (const char *)sqlite3_column_text(s, 4));
-    if (sqlite3_column_type(s, 6) != SQLITE_NULL)
-        json_object_set_new(original, "toxicity", json_real(sqlite3_column_double(s, 6)));
+                                 stored.model_version, "model_sha256", stored.model_sha256, "label", stored.label,
+                                 "probabilities", original_probs ? original_probs : json_object(), "decision",
+                                 stored.decision);
+    if (stored.toxicity.present) json_object_set_new(original, "toxicity", json_real(stored.toxicity.value));
     json_t *rescored = answer_json(m, probs, label, decision);
-    bool same_label = strcmp(m->labels[label], (const char *)sqlite3_column_text(s, 3)) == 0;
-    bool same_decision = strcmp(pgcl_decision_str(decision), (const char *)sqlite3_column_text(s, 4)) == 0;
+    bool same_label = strcmp(m->labels[label], stored.label) == 0;
+    bool same_decision = strcmp(pgcl_decision_str(decision), stored.decision) == 0;
     reply->status = 200;
     reply->body = json_pack("{s:s, s:o, s:o, s:s, s:b, s:b}", "decision_id", req->params[0], "original", original,
                             "rescored", rescored, "input_precision", half ? "float16" : "float32", "same_label",
@@ -248,6 +240,5 @@ done:
     free(vec);
     free(probs);
     pgcl_model_release(m);
-    sqlite3_finalize(s);
-    sqlite3_close(db);
+    pgcl_row_arena_release(&arena);
 }

@@ -1,5 +1,5 @@
 /* Prints the SQL that pgcld runs for GET /v1/decisions with the given filters, and SQLite's
- * EXPLAIN QUERY PLAN for it, by calling core/queries.c itself (so the plan shown is the plan
+ * EXPLAIN QUERY PLAN for it, by calling core/decision_lists.c itself (so the plan shown is the plan
  * served). Used by bench/audit_queries/run.sh.
  *
  *   explain DB [model=M] [version=V] [label=L] [decision=D] [item_id=I] [request_id=R]
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "queries.h"
+#include "decision_lists.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -64,19 +64,19 @@ int main(int argc, char **argv) {
     }
     char err[512];
     pgcl_qpool *pool = pgcl_qpool_create(argv[1], 1, err, sizeof err);
-    json_t *out = NULL;
-    if (!pool || pgcl_queries_decisions_explain(pool, &f, before, limit, &out, err, sizeof err) != PGCL_OK) {
+    pgcl_row_arena arena = {0};
+    pgcl_decisions_plan plan;
+    if (!pool || pgcl_decisions_explain(pool, &f, before, limit, &arena, &plan, err, sizeof err) != PGCL_OK) {
         fprintf(stderr, "explain: %s\n", err);
+        pgcl_row_arena_release(&arena);
         pgcl_qpool_destroy(pool);
         return 1;
     }
-    printf("strategy: %s\n", json_string_value(json_object_get(out, "strategy")));
-    printf("sql: %s\n", json_string_value(json_object_get(out, "sql")));
+    printf("strategy: %s\n", plan.strategy);
+    printf("sql: %s\n", plan.sql);
     printf("plan:\n");
-    size_t i;
-    json_t *line;
-    json_array_foreach(json_object_get(out, "plan"), i, line) printf("  %s\n", json_string_value(line));
-    json_decref(out);
+    for (int i = 0; i < plan.n_lines; i++) printf("  %s\n", plan.lines[i]);
+    pgcl_row_arena_release(&arena);
     pgcl_qpool_destroy(pool);
     return 0;
 }

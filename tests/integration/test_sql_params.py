@@ -26,7 +26,8 @@ What counts as constant, checked expression by expression:
     sprintf...), fails the test;
   * CONSTANT_SOURCES below: fields of static const tables and the compiled-in migrations, each
     verified by its own check here (the table's initialiser holds only literals);
-  * the query builder of core/queries.c (qb_sql / qb_text / qb_int / qb_prepare): its text is
+  * the query builder of core/read_sql.c (qb_sql / qb_text / qb_int / qb_prepare), used by the
+    reviewer reads (BUILDER_FILES below): its text is
     appended only by qb_sql(q, X), and every X must be constant (a literal, or the literal column
     of the static `eq` table); values go through qb_text / qb_int, which append '?' and bind.
 
@@ -64,11 +65,14 @@ CONSTANT_SOURCES = {
     "g_tables[t].select_sql": "chain_tables",
     # core/audit.c: the migrations compiled into the binary from migrations/*.sql at build time.
     "mig->sql": "migrations",
-    # core/queries.c: the literal column of qb_filters' static `eq` table.
+    # core/decision_lists.c: the literal column of qb_filters' static `eq` table.
     "eq[i].sql": "queries_eq",
-    # core/queries.c: qb_prepare's text: a constant prefix + the builder's buffer (see the builder check).
+    # core/read_sql.c: qb_prepare's text: a constant prefix + the builder's buffer (see the builder check).
     "text ? text : q->sql": "query_builder",
 }
+
+# The files that build SQL with the query builder (its definition in core/read_sql.c, and its users).
+BUILDER_FILES = ["core/read_sql.c", "core/decision_lists.c", "core/stats_reads.c", "core/export.c"]
 
 INT_CONV = re.compile(r"%[-+ 0#]*\d*(?:hh|h|ll|l|z|j|t)?[diu]")
 ANY_CONV = re.compile(r"%[-+ 0#]*(?:\d+|\*)?(?:\.\d+|\.\*)?(?:hh|h|ll|l|z|j|t|L)?[a-zA-Z%]")
@@ -144,8 +148,18 @@ class Source:
             self.src = strip_comments(f.read())
         self.masked = mask_strings(self.src)
         self.macros = {}
-        for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Z_][A-Z0-9_]*)[ \t]+((?:.*\\\n)*.*)$", self.src, re.M):
-            self.macros[m.group(1)] = m.group(2).replace("\\\n", " ").strip()
+        # Macros of the file, then of the project headers it includes from its own folder (e.g.
+        # core/read_sql.h: SUMMARY_COLS, shared by the reviewer reads); the file's own win.
+        headers = [os.path.join(os.path.dirname(path), h)
+                   for h in re.findall(r'^[ \t]*#[ \t]*include[ \t]+"([^"/]+\.h)"', self.src, re.M)]
+        texts = [self.src]
+        for h in headers:
+            if os.path.isfile(h):
+                with open(h, encoding="utf-8") as f:
+                    texts.append(strip_comments(f.read()))
+        for text in texts:
+            for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Z_][A-Z0-9_]*)[ \t]+((?:.*\\\n)*.*)$", text, re.M):
+                self.macros.setdefault(m.group(1), m.group(2).replace("\\\n", " ").strip())
         self.functions = self._functions()
         # File-scope `static const char NAME[] = "..." ...;` behave like macros.
         for m in re.finditer(r"^static const char ([A-Za-z_]\w*)\[\]\s*=([^;]*);", self.src, re.M):
@@ -412,43 +426,49 @@ class SqlParameterTest(unittest.TestCase):
         mig = read("core/migrations.h")
         self.assertRegex(mig, r"extern const pgcl_migration pgcl_migrations\[")
         # queries_eq: every row of qb_filters' eq table starts with a literal.
-        q = read("core/queries.c")
+        q = read("core/decision_lists.c")
         m = re.search(r"\}\s*eq\[\]\s*=\s*\{(.*?)\};", q, re.S)
-        self.assertIsNotNone(m, "core/queries.c: eq table not found (update CONSTANT_SOURCES)")
+        self.assertIsNotNone(m, "core/decision_lists.c: eq table not found (update CONSTANT_SOURCES)")
         rows = re.findall(r"\{([^{}]*)\}", m.group(1))
         self.assertTrue(rows)
         for r in rows:
             self.assertRegex(r.strip(), r'^"[^"]*"\s*,', f"eq row {r!r} does not start with a literal")
 
     def test_query_builder_appends_only_constants(self):
-        src = Source(os.path.join(ROOT, "core", "queries.c"))
-        s = Scanner([src.path])
         n = 0
-        for m in re.finditer(r"\bqb_sql\s*\(", src.masked):
-            args, after = call_args(src.src, src.masked, m.end() - 1)
-            if re.match(r"\s*\{", src.masked[after:after + 5]):
-                continue  # the definition
-            func = src.function_at(m.start())
-            if func and func[0] == "qb_arg" and norm(args[1]) == '"?"':
+        for rel in BUILDER_FILES:
+            src = Source(os.path.join(ROOT, rel))
+            s = Scanner([src.path])
+            for m in re.finditer(r"\bqb_sql\s*\(", src.masked):
+                args, after = call_args(src.src, src.masked, m.end() - 1)
+                if re.match(r"\s*\{", src.masked[after:after + 5]):
+                    continue  # the definition
+                func = src.function_at(m.start())
+                if func and func[0] == "qb_arg" and norm(args[1]) == '"?"':
+                    n += 1
+                    continue
                 n += 1
-                continue
-            n += 1
-            self.assertTrue(s.is_constant(args[1], src, func),
-                            f"core/queries.c:{src.line(m.start())}: qb_sql appends '{norm(args[1])}'")
+                self.assertTrue(s.is_constant(args[1], src, func),
+                                f"{rel}:{src.line(m.start())}: qb_sql appends '{norm(args[1])}'")
+            for m in re.finditer(r"\bqb_prepare\s*\(", src.masked):
+                args, after = call_args(src.src, src.masked, m.end() - 1)
+                if re.match(r"\s*\{", src.masked[after:after + 5]):
+                    continue
+                self.assertTrue(s.is_constant(args[2], src, src.function_at(m.start())),
+                                f"{rel}:{src.line(m.start())}: qb_prepare prefix '{norm(args[2])}'")
+            # The buffer itself is written only inside qb_sql.
+            writes = r"\b(?:memcpy|memmove|strcpy|strncpy|strcat|strncat|snprintf|sprintf|vsnprintf)\s*\(\s*(?:q->sql|text)\b" \
+                     r"|\b(?:q->sql|text)\s*\[[^\]]*\]\s*=(?!=)"
+            for m in re.finditer(writes, src.masked):
+                f = src.function_at(m.start())
+                self.assertIn(f[0] if f else None, ("qb_sql", "qb_prepare", "qb_range"),
+                              f"{rel}:{src.line(m.start())}: the builder's buffer is used outside qb_sql/qb_prepare")
+        # Every file that calls the builder is in BUILDER_FILES (a new user is checked too).
+        for path in source_files():
+            rel = os.path.relpath(path, ROOT)
+            if re.search(r"\bqb_(?:sql|prepare)\s*\(", read(rel)):
+                self.assertIn(rel, BUILDER_FILES, f"{rel} uses the query builder: add it to BUILDER_FILES")
         self.assertGreater(n, 10)
-        for m in re.finditer(r"\bqb_prepare\s*\(", src.masked):
-            args, after = call_args(src.src, src.masked, m.end() - 1)
-            if re.match(r"\s*\{", src.masked[after:after + 5]):
-                continue
-            self.assertTrue(s.is_constant(args[2], src, src.function_at(m.start())),
-                            f"core/queries.c:{src.line(m.start())}: qb_prepare prefix '{norm(args[2])}'")
-        # The buffer itself is written only inside qb_sql.
-        writes = r"\b(?:memcpy|memmove|strcpy|strncpy|strcat|strncat|snprintf|sprintf|vsnprintf)\s*\(\s*(?:q->sql|text)\b" \
-                 r"|\b(?:q->sql|text)\s*\[[^\]]*\]\s*=(?!=)"
-        for m in re.finditer(writes, src.masked):
-            f = src.function_at(m.start())
-            self.assertIn(f[0] if f else None, ("qb_sql", "qb_prepare", "qb_range"),
-                          f"core/queries.c:{src.line(m.start())}: the builder's buffer is used outside qb_sql/qb_prepare")
 
     def test_scanner_catches_interpolation(self):
         """The scanner itself: a value interpolated into SQL is reported; a table name is not."""

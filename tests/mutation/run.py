@@ -79,13 +79,13 @@ MUTATIONS = [
     M("chain-entry-prev", "core/chain.c",
       "    enc_bytes(&e, TAG_TEXT, prev, prev_len);\n", "    (void)prev;\n    (void)prev_len;\n",
       "an entry's hash leaves out prev_hash (entries no longer linked)", ["test_chain", "test_chain_encoding", "test_chain_known_answers"]),
-    # -- cursors (core/queries.c)
-    M("cursor-decisions", "core/queries.c",
+    # -- cursors (core/decision_lists.c, core/contest_reads.c)
+    M("cursor-decisions", "core/decision_lists.c",
       "        qb_sql(q, \" AND d.seq < \");\n        qb_int(q, before_seq);\n    }\n    const struct {",
       "        qb_sql(q, \" AND d.seq <= \");\n        qb_int(q, before_seq);\n    }\n    const struct {",
       "GET /v1/decisions: the next page starts at the cursor's row instead of below it",
       ["test_review_reads", "test_sql_params"]),
-    M("cursor-contests-open", "core/queries.c",
+    M("cursor-contests-open", "core/contest_reads.c",
       "\" WHERE c.seq > ? AND NOT EXISTS", "\" WHERE c.seq >= ? AND NOT EXISTS",
       "GET /v1/contests?status=open: the next page repeats the cursor's contest", ["test_review_reads", "test_review"]),
     # -- auth (server/http.c, server/route_table.c)
@@ -147,7 +147,7 @@ MUTATIONS = [
       "    if (0) {\n        pgcld_reply_error(reply, 409, \"input_not_rescorable\", -1, NULL,\n"
       "                          \"the stored input",
       "a stored input that is not finite is re-scored and compared anyway", ["test_hardening"]),
-    M("csv-formula", "core/queries.c",
+    M("csv-formula", "core/export.c",
       'if (*p && strchr("=+-@\\t\\r\\n", *p)) return true;', 'if (*p && strchr("=", *p)) return true;',
       "the CSV export neutralises only '=' (not +, -, @, tab, CR, LF)", ["test_hardening"]),
     M("percent-nul", "server/request_head.c",
@@ -170,10 +170,10 @@ MUTATIONS = [
     M("query-without-value", "server/route_table.c",
       'else if (!value) c->problem = "has no value: write name=value";', 'else if (0) c->problem = "";',
       "a query parameter without a value (?label) is dropped instead of refused", ["test_bad_inputs"]),
-    M("cursor-binding", "core/queries.c",
+    M("cursor-binding", "core/time_cursor.c",
       "if (sodium_memcmp(b + 10, binding, PGCL_CURSOR_BINDING) != 0) return PGCL_CURSOR_OTHER_FILTERS;", "",
       "a cursor sent with other filters resumes another listing", ["test_hardening", "test_review_reads"]),
-    M("second-contest", "core/queries.c",
+    M("second-contest", "core/decision_record.c",
       '            status = "contested";\n            break;',
       '            status = "contested";\n            if (decided_by[0] == \'r\') decision = "block";\n            break;',
       "while a second contest is open, an overturned decision reads as blocked again",

@@ -1,0 +1,285 @@
+/* The export stream of the decisions and the CSV neutralisation of its cells; see export.h. */
+#include "export.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "read_sql.h"
+
+#define EXPORT_CHUNK_ROWS 256
+
+struct pgcl_export {
+    pgcl_qpool *pool;
+    pgcl_export_format fmt;
+    char since[PGCL_QTIME_LEN + 1], until[PGCL_QTIME_LEN + 1];
+    bool has_since, has_until;
+    int64_t max_seq;                  /* rows committed after create() are not exported */
+    char last_ts[PGCL_QTIME_LEN + 8]; /* (created_at, seq) of the last row sent */
+    int64_t last_seq;
+    bool header_sent, done;
+    char *buf; /* the current chunk, formatted */
+    size_t len, off, cap;
+};
+
+static const char CSV_HEADER[] = "decision_id,seq,created_at,item_id,request_id,model_name,model_version,label,"
+                                 "decision,toxicity,contest_status,probabilities,vector\r\n";
+
+static bool buf_put(pgcl_export *e, const char *data, size_t n) {
+    if (e->len + n > e->cap) {
+        size_t cap = e->cap ? e->cap : 65536;
+        while (cap < e->len + n)
+            cap *= 2;
+        char *grown = realloc(e->buf, cap);
+        if (!grown) return false;
+        e->buf = grown;
+        e->cap = cap;
+    }
+    memcpy(e->buf + e->len, data, n);
+    e->len += n;
+    return true;
+}
+
+/* True when a spreadsheet opening the export would read a cell starting with text as a formula
+ * (CSV injection, OWASP): its first character, after any spaces, is =, +, -, @, a tab, CR or LF,
+ * or the full-width forms of =, +, - and @ (U+FF1D, U+FF0B, U+FF0D, U+FF20), which some
+ * spreadsheets fold into the ASCII ones. */
+bool pgcl_csv_formula_trigger(const char *text) {
+    const unsigned char *p = (const unsigned char *)text;
+    while (*p == ' ')
+        p++;
+    if (*p && strchr("=+-@\t\r\n", *p)) return true;
+    /* U+FF0B, U+FF0D, U+FF1D, U+FF20 in UTF-8: EF BC 8B / 8D / 9D / A0 */
+    return p[0] == 0xef && p[1] == 0xbc && (p[2] == 0x8b || p[2] == 0x8d || p[2] == 0x9d || p[2] == 0xa0);
+}
+
+/* One CSV text field, quoted (RFC 4180) when it holds a comma, a quote, CR or LF, so that no cell
+ * can start inside it; one that a spreadsheet would take for a formula is neutralised as OWASP
+ * recommends: a single quote is put before it (the cell then reads as text, showing the quote),
+ * and it is quoted. */
+static bool csv_field(pgcl_export *e, const char *text, bool last) {
+    bool ok = true;
+    bool formula = text && pgcl_csv_formula_trigger(text);
+    if (text && (formula || text[strcspn(text, ",\"\r\n")])) {
+        ok = buf_put(e, formula ? "\"'" : "\"", formula ? 2 : 1);
+        for (const char *p = text; ok && *p; p++)
+            ok = *p == '"' ? buf_put(e, "\"\"", 2) : buf_put(e, p, 1);
+        ok = ok && buf_put(e, "\"", 1);
+    } else if (text) {
+        ok = buf_put(e, text, strlen(text));
+    }
+    return ok && buf_put(e, last ? "\r\n" : ",", last ? 2 : 1);
+}
+
+/* The vector BLOB as a JSON array, "%.9g" per value (float32 round-trips; the same digits as the
+ * JSON answers, which jansson writes with JSON_REAL_PRECISION(9)). Formatting floats is most of an
+ * export's CPU time, hence no JSON tree here. */
+static bool put_vector(pgcl_export *e, sqlite3_stmt *s, int col) {
+    const unsigned char *b = sqlite3_column_blob(s, col);
+    int n = sqlite3_column_bytes(s, col) / (int)sizeof(float);
+    bool ok = buf_put(e, "[", 1);
+    for (int k = 0; ok && b && k < n; k++) {
+        float f;
+        memcpy(&f, b + (size_t)k * sizeof f, sizeof f);
+        char num[40];
+        int len = snprintf(num + 1, sizeof num - 1, "%.9g", (double)f);
+        num[0] = ',';
+        ok = buf_put(e, k ? num : num + 1, (size_t)len + (k ? 1 : 0));
+    }
+    return ok && buf_put(e, "]", 1);
+}
+
+/* One JSON scalar as jansson writes it in the answers (compact, reals with 9 significant digits,
+ * strings escaped as jansson escapes them), so an NDJSON line reads byte for byte like the JSON
+ * the lists answer. v is consumed; NULL (a string that is not UTF-8, out of memory) fails. */
+static bool put_scalar(pgcl_export *e, json_t *v) {
+    char text[512];
+    size_t n = v ? json_dumpb(v, text, sizeof text, JSON_COMPACT | JSON_REAL_PRECISION(9) | JSON_ENCODE_ANY) : 0;
+    bool ok = false;
+    if (n > 0 && n <= sizeof text) {
+        ok = buf_put(e, text, n);
+    } else if (n > sizeof text) { /* a long string: let jansson allocate */
+        char *big = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(9) | JSON_ENCODE_ANY);
+        ok = big && buf_put(e, big, strlen(big));
+        free(big);
+    }
+    json_decref(v);
+    return ok;
+}
+
+static bool put_text(pgcl_export *e, const char *text) {
+    return text ? put_scalar(e, json_string(text)) : buf_put(e, "null", 4);
+}
+
+/* The summary members of an NDJSON line, from `{` to the last member (no closing brace): the keys
+ * and order of a row of GET /v1/decisions. */
+static bool put_summary_json(pgcl_export *e, const pgcl_decision_summary *r) {
+    char seq[32];
+    int n_seq = snprintf(seq, sizeof seq, "%" JSON_INTEGER_FORMAT, (json_int_t)r->seq);
+    return buf_put(e, "{\"decision_id\":", 15) && put_text(e, r->decision_id) && buf_put(e, ",\"seq\":", 7) &&
+           buf_put(e, seq, (size_t)n_seq) && buf_put(e, ",\"created_at\":", 14) && put_text(e, r->created_at) &&
+           buf_put(e, ",\"item_id\":", 11) && put_text(e, r->item_id) && buf_put(e, ",\"request_id\":", 14) &&
+           put_text(e, r->request_id) && buf_put(e, ",\"model_name\":", 14) && put_text(e, r->model_name) &&
+           buf_put(e, ",\"model_version\":", 17) && put_text(e, r->model_version) && buf_put(e, ",\"label\":", 9) &&
+           put_text(e, r->label) && buf_put(e, ",\"decision\":", 12) && put_text(e, r->decision) &&
+           buf_put(e, ",\"toxicity\":", 12) &&
+           (r->toxicity.present ? put_scalar(e, json_real(r->toxicity.value)) : buf_put(e, "null", 4)) &&
+           buf_put(e, ",\"contest_status\":", 18) && put_text(e, r->contest_status);
+}
+
+/* The summary cells of a CSV line (each followed by a comma), in CSV_HEADER's order. */
+static bool put_summary_csv(pgcl_export *e, const pgcl_decision_summary *r) {
+    char num[64];
+    int n = snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT ",", (json_int_t)r->seq);
+    bool ok = csv_field(e, r->decision_id ? r->decision_id : "", false) &&
+              buf_put(e, num, (size_t)n); /* a number: never a formula */
+    const char *const before_toxicity[] = {r->created_at,    r->item_id, r->request_id, r->model_name,
+                                           r->model_version, r->label,   r->decision};
+    for (size_t i = 0; ok && i < sizeof before_toxicity / sizeof before_toxicity[0]; i++)
+        ok = csv_field(e, before_toxicity[i] ? before_toxicity[i] : "", false);
+    if (ok && r->toxicity.present) {
+        n = snprintf(num, sizeof num, "%.9g,", r->toxicity.value);
+        ok = buf_put(e, num, (size_t)n);
+    } else if (ok) {
+        ok = csv_field(e, "", false);
+    }
+    return ok && csv_field(e, r->contest_status ? r->contest_status : "", false);
+}
+
+static bool export_row(pgcl_export *e, sqlite3_stmt *s) {
+    pgcl_row_arena a = {0};
+    pgcl_decision_summary row;
+    pgcl_read_summary(&a, s, &row);
+    /* The stored probabilities, parsed and written again as the answers write them. */
+    const char *stored = (const char *)sqlite3_column_text(s, 11);
+    json_t *probs = stored ? json_loads(stored, JSON_DECODE_ANY, NULL) : NULL;
+    char *ptext = json_dumps(probs ? probs : json_null(), JSON_COMPACT | JSON_REAL_PRECISION(9) | JSON_ENCODE_ANY);
+    bool ok = false;
+    if (a.failed || !ptext) goto done;
+    if (e->fmt == PGCL_EXPORT_NDJSON) {
+        /* {summary…,"probabilities":{…},"vector":[…]} */
+        ok = put_summary_json(e, &row) && buf_put(e, ",\"probabilities\":", 17) && buf_put(e, ptext, strlen(ptext)) &&
+             buf_put(e, ",\"vector\":", 10) && put_vector(e, s, 12) && buf_put(e, "}\n", 2);
+        goto done;
+    }
+    ok = put_summary_csv(e, &row);
+    /* The vector's text has commas: quoted, and it holds no quote to double. */
+    ok = ok && csv_field(e, ptext, false) && buf_put(e, "\"", 1) && put_vector(e, s, 12) && buf_put(e, "\"\r\n", 3);
+done:
+    free(ptext);
+    json_decref(probs);
+    pgcl_row_arena_release(&a);
+    return ok;
+}
+
+/* Reads and formats the next chunk of rows into e->buf. Returns 0, or -1 (logged). */
+static int export_fill(pgcl_export *e) {
+    char err[PGCL_READ_ERR_CAP];
+    e->len = e->off = 0;
+    if (!e->header_sent) {
+        e->header_sent = true;
+        if (e->fmt == PGCL_EXPORT_CSV && !buf_put(e, CSV_HEADER, sizeof CSV_HEADER - 1)) return -1;
+    }
+    qbuild *q = calloc(1, sizeof *q);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    int result = -1;
+    if (!q) goto done;
+    /* Keyset on (created_at, seq), the order of the created_at index: the lower bound is the later
+     * of `since` and the last row sent, and rows at that same instant up to the last seq are skipped. */
+    const char *lower = e->has_since && strcmp(e->since, e->last_ts) > 0 ? e->since : e->last_ts;
+    qb_sql(q, "SELECT " SUMMARY_COLS ", d.probabilities, d.vector FROM decisions d WHERE d.created_at >= ");
+    qb_text(q, lower);
+    if (e->has_until) {
+        qb_sql(q, " AND d.created_at < ");
+        qb_text(q, e->until);
+    }
+    qb_sql(q, " AND d.seq <= ");
+    qb_int(q, e->max_seq);
+    qb_sql(q, " AND NOT (d.created_at = ");
+    qb_text(q, e->last_ts);
+    qb_sql(q, " AND d.seq <= ");
+    qb_int(q, e->last_seq);
+    qb_sql(q, ") ORDER BY d.created_at, d.seq LIMIT ");
+    qb_int(q, EXPORT_CHUNK_ROWS);
+    if (pgcl_qpool_acquire(e->pool, &db, err, sizeof err) != PGCL_OK ||
+        qb_prepare(db, q, NULL, &s, err, sizeof err) != PGCL_OK)
+        goto done;
+    int rc, n = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (!export_row(e, s)) {
+            pgcl_errorf(err, sizeof err, "out of memory");
+            goto done;
+        }
+        const char *ts = (const char *)sqlite3_column_text(s, 2);
+        snprintf(e->last_ts, sizeof e->last_ts, "%s", ts ? ts : "");
+        e->last_seq = sqlite3_column_int64(s, 0);
+        n++;
+    }
+    if (rc != SQLITE_DONE) {
+        pgcl_read_step_error(db, rc, err, sizeof err);
+        goto done;
+    }
+    if (n < EXPORT_CHUNK_ROWS) e->done = true;
+    result = 0;
+done:
+    sqlite3_finalize(s);
+    if (db) pgcl_qpool_release(e->pool, db);
+    free(q);
+    if (result != 0) pgcl_log_error("export: %s", err);
+    return result;
+}
+
+pgcl_status pgcl_export_create(pgcl_qpool *p, const char *since, const char *until, pgcl_export_format fmt,
+                               pgcl_export **out, char *err, int cap) {
+    *out = NULL;
+    pgcl_export *e = calloc(1, sizeof *e);
+    if (!e) {
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    e->pool = p;
+    e->fmt = fmt;
+    if ((e->has_since = since != NULL)) snprintf(e->since, sizeof e->since, "%s", since);
+    if ((e->has_until = until != NULL)) snprintf(e->until, sizeof e->until, "%s", until);
+    sqlite3 *db = NULL;
+    pgcl_status st = pgcl_qpool_acquire(p, &db, err, cap);
+    if (st == PGCL_OK) {
+        qbuild *q = calloc(1, sizeof *q);
+        if (!q) {
+            pgcl_errorf(err, cap, "out of memory");
+            st = PGCL_ERR_NOMEM;
+        } else {
+            qb_sql(q, "SELECT coalesce(max(seq), 0) FROM decisions");
+            st = pgcl_read_scalar_int(db, q, &e->max_seq, NULL, err, cap);
+            free(q);
+        }
+        pgcl_qpool_release(p, db);
+    }
+    if (st != PGCL_OK) {
+        free(e);
+        return st;
+    }
+    *out = e;
+    return PGCL_OK;
+}
+
+long pgcl_export_read(pgcl_export *e, char *buf, size_t max) {
+    while (e->off == e->len) {
+        if (e->done) return 0;
+        if (export_fill(e) != 0) return -1;
+    }
+    size_t n = e->len - e->off;
+    if (n > max) n = max;
+    memcpy(buf, e->buf + e->off, n);
+    e->off += n;
+    return (long)n;
+}
+
+void pgcl_export_destroy(pgcl_export *e) {
+    if (!e) return;
+    free(e->buf);
+    free(e);
+}
