@@ -278,9 +278,9 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         goto out;
     }
     pgcl_log_info("compute: %s, %d workers%s%s", pgcl_backend_name(backend), workers, *err ? "; " : "", err);
-    srv.compute = pgcld_compute_create(backend, workers, (int)cfg.chunk_rows);
+    srv.compute = pgcl_compute_slots_create(backend, workers, (int)cfg.chunk_rows);
     srv.metrics = pgcld_metrics_create(pgcld_route_names, pgcld_route_count);
-    srv.batcher = srv.compute ? pgcld_batcher_create(srv.compute, workers, (int)cfg.batch_max_rows,
+    srv.batcher = srv.compute ? pgcl_batcher_create(srv.compute, workers, (int)cfg.batch_max_rows,
                                                      cfg.batch_max_wait_us)
                               : NULL;
     if (!srv.compute || !srv.metrics || !srv.batcher) {
@@ -378,8 +378,8 @@ out:
     pgcl_audit_close(srv.audit);
     pgcl_keyring_close(srv.keyring);
     pgcl_registry_destroy(srv.registry);
-    pgcld_batcher_destroy(srv.batcher);
-    pgcld_compute_destroy(srv.compute);
+    pgcl_batcher_destroy(srv.batcher);
+    pgcl_compute_slots_destroy(srv.compute);
     pgcld_metrics_destroy(srv.metrics);
     if (rc == 0) pgcl_log_info("shutdown: complete");
     pgcld_config_free(&cfg);

@@ -212,7 +212,7 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
                           req->params[0], half ? "float16" : "float32");
         goto done;
     }
-    if (pgcld_compute_forward(srv->compute, m, z, 1, vec, probs, NULL) != PGCL_OK) {
+    if (pgcl_compute_slots_forward(srv->compute, m, z, 1, vec, probs, NULL) != PGCL_OK) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         goto done;
     }

@@ -369,7 +369,7 @@ int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job,
     int forward_rows = 0;
     if (!job->vectors || !job->probs || !job->label_index || !job->decision || !job->decision_id || !job->input_sha ||
         !job->probs_json || !job->rows ||
-        pgcld_batcher_forward(srv->batcher, m, job->z, job->n, job->vectors, job->probs, &t_compute, &forward_rows) !=
+        pgcl_batcher_forward(srv->batcher, m, job->z, job->n, job->vectors, job->probs, &t_compute, &forward_rows) !=
             PGCL_OK) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         return -1;

@@ -110,9 +110,9 @@ void fuzz_server_start(void) {
 
     char err[1024];
     pgcl_backend *backend = pgcl_backend_cpu_create();
-    g_srv.compute = backend ? pgcld_compute_create(backend, 1, (int)g_cfg.chunk_rows) : NULL;
+    g_srv.compute = backend ? pgcl_compute_slots_create(backend, 1, (int)g_cfg.chunk_rows) : NULL;
     g_srv.metrics = pgcld_metrics_create(pgcld_route_names, pgcld_route_count);
-    g_srv.batcher = g_srv.compute ? pgcld_batcher_create(g_srv.compute, 1, (int)g_cfg.batch_max_rows,
+    g_srv.batcher = g_srv.compute ? pgcl_batcher_create(g_srv.compute, 1, (int)g_cfg.batch_max_rows,
                                                          g_cfg.batch_max_wait_us)
                                   : NULL;
     if (!g_srv.compute || !g_srv.metrics || !g_srv.batcher) die("cannot create the compute pipeline");
