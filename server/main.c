@@ -316,7 +316,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     } else {
         pgcl_log_warn("keys: --auth off: every endpoint is open to anyone who can reach %s", cfg.listen);
     }
-    srv.shadow = pgcld_shadow_create(srv.audit, srv.metrics, (int)cfg.shadow_queue, (int)cfg.chunk_rows);
+    srv.shadow = pgcl_shadow_create(srv.audit, pgcld_metrics_shadow_observer, srv.metrics, (int)cfg.shadow_queue, (int)cfg.chunk_rows);
     if (!srv.shadow) {
         pgcl_log_error("cannot start the shadow worker");
         goto out;
@@ -355,7 +355,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
             pgcl_log_error("SIGHUP: configuration not reloaded: %s", err);
         } else {
             pgcl_audit_set_max_pending_rows(srv.audit, (int)cfg.max_pending_rows);
-            pgcld_shadow_set_capacity(srv.shadow, (int)cfg.shadow_queue);
+            pgcl_shadow_set_capacity(srv.shadow, (int)cfg.shadow_queue);
             pgcld_config_log(&cfg);
         }
         if (srv.keyring && pgcl_keyring_reload(srv.keyring, err, sizeof err) != PGCL_OK)
@@ -372,7 +372,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     rc = 0;
 out:
     pgcld_server_stop(&srv, (int)cfg.shutdown_grace_s);
-    pgcld_shadow_destroy(srv.shadow);
+    pgcl_shadow_destroy(srv.shadow);
     pgcld_checkpointer_stop(checkpointer); /* after the drain: its last checkpoint covers every answered decision */
     pgcl_queries_shutdown();
     pgcl_audit_close(srv.audit);

@@ -467,7 +467,7 @@ int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job,
     if (job->shadow) {
         pgcl_model *shadow = job->shadow;
         job->shadow = NULL; /* the shadow worker takes both references */
-        pgcld_shadow_submit(srv->shadow, pgcl_model_retain(job->model), shadow, job->n, job->z,
+        pgcl_shadow_submit(srv->shadow, pgcl_model_retain(job->model), shadow, job->n, job->z,
                             (const char(*)[PGCL_UUID_LEN + 1])job->decision_id, job->label_index, job->decision, job->probs);
     }
     return 0;

@@ -28,7 +28,7 @@ typedef struct pgcld_server {
     pgcl_compute_slots *compute;
     pgcl_batcher *batcher;   /* coalesces concurrent forward passes */
     pgcld_metrics *metrics;
-    pgcld_shadow *shadow;
+    pgcl_shadow *shadow;
     struct MHD_Daemon *daemon;
     int port;
     _Atomic int in_flight;     /* requests between arrival and completion */

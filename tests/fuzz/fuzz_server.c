@@ -119,7 +119,7 @@ void fuzz_server_start(void) {
     pgcl_audit_options aopts = {.path = db, .synchronous_full = false, .busy_timeout_ms = 5000,
                                 .max_pending_rows = (int)g_cfg.max_pending_rows};
     if (pgcl_audit_open(&aopts, &g_srv.audit, err, sizeof err) != PGCL_OK) die(err);
-    g_srv.shadow = pgcld_shadow_create(g_srv.audit, g_srv.metrics, (int)g_cfg.shadow_queue, (int)g_cfg.chunk_rows);
+    g_srv.shadow = pgcl_shadow_create(g_srv.audit, pgcld_metrics_shadow_observer, g_srv.metrics, (int)g_cfg.shadow_queue, (int)g_cfg.chunk_rows);
     if (!g_srv.shadow) die("cannot start the shadow worker");
     if (pgcl_registry_create(models, &g_srv.registry, err, sizeof err) != PGCL_OK) die(err);
     pgcl_registry_load_initial(g_srv.registry, NULL);
