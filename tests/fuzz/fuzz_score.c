@@ -18,7 +18,7 @@
 
 #include "base64.h"
 #include "fastjson.h"
-#include "score.h"
+#include "score_job.h"
 
 #define DIM 32
 #define MAX_ITEMS 8

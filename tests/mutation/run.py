@@ -109,7 +109,7 @@ MUTATIONS = [
     M("limit-max-pending-rows-edge", "core/audit.c",
       "a->pending_rows + job->n_rows > a->max_pending_rows", "a->pending_rows + job->n_rows >= a->max_pending_rows",
       "a request that exactly fills the backlog is refused", ["test_backlog"]),
-    M("limit-max-batch", "server/routes_score.c",
+    M("limit-max-batch", "server/score_parse.c",
       "    if (n > (size_t)srv->cfg->max_batch) {\n        pgcld_reply_error(reply, 413, \"batch_too_large\", -1, \"items\",",
       "    if (0) {\n        pgcld_reply_error(reply, 413, \"batch_too_large\", -1, \"items\",",
       "--max-batch ignored for JSON items (the fast parser bails, the DOM path accepts)",
@@ -123,7 +123,7 @@ MUTATIONS = [
       "if (ctx->too_large || (limit < 0 && ctx->len + n > (size_t)limit)) {",
       "--max-body-bytes ignored for bodies without Content-Length (chunked)", ["test_bad_inputs", "test_errors"]),
     # -- idempotency
-    M("idempotency-fingerprint", "server/routes_score.c",
+    M("idempotency-fingerprint", "server/score_idempotency.c",
       "if (pgcl_idem_same_request(&rec, job->request_sha256, job->body_sha256)) {", "if (1) {",
       "a reused Idempotency-Key with another body replays the first answer instead of 422",
       ["test_idempotency", "test_hardening"]),
@@ -138,8 +138,8 @@ MUTATIONS = [
       'FINGERPRINT_HEADERS[] = {"Inference-Header-Content-Length", NULL};',
       "the idempotency fingerprint leaves out Pgcld-Item-Ids (a retry with other ids replays the old ones)",
       ["test_hardening"]),
-    M("f16-beyond-range-stored", "server/routes_score.c",
-      "bool half = row_f16 && pgcl_f16_all_finite(row_f16, (size_t)m->D);", "bool half = row_f16 != NULL;",
+    M("f16-beyond-range-stored", "core/score.c",
+      "bool half = row_f16 && pgcl_f16_all_finite(row_f16, D);", "bool half = row_f16 != NULL;",
       "a value beyond float16's range is stored as float16 infinity", ["test_hardening"]),
     M("rescore-not-finite", "server/routes_contests.c",
       "    if (!finite) {\n        pgcld_reply_error(reply, 409, \"input_not_rescorable\", -1, NULL,\n"
