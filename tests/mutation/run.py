@@ -141,11 +141,9 @@ MUTATIONS = [
     M("f16-beyond-range-stored", "core/score.c",
       "bool half = row_f16 && pgcl_f16_all_finite(row_f16, D);", "bool half = row_f16 != NULL;",
       "a value beyond float16's range is stored as float16 infinity", ["test_hardening"]),
-    M("rescore-not-finite", "server/routes_contests.c",
-      "    if (!finite) {\n        pgcld_reply_error(reply, 409, \"input_not_rescorable\", -1, NULL,\n"
-      "                          \"the stored input",
-      "    if (0) {\n        pgcld_reply_error(reply, 409, \"input_not_rescorable\", -1, NULL,\n"
-      "                          \"the stored input",
+    M("rescore-not-finite", "core/rescore.c",
+      "    if (!decode_input(out, m->D, z)) return PGCL_RESCORE_INPUT_NOT_FINITE;",
+      "    decode_input(out, m->D, z);",
       "a stored input that is not finite is re-scored and compared anyway", ["test_hardening"]),
     M("csv-formula", "core/queries.c",
       'if (*p && strchr("=+-@\\t\\r\\n", *p)) return true;', 'if (*p && strchr("=", *p)) return true;',
