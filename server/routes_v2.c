@@ -187,8 +187,8 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
                                       "%s, for shape [%lld, %lld]", why, (long long)n, (long long)D);
                     rc = -1;
                 } else {
-                    rc = pgcld_score_take_floats(srv, job, (const unsigned char *)tmp, sizeof(float) * (size_t)(n * D),
-                                                 field, reply);
+                    rc = pgcld_score_adopt_floats(job, tmp, (int)n, field, reply); /* job owns tmp now */
+                    tmp = NULL;
                 }
                 free(tmp);
                 if (rc != 0) return -1;

@@ -74,6 +74,11 @@ pgcl_model *pgcld_score_acquire(pgcld_server *srv, const char *name, pgcl_model 
 int pgcld_score_take_floats(pgcld_server *srv, score_job *job, const unsigned char *data, size_t bytes,
                             const char *field, pgcld_reply *reply);
 
+/* Takes z (n, D) of job->model (set), malloc'd, already shaped and bounded by the caller: job
+ * owns it from here whatever happens. Checks finiteness as pgcld_score_take_floats does; sets
+ * job->n. Returns 0, or -1 with reply set. */
+int pgcld_score_adopt_floats(score_job *job, float *z, int n, const char *field, pgcld_reply *reply);
+
 /* Item ids from a JSON array of job->n strings (ids_json; `field` names its source in errors), or
  * "0".."n-1" when ids_json is NULL. Returns 0, or -1 with reply set. */
 int pgcld_score_take_ids(score_job *job, const char *ids_json, const char *field, pgcld_reply *reply);

@@ -277,17 +277,23 @@ int pgcld_score_take_floats(pgcld_server *srv, score_job *job, const unsigned ch
                           n, (long)srv->cfg->max_batch);
         return -1;
     }
-    job->n = (int)n;
-    job->z = malloc(bytes);
-    if (!job->z) {
+    float *z = malloc(bytes);
+    if (!z) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         return -1;
     }
-    memcpy(job->z, data, bytes); /* little-endian float32 on the wire and in memory */
-    for (size_t k = 0; k < n * (size_t)m->D; k++) {
-        if (!isfinite(job->z[k])) {
-            pgcld_reply_error(reply, 400, "non_finite_value", (int)(k / (size_t)m->D), field,
-                              "item %zu: value %zu is NaN or infinite", k / (size_t)m->D, k % (size_t)m->D);
+    memcpy(z, data, bytes); /* little-endian float32 on the wire and in memory */
+    return pgcld_score_adopt_floats(job, z, (int)n, field, reply);
+}
+
+int pgcld_score_adopt_floats(score_job *job, float *z, int n, const char *field, pgcld_reply *reply) {
+    size_t D = (size_t)job->model->D;
+    job->n = n;
+    job->z = z;
+    for (size_t k = 0; k < (size_t)n * D; k++) {
+        if (!isfinite(z[k])) {
+            pgcld_reply_error(reply, 400, "non_finite_value", (int)(k / D), field, "item %zu: value %zu is NaN or infinite",
+                              k / D, k % D);
             return -1;
         }
     }
