@@ -65,23 +65,4 @@ pgcl_status pgcl_decision_record_read(pgcl_qpool *p, const char *decision_id, pg
 pgcl_effective_outcome pgcl_effective_outcome_of(const char *label, const char *decision,
                                                  const pgcl_contest_row *contests, int n_contests);
 
-/* ---- the stored input of a decision (for a re-score) ---- */
-
-/* What a decision answered, and the input it was scored on as stored. */
-typedef struct pgcl_stored_input {
-    const char *model_name, *model_version, *model_sha256, *label, *decision;
-    const char *probabilities; /* the stored JSON text */
-    pgcl_opt_real toxicity;
-    const unsigned char *input; /* (n_input_bytes) little-endian f16 or f32 values; NULL when not stored */
-    int n_input_bytes;
-    const char *input_dtype; /* "f16" / "f32"; NULL when not stored */
-} pgcl_stored_input;
-
-/* Reads decision_id's answer and stored input into *out (allocated in a), on a connection of its
- * own opened read-only on db_path and closed before returning. PGCL_ERR_NOT_FOUND: no such
- * decision; PGCL_ERR_DB: the database could not be opened or read, err holding SQLite's message
- * (prefixed "reading the decision: " when the read itself failed); PGCL_ERR_NOMEM. Thread-safe. */
-pgcl_status pgcl_stored_input_read(const char *db_path, const char *decision_id, pgcl_row_arena *a,
-                                   pgcl_stored_input *out, char *err, int cap);
-
 #endif

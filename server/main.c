@@ -283,9 +283,9 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         goto out;
     }
     pgcl_log_info("compute: %s, %d workers%s%s", pgcl_backend_name(backend), workers, *err ? "; " : "", err);
-    srv.compute = pgcld_compute_create(backend, workers, (int)cfg.chunk_rows);
+    srv.compute = pgcl_compute_slots_create(backend, workers, (int)cfg.chunk_rows);
     srv.metrics = pgcld_metrics_create(pgcld_route_names, pgcld_route_count);
-    srv.batcher = srv.compute ? pgcld_batcher_create(srv.compute, workers, (int)cfg.batch_max_rows,
+    srv.batcher = srv.compute ? pgcl_batcher_create(srv.compute, workers, (int)cfg.batch_max_rows,
                                                      cfg.batch_max_wait_us)
                               : NULL;
     if (!srv.compute || !srv.metrics || !srv.batcher) {
@@ -321,7 +321,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     } else {
         pgcl_log_warn("keys: --auth off: every endpoint is open to anyone who can reach %s", cfg.listen);
     }
-    srv.shadow = pgcld_shadow_create(srv.audit, srv.metrics, (int)cfg.shadow_queue, (int)cfg.chunk_rows);
+    srv.shadow = pgcl_shadow_create(srv.audit, pgcld_metrics_shadow_observer, srv.metrics, (int)cfg.shadow_queue, (int)cfg.chunk_rows);
     if (!srv.shadow) {
         pgcl_log_error("cannot start the shadow worker");
         goto out;
@@ -363,7 +363,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
             pgcl_log_error("SIGHUP: configuration not reloaded: %s", err);
         } else {
             pgcl_audit_set_max_pending_rows(srv.audit, (int)cfg.max_pending_rows);
-            pgcld_shadow_set_capacity(srv.shadow, (int)cfg.shadow_queue);
+            pgcl_shadow_set_capacity(srv.shadow, (int)cfg.shadow_queue);
             pgcld_config_log(&cfg);
         }
         if (srv.keyring && pgcl_keyring_reload(srv.keyring, err, sizeof err) != PGCL_OK)
@@ -380,14 +380,14 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     rc = 0;
 out:
     pgcld_server_stop(&srv, (int)cfg.shutdown_grace_s);
-    pgcld_shadow_destroy(srv.shadow);
+    pgcl_shadow_destroy(srv.shadow);
     pgcld_head_signer_stop(head_signer); /* after the drain: its last checkpoint covers every answered decision */
     pgcl_queries_shutdown();
     pgcl_audit_close(srv.audit);
     pgcl_keyring_close(srv.keyring);
     pgcl_registry_destroy(srv.registry);
-    pgcld_batcher_destroy(srv.batcher);
-    pgcld_compute_destroy(srv.compute);
+    pgcl_batcher_destroy(srv.batcher);
+    pgcl_compute_slots_destroy(srv.compute);
     pgcld_metrics_destroy(srv.metrics);
     if (rc == 0) pgcl_log_info("shutdown: complete");
     pgcld_config_free(&cfg);

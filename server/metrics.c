@@ -163,6 +163,10 @@ void pgcld_metrics_shadow(pgcld_metrics *m, const char *model, bool dropped, int
     if (m) bump(m, &m->shadow, model, "", dropped ? "dropped" : "scored", (unsigned long long)items);
 }
 
+void pgcld_metrics_shadow_observer(void *metrics, const char *model, bool dropped, int items) {
+    pgcld_metrics_shadow(metrics, model, dropped, items);
+}
+
 /* ---- rendering ---- */
 
 typedef struct text {

@@ -1,13 +1,10 @@
 /* Reviewer writes: file a contest, resolve it, and re-score a decision's stored input with the
- * model version active now. The rules live in core/review.c and the stored input is read by
- * core/decision_record.c; this file maps them to HTTP. */
-#include <math.h>
+ * model version active now. The rules live in core/review.c; this file maps them to HTTP. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decision_record.h"
-#include "f16.h"
+#include "rescore.h"
 #include "review.h"
 #include "server.h"
 
@@ -141,104 +138,64 @@ static json_t *answer_json(const pgcl_model *m, const float *probs, int label, p
 
 void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     char err[1024];
-    pgcl_row_arena arena = {0};
-    pgcl_stored_input stored;
-    pgcl_model *m = NULL;
-    float *z = NULL, *vec = NULL, *probs = NULL;
-    pgcl_status read = pgcl_stored_input_read(srv->cfg->db_path, req->params[0], &arena, &stored, err, sizeof err);
-    if (read == PGCL_ERR_NOT_FOUND) {
-        pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id %.64s", req->params[0]);
-        goto done;
-    }
-    if (read == PGCL_ERR_NOMEM) {
-        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
-        goto done;
-    }
-    if (read != PGCL_OK) {
+    const char *did = req->params[0];
+    pgcl_rescore r = {0};
+    switch (pgcl_rescore_decision(srv->cfg->db_path, srv->registry, srv->compute, did, &r, err, sizeof err)) {
+    case PGCL_RESCORE_OK:
+        break;
+    case PGCL_RESCORE_DB_UNAVAILABLE:
         reply->retry_after = "1";
         pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "%s", err);
         goto done;
-    }
-    const char *model_name = stored.model_name;
-    const char *dtype = stored.input_dtype;
-    const unsigned char *input = stored.input;
-    int bytes = stored.n_input_bytes;
-    if (!input || !dtype) {
+    case PGCL_RESCORE_NOT_FOUND:
+        pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id %.64s", did);
+        goto done;
+    case PGCL_RESCORE_INPUT_NOT_STORED:
         pgcld_reply_error(reply, 409, "input_not_stored", -1, NULL,
                           "decision %s was recorded without its input (with --store-inputs none, or before inputs were "
                           "kept), so it cannot be re-scored",
-                          req->params[0]);
+                          did);
         goto done;
-    }
-    m = pgcl_registry_acquire(srv->registry, model_name, NULL);
-    if (!m) {
+    case PGCL_RESCORE_MODEL_NOT_READY:
         reply->retry_after = "5";
-        pgcld_reply_error(reply, 503, "not_ready", -1, NULL, "model '%s' has no active version now", model_name);
+        pgcld_reply_error(reply, 503, "not_ready", -1, NULL, "model '%s' has no active version now",
+                          r.original.model_name);
         goto done;
-    }
-    bool half = strcmp(dtype, "f16") == 0;
-    int D = bytes / (half ? 2 : 4);
-    if (D != m->D || bytes % (half ? 2 : 4)) {
+    case PGCL_RESCORE_INPUT_INCOMPATIBLE:
         pgcld_reply_error(reply, 409, "input_incompatible", -1, NULL,
-                          "the stored input has %d values; the active version %s/%s takes %d", D, m->name, m->version,
-                          m->D);
+                          "the stored input has %d values; the active version %s/%s takes %d", r.stored_values,
+                          r.model->name, r.model->version, r.model->D);
         goto done;
-    }
-    z = malloc(sizeof(float) * (size_t)D);
-    vec = malloc(sizeof(float) * (size_t)m->d);
-    probs = malloc(sizeof(float) * (size_t)m->K);
-    if (!z || !vec || !probs) {
-        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
-        goto done;
-    }
-    bool finite = true;
-    for (int k = 0; k < D; k++) {
-        if (half) z[k] = pgcl_f16_to_f32((uint16_t)(input[2 * k] | input[2 * k + 1] << 8));
-        else memcpy(&z[k], input + 4 * k, 4);
-        finite = finite && isfinite(z[k]);
-    }
-    /* Rows stored before pgcld kept such inputs as float32 hold infinities where the scored
-     * value was above float16's range: re-scoring them would compare the original with the answer
-     * to another question (or with no answer at all). */
-    if (!finite) {
+    case PGCL_RESCORE_INPUT_NOT_FINITE:
         pgcld_reply_error(reply, 409, "input_not_rescorable", -1, NULL,
                           "the stored input of decision %s is not the input that was scored (a value beyond %s's "
                           "range was stored as infinity), so it cannot be re-scored",
-                          req->params[0], half ? "float16" : "float32");
+                          did, r.input_half ? "float16" : "float32");
         goto done;
-    }
-    if (pgcld_compute_forward(srv->compute, m, z, 1, vec, probs, NULL) != PGCL_OK) {
+    case PGCL_RESCORE_NO_MEMORY:
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         goto done;
-    }
-    for (int k = 0; k < m->K; k++) finite = finite && isfinite(probs[k]);
-    for (int k = 0; k < m->d; k++) finite = finite && isfinite(vec[k]);
-    if (!finite) {
+    case PGCL_RESCORE_OUTPUT_NOT_FINITE:
         pgcld_reply_error(reply, 409, "input_not_rescorable", -1, NULL,
                           "the active version %s/%s gives no finite output for the stored input of decision %s, so "
                           "there is nothing to compare with the original",
-                          m->name, m->version, req->params[0]);
+                          r.model->name, r.model->version, did);
         goto done;
     }
-    int label;
-    pgcl_decision decision = pgcl_model_decide(m, probs, &label);
-    json_t *original_probs = json_loads(stored.probabilities, 0, NULL);
-    json_t *original = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "model_name", model_name, "model_version",
-                                 stored.model_version, "model_sha256", stored.model_sha256, "label", stored.label,
-                                 "probabilities", original_probs ? original_probs : json_object(), "decision",
-                                 stored.decision);
-    if (stored.toxicity.present) json_object_set_new(original, "toxicity", json_real(stored.toxicity.value));
-    json_t *rescored = answer_json(m, probs, label, decision);
-    bool same_label = strcmp(m->labels[label], stored.label) == 0;
-    bool same_decision = strcmp(pgcl_decision_str(decision), stored.decision) == 0;
+    const pgcl_recorded_decision *o = &r.original;
+    const pgcl_model *m = r.model;
+    json_t *original_probs = json_loads(o->probabilities_json, 0, NULL);
+    json_t *original = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "model_name", o->model_name, "model_version",
+                                 o->model_version, "model_sha256", o->model_sha256, "label", o->label, "probabilities",
+                                 original_probs ? original_probs : json_object(), "decision", o->decision);
+    if (o->has_toxicity) json_object_set_new(original, "toxicity", json_real(o->toxicity));
+    json_t *rescored = answer_json(m, r.probs, r.label_index, r.decision);
+    bool same_label = strcmp(m->labels[r.label_index], o->label) == 0;
+    bool same_decision = strcmp(pgcl_decision_str(r.decision), o->decision) == 0;
     reply->status = 200;
-    reply->body = json_pack("{s:s, s:o, s:o, s:s, s:b, s:b}", "decision_id", req->params[0], "original", original,
-                            "rescored", rescored, "input_precision", half ? "float16" : "float32", "same_label",
-                            same_label, "same_decision", same_decision);
+    reply->body = json_pack("{s:s, s:o, s:o, s:s, s:b, s:b}", "decision_id", did, "original", original,
+                            "rescored", rescored, "input_precision", r.input_half ? "float16" : "float32",
+                            "same_label", same_label, "same_decision", same_decision);
 done:
-    free(z);
-    free(vec);
-    free(probs);
-    pgcl_model_release(m);
-    pgcl_row_arena_release(&arena);
+    pgcl_rescore_clear(&r);
 }

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "jsonw.h"
-#include "score.h"
+#include "score_job.h"
 #include "server.h"
 
 #ifndef PGCLD_VERSION
@@ -187,8 +187,8 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
                                       "%s, for shape [%lld, %lld]", why, (long long)n, (long long)D);
                     rc = -1;
                 } else {
-                    rc = pgcld_score_take_floats(srv, job, (const unsigned char *)tmp, sizeof(float) * (size_t)(n * D),
-                                                 field, reply);
+                    rc = pgcld_score_adopt_floats(job, tmp, (int)n, field, reply); /* job owns tmp now */
+                    tmp = NULL;
                 }
                 free(tmp);
                 if (rc != 0) return -1;
@@ -249,38 +249,38 @@ static char *infer_answer(const score_job *job, const char *id, size_t id_len) {
     pgcld_jsonw_lit(&w, ",\"id\":");
     pgcld_jsonw_strn(&w, id, id_len);
     pgcld_jsonw_lit(&w, ",\"parameters\":{\"request_id\":");
-    pgcld_jsonw_str(&w, job->request_id);
+    pgcld_jsonw_str(&w, job->result.request_id);
     pgcld_jsonw_lit(&w, ",\"model_sha256\":");
     pgcld_jsonw_str(&w, m->sha256);
     pgcld_jsonw_lit(&w, "},\"outputs\":[");
     tensor_open(&w, true, "label", "BYTES", job->n, 0);
     for (int i = 0; i < job->n; i++) {
         if (i) pgcld_jsonw_lit(&w, ",");
-        pgcld_jsonw_str(&w, m->labels[job->label_index[i]]);
+        pgcld_jsonw_str(&w, m->labels[job->result.label_index[i]]);
     }
     pgcld_jsonw_lit(&w, "]}");
     tensor_open(&w, false, "decision", "BYTES", job->n, 0);
     for (int i = 0; i < job->n; i++) {
         if (i) pgcld_jsonw_lit(&w, ",");
-        pgcld_jsonw_str(&w, pgcl_decision_str(job->decision[i]));
+        pgcld_jsonw_str(&w, pgcl_decision_str(job->result.decision[i]));
     }
     pgcld_jsonw_lit(&w, "]}");
     tensor_open(&w, false, "decision_id", "BYTES", job->n, 0);
     for (int i = 0; i < job->n; i++) {
         if (i) pgcld_jsonw_lit(&w, ",");
-        pgcld_jsonw_str(&w, job->decision_id[i]);
+        pgcld_jsonw_str(&w, job->result.decision_id[i]);
     }
     pgcld_jsonw_lit(&w, "]}");
     tensor_open(&w, false, "probabilities", "FP32", job->n, m->K);
     for (size_t k = 0; k < (size_t)job->n * (size_t)m->K; k++) {
         if (k) pgcld_jsonw_lit(&w, ",");
-        pgcld_jsonw_f32(&w, job->probs[k]);
+        pgcld_jsonw_f32(&w, job->result.probs[k]);
     }
     pgcld_jsonw_lit(&w, "]}");
     tensor_open(&w, false, "vector", "FP32", job->n, m->d);
     for (size_t k = 0; k < (size_t)job->n * (size_t)m->d; k++) {
         if (k) pgcld_jsonw_lit(&w, ",");
-        pgcld_jsonw_f32(&w, job->vectors[k]);
+        pgcld_jsonw_f32(&w, job->result.vectors[k]);
     }
     pgcld_jsonw_lit(&w, "]}]}");
     return pgcld_jsonw_take(&w, NULL);
@@ -291,7 +291,7 @@ static char *infer_answer(const score_job *job, const char *id, size_t id_len) {
 static char *v2_answer(const score_job *job, const void *ctx) {
     json_t *req_id = json_object_get(ctx, "id");
     return json_is_string(req_id) ? infer_answer(job, json_string_value(req_id), json_string_length(req_id))
-                                  : infer_answer(job, job->request_id, strlen(job->request_id));
+                                  : infer_answer(job, job->result.request_id, strlen(job->result.request_id));
 }
 
 void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
@@ -338,9 +338,9 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
     if (pgcld_score_run(srv, req, &job, reply) != 0) goto done;
 
     reply->status = 200;
-    if (job.answer) { /* built before the commit, for the Idempotency-Key */
-        reply->text = job.answer;
-        job.answer = NULL;
+    if (job.result.answer) { /* built before the commit, for the Idempotency-Key */
+        reply->text = job.result.answer;
+        job.result.answer = NULL;
     } else {
         reply->text = v2_answer(&job, hdr);
     }

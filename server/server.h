@@ -13,7 +13,7 @@
 
 #include "audit.h"
 #include "batcher.h"
-#include "compute.h"
+#include "compute_slots.h"
 #include "config.h"
 #include "keys.h"
 #include "metrics.h"
@@ -25,10 +25,10 @@ typedef struct pgcld_server {
     pgcl_registry *registry;
     pgcl_audit *audit;
     pgcl_keyring *keyring;     /* NULL when --auth off */
-    pgcld_compute *compute;
-    pgcld_batcher *batcher;   /* coalesces concurrent forward passes */
+    pgcl_compute_slots *compute;
+    pgcl_batcher *batcher;   /* coalesces concurrent forward passes */
     pgcld_metrics *metrics;
-    pgcld_shadow *shadow;
+    pgcl_shadow *shadow;
     struct MHD_Daemon *daemon;
     int port;
     _Atomic int in_flight;     /* requests between arrival and completion */

@@ -3,7 +3,7 @@
  *     bit-identical to strtof() of the same text (both round correctly).
  *  2. pgcld_fast_parse_score() (server/fastjson.c) on the whole input, D = 32, at most 8 items.
  *     When it accepts, the DOM path must agree (differential oracle): jansson parses the body (with
- *     the flags routes_score.c uses), with the same model, return_vector, items, ids, and the same
+ *     the flags server/score_parse.c uses), with the same model, return_vector, items, ids, and the same
  *     values (within one float32 rounding step for JSON numbers: the DOM path rounds through a
  *     double; exactly for base64).
  *  3. pgcld_score_take_floats() (octet-stream and v2 binary bodies) on the input as float32 rows.
@@ -18,7 +18,7 @@
 
 #include "base64.h"
 #include "fastjson.h"
-#include "score.h"
+#include "score_job.h"
 
 #define DIM 32
 #define MAX_ITEMS 8

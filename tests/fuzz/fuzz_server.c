@@ -110,16 +110,16 @@ void fuzz_server_start(void) {
 
     char err[1024];
     pgcl_backend *backend = pgcl_backend_cpu_create();
-    g_srv.compute = backend ? pgcld_compute_create(backend, 1, (int)g_cfg.chunk_rows) : NULL;
+    g_srv.compute = backend ? pgcl_compute_slots_create(backend, 1, (int)g_cfg.chunk_rows) : NULL;
     g_srv.metrics = pgcld_metrics_create(pgcld_route_names, pgcld_route_count);
-    g_srv.batcher = g_srv.compute ? pgcld_batcher_create(g_srv.compute, 1, (int)g_cfg.batch_max_rows,
+    g_srv.batcher = g_srv.compute ? pgcl_batcher_create(g_srv.compute, 1, (int)g_cfg.batch_max_rows,
                                                          g_cfg.batch_max_wait_us)
                                   : NULL;
     if (!g_srv.compute || !g_srv.metrics || !g_srv.batcher) die("cannot create the compute pipeline");
     pgcl_audit_options aopts = {.path = db, .synchronous_full = false, .busy_timeout_ms = 5000,
                                 .max_pending_rows = (int)g_cfg.max_pending_rows};
     if (pgcl_audit_open(&aopts, &g_srv.audit, err, sizeof err) != PGCL_OK) die(err);
-    g_srv.shadow = pgcld_shadow_create(g_srv.audit, g_srv.metrics, (int)g_cfg.shadow_queue, (int)g_cfg.chunk_rows);
+    g_srv.shadow = pgcl_shadow_create(g_srv.audit, pgcld_metrics_shadow_observer, g_srv.metrics, (int)g_cfg.shadow_queue, (int)g_cfg.chunk_rows);
     if (!g_srv.shadow) die("cannot start the shadow worker");
     if (pgcl_registry_create(models, &g_srv.registry, err, sizeof err) != PGCL_OK) die(err);
     pgcl_registry_load_initial(g_srv.registry, NULL);

@@ -1,5 +1,5 @@
-/* Compute slots; see compute.h. */
-#include "compute.h"
+/* Compute slots; see compute_slots.h. */
+#include "compute_slots.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@ typedef struct slot {
     struct slot *next_free;
 } slot;
 
-struct pgcld_compute {
+struct pgcl_compute_slots {
     pthread_mutex_t lock;
     pthread_cond_t freed;
     pgcl_backend *backend;
@@ -21,8 +21,8 @@ struct pgcld_compute {
     int workers, chunk_rows;
 };
 
-pgcld_compute *pgcld_compute_create(pgcl_backend *backend, int workers, int chunk_rows) {
-    pgcld_compute *c = calloc(1, sizeof *c);
+pgcl_compute_slots *pgcl_compute_slots_create(pgcl_backend *backend, int workers, int chunk_rows) {
+    pgcl_compute_slots *c = calloc(1, sizeof *c);
     if (!c || !(c->slots = calloc((size_t)workers, sizeof *c->slots))) {
         free(c);
         pgcl_backend_destroy(backend);
@@ -40,7 +40,7 @@ pgcld_compute *pgcld_compute_create(pgcl_backend *backend, int workers, int chun
     return c;
 }
 
-void pgcld_compute_destroy(pgcld_compute *c) {
+void pgcl_compute_slots_destroy(pgcl_compute_slots *c) {
     if (!c) return;
     for (int i = 0; i < c->workers; i++) pgcl_backend_worker_destroy(c->slots[i].worker);
     pgcl_backend_destroy(c->backend);
@@ -50,9 +50,9 @@ void pgcld_compute_destroy(pgcld_compute *c) {
     free(c);
 }
 
-pgcl_backend *pgcld_compute_backend(pgcld_compute *c) { return c->backend; }
+pgcl_backend *pgcl_compute_slots_backend(pgcl_compute_slots *c) { return c->backend; }
 
-pgcl_status pgcld_compute_forward(pgcld_compute *c, const pgcl_model *m, const float *z, int n, float *vectors,
+pgcl_status pgcl_compute_slots_forward(pgcl_compute_slots *c, const pgcl_model *m, const float *z, int n, float *vectors,
                                   float *probs, int64_t *t_start_us) {
     pthread_mutex_lock(&c->lock);
     while (!c->free_list) pthread_cond_wait(&c->freed, &c->lock);

@@ -1,9 +1,11 @@
-/* The scoring pipeline shared by every input path (JSON, base64, octet-stream, the Open Inference
- * Protocol): an input path fills a score_job's model, n, ids and z; pgcld_score_run() computes,
- * decides, records the audit rows (durably) and hands the shadow its copy; the path then builds its
- * own answer from the job. */
-#ifndef PGCLD_SCORE_H
-#define PGCLD_SCORE_H
+/* A scoring request as the routes that score hold it (JSON, base64, octet-stream, the Open
+ * Inference Protocol). A route's parser fills a score_job's model, n, ids and z (score_parse.c for
+ * /v1/score, routes_v2.c for the Open Inference Protocol); pgcld_score_run() hands it to the one
+ * scoring call in core (core/score.h), which computes, decides, records and fills job->result; the
+ * route then writes its own answer from the job. The data path of a score:
+ *   http.c → route → parser → core/score.c → backend → core/score.c → route's answer writer. */
+#ifndef PGCLD_SCORE_JOB_H
+#define PGCLD_SCORE_JOB_H
 
 #include <jansson.h>
 #include <stdint.h>
@@ -11,36 +13,27 @@
 #include "idempotency.h"
 #include "ids.h"
 #include "model.h"
+#include "score.h"
 #include "server.h"
 
-/* Everything one request allocates, in one place for one cleanup. */
+/* Everything one request holds, in one place for one cleanup (pgcld_score_job_free). */
 typedef struct score_job {
-    json_t *root;
-    pgcl_model *model;
+    json_t *root;             /* the DOM parser's document (ids point into it), or NULL */
+    pgcl_model *model;        /* retained */
     pgcl_model *shadow;       /* candidate scoring the same items off the response path, or NULL */
     int n;
-    const char **ids;         /* (n) borrowed from root, or from id_arena on the fast path */
-    char *id_arena;           /* fast path: the decoded ids */
+    const char **ids;         /* (n) borrowed from root, or from id_arena */
+    char *id_arena;           /* the decoded ids (fast parser, octet-stream, v2) */
     float *z;                 /* (n, D) */
-    float *vectors;           /* (n, d) */
-    float *probs;             /* (n, K) */
-    int *label_index;         /* (n) */
-    pgcl_decision *decision;  /* (n) */
-    char (*decision_id)[PGCL_UUID_LEN + 1];
-    char (*input_sha)[65];
-    char **probs_json;        /* (n) */
-    pgcl_decision_row *rows;  /* (n) */
-    uint16_t *inputs_f16;     /* (n, D) when --store-inputs float16 */
-    char request_id[PGCL_UUID_LEN + 1];
-    /* A request with an Idempotency-Key (idem.key set): pgcld_score_run builds the answer with
-     * answer_fn (into `answer`, owned) before the commit and stores it with the rows. */
+    bool return_vector;
+    /* A request with an Idempotency-Key (idem.key set): the core call builds the answer with
+     * answer_fn before the commit and stores it with the rows (job->result.answer). */
     pgcl_idem_entry idem;
     char body_sha256[65], request_sha256[65]; /* what idem points to */
-    bool return_vector;
-    char *answer;
     /* The route's answer text for a scored job (its wire format), or NULL when out of memory. */
     char *(*answer_fn)(const struct score_job *job, const void *ctx);
     const void *answer_ctx;
+    pgcl_score_result result; /* filled by pgcld_score_run */
 } score_job;
 
 /* An Idempotency-Key being answered: held from pgcld_score_idempotency_begin to _end. */
@@ -59,8 +52,14 @@ int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, s
 /* Releases the claim (accepts NULL). */
 void pgcld_score_idempotency_end(pgcld_idem_claim *claim);
 
-/* Runs a parsed job (model retained, n, ids, z filled). Returns 0 with the outputs, decisions,
- * decision ids and request id filled and the rows committed; or -1 with reply set. */
+/* Parses a POST /v1/score body (application/json through the fast parser, then jansson, which
+ * words every error; or application/octet-stream with the query and Pgcld-Item-Ids) into job:
+ * model and shadow retained, n, ids, z and return_vector. Returns 0, or -1 with reply set. */
+int pgcld_score_parse_v1(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply);
+
+/* Runs a parsed job (model retained, n, ids, z filled) through the core scoring call, counting
+ * its stages in the metrics. Returns 0 with job->result filled and the rows committed; or -1 with
+ * reply set. The job's shadow reference is consumed. */
 int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply);
 
 /* The active version of model `name` (and its shadow, when shadow is not NULL), retained; or NULL
@@ -75,11 +74,16 @@ pgcl_model *pgcld_score_acquire(pgcld_server *srv, const char *name, pgcl_model 
 int pgcld_score_take_floats(pgcld_server *srv, score_job *job, const unsigned char *data, size_t bytes,
                             const char *field, pgcld_reply *reply);
 
+/* Takes z (n, D) of job->model (set), malloc'd, already shaped and bounded by the caller: job
+ * owns it from here whatever happens. Checks finiteness as pgcld_score_take_floats does; sets
+ * job->n. Returns 0, or -1 with reply set. */
+int pgcld_score_adopt_floats(score_job *job, float *z, int n, const char *field, pgcld_reply *reply);
+
 /* Item ids from a JSON array of job->n strings (ids_json; `field` names its source in errors), or
- * "0".."n-1" when ids_json is NULL. */
+ * "0".."n-1" when ids_json is NULL. Returns 0, or -1 with reply set. */
 int pgcld_score_take_ids(score_job *job, const char *ids_json, const char *field, pgcld_reply *reply);
 
-/* Releases everything a job holds. */
+/* Releases everything a job holds (its result included). */
 void pgcld_score_job_free(score_job *job);
 
 #endif

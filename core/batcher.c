@@ -24,14 +24,14 @@ typedef struct batch_job {
 } batch_job;
 
 typedef struct worker {
-    pgcld_batcher *b;
+    pgcl_batcher *b;
     pthread_t thread;
     float *z, *vectors, *probs; /* gathered batch, grown on demand (first uses only) */
     size_t cap_z, cap_v, cap_p;
 } worker;
 
-struct pgcld_batcher {
-    pgcld_compute *compute;
+struct pgcl_batcher {
+    pgcl_compute_slots *compute;
     int max_rows;
     long max_wait_us;
     pthread_mutex_t lock;
@@ -44,7 +44,7 @@ struct pgcld_batcher {
 
 /* Removes from the queue up to max_rows rows of jobs for the head job's model, in order. Caller
  * holds the lock. Returns the list (linked through next) and the row count. */
-static batch_job *take_batch(pgcld_batcher *b, int *rows) {
+static batch_job *take_batch(pgcl_batcher *b, int *rows) {
     batch_job *first = b->head, *list = NULL, **tail = &list, **prev = &b->head;
     *rows = 0;
     for (batch_job *j = b->head; j;) {
@@ -77,12 +77,12 @@ static bool grow(float **buf, size_t *cap, size_t need) {
 }
 
 static void run_batch(worker *w, batch_job *list, int rows) {
-    pgcld_batcher *b = w->b;
+    pgcl_batcher *b = w->b;
     const pgcl_model *m = list->m;
     pgcl_status st;
     int64_t t_start = 0;
     if (!list->next) { /* alone: no copies */
-        st = pgcld_compute_forward(b->compute, m, list->z, list->n, list->vectors, list->probs, &t_start);
+        st = pgcl_compute_slots_forward(b->compute, m, list->z, list->n, list->vectors, list->probs, &t_start);
     } else if (!grow(&w->z, &w->cap_z, (size_t)rows * m->D) || !grow(&w->vectors, &w->cap_v, (size_t)rows * m->d) ||
                !grow(&w->probs, &w->cap_p, (size_t)rows * m->K)) {
         st = PGCL_ERR_NOMEM;
@@ -92,7 +92,7 @@ static void run_batch(worker *w, batch_job *list, int rows) {
             memcpy(w->z + r * m->D, j->z, sizeof(float) * (size_t)j->n * m->D);
             r += (size_t)j->n;
         }
-        st = pgcld_compute_forward(b->compute, m, w->z, rows, w->vectors, w->probs, &t_start);
+        st = pgcl_compute_slots_forward(b->compute, m, w->z, rows, w->vectors, w->probs, &t_start);
         r = 0;
         for (batch_job *j = list; j && st == PGCL_OK; j = j->next) {
             memcpy(j->vectors, w->vectors + r * m->d, sizeof(float) * (size_t)j->n * m->d);
@@ -114,7 +114,7 @@ static void run_batch(worker *w, batch_job *list, int rows) {
 
 static void *worker_main(void *arg) {
     worker *w = arg;
-    pgcld_batcher *b = w->b;
+    pgcl_batcher *b = w->b;
     pthread_mutex_lock(&b->lock);
     for (;;) {
         while (!b->head && !b->stopping) pthread_cond_wait(&b->work, &b->lock);
@@ -142,8 +142,8 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-pgcld_batcher *pgcld_batcher_create(pgcld_compute *compute, int workers, int max_rows, long max_wait_us) {
-    pgcld_batcher *b = calloc(1, sizeof *b);
+pgcl_batcher *pgcl_batcher_create(pgcl_compute_slots *compute, int workers, int max_rows, long max_wait_us) {
+    pgcl_batcher *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->compute = compute;
     b->max_rows = max_rows > 0 ? max_rows : 256;
@@ -152,7 +152,7 @@ pgcld_batcher *pgcld_batcher_create(pgcld_compute *compute, int workers, int max
     pgcl_cond_init_monotonic(&b->work);
     b->workers = calloc((size_t)workers, sizeof *b->workers);
     if (!b->workers) {
-        pgcld_batcher_destroy(b);
+        pgcl_batcher_destroy(b);
         return NULL;
     }
     for (int i = 0; i < workers; i++) {
@@ -161,13 +161,13 @@ pgcld_batcher *pgcld_batcher_create(pgcld_compute *compute, int workers, int max
         b->n_workers++;
     }
     if (b->n_workers == 0) {
-        pgcld_batcher_destroy(b);
+        pgcl_batcher_destroy(b);
         return NULL;
     }
     return b;
 }
 
-void pgcld_batcher_destroy(pgcld_batcher *b) {
+void pgcl_batcher_destroy(pgcl_batcher *b) {
     if (!b) return;
     pthread_mutex_lock(&b->lock);
     b->stopping = true;
@@ -185,11 +185,11 @@ void pgcld_batcher_destroy(pgcld_batcher *b) {
     free(b);
 }
 
-pgcl_status pgcld_batcher_forward(pgcld_batcher *b, const pgcl_model *m, const float *z, int n, float *vectors,
+pgcl_status pgcl_batcher_forward(pgcl_batcher *b, const pgcl_model *m, const float *z, int n, float *vectors,
                                   float *probs, int64_t *t_start_us, int *batch_rows) {
     if (n >= b->max_rows) { /* large enough on its own: skip the queue and the copies */
         if (batch_rows) *batch_rows = n;
-        return pgcld_compute_forward(b->compute, m, z, n, vectors, probs, t_start_us);
+        return pgcl_compute_slots_forward(b->compute, m, z, n, vectors, probs, t_start_us);
     }
     batch_job job = {.m = m, .z = z, .n = n, .vectors = vectors, .probs = probs, .status = PGCL_ERR_CLOSED};
     pthread_cond_init(&job.done_cond, NULL);

@@ -5,25 +5,25 @@
  * queue (up to max_rows rows) the moment it is free, so an idle daemon adds no delay and a busy
  * one batches by itself while its workers compute. --batch-max-wait-us > 0 additionally holds a
  * batch open that long for more rows. Jobs of max_rows rows or more run alone, without copies. */
-#ifndef PGCLD_BATCHER_H
-#define PGCLD_BATCHER_H
+#ifndef PGCL_BATCHER_H
+#define PGCL_BATCHER_H
 
 #include <stdint.h>
 
-#include "compute.h"
+#include "compute_slots.h"
 #include "model.h"
 
-typedef struct pgcld_batcher pgcld_batcher;
+typedef struct pgcl_batcher pgcl_batcher;
 
 /* workers: threads running forward passes (normally the compute slot count). */
-pgcld_batcher *pgcld_batcher_create(pgcld_compute *compute, int workers, int max_rows, long max_wait_us);
+pgcl_batcher *pgcl_batcher_create(pgcl_compute_slots *compute, int workers, int max_rows, long max_wait_us);
 /* Finishes queued jobs and joins the workers. Accepts NULL. */
-void pgcld_batcher_destroy(pgcld_batcher *b);
+void pgcl_batcher_destroy(pgcl_batcher *b);
 
 /* Runs the forward pass of n rows z (n, D) of model m, possibly together with other requests';
  * writes vectors (n, d) and probs (n, K). Blocks until done. *t_start_us (may be NULL) gets the
  * time the batch started computing; *batch_rows (may be NULL) the rows of the batch it ran in. */
-pgcl_status pgcld_batcher_forward(pgcld_batcher *b, const pgcl_model *m, const float *z, int n, float *vectors,
+pgcl_status pgcl_batcher_forward(pgcl_batcher *b, const pgcl_model *m, const float *z, int n, float *vectors,
                                   float *probs, int64_t *t_start_us, int *batch_rows);
 
 #endif

@@ -1,0 +1,206 @@
+/* The scoring call; see score.h. Read top to bottom, the steps of pgcl_score_run in order: carve
+ * the result's arrays, run the forward pass, check the outputs, decide and fill the rows, choose
+ * the stored inputs, append the rows, hand the shadow its copy. */
+#include "score.h"
+
+#include <math.h>
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "f16.h"
+#include "log.h"
+
+pgcl_store_inputs pgcl_store_inputs_parse(const char *text) {
+    if (text && strcmp(text, "float16") == 0) return PGCL_STORE_INPUTS_FLOAT16;
+    if (text && strcmp(text, "float32") == 0) return PGCL_STORE_INPUTS_FLOAT32;
+    return PGCL_STORE_INPUTS_NONE;
+}
+
+const char *pgcl_score_failure_str(pgcl_score_failure f) {
+    switch (f) {
+    case PGCL_SCORE_OK: return "ok";
+    case PGCL_SCORE_NO_MEMORY: return "no_memory";
+    case PGCL_SCORE_FORWARD_FAILED: return "forward_failed";
+    case PGCL_SCORE_OUTPUT_NOT_FINITE: return "output_not_finite";
+    case PGCL_SCORE_AUDIT_BEHIND: return "audit_behind";
+    case PGCL_SCORE_AUDIT_FAILED: return "audit_failed";
+    }
+    return "unknown";
+}
+
+void pgcl_score_result_clear(pgcl_score_result *res) {
+    for (int i = 0; res->probs_json && i < res->n; i++) free(res->probs_json[i]);
+    free(res->arena);
+    free(res->answer);
+    *res = (pgcl_score_result){0};
+}
+
+/* ---- the arena: every per-item array of a result in one allocation ---- */
+
+/* Reserves `bytes` at the next offset aligned for any object; returns the offset. */
+static size_t reserve(size_t *used, size_t bytes) {
+    size_t a = alignof(max_align_t), off = (*used + a - 1) / a * a;
+    *used = off + bytes;
+    return off;
+}
+
+/* Carves res's arrays for n items of model m from one allocation. The small arrays the rows are
+ * built from start zeroed; vectors, probs and inputs_f16 are written in full before they are
+ * read. Returns false when out of memory. */
+static bool result_alloc(pgcl_score_result *res, const pgcl_model *m, int n, bool keep_f16) {
+    size_t items = (size_t)n, used = 0;
+    size_t off_rows = reserve(&used, items * sizeof *res->rows);
+    size_t off_pj = reserve(&used, items * sizeof *res->probs_json);
+    size_t off_label = reserve(&used, items * sizeof *res->label_index);
+    size_t off_decision = reserve(&used, items * sizeof *res->decision);
+    size_t off_id = reserve(&used, items * sizeof *res->decision_id);
+    size_t off_sha = reserve(&used, items * sizeof *res->input_sha);
+    size_t zeroed = used;
+    size_t off_vec = reserve(&used, items * (size_t)m->d * sizeof(float));
+    size_t off_probs = reserve(&used, items * (size_t)m->K * sizeof(float));
+    size_t off_f16 = keep_f16 ? reserve(&used, items * (size_t)m->D * sizeof(uint16_t)) : 0;
+    unsigned char *a = malloc(used);
+    if (!a) return false;
+    memset(a, 0, zeroed);
+    res->arena = a;
+    res->n = n;
+    res->rows = (pgcl_decision_row *)(a + off_rows);
+    res->probs_json = (char **)(a + off_pj);
+    res->label_index = (int *)(a + off_label);
+    res->decision = (pgcl_decision *)(a + off_decision);
+    res->decision_id = (char(*)[PGCL_UUID_LEN + 1])(a + off_id);
+    res->input_sha = (char(*)[65])(a + off_sha);
+    res->vectors = (float *)(a + off_vec);
+    res->probs = (float *)(a + off_probs);
+    res->inputs_f16 = keep_f16 ? (uint16_t *)(a + off_f16) : NULL;
+    return true;
+}
+
+/* ---- the steps ---- */
+
+/* The forward pass of the request's rows, possibly batched with other requests'. *t_compute gets
+ * the time its batch started computing. */
+static bool run_forward(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *res,
+                        int64_t *t_compute) {
+    int64_t t_queue = pgcl_monotonic_us();
+    *t_compute = 0;
+    if (pgcl_batcher_forward(env->batcher, in->model, in->z, in->n, res->vectors, res->probs, t_compute,
+                             &res->timings.forward_rows) != PGCL_OK)
+        return false;
+    res->timings.queue_us = *t_compute - t_queue;
+    return true;
+}
+
+/* Finite inputs of huge magnitude (1e38) overflow inside the model: such an item has no decision
+ * to record (NaN probabilities would decide "allow"). Returns the first such item, or -1. */
+static int first_item_not_finite(const pgcl_model *m, const pgcl_score_result *res) {
+    for (int i = 0; i < res->n; i++) {
+        bool finite = true;
+        for (int k = 0; finite && k < m->K; k++) finite = isfinite(res->probs[(size_t)i * m->K + (size_t)k]);
+        for (int k = 0; finite && k < m->d; k++) finite = isfinite(res->vectors[(size_t)i * m->d + (size_t)k]);
+        if (!finite) return i;
+    }
+    return -1;
+}
+
+/* Decides every item, gives it its decision id and input digest, and fills its audit row (without
+ * the stored input). Returns false when out of memory. */
+static bool decide_items(const pgcl_score_input *in, pgcl_score_result *res) {
+    const pgcl_model *m = in->model;
+    int64_t latency = pgcl_monotonic_us() - in->t_start_us;
+    bool threshold = m->policy.kind == PGCL_POLICY_THRESHOLD, binary = m->task == PGCL_TASK_BINARY;
+    for (int i = 0; i < res->n; i++) {
+        const float *p = res->probs + (size_t)i * m->K;
+        res->decision[i] = pgcl_model_decide(m, p, &res->label_index[i]);
+        PGCL_ASSERT(res->label_index[i] >= 0 && res->label_index[i] < m->K);
+        pgcl_uuid7(res->decision_id[i]);
+        pgcl_sha256_hex(in->z + (size_t)i * m->D, (size_t)m->D * sizeof(float), res->input_sha[i]);
+        if (!(res->probs_json[i] = pgcl_model_probabilities_json(m, p))) return false;
+        res->rows[i] = (pgcl_decision_row){
+            .decision_id = res->decision_id[i], .request_id = res->request_id,
+            .item_id = in->ids[i], .model_name = m->name, .model_version = m->version, .model_sha256 = m->sha256,
+            .label = m->labels[res->label_index[i]], .label_index = res->label_index[i],
+            .probabilities_json = res->probs_json[i], .has_toxicity = binary,
+            .toxicity = binary ? p[1] : 0, .decision = pgcl_decision_str(res->decision[i]),
+            .policy_json = m->policy_text, .has_thresholds = threshold,
+            .t_review = threshold ? m->policy.t_review : 0, .t_block = threshold ? m->policy.t_block : 0,
+            .vector = res->vectors + (size_t)i * m->d, .d = m->d, .input_sha256 = res->input_sha[i],
+            .latency_us = latency,
+        };
+    }
+    return true;
+}
+
+/* Points every row at the input kept for re-scoring on review. An item with a value float16
+ * cannot hold (|x| > 65504 converts to infinity) keeps its input as float32: the stored input must
+ * be the one that was scored, or a re-score would compute something else (or nothing) and still
+ * be compared with the original. */
+static void attach_stored_inputs(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *res) {
+    if (env->store_inputs == PGCL_STORE_INPUTS_NONE) return;
+    size_t D = (size_t)in->model->D, n = (size_t)res->n;
+    if (res->inputs_f16) pgcl_f32_to_f16_array(in->z, res->inputs_f16, n * D);
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t *row_f16 = res->inputs_f16 ? res->inputs_f16 + i * D : NULL;
+        bool half = row_f16 && pgcl_f16_all_finite(row_f16, D);
+        res->rows[i].input = half ? (const void *)row_f16 : (const void *)(in->z + i * D);
+        res->rows[i].input_bytes = (int)D * (half ? 2 : 4);
+        res->rows[i].input_dtype = half ? "f16" : "f32";
+    }
+}
+
+/* Appends the rows durably, with the idempotency key and its answer when the request has one
+ * (the answer is built first: it is stored with the rows). */
+static pgcl_score_failure append_rows(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *res) {
+    char err[512];
+    pgcl_status st;
+    if (in->idem) {
+        PGCL_ASSERT(in->answer_fn != NULL);
+        if (!(res->answer = in->answer_fn(res, in->answer_ctx))) return PGCL_SCORE_NO_MEMORY;
+        pgcl_idem_entry idem = *in->idem;
+        idem.request_id = res->request_id;
+        idem.answer = res->answer;
+        st = pgcl_audit_append_with(env->audit, res->rows, res->n, pgcl_idem_store, &idem, err, sizeof err);
+    } else {
+        st = pgcl_audit_append(env->audit, res->rows, res->n, err, sizeof err);
+    }
+    if (st == PGCL_OK) return PGCL_SCORE_OK;
+    pgcl_log_error("score: audit append failed (%s): %s", pgcl_status_str(st), err);
+    return st == PGCL_ERR_BUSY ? PGCL_SCORE_AUDIT_BEHIND : PGCL_SCORE_AUDIT_FAILED;
+}
+
+/* Hands the shadow (its reference included) a copy of the inputs and the primary outcomes. */
+static void submit_shadow(const pgcl_score_env *env, const pgcl_score_input *in, const pgcl_score_result *res) {
+    pgcl_shadow_submit(env->shadow, pgcl_model_retain(in->model), in->shadow, res->n, in->z,
+                       (const char(*)[PGCL_UUID_LEN + 1])res->decision_id, res->label_index, res->decision,
+                       res->probs);
+}
+
+/* Every step but the shadow's; the shadow reference stays the caller's. */
+static pgcl_score_failure score_and_record(const pgcl_score_env *env, const pgcl_score_input *in,
+                                           pgcl_score_result *res) {
+    const pgcl_model *m = in->model;
+    if (!result_alloc(res, m, in->n, env->store_inputs == PGCL_STORE_INPUTS_FLOAT16)) return PGCL_SCORE_NO_MEMORY;
+    int64_t t_compute;
+    if (!run_forward(env, in, res, &t_compute)) return PGCL_SCORE_FORWARD_FAILED;
+    if ((res->failed_item = first_item_not_finite(m, res)) >= 0) return PGCL_SCORE_OUTPUT_NOT_FINITE;
+    int64_t t_computed = pgcl_monotonic_us();
+    res->timings.computed = true;
+    res->timings.compute_us = t_computed - t_compute;
+    pgcl_uuid7(res->request_id);
+    if (!decide_items(in, res)) return PGCL_SCORE_NO_MEMORY;
+    attach_stored_inputs(env, in, res);
+    pgcl_score_failure f = append_rows(env, in, res);
+    if (f == PGCL_SCORE_OK) res->timings.audit_us = pgcl_monotonic_us() - t_computed;
+    return f;
+}
+
+pgcl_score_failure pgcl_score_run(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *out) {
+    PGCL_ASSERT(in->n >= 1 && in->model != NULL && in->z != NULL && in->ids != NULL);
+    out->failed_item = -1;
+    pgcl_score_failure f = score_and_record(env, in, out);
+    if (f == PGCL_SCORE_OK && in->shadow) submit_shadow(env, in, out);
+    else pgcl_model_release(in->shadow);
+    return f;
+}

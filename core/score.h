@@ -1,0 +1,115 @@
+/* One scoring call: everything between a parsed request and its answer. Given a model, n inputs
+ * and their ids, pgcl_score_run() runs the batched forward pass (batcher.h → compute_slots.h →
+ * backend.h), refuses outputs that are not finite, decides each item (policy), gives the request
+ * and every decision a UUIDv7, digests each input, keeps the input to store (float16 or float32),
+ * appends the audit rows durably (with the idempotency key that answers for them, if any) and
+ * hands the shadow its copy. The results come back as plain arrays in a pgcl_score_result.
+ *
+ * The audit guarantee lives here: nothing is recorded unless every item has a finite output, and
+ * the call returns the results only after the rows are durable. Knows no HTTP: the caller turns a
+ * pgcl_score_failure into its own error answer. */
+#ifndef PGCL_SCORE_H
+#define PGCL_SCORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "audit.h"
+#include "batcher.h"
+#include "idempotency.h"
+#include "ids.h"
+#include "model.h"
+#include "shadow.h"
+
+/* Which copy of each input the decision row keeps for re-scoring on review (--store-inputs). */
+typedef enum {
+    PGCL_STORE_INPUTS_NONE,
+    PGCL_STORE_INPUTS_FLOAT16, /* float16, or float32 for an item float16 cannot hold */
+    PGCL_STORE_INPUTS_FLOAT32,
+} pgcl_store_inputs;
+
+/* "none", "float16" or "float32" (as --store-inputs spells them); anything else is NONE. */
+pgcl_store_inputs pgcl_store_inputs_parse(const char *text);
+
+/* What the daemon lends every scoring call; all borrowed, shared by every thread. */
+typedef struct pgcl_score_env {
+    pgcl_batcher *batcher;
+    pgcl_audit *audit;
+    pgcl_shadow *shadow;
+    pgcl_store_inputs store_inputs;
+} pgcl_score_env;
+
+typedef struct pgcl_score_result pgcl_score_result;
+
+/* Builds the answer text of a scored request (malloc'd, or NULL when out of memory). Called only
+ * for a request with an Idempotency-Key, after the decisions and before the commit: the answer is
+ * stored with the rows. */
+typedef char *(*pgcl_score_answer_fn)(const pgcl_score_result *res, void *ctx);
+
+/* One parsed request. Everything is borrowed for the call except `shadow`. */
+typedef struct pgcl_score_input {
+    pgcl_model *model;       /* a reference the caller keeps */
+    pgcl_model *shadow;      /* a reference the call takes over (submitted or released), or NULL */
+    int n;                   /* 1 <= n */
+    const char *const *ids;  /* (n) item ids */
+    const float *z;          /* (n, D) finite embeddings; stored float32 rows point here */
+    int64_t t_start_us;      /* monotonic time the request arrived: the rows' latency */
+    /* With an Idempotency-Key: the entry to store with the rows (its request_id and answer are
+     * filled by the call) and the answer's builder. NULL / NULL without one. */
+    const pgcl_idem_entry *idem;
+    pgcl_score_answer_fn answer_fn;
+    void *answer_ctx;
+} pgcl_score_input;
+
+/* Why a call failed; pgcl_score_failure_str names it. */
+typedef enum {
+    PGCL_SCORE_OK,
+    PGCL_SCORE_NO_MEMORY,          /* an allocation (or the answer builder) failed */
+    PGCL_SCORE_FORWARD_FAILED,     /* the backend failed (out of device memory, device error, closing) */
+    PGCL_SCORE_OUTPUT_NOT_FINITE,  /* item `failed_item`'s output overflowed: nothing recorded */
+    PGCL_SCORE_AUDIT_BEHIND,       /* the audit backlog is full: nothing recorded, retry */
+    PGCL_SCORE_AUDIT_FAILED,       /* the rows could not be recorded: nothing recorded */
+} pgcl_score_failure;
+
+const char *pgcl_score_failure_str(pgcl_score_failure f);
+
+/* Where a call spent its time (monotonic microseconds), for the caller's metrics. */
+typedef struct pgcl_score_timings {
+    bool computed;        /* the forward pass ran and its outputs were finite: queue_us, compute_us set */
+    int64_t queue_us;     /* waiting for a batch and a compute slot */
+    int64_t compute_us;   /* the forward pass of the batch this request ran in */
+    int64_t audit_us;     /* deciding, recording and committing (set when the call succeeded) */
+    int forward_rows;     /* rows of that batch (this request's and others') */
+} pgcl_score_timings;
+
+/* The outcome of one call. Zero-initialise before pgcl_score_run; release with
+ * pgcl_score_result_clear. The arrays live in one allocation owned by the result. */
+struct pgcl_score_result {
+    char request_id[PGCL_UUID_LEN + 1];
+    int n;
+    float *vectors;                          /* (n, d) */
+    float *probs;                            /* (n, K) */
+    int *label_index;                        /* (n) */
+    pgcl_decision *decision;                 /* (n) */
+    char (*decision_id)[PGCL_UUID_LEN + 1];  /* (n) */
+    char *answer;        /* with an Idempotency-Key: the answer stored with the rows (owned) */
+    int failed_item;     /* PGCL_SCORE_OUTPUT_NOT_FINITE: the first item without a finite output */
+    pgcl_score_timings timings;
+    /* private: what the rows point to until the commit */
+    unsigned char *arena;
+    char (*input_sha)[65];                   /* (n) */
+    char **probs_json;                       /* (n) owned strings */
+    pgcl_decision_row *rows;                 /* (n) */
+    uint16_t *inputs_f16;                    /* (n, D) with PGCL_STORE_INPUTS_FLOAT16, else NULL */
+};
+
+/* Scores, decides and records one request (see the top of this file). Returns PGCL_SCORE_OK with
+ * *out filled and the rows committed; or a failure with nothing recorded, out->failed_item and
+ * out->timings set as far as the call got. The shadow reference of `in` is consumed either way.
+ * Thread-safe (env's parts are); blocks for the forward pass and the commit. */
+pgcl_score_failure pgcl_score_run(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *out);
+
+/* Frees what a result holds and zeroes it. Accepts a zeroed result. */
+void pgcl_score_result_clear(pgcl_score_result *res);
+
+#endif
