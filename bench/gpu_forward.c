@@ -1,4 +1,4 @@
-/* gpu_forward: in-process forward-pass rate through the backend interface (core/backend.h), the
+/* gpu_forward: in-process forward-pass rate through the backend interface (core/model/backend.h), the
  * CPU backend next to the CUDA backend in each precision when this build has CUDA and a device.
  * No HTTP, no JSON parsing, no audit log: the number is what one compute slot (or T of them) can
  * do, inputs from host memory to outputs in host memory, copies included.

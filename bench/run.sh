@@ -25,7 +25,7 @@ mkdir -p "$OUT"
 CFLAGS="-std=c17 -O2 -g -Wall -Wextra -D_GNU_SOURCE"
 cc $CFLAGS -o "$OUT/loadgen" bench/throughput/loadgen.c
 # shellcheck disable=SC2046
-cc $CFLAGS -Icore $(pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread) \
+cc $CFLAGS -Icore -Icore/util -Icore/model -Icore/audit -Icore/review -Icore/score $(pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread) \
    -o "$OUT/forward" bench/throughput/forward.c build-bench/core/libpgclcore.a \
    $(pkg-config --libs jansson sqlite3 libsodium libcrypto) $(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) -lpthread -lm
 

@@ -1,4 +1,4 @@
-/* The CUDA backend: core/model_forward.c's fast path on one GPU. The GEMMs go to cuBLAS, the steps
+/* The CUDA backend: core/model/model_forward.c's fast path on one GPU. The GEMMs go to cuBLAS, the steps
  * between them to gpu/kernels.cu; the math is the same as the CPU's, on the same folded constants.
  *
  * Reading top to bottom: precision and error text → the model's device-resident weights (one

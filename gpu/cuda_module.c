@@ -1,5 +1,5 @@
 /* The CUDA backend as this build contains it, handed to core's backend registry
- * (core/backend_registry.c decides which backend serves a device name): nothing in a build without
+ * (core/model/backend_registry.c decides which backend serves a device name): nothing in a build without
  * CUDA; linked in for tests and benchmarks (PGCLD_HAVE_CUDA); or, in the daemon
  * (PGCLD_CUDA_MODULE), the module pgcld_cuda.so, loaded on first need. See cuda_module.h. */
 #include "cuda_module.h"

@@ -1,6 +1,6 @@
 /* The backends this build contains, for callers that open one by `device` name: the CPU always,
  * CUDA when the build has it (linked in, or the module pgcld_cuda.so the daemon loads on first
- * need). Which one serves a name is core/backend_registry.c's decision; this file hands it the CUDA
+ * need). Which one serves a name is core/model/backend_registry.c's decision; this file hands it the CUDA
  * backend. Compiled with or without CUDA, so the server calls it unconditionally. */
 #ifndef PGCL_CUDA_MODULE_H
 #define PGCL_CUDA_MODULE_H

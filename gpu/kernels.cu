@@ -1,5 +1,5 @@
 // The small kernels of the GPU forward pass; see kernels.h for each one's contract. They mirror the
-// loops of core/model_forward.c (bias_act, the per-row attention/fusion/normalisation block and
+// loops of core/model/model_forward.c (bias_act, the per-row attention/fusion/normalisation block and
 // head_probs) with the same operation order where it matters for FP32 parity: softmax divides by
 // the sum, the fusion adds s_scale·u + s_shift first and then the K prototype terms in order.
 // Compiled by nvcc (gpu/meson.build) for sm_90 with a compute_90 PTX fallback.

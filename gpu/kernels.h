@@ -1,7 +1,7 @@
 /* The element-wise and per-row steps of the forward pass on the GPU (gpu/kernels.cu), between the
  * cuBLAS GEMMs that gpu/backend_cuda.c issues. Each function enqueues one kernel on `stream` and
  * returns the launch status (cudaGetLastError); nothing waits. Matrices are row-major with an
- * explicit leading dimension, as in core/model_forward.c. BF16 buffers are passed as uint16_t so
+ * explicit leading dimension, as in core/model/model_forward.c. BF16 buffers are passed as uint16_t so
  * that this header stays C. */
 #ifndef PGCL_GPU_KERNELS_H
 #define PGCL_GPU_KERNELS_H

@@ -2,7 +2,7 @@
 """Embed the numbered migrations/*.sql files into a C source file.
 
 Usage: embed_sql.py OUT.c FILE.sql...  The files must be named NNNN_name.sql; they are emitted in
-numeric order as a table of {version, name, sql} that core/audit.c applies at start-up. Embedding
+numeric order as a table of {version, name, sql} that core/audit/audit_sqlite.c applies at start-up. Embedding
 keeps the installed daemon self-contained: its schema cannot drift from the files it was built from.
 """
 import os

@@ -3,7 +3,7 @@
 
 Usage: embed_console.py OUT.c FILE...  Each file is emitted as a byte array with its base name, its
 Content-Type (from the extension; an unknown extension is an error) and its length, in a table that
-server/routes_console.c serves under /console/. Embedding keeps the daemon self-contained: a fresh
+server/routes/routes_console.c serves under /console/. Embedding keeps the daemon self-contained: a fresh
 build serves the console with no path to configure, and the pages cannot drift from the binary.
 """
 import os

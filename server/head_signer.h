@@ -1,5 +1,5 @@
 /* The head signer: periodic signed checkpoints of the audit chain (--checkpoint-interval with
- * --signing-key). Not to be confused with the WAL checkpoints of core/audit.c: this is a thread
+ * --signing-key). Not to be confused with the WAL checkpoints of core/audit/audit_sqlite.c: this is a thread
  * that signs the chain head every interval and writes it beside the database (or into
  * --checkpoint-dir), so that a rewrite of the database's history is caught by comparing it with
  * files an attacker with write access to the database alone cannot forge. */

@@ -22,7 +22,7 @@
 #include "head_signer.h"
 #include "log.h"
 #include "model.h"
-#include "queries.h"
+#include "reader_pool.h"
 #include "server.h"
 #include "signing.h"
 

@@ -35,7 +35,7 @@ void pgcld_metrics_forward_rows(pgcld_metrics *m, int rows);
 void pgcld_metrics_scored(pgcld_metrics *m, const char *model, const char *version, int items);
 void pgcld_metrics_swap(pgcld_metrics *m, const char *model, bool ok);
 void pgcld_metrics_shadow(pgcld_metrics *m, const char *model, bool dropped, int items);
-/* pgcld_metrics_shadow as core/shadow.h's observer (pgcl_shadow_count_fn): ctx is the pgcld_metrics. */
+/* pgcld_metrics_shadow as core/score/shadow.h's observer (pgcl_shadow_count_fn): ctx is the pgcld_metrics. */
 void pgcld_metrics_shadow_observer(void *metrics, const char *model, bool dropped, int items);
 
 /* Requests refused by overload protection (http.c), by reason. */

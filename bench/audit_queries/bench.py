@@ -5,7 +5,7 @@ For each filter of GET /v1/decisions: 200 pages of limit 100, as 20 walks of 10 
 start at a random point (a cursor made for a random seq) and follow next_cursor; filters that match
 a handful of rows (item_id, request_id) are 200 single-page requests for random values instead.
 Reports p50 / p99 / max latency (client side, keep-alive loopback HTTP) and rows per page, and
-prints the EXPLAIN QUERY PLAN of each filter's query as core/decision_lists.c builds it (explain helper).
+prints the EXPLAIN QUERY PLAN of each filter's query as core/review/decision_lists.c builds it (explain helper).
 Then single records, figures and a full NDJSON export (throughput and the daemon's peak RSS).
 
 Standard library only. Output: Markdown on stdout.
@@ -24,7 +24,7 @@ import sys
 import time
 import urllib.parse
 
-# Mirrors core/time_cursor.c (pgcl_cursor_encode, pgcl_decision_filter_binding): version 2, kind, seq
+# Mirrors core/review/time_cursor.c (pgcl_cursor_encode, pgcl_decision_filter_binding): version 2, kind, seq
 # big-endian, an 8-byte BLAKE2b of the listing's filters, 6 bytes of keyed BLAKE2b-128. The daemon
 # rejects a cursor that differs, so a mismatch fails the bench loudly (tests/integration/
 # test_hardening.py checks the same encoding against the daemon).

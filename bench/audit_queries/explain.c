@@ -1,5 +1,5 @@
 /* Prints the SQL that pgcld runs for GET /v1/decisions with the given filters, and SQLite's
- * EXPLAIN QUERY PLAN for it, by calling core/decision_lists.c itself (so the plan shown is the plan
+ * EXPLAIN QUERY PLAN for it, by calling core/review/decision_lists.c itself (so the plan shown is the plan
  * served). Used by bench/audit_queries/run.sh.
  *
  *   explain DB [model=M] [version=V] [label=L] [decision=D] [item_id=I] [request_id=R]

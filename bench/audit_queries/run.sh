@@ -27,7 +27,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 ninja -C "$ROOT/build" server/pgcld core/libpgclcore.a >&2
-cc -std=c17 -O2 -D_GNU_SOURCE -I"$ROOT/core" "$HERE/explain.c" "$ROOT/build/core/libpgclcore.a" \
+cc -std=c17 -O2 -D_GNU_SOURCE -I"$ROOT/core" -I"$ROOT/core/util" -I"$ROOT/core/model" -I"$ROOT/core/audit" -I"$ROOT/core/review" -I"$ROOT/core/score" "$HERE/explain.c" "$ROOT/build/core/libpgclcore.a" \
    $(pkg-config --libs jansson sqlite3 libsodium libcrypto) -lpthread -lm -o "$WORK/explain"
 
 if [ "${1:-}" != "--reuse" ] || [ ! -s "$DB" ]; then

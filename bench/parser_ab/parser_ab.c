@@ -1,5 +1,5 @@
-/* Parser A/B for POST /v1/score bodies (issue 15, scope 4): the fast parser (server/fastjson.c)
- * against jansson walked the way the fallback parser (server/score_parse.c) walks it.
+/* Parser A/B for POST /v1/score bodies (issue 15, scope 4): the fast parser (server/wire/fastjson.c)
+ * against jansson walked the way the fallback parser (server/wire/score_parse.c) walks it.
  *
  * Bodies are made here, deterministically: batch 1, 8, 64 and 256 items of D = 1024 float32
  * embeddings (about N(0, 1/D), from a fixed-seed generator), each value written as a Python client

@@ -822,7 +822,7 @@ def markdown(res):
                     "compute worker per CPU).", ""]
         if gf:
             out += [f"The last column is the daemon's own micro-benchmark (`{fwd['gpu_forward']['exe']} --backends cpu`, "
-                    "the CPU backend through core/backend.h, which calls the same `pgcl_forward`), run with the same "
+                    "the CPU backend through core/model/backend.h, which calls the same `pgcl_forward`), run with the same "
                     "batches and threads as a cross-check.", ""]
 
     rd = res.get("ready")

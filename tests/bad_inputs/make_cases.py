@@ -443,7 +443,7 @@ score("key-with-nul", '{"items":[{"id":"a","embedding\\u0000":%s}]}' % emb(), 40
 score("top-key-with-nul", '{"items\\u0000":[%s]}' % GOOD_ITEM, 400, "invalid_json")
 
 
-# ---- issue 13: the request's head (server/request_head.c), checked before routing; every refusal
+# ---- issue 13: the request's head (server/http/request_head.c), checked before routing; every refusal
 # closes the connection. Each group is a class: more cases of each are kept outside the repository.
 def raw(*lines, body=b""):
     """A request from raw head lines (str or bytes), exactly as given, then the body."""

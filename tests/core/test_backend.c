@@ -1,9 +1,9 @@
-/* The backend interface (core/backend.h), on every machine:
+/* The backend interface (core/model/backend.h), on every machine:
  *  - the CPU backend through the interface equals pgcl_forward bit for bit, on every committed
  *    checkpoint, for batch sizes 1, 7, 64 and 300 with a worker of 64 rows (so 300 takes 5 steps);
  *  - workers: fits/re-create across models of different widths, n = 0, a bad row count;
  *  - the model-state cache, through a test backend whose model_prepare/model_release count calls
- *    (core/backend_impl.h): one prepare per model however many workers race for it, the entry and
+ *    (core/model/backend_impl.h): one prepare per model however many workers race for it, the entry and
  *    its model reference dropped once only the cache holds the model (by the next forward pass or
  *    by pgcl_backend_trim), a failing prepare reported and not cached, and destroy releasing what
  *    is left (ASan's leak check sees the references). */

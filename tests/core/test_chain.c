@@ -1,4 +1,4 @@
-/* The audit hash chain (core/chain.c) and signed checkpoints (core/signing.c): tampering is found.
+/* The audit hash chain (core/audit/chain.c) and signed checkpoints (core/audit/signing.c): tampering is found.
  *
  * A database made by pgcl_audit_open() (the real migrations) gets events written the way the audit
  * writer writes them (chain_fixture.h). Then every kind of tampering, each on a fresh copy of that

@@ -1,4 +1,4 @@
-/* The audit hash chain's encoding (core/chain.c, encoding version 1 of docs/audit.md), pinned by an
+/* The audit hash chain's encoding (core/audit/chain.c, encoding version 1 of docs/audit.md), pinned by an
  * independent implementation of it: every entry of the base database (chain_fixture.h), genesis,
  * decisions with and without a stored input, admin events, contests and a resolution, is derived
  * again from its stored row; and rows whose every value is written out here are chained by the real

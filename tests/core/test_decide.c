@@ -1,4 +1,4 @@
-/* The decision policy (pgcl_model_decide, core/model.c) at its boundaries.
+/* The decision policy (pgcl_model_decide, core/model/model.c) at its boundaries.
  *
  * The rule, from docs/checkpoint-format.md ("Decision policy"), written out here as the expected
  * decision of every case rather than computed:

@@ -1,4 +1,4 @@
-/* libFuzzer harness: the checkpoint loader (core/safetensors.c, core/model.c). The input is a
+/* libFuzzer harness: the checkpoint loader (core/model/safetensors.c, core/model/model.c). The input is a
  * 4-byte little-endian length L, then L bytes of config.json (L is taken modulo what is left), then
  * the model.safetensors image. The safetensors parser runs on the image alone, then
  * pgcl_model_load_mem() on both: every validation, the folding and the golden vectors. A model

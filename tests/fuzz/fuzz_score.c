@@ -1,9 +1,9 @@
 /* libFuzzer harness: the /v1/score input paths that need no connection.
  *  1. pgcld_parse_f32() at the start of the input: when it takes a number, the float must be
  *     bit-identical to strtof() of the same text (both round correctly).
- *  2. pgcld_fast_parse_score() (server/fastjson.c) on the whole input, D = 32, at most 8 items.
+ *  2. pgcld_fast_parse_score() (server/wire/fastjson.c) on the whole input, D = 32, at most 8 items.
  *     When it accepts, the DOM path must agree (differential oracle): jansson parses the body (with
- *     the flags server/score_parse.c uses), with the same model, return_vector, items, ids, and the same
+ *     the flags server/wire/score_parse.c uses), with the same model, return_vector, items, ids, and the same
  *     values (within one float32 rounding step for JSON numbers: the DOM path rounds through a
  *     double; exactly for base64).
  *  3. pgcld_score_take_floats() (octet-stream and v2 binary bodies) on the input as float32 rows.
@@ -183,7 +183,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(ids_job.id_arena);
     free(header);
 
-    /* 5. the fast path's base64 decoder (core/base64.c) against libsodium's, both strict: the first
+    /* 5. the fast path's base64 decoder (core/util/base64.c) against libsodium's, both strict: the first
      * byte is the decoded length wanted, the rest the text. */
     if (size >= 1) {
         size_t want = data[0], len = size - 1;

@@ -1,6 +1,6 @@
 /* The in-process pgcld server of the daemon harnesses; see fuzz_server.h. Built as server/main.c
  * builds it, with the options of `pgcld serve --auth off --synchronous NORMAL` and an empty listen
- * address (server/http.c then starts libmicrohttpd with MHD_USE_NO_LISTEN_SOCKET). */
+ * address (server/http/http.c then starts libmicrohttpd with MHD_USE_NO_LISTEN_SOCKET). */
 #include "fuzz_server.h"
 
 #include <arpa/inet.h>
@@ -93,7 +93,7 @@ void fuzz_server_start(void) {
     copy_model(models, "tiny_multi");
 
     pgcld_config_defaults(&g_cfg);
-    set_string(&g_cfg.listen, ""); /* no listening socket: see server/http.c */
+    set_string(&g_cfg.listen, ""); /* no listening socket: see server/http/http.c */
     set_string(&g_cfg.models_dir, models);
     set_string(&g_cfg.db_path, db);
     set_string(&g_cfg.default_model, "tiny_binary");

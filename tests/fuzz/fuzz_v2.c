@@ -1,4 +1,4 @@
-/* libFuzzer harness: the KServe v2 infer body parser (server/routes_v2.c), JSON and the binary
+/* libFuzzer harness: the KServe v2 infer body parser (server/routes/routes_v2.c), JSON and the binary
  * tensor extension, through the in-process server of fuzz_server.c (the parser reads its headers
  * from libmicrohttpd, so it runs behind a real connection). The input is one flag byte, two bytes
  * of Inference-Header-Content-Length (little-endian) and the body:

@@ -163,7 +163,7 @@ def main():
     for name in ("content-length-smaller-than-body", "content-length-twice-differing", "b64-nan-bits",
                  "octets-ids-empty-string", "v2-bin-header-length-too-small", "deep-nesting-objects"):
         put("fuzz_daemon", f"bad-{name}", bad_input(name))
-    # issue 13: one case of each class of the request's head (server/request_head.c), and the
+    # issue 13: one case of each class of the request's head (server/http/request_head.c), and the
     # requests libmicrohttpd answers itself
     for name in ("te-gzip-then-chunked", "te-in-http10", "header-name-space-before-colon",
                  "authorization-nul-then-junk", "header-nul-in-last-line", "header-control-character",

@@ -98,7 +98,7 @@ static float emu_act(pgcl_activation a, float slope, float x) {
     return x;
 }
 
-/* The fast path of core/model_forward.c with every GEMM input rounded: writes vectors (n, d). */
+/* The fast path of core/model/model_forward.c with every GEMM input rounded: writes vectors (n, d). */
 static void emulate(const pgcl_model *m, const float *z, int n, int mant, float *vectors) {
     const pgcl_folded *f = &m->fast;
     const pgcl_weights *w = &m->raw;

@@ -1,7 +1,7 @@
 """Known answers for the audit hash chain over every chained table, from the real daemon's rows.
 
 The daemon's audit writer and `pgcld audit verify` hash a row through one SELECT of one column
-list (core/chain.c), so a column missing from that list is missing from both and the verifier
+list (core/audit/chain.c), so a column missing from that list is missing from both and the verifier
 still says "intact". This test re-derives every entry of databases written by real daemons (and
 by the keys CLI, which chains its own admin events) with an encoder written here from
 docs/audit.md alone ("Canonical encoding (version 1)": type tags, big-endian lengths and numbers,

@@ -15,7 +15,7 @@ directives the deployment relies on are present.
 
 deploy/k8s/*.yaml: every document parses; the StatefulSet, both Services (one headless, its
 serviceName), the PodDisruptionBudget, ConfigMap and Secret agree on labels and names; probe paths
-are routes of server/route_table.c (/healthz liveness, /readyz readiness); ports match the ConfigMap's
+are routes of server/http/route_table.c (/healthz liveness, /readyz readiness); ports match the ConfigMap's
 listen; the ConfigMap's pgcld.conf is valid (--print-config) and its db lies on the
 volumeClaimTemplate's mount; pod and containers run as non-root with a read-only root filesystem and
 no capabilities; resources are set and compute-workers fits the CPU limit; the grace period covers
@@ -63,8 +63,8 @@ def read(path):
 
 
 def routes():
-    """(method, pattern) of server/route_table.c's route table."""
-    return set(re.findall(r'\{"(GET|POST|PUT|DELETE)", "(/[^"]*)"', read(os.path.join(ROOT, "server", "route_table.c"))))
+    """(method, pattern) of server/http/route_table.c's route table."""
+    return set(re.findall(r'\{"(GET|POST|PUT|DELETE)", "(/[^"]*)"', read(os.path.join(ROOT, "server", "http", "route_table.c"))))
 
 
 def print_config(conf_text):

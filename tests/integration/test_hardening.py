@@ -441,7 +441,7 @@ class CursorBindingTest(unittest.TestCase):
         self.assertEqual(self.get(since="2000-01-01T01:00:00+01:00", limit=1, cursor=a).status, 200)
 
     def test_the_encoding_is_the_documented_one(self):
-        """An independent encoder (docs: openapi.yaml Cursor, core/queries.c): version 2, kind, seq,
+        """An independent encoder (docs: openapi.yaml Cursor, core/review/time_cursor.c): version 2, kind, seq,
         an 8-byte BLAKE2b of the canonical filters, 6 bytes of keyed BLAKE2b-128. bench/audit_queries
         forges cursors this way."""
         page = self.get(label="pos", decision="block", limit=1).json

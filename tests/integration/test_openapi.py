@@ -5,7 +5,7 @@
    discriminator mapping) resolves, every component schema is valid Draft 2020-12, every example
    validates against its schema, every error code of the contract is documented under the right
    status of exactly the operations that answer it, and the documented operations, their
-   security and their roles match the daemon's route table (server/route_table.c).
+   security and their roles match the daemon's route table (server/http/route_table.c).
 2. Live: requests to real daemons (successes and errors on every endpoint, 401 and 403
    included); each response body is validated with jsonschema (Draft 2020-12, #/components refs
    inlined) against the schema for its path, method, status and media type, and each required
@@ -42,7 +42,7 @@ import harness as H  # noqa: E402
 import numpy as np  # noqa: E402
 
 SPEC_PATH = os.path.join(H.SOURCE_ROOT, "openapi.yaml")
-ROUTE_TABLE_C = os.path.join(H.SOURCE_ROOT, "server", "route_table.c")
+ROUTE_TABLE_C = os.path.join(H.SOURCE_ROOT, "server", "http", "route_table.c")
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 # (code -> HTTP status) as the contract defines them; "route" errors are answered on any path.
@@ -324,7 +324,7 @@ def csv_export_record(row):
 
 
 def read_route_table():
-    """(method, pattern) -> roles (sorted list; [] for public routes) from server/route_table.c."""
+    """(method, pattern) -> roles (sorted list; [] for public routes) from server/http/route_table.c."""
     with open(ROUTE_TABLE_C, encoding="utf-8") as f:
         text = f.read()
     table = text[text.index("g_routes[] = {"):]
@@ -493,7 +493,7 @@ class SpecStructureTest(unittest.TestCase):
 
     def test_operations_match_the_route_table(self):
         routes = read_route_table()
-        self.assertGreaterEqual(len(routes), 13, "could not parse g_routes in server/route_table.c")
+        self.assertGreaterEqual(len(routes), 13, "could not parse g_routes in server/http/route_table.c")
         documented = {(method, path): sorted(op["x-roles"])
                       for path, method, op in SPEC.operations()}
         self.assertEqual(set(documented), set(routes),

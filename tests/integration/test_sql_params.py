@@ -26,7 +26,7 @@ What counts as constant, checked expression by expression:
     sprintf...), fails the test;
   * CONSTANT_SOURCES below: fields of static const tables and the compiled-in migrations, each
     verified by its own check here (the table's initialiser holds only literals);
-  * the query builder of core/read_sql.c (qb_sql / qb_text / qb_int / qb_prepare), used by the
+  * the query builder of core/review/read_sql.c (qb_sql / qb_text / qb_int / qb_prepare), used by the
     reviewer reads (BUILDER_FILES below): its text is
     appended only by qb_sql(q, X), and every X must be constant (a literal, or the literal column
     of the static `eq` table); values go through qb_text / qb_int, which append '?' and bind.
@@ -54,25 +54,25 @@ SINKS = {  # function -> index of its SQL argument
 
 # %s arguments allowed in snprintf-built SQL: internal names of tables, never data.
 IDENTIFIER_WHITELIST = {
-    # core/chain.c: the four chained tables ("decisions", "admin_events", "contests",
+    # core/audit/chain.c: the four chained tables ("decisions", "admin_events", "contests",
     # "resolutions") of the static const g_tables[] (checked below to hold only literals).
     "g_tables[t].name",
 }
 
 # Non-literal expressions that are nevertheless constant, with the check that proves it.
 CONSTANT_SOURCES = {
-    # core/chain.c: the per-table row SELECTs of the same static const table.
+    # core/audit/chain.c: the per-table row SELECTs of the same static const table.
     "g_tables[t].select_sql": "chain_tables",
-    # core/audit.c: the migrations compiled into the binary from migrations/*.sql at build time.
+    # core/audit/audit_sqlite.c: the migrations compiled into the binary from migrations/*.sql at build time.
     "mig->sql": "migrations",
-    # core/decision_lists.c: the literal column of qb_filters' static `eq` table.
+    # core/review/decision_lists.c: the literal column of qb_filters' static `eq` table.
     "eq[i].sql": "queries_eq",
-    # core/read_sql.c: qb_prepare's text: a constant prefix + the builder's buffer (see the builder check).
+    # core/review/read_sql.c: qb_prepare's text: a constant prefix + the builder's buffer (see the builder check).
     "text ? text : q->sql": "query_builder",
 }
 
-# The files that build SQL with the query builder (its definition in core/read_sql.c, and its users).
-BUILDER_FILES = ["core/read_sql.c", "core/decision_lists.c", "core/stats_reads.c", "core/export.c"]
+# The files that build SQL with the query builder (its definition in core/review/read_sql.c, and its users).
+BUILDER_FILES = ["core/review/read_sql.c", "core/review/decision_lists.c", "core/review/stats_reads.c", "core/review/export.c"]
 
 INT_CONV = re.compile(r"%[-+ 0#]*\d*(?:hh|h|ll|l|z|j|t)?[diu]")
 ANY_CONV = re.compile(r"%[-+ 0#]*(?:\d+|\*)?(?:\.\d+|\.\*)?(?:hh|h|ll|l|z|j|t|L)?[a-zA-Z%]")
@@ -149,7 +149,7 @@ class Source:
         self.masked = mask_strings(self.src)
         self.macros = {}
         # Macros of the file, then of the project headers it includes from its own folder (e.g.
-        # core/read_sql.h: SUMMARY_COLS, shared by the reviewer reads); the file's own win.
+        # core/review/read_sql.h: SUMMARY_COLS, shared by the reviewer reads); the file's own win.
         headers = [os.path.join(os.path.dirname(path), h)
                    for h in re.findall(r'^[ \t]*#[ \t]*include[ \t]+"([^"/]+\.h)"', self.src, re.M)]
         texts = [self.src]
@@ -399,7 +399,8 @@ class Scanner:
 
 
 def source_files():
-    return sorted(glob.glob(os.path.join(ROOT, "core", "*.c")) + glob.glob(os.path.join(ROOT, "server", "*.c")))
+    return sorted(glob.glob(os.path.join(ROOT, "core", "**", "*.c"), recursive=True)
+                  + glob.glob(os.path.join(ROOT, "server", "**", "*.c"), recursive=True))
 
 
 def read(rel):
@@ -417,18 +418,18 @@ class SqlParameterTest(unittest.TestCase):
 
     def test_constant_sources_hold_only_literals(self):
         # chain_tables: g_tables' initialiser is braces, commas and string literals only.
-        chain = read("core/chain.c")
+        chain = read("core/audit/chain.c")
         m = re.search(r"static const event_table g_tables\[[^\]]*\]\s*=\s*\{(.*?)\n\};", chain, re.S)
-        self.assertIsNotNone(m, "core/chain.c: g_tables not found (update CONSTANT_SOURCES)")
+        self.assertIsNotNone(m, "core/audit/chain.c: g_tables not found (update CONSTANT_SOURCES)")
         rest = re.sub(r'"(?:\\.|[^"\\])*"', "", m.group(1))
         self.assertRegex(rest, r"^[\s{},]*$", "g_tables holds something other than literals")
         # migrations: a const array generated from migrations/*.sql.
-        mig = read("core/migrations.h")
+        mig = read("core/audit/migrations.h")
         self.assertRegex(mig, r"extern const pgcl_migration pgcl_migrations\[")
         # queries_eq: every row of qb_filters' eq table starts with a literal.
-        q = read("core/decision_lists.c")
+        q = read("core/review/decision_lists.c")
         m = re.search(r"\}\s*eq\[\]\s*=\s*\{(.*?)\};", q, re.S)
-        self.assertIsNotNone(m, "core/decision_lists.c: eq table not found (update CONSTANT_SOURCES)")
+        self.assertIsNotNone(m, "core/review/decision_lists.c: eq table not found (update CONSTANT_SOURCES)")
         rows = re.findall(r"\{([^{}]*)\}", m.group(1))
         self.assertTrue(rows)
         for r in rows:

@@ -1,4 +1,4 @@
-/* The request-body memory budget (server/bodybudget.c): reservations that fit go ahead, the next one
+/* The request-body memory budget (server/http/bodybudget.c): reservations that fit go ahead, the next one
  * waits until a release makes room or its deadline passes, first come first served, a request
  * finding the budget empty is always admitted (even past the budget), growth never waits, 0 means
  * no bound, a raised limit applies to the next reservation, and many threads reserving and

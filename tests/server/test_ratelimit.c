@@ -1,4 +1,4 @@
-/* The per-client token buckets (server/ratelimit.c) against a clock the test moves by hand: burst,
+/* The per-client token buckets (server/http/ratelimit.c) against a clock the test moves by hand: burst,
  * refill rate, Retry-After rounding, independence of clients, reloads of rps and burst, the fixed
  * table (least recently used bucket reused, no growth) and concurrent takers. */
 #include <pthread.h>

@@ -3,7 +3,7 @@
  * A request carrying an Idempotency-Key is answered once: its answer is stored in the writer's
  * transaction together with its decision rows (pgcl_idem_store), and a later request with the
  * same scope and key finds it (pgcl_idem_lookup) until it expires. Requests of the same key in
- * flight at the same time are the server's concern (server/routes_score.c). */
+ * flight at the same time are the server's concern (server/routes/routes_score.c). */
 #ifndef PGCL_IDEMPOTENCY_H
 #define PGCL_IDEMPOTENCY_H
 

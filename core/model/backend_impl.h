@@ -1,8 +1,8 @@
-/* For backend implementations only (core/backend_cpu.c, gpu/backend_cuda.c): the function table
- * behind core/backend.h. Callers use backend.h and never see this file.
+/* For backend implementations only (core/model/backend_cpu.c, gpu/backend_cuda.c): the function table
+ * behind core/model/backend.h. Callers use backend.h and never see this file.
  *
  * `ctx` is the implementation's backend-wide state, `worker` its per-worker state and `state` its
- * per-model state, all opaque to core/backend.c. Entries marked optional may be NULL. */
+ * per-model state, all opaque to core/model/backend.c. Entries marked optional may be NULL. */
 #ifndef PGCL_BACKEND_IMPL_H
 #define PGCL_BACKEND_IMPL_H
 

@@ -1,5 +1,5 @@
 /* Reviewer writes: file a contest, resolve it, and re-score a decision's stored input with the
- * model version active now. The rules live in core/review.c; this file maps them to HTTP. */
+ * model version active now. The rules live in core/review/review.c; this file maps them to HTTP. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

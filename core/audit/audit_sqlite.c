@@ -59,7 +59,7 @@ typedef struct sqlite_store {
     int schema_version;
     /* The WAL checkpointer: copies committed WAL frames into the database file on its own
      * connection, so that the serial writer does not (see on_wal_commit). Not to be confused with
-     * server/checkpointer.c, which signs the chain head. */
+     * server/head_signer.c, which signs the chain head. */
     sqlite3 *ckpt_db;
     pthread_t wal_checkpointer;
     bool wal_checkpointer_started;

@@ -1,7 +1,7 @@
 /* Audit chain verification and signed checkpoints over HTTP:
  *   GET  /v1/audit/verify       (reviewer, admin) verifies the chain of the daemon's database
  *   POST /v1/audit/checkpoints  (admin) signs the current head and writes a checkpoint file
- * Both run on the request's thread with their own connections (core/chain.c, core/signing.c); a
+ * Both run on the request's thread with their own connections (core/audit/chain.c, core/audit/signing.c); a
  * verification reads one snapshot while the writer goes on. */
 #include <limits.h>
 #include <stdio.h>

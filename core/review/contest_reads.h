@@ -1,6 +1,6 @@
 /* The contest queue for reviewers (GET /v1/contests): open contests oldest first, or resolved ones
  * most recently resolved first, each with its decision's label, decision and model, its deadline
- * and its age. Rows come back as plain structs in the caller's arena; server/review_json.c builds
+ * and its age. Rows come back as plain structs in the caller's arena; server/wire/review_json.c builds
  * the answer. */
 #ifndef PGCL_CONTEST_READS_H
 #define PGCL_CONTEST_READS_H

@@ -1,5 +1,5 @@
 /* The route table: the handler that serves each method and path pattern, the roles allowed on it,
- * its body limit and the query parameters it reads (server/route_table.c); and the two lookups the
+ * its body limit and the query parameters it reads (server/http/route_table.c); and the two lookups the
  * HTTP glue (http.c) makes with it before a handler runs: which route a request names, and whether
  * its query parameters are ones that route reads. */
 #ifndef PGCLD_ROUTE_TABLE_H

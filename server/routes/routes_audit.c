@@ -14,9 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contest_reads.h"
+#include "decision_lists.h"
+#include "decision_record.h"
+#include "export.h"
 #include "log.h"
 #include "model.h"
-#include "queries.h"
+#include "reader_pool.h"
+#include "stats_reads.h"
+#include "time_cursor.h"
 #include "review_json.h"
 #include "server.h"
 
@@ -168,7 +174,7 @@ static void read_error(pgcld_reply *reply, const char *what, pgcl_status st, con
 
 /* ---- GET /v1/decisions/{id} ---- */
 
-/* The full record of the decision named in the path (core/decision_record.c) into *rec, its
+/* The full record of the decision named in the path (core/review/decision_record.c) into *rec, its
  * strings in a. Replies 404 decision_not_found itself; returns false with reply set on failure. */
 static bool load_decision(pgcld_server *srv, const pgcld_request *req, pgcl_row_arena *a, pgcl_decision_record *rec,
                           pgcld_reply *reply) {
@@ -487,7 +493,7 @@ void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req
 }
 
 /* ---- GET /v1/audit/export ----
- * Streamed: core/export.c reads the rows in chunks of a few hundred, each chunk on a pooled
+ * Streamed: core/review/export.c reads the rows in chunks of a few hundred, each chunk on a pooled
  * connection taken and given back within the callback that needs it, so no read transaction is
  * held while a slow client downloads, and memory stays constant. The export covers the rows that
  * existed when it started. */

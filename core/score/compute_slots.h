@@ -1,4 +1,4 @@
-/* A fixed set of compute slots on one backend (core/backend.h: the CPU, or a CUDA device). A
+/* A fixed set of compute slots on one backend (core/model/backend.h: the CPU, or a CUDA device). A
  * request takes a slot for its forward pass, so at most `workers` forward passes run at once
  * however many connections are open, and the hot path allocates nothing: a slot's backend worker
  * (scratch; on a GPU also its stream, cuBLAS handle and pinned buffers) is created on first use and

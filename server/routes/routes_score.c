@@ -1,4 +1,4 @@
-/* POST /v1/score: parse (score_parse.c), score (core/score.c, through pgcld_score_run, which the
+/* POST /v1/score: parse (score_parse.c), score (core/score/score.c, through pgcld_score_run, which the
  * Open Inference Protocol's route shares), answer.
  *
  * Order matters for the audit guarantee: nothing is computed until the whole request validated

@@ -1,7 +1,7 @@
 /* The transparency figures for a time range (GET /v1/audit/stats): decision counts by model
  * version, label and decision (created_at in range), and contest figures (contests filed in
  * range): filed, resolved, open, median time to resolution, overturns per model version. Returned
- * as a plain struct in the caller's arena; server/review_json.c builds the answer. */
+ * as a plain struct in the caller's arena; server/wire/review_json.c builds the answer. */
 #ifndef PGCL_STATS_READS_H
 #define PGCL_STATS_READS_H
 

@@ -1,9 +1,9 @@
 /* A scoring request as the routes that score hold it (JSON, base64, octet-stream, the Open
  * Inference Protocol). A route's parser fills a score_job's model, n, ids and z (score_parse.c for
  * /v1/score, routes_v2.c for the Open Inference Protocol); pgcld_score_run() hands it to the one
- * scoring call in core (core/score.h), which computes, decides, records and fills job->result; the
+ * scoring call in core (core/score/score.h), which computes, decides, records and fills job->result; the
  * route then writes its own answer from the job. The data path of a score:
- *   http.c → route → parser → core/score.c → backend → core/score.c → route's answer writer. */
+ *   http.c → route → parser → core/score/score.c → backend → core/score/score.c → route's answer writer. */
 #ifndef PGCLD_SCORE_JOB_H
 #define PGCLD_SCORE_JOB_H
 

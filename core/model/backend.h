@@ -1,7 +1,7 @@
 /* Compute backends: one interface for the PGCL forward pass, several implementations. The CPU
- * backend (core/backend_cpu.c) wraps pgcl_scratch/pgcl_forward on OpenBLAS; the CUDA backend
+ * backend (core/model/backend_cpu.c) wraps pgcl_scratch/pgcl_forward on OpenBLAS; the CUDA backend
  * (gpu/backend_cuda.c, only when built with CUDA) runs the same fast path with cuBLAS and a few
- * kernels. Callers see opaque handles; the function table lives in core/backend_impl.h.
+ * kernels. Callers see opaque handles; the function table lives in core/model/backend_impl.h.
  *
  * Three objects, one job each:
  *  - pgcl_backend: the device and its settings. Shared by every thread. It also keeps, for backends
@@ -10,10 +10,10 @@
  *  - pgcl_backend_worker: what one concurrent forward pass owns (scratch activations; on a GPU a
  *    stream, a cuBLAS handle, device buffers and pinned host buffers), sized for `max_rows` rows at
  *    a time and a model's layer widths. One thread at a time.
- *  - the model (core/model.h): immutable and shared.
+ *  - the model (core/model/model.h): immutable and shared.
  *
  * Model state: a pgcl_model is immutable and reference-counted and has no slot for a backend's
- * data, so the backends keep their per-model state in a small cache (core/backend.c), keyed by
+ * data, so the backends keep their per-model state in a small cache (core/model/backend.c), keyed by
  * backend, model pointer and weights SHA-256. An entry holds a reference to its model, which keeps
  * the pointer unique while the entry lives. An entry whose model has no holder but backend caches
  * (no registry slot, no request: its refcount equals the number of cache entries for it) is

@@ -1,7 +1,7 @@
 /* Filtered decision lists with keyset cursors (GET /v1/decisions), and the SQL and plan behind a
  * page (for the benchmark and tests). Every value that comes from a caller is bound as a
  * parameter, never pasted into SQL text. Rows come back as plain structs (review_rows.h) in the
- * caller's arena; server/review_json.c builds the answer. */
+ * caller's arena; server/wire/review_json.c builds the answer. */
 #ifndef PGCL_DECISION_LISTS_H
 #define PGCL_DECISION_LISTS_H
 

@@ -1,14 +1,14 @@
 /* The Idempotency-Key of the scoring routes: a key being answered is claimed (a second request
  * with it gets 409 until the first is answered), a key already answered replays its stored answer
  * byte for byte (or 422 when it came with another request), and a new one is stored with the
- * request's rows by the scoring call (core/score.c, through core/idempotency.c). */
+ * request's rows by the scoring call (core/score/score.c, through core/audit/idempotency.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
-#include "queries.h"
+#include "reader_pool.h"
 #include "score_job.h"
 #include "server.h"
 

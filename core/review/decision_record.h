@@ -1,7 +1,7 @@
 /* One decision in full, for the reviewers: every column of the decision row but the stored input,
  * its entry in the audit chain, its contests oldest first with their resolutions, and the outcome
  * in force derived from them (the decision row itself never changes). Read in one transaction on a
- * pooled connection; returned as a plain struct (server/review_json.c turns it into the answer of
+ * pooled connection; returned as a plain struct (server/wire/review_json.c turns it into the answer of
  * GET /v1/decisions/{id}). */
 #ifndef PGCL_DECISION_RECORD_H
 #define PGCL_DECISION_RECORD_H
