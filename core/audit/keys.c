@@ -534,50 +534,43 @@ done:
     return st;
 }
 
-pgcl_status pgcl_keys_list(const char *db_path, json_t **out, char *err, int cap) {
+typedef struct key_walk {
+    const char *db_path;
+    pgcl_key_fn on_key;
+    void *ctx;
+} key_walk;
+
+static int take_key(sqlite3_stmt *s, void *ctx, char *err, int cap) {
+    const key_walk *w = ctx;
+    const char *col[7];
+    for (int i = 0; i < 7; i++) col[i] = (const char *)sqlite3_column_text(s, i);
+    pgcl_key_info key = {col[0], col[1], col[2], col[3], col[4], col[5], col[6]};
+    if (w->on_key(&key, w->ctx)) return SQLITE_OK;
+    pgcl_errorf(err, cap, "%s: key %s: a column is not valid UTF-8 (or out of memory)", w->db_path,
+                col[0] && key_id_wellformed(col[0]) ? col[0] : "?");
+    return SQLITE_ABORT;
+}
+
+pgcl_status pgcl_keys_list(const char *db_path, pgcl_key_fn on_key, void *ctx, char *err, int cap) {
     sqlite3 *db = NULL;
-    sqlite3_stmt *s = NULL;
-    json_t *arr = NULL;
     pgcl_status st;
-    *out = NULL;
     if ((st = db_open(db_path, &db, err, cap)) != PGCL_OK) return st;
-    st = PGCL_ERR_DB;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT key_id, name, role, created_at, created_by, revoked_at, revoked_by"
-                           " FROM api_keys ORDER BY created_at, key_id",
-                           -1, &s, NULL) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
-        goto done;
+    key_walk walk = {db_path, on_key, ctx};
+    char sub[512];
+    int rc = pgcl_db_each_row(db,
+                              "SELECT key_id, name, role, created_at, created_by, revoked_at, revoked_by"
+                              " FROM api_keys ORDER BY created_at, key_id",
+                              NULL, take_key, &walk, sub, sizeof sub);
+    if (rc == SQLITE_ABORT) {
+        pgcl_errorf(err, cap, "%s", sub);
+        st = PGCL_ERR_FORMAT;
+    } else if (rc != SQLITE_OK) {
+        /* sub is "prepare: <message>" or "step: <message>" (pgcl_db_each_row) */
+        bool stepping = strncmp(sub, "step: ", 6) == 0;
+        const char *message = strchr(sub, ':') ? strchr(sub, ':') + 2 : sub;
+        pgcl_errorf(err, cap, "%s: %s%s", db_path, stepping ? "api_keys: " : "", message);
+        st = PGCL_ERR_DB;
     }
-    if (!(arr = json_array())) {
-        st = PGCL_ERR_NOMEM;
-        pgcl_errorf(err, cap, "out of memory");
-        goto done;
-    }
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        const char *col[7];
-        for (int i = 0; i < 7; i++) col[i] = (const char *)sqlite3_column_text(s, i);
-        json_t *row = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?}", "key_id", col[0], "name", col[1], "role",
-                                col[2], "created_at", col[3], "created_by", col[4], "revoked_at", col[5],
-                                "revoked_by", col[6]);
-        if (!row || json_array_append_new(arr, row) != 0) {
-            pgcl_errorf(err, cap, "%s: key %s: a column is not valid UTF-8 (or out of memory)", db_path,
-                        col[0] && key_id_wellformed(col[0]) ? col[0] : "?");
-            st = PGCL_ERR_FORMAT;
-            goto done;
-        }
-    }
-    if (rc != SQLITE_DONE) {
-        pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
-        goto done;
-    }
-    *out = arr;
-    arr = NULL;
-    st = PGCL_OK;
-done:
-    json_decref(arr);
-    sqlite3_finalize(s);
     sqlite3_close(db);
     return st;
 }

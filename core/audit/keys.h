@@ -80,10 +80,19 @@ pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *na
  * errors as for create. */
 pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char *actor, char *err, int cap);
 
-/* On PGCL_OK *out is a new JSON array (the caller json_decref()s it), oldest key first, of objects
- * {key_id, name, role, created_at, created_by, revoked_at, revoked_by} with null for a key that is
- * not revoked. Digests are never included. On error *out is NULL; errors as for create. */
-pgcl_status pgcl_keys_list(const char *db_path, json_t **out, char *err, int cap);
+/* One listed key; every pointer is valid for the callback only. revoked_at and revoked_by are NULL
+ * for a key that is not revoked. The digest is never listed. */
+typedef struct pgcl_key_info {
+    const char *key_id, *name, *role, *created_at, *created_by, *revoked_at, *revoked_by;
+} pgcl_key_info;
+
+/* Takes one key. Returns false when it cannot (a column that is not valid UTF-8 for its output,
+ * out of memory): the listing stops with PGCL_ERR_FORMAT. */
+typedef bool (*pgcl_key_fn)(const pgcl_key_info *key, void *ctx);
+
+/* Calls on_key for every key, oldest first. Errors as for create, and PGCL_ERR_FORMAT when on_key
+ * refused a key (err names it). */
+pgcl_status pgcl_keys_list(const char *db_path, pgcl_key_fn on_key, void *ctx, char *err, int cap);
 
 /* ---- the daemon's keyring ---- */
 

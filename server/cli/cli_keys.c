@@ -16,6 +16,7 @@
 #include "cli_options.h"
 #include "files.h"
 #include "keys.h"
+#include "keys_json.h"
 
 static const char USAGE[] =
     "usage: pgcld keys create --db FILE --role ROLE --name NAME\n"
@@ -174,10 +175,15 @@ done:
 }
 
 static int cmd_list(const cli_opts *o) {
-    json_t *keys = NULL;
+    json_t *keys = json_array();
     char err[1024];
-    if (pgcl_keys_list(o->db, &keys, err, sizeof err) != PGCL_OK) {
+    if (!keys) {
+        fprintf(stderr, "pgcld keys list: out of memory\n");
+        return 1;
+    }
+    if (pgcl_keys_list(o->db, pgcld_key_append_json, keys, err, sizeof err) != PGCL_OK) {
         fprintf(stderr, "pgcld keys list: %s\n", err);
+        json_decref(keys);
         return 1;
     }
     size_t i;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ids.h"
+#include "keys_json.h"
 #include "log.h"
 #include "server.h"
 
@@ -508,10 +509,13 @@ void pgcld_handle_keys_create(pgcld_server *srv, const pgcld_request *req, pgcld
 }
 
 void pgcld_handle_keys_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    json_t *keys = NULL;
+    json_t *keys = json_array();
     char err[ERR_CAP];
-    pgcl_status st = pgcl_keys_list(srv->cfg->db_path, &keys, err, sizeof err);
+    pgcl_status st = keys ? pgcl_keys_list(srv->cfg->db_path, pgcld_key_append_json, keys, err, sizeof err)
+                          : PGCL_ERR_NOMEM;
     if (st != PGCL_OK) {
+        if (st == PGCL_ERR_NOMEM) snprintf(err, sizeof err, "out of memory");
+        json_decref(keys);
         key_error(reply, st, err);
         return;
     }

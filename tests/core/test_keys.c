@@ -62,6 +62,23 @@ static pgcl_status create(const char *path, pgcl_role role, const char *name, ch
     return st;
 }
 
+/* pgcl_keys_list's callback for the checks below: each key as the JSON object the daemon lists. */
+static bool list_key_json(const pgcl_key_info *k, void *ctx) {
+    json_t *row = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?}", "key_id", k->key_id, "name", k->name, "role",
+                            k->role, "created_at", k->created_at, "created_by", k->created_by, "revoked_at",
+                            k->revoked_at, "revoked_by", k->revoked_by);
+    return row && json_array_append_new(ctx, row) == 0;
+}
+
+/* The listing of db_path as a JSON array, or NULL with *st set to the failure. */
+static json_t *list_keys(const char *db_path, pgcl_status *st, char *err, int cap) {
+    json_t *list = json_array();
+    *st = pgcl_keys_list(db_path, list_key_json, list, err, cap);
+    if (*st == PGCL_OK) return list;
+    json_decref(list);
+    return NULL;
+}
+
 static bool verifies(pgcl_keyring *kr, const char *token) {
     pgcl_identity id;
     memset(&id, 0x5a, sizeof id);
@@ -433,8 +450,9 @@ int main(void) {
     CHECK(pgcl_keyring_open(empty_db, &kr2, err, sizeof err) == PGCL_ERR_FORMAT && kr2 == NULL, "keyring, no schema");
     kr2 = (pgcl_keyring *)1;
     CHECK(pgcl_keyring_open(missing, &kr2, err, sizeof err) == PGCL_ERR_IO && kr2 == NULL, "keyring, missing file");
-    json_t *list = (json_t *)1;
-    CHECK(pgcl_keys_list(empty_db, &list, err, sizeof err) == PGCL_ERR_FORMAT && list == NULL, "list, no schema");
+    pgcl_status list_st;
+    json_t *list = list_keys(empty_db, &list_st, err, sizeof err);
+    CHECK(list_st == PGCL_ERR_FORMAT && list == NULL, "list, no schema");
     snprintf(junk, sizeof junk, "%s/junk.db", g_dir);
     FILE *f = fopen(junk, "w");
     if (f) {
@@ -468,8 +486,8 @@ int main(void) {
           "active row");
 
     /* the listing: every key, the seven fields, no digest */
-    list = NULL;
-    CHECK(pgcl_keys_list(path, &list, err, sizeof err) == PGCL_OK, "list: %s", err);
+    list = list_keys(path, &list_st, err, sizeof err);
+    CHECK(list_st == PGCL_OK, "list: %s", err);
     if (list) {
         CHECK(json_is_array(list) && (int)json_array_size(list) == n_created, "every key listed");
         size_t i;
