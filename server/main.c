@@ -22,6 +22,7 @@
 #include "head_signer.h"
 #include "log.h"
 #include "model.h"
+#include "audit_reads.h"
 #include "reader_pool.h"
 #include "server.h"
 #include "signing.h"
@@ -339,7 +340,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
                   *cfg.tls_cert ? "https" : "http", cfg.listen, srv.port, workers);
     /* Models load while /healthz already answers and /readyz says 503. */
     json_t *preferred = json_object();
-    if (pgcl_audit_read_activations(cfg.db_path, remember_activation, preferred, err, sizeof err) != PGCL_OK) {
+    if (pgcl_audit_read_activations(srv.audit, remember_activation, preferred, err, sizeof err) != PGCL_OK) {
         pgcl_log_warn("models: cannot read past activations (%s); serving the highest versions", err);
         json_decref(preferred);
         preferred = NULL;

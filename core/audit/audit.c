@@ -3,6 +3,7 @@
 #include "audit_store_impl.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap) {
     pgcl_status st = pgcl_audit_sqlite_open(opts, out, err, cap);
@@ -49,3 +50,60 @@ bool pgcl_audit_healthy(pgcl_audit *a) { return a->ops->healthy(a); }
 int pgcl_audit_schema_version(pgcl_audit *a) { return a->ops->schema_version(a); }
 
 const char *pgcl_audit_store_name(pgcl_audit *a) { return a->ops->name; }
+
+/* ---- the read side (audit_reads.h) ---- */
+
+pgcl_status pgcl_audit_read_decision(pgcl_audit *a, const char *decision_id, pgcl_row_arena *arena,
+                                     pgcl_decision_record *out, char *err, int cap) {
+    return a->ops->read_decision(a, decision_id, arena, out, err, cap);
+}
+
+pgcl_status pgcl_audit_read_decisions(pgcl_audit *a, const pgcl_decision_filter *f, int64_t before_seq, int limit,
+                                      pgcl_row_arena *arena, pgcl_decision_page *out, char *err, int cap) {
+    return a->ops->read_decisions(a, f, before_seq, limit, arena, out, err, cap);
+}
+
+pgcl_status pgcl_audit_read_contests(pgcl_audit *a, bool open, int64_t after_seq, int limit, int window_days,
+                                     int64_t now_us, pgcl_row_arena *arena, pgcl_contest_page *out, char *err,
+                                     int cap) {
+    return a->ops->read_contests(a, open, after_seq, limit, window_days, now_us, arena, out, err, cap);
+}
+
+pgcl_status pgcl_audit_read_stats(pgcl_audit *a, const char *since, const char *until, pgcl_row_arena *arena,
+                                  pgcl_audit_stats *out, char *err, int cap) {
+    return a->ops->read_stats(a, since, until, arena, out, err, cap);
+}
+
+pgcl_status pgcl_audit_open_export(pgcl_audit *a, const char *since, const char *until, pgcl_export_format fmt,
+                                   pgcl_export **out, char *err, int cap) {
+    return a->ops->open_export(a, since, until, fmt, out, err, cap);
+}
+
+pgcl_status pgcl_audit_read_stored_decision(pgcl_audit *a, const char *decision_id, pgcl_stored_decision *out,
+                                            char *err, int cap) {
+    return a->ops->read_stored_decision(a, decision_id, out, err, cap);
+}
+
+void pgcl_stored_decision_clear(pgcl_stored_decision *d) {
+    free(d->owned);
+    *d = (pgcl_stored_decision){0};
+}
+
+pgcl_status pgcl_audit_read_idempotency_key(pgcl_audit *a, const char *scope, const char *key, const char *now,
+                                            bool *found, pgcl_idem_record *out, char *err, int cap) {
+    return a->ops->read_idempotency_key(a, scope, key, now, found, out, err, cap);
+}
+
+pgcl_status pgcl_audit_read_keys(pgcl_audit *a, pgcl_key_fn on_key, void *ctx, char *err, int cap) {
+    return a->ops->read_keys(a, on_key, ctx, err, cap);
+}
+
+pgcl_status pgcl_audit_read_activations(pgcl_audit *a, pgcl_activation_fn on_activation, void *ctx, char *err,
+                                        int cap) {
+    return a->ops->read_activations(a, on_activation, ctx, err, cap);
+}
+
+pgcl_status pgcl_audit_read_shadow_report(pgcl_audit *a, const char *model, const char *shadow_version,
+                                          pgcl_shadow_report *out, char *err, int cap) {
+    return a->ops->read_shadow_report(a, model, shadow_version, out, err, cap);
+}

@@ -117,30 +117,8 @@ void pgcl_audit_set_max_pending_rows(pgcl_audit *a, int max_pending_rows);
 /* Rows waiting for the writer (a gauge for /metrics). */
 int pgcl_audit_pending_rows(pgcl_audit *a);
 
-/* Read side: each call opens its own read-only connection to the database file, so it can run on
- * any thread beside the writer (audit_reads.c). */
-
-/* Calls on_activation(model, version, ctx) for every successful model.activate event, oldest
- * first: the last call for a model names the version it should come back with. */
-typedef void (*pgcl_activation_fn)(const char *model, const char *version, void *ctx);
-pgcl_status pgcl_audit_read_activations(const char *path, pgcl_activation_fn on_activation, void *ctx, char *err,
-                                        int cap);
-
-/* The decisions of the policy, in this order, as matrix indexes. */
-enum { PGCL_DECISION_KINDS = 3 };
-extern const char *const pgcl_decision_kind_names[PGCL_DECISION_KINDS]; /* "allow", "review", "block" */
-
-/* Agreement of a shadow version with the primary on the same items. */
-typedef struct pgcl_shadow_report {
-    int64_t items;
-    int64_t decision_agreements;
-    int64_t decision_matrix[PGCL_DECISION_KINDS][PGCL_DECISION_KINDS]; /* [primary][shadow] */
-    int64_t label_agreements;
-    double sum_abs_score_difference, max_abs_score_difference;
-} pgcl_shadow_report;
-
-pgcl_status pgcl_audit_read_shadow_report(const char *path, const char *model, const char *shadow_version,
-                                          pgcl_shadow_report *out, char *err, int cap);
+/* The read side of the store (reviewers' reads, idempotency keys, API keys, activations, the
+ * shadow report) is declared in audit_reads.h. */
 
 /* False after a failed commit until the next successful one. */
 bool pgcl_audit_healthy(pgcl_audit *a);

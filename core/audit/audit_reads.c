@@ -1,8 +1,10 @@
-/* The audit store's reads that the operators' side needs (activations at start-up, the shadow
- * report), each on its own read-only connection. See audit.h. */
-#include "audit.h"
+/* The SQLite store's read side (audit_reads.h): the reviewers' reads on the reader pool of the
+ * store's database file (core/review/), the idempotency keys and API keys, and the operators'
+ * reads (activations at start-up, the shadow report) each on a read-only connection of its own. */
+#include "audit_store_impl.h"
 
 #include <sqlite3.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "db.h"
@@ -22,8 +24,9 @@ static int take_activation(sqlite3_stmt *s, void *ctx, char *err, int cap) {
     return SQLITE_OK;
 }
 
-pgcl_status pgcl_audit_read_activations(const char *path, pgcl_activation_fn on_activation, void *ctx, char *err,
-                                        int cap) {
+pgcl_status pgcl_sqlite_read_activations(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
+                                         int cap) {
+    const char *path = pgcl_audit_sqlite_path(store);
     sqlite3 *db = pgcl_db_open_reader(path, err, cap);
     if (!db) return PGCL_ERR_DB;
     activations_walk walk = {on_activation, ctx};
@@ -70,8 +73,9 @@ static int take_shadow_group(sqlite3_stmt *s, void *ctx, char *err, int cap) {
     return SQLITE_OK;
 }
 
-pgcl_status pgcl_audit_read_shadow_report(const char *path, const char *model, const char *shadow_version,
-                                          pgcl_shadow_report *out, char *err, int cap) {
+pgcl_status pgcl_sqlite_read_shadow_report(pgcl_audit *store, const char *model, const char *shadow_version,
+                                           pgcl_shadow_report *out, char *err, int cap) {
+    const char *path = pgcl_audit_sqlite_path(store);
     memset(out, 0, sizeof *out);
     sqlite3 *db = pgcl_db_open_reader(path, err, cap);
     if (!db) return PGCL_ERR_DB;
@@ -90,4 +94,150 @@ pgcl_status pgcl_audit_read_shadow_report(const char *path, const char *model, c
     }
     sqlite3_close(db);
     return rc == SQLITE_OK ? PGCL_OK : PGCL_ERR_DB;
+}
+
+/* ---- the reviewers' reads, the keys ---- */
+
+/* The store's reader pool (process-wide per database file, reader_pool.h); NULL only when out of
+ * memory, with err set. */
+static pgcl_qpool *readers_of(pgcl_audit *store, char *err, int cap) {
+    return pgcl_queries_pool(pgcl_audit_sqlite_path(store), err, cap);
+}
+
+pgcl_status pgcl_sqlite_read_decision(pgcl_audit *store, const char *decision_id, pgcl_row_arena *arena,
+                                      pgcl_decision_record *out, char *err, int cap) {
+    pgcl_qpool *p = readers_of(store, err, cap);
+    return p ? pgcl_decision_record_read(p, decision_id, arena, out, err, cap) : PGCL_ERR_NOMEM;
+}
+
+pgcl_status pgcl_sqlite_read_decisions(pgcl_audit *store, const pgcl_decision_filter *f, int64_t before_seq,
+                                       int limit, pgcl_row_arena *arena, pgcl_decision_page *out, char *err, int cap) {
+    pgcl_qpool *p = readers_of(store, err, cap);
+    return p ? pgcl_decisions_list(p, f, before_seq, limit, arena, out, err, cap) : PGCL_ERR_NOMEM;
+}
+
+pgcl_status pgcl_sqlite_read_contests(pgcl_audit *store, bool open, int64_t after_seq, int limit, int window_days,
+                                      int64_t now_us, pgcl_row_arena *arena, pgcl_contest_page *out, char *err,
+                                      int cap) {
+    pgcl_qpool *p = readers_of(store, err, cap);
+    return p ? pgcl_contests_list(p, open, after_seq, limit, window_days, now_us, arena, out, err, cap)
+             : PGCL_ERR_NOMEM;
+}
+
+pgcl_status pgcl_sqlite_read_stats(pgcl_audit *store, const char *since, const char *until, pgcl_row_arena *arena,
+                                   pgcl_audit_stats *out, char *err, int cap) {
+    pgcl_qpool *p = readers_of(store, err, cap);
+    return p ? pgcl_audit_stats_read(p, since, until, arena, out, err, cap) : PGCL_ERR_NOMEM;
+}
+
+pgcl_status pgcl_sqlite_open_export(pgcl_audit *store, const char *since, const char *until, pgcl_export_format fmt,
+                                    pgcl_export **out, char *err, int cap) {
+    *out = NULL;
+    pgcl_qpool *p = readers_of(store, err, cap);
+    return p ? pgcl_export_create(p, since, until, fmt, out, err, cap) : PGCL_ERR_NOMEM;
+}
+
+pgcl_status pgcl_sqlite_read_idempotency_key(pgcl_audit *store, const char *scope, const char *key, const char *now,
+                                             bool *found, pgcl_idem_record *out, char *err, int cap) {
+    *found = false;
+    pgcl_qpool *p = readers_of(store, err, cap);
+    sqlite3 *db = NULL;
+    pgcl_status st = p ? pgcl_qpool_acquire(p, &db, err, cap) : PGCL_ERR_DB;
+    if (st != PGCL_OK) return st;
+    st = pgcl_idem_lookup(db, scope, key, now, found, out, err, cap);
+    pgcl_qpool_release(p, db);
+    return st;
+}
+
+pgcl_status pgcl_sqlite_read_keys(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap) {
+    return pgcl_keys_list(pgcl_audit_sqlite_path(store), on_key, ctx, err, cap);
+}
+
+/* ---- a decision as recorded, with its stored input (re-score) ---- */
+
+/* The columns of STORED_DECISION_SQL, in this order. */
+enum { COL_MODEL_NAME, COL_MODEL_VERSION, COL_MODEL_SHA256, COL_LABEL, COL_DECISION, COL_PROBABILITIES,
+       COL_TOXICITY, COL_INPUT, COL_INPUT_DTYPE };
+
+static const char STORED_DECISION_SQL[] =
+    "SELECT model_name, model_version, model_sha256, label, decision, probabilities, toxicity, input, input_dtype"
+    " FROM decisions WHERE decision_id = ?";
+
+typedef struct stored_read {
+    const char *decision_id;
+    pgcl_stored_decision *out;
+    bool found, out_of_memory;
+} stored_read;
+
+static int bind_stored_decision_id(sqlite3_stmt *stmt, void *ctx) {
+    return sqlite3_bind_text(stmt, 1, ((stored_read *)ctx)->decision_id, -1, SQLITE_STATIC);
+}
+
+/* Copies the row (the input blob first, for its alignment, then the texts) into one allocation. */
+static int take_stored_decision(sqlite3_stmt *stmt, void *arg, char *err, int cap) {
+    stored_read *c = arg;
+    pgcl_stored_decision *out = c->out;
+    c->found = true;
+    const unsigned char *blob = sqlite3_column_blob(stmt, COL_INPUT);
+    int blob_bytes = sqlite3_column_bytes(stmt, COL_INPUT);
+    const char *dtype = (const char *)sqlite3_column_text(stmt, COL_INPUT_DTYPE);
+    bool input_stored = blob && dtype;
+    static const int text_cols[] = {COL_MODEL_NAME, COL_MODEL_VERSION, COL_MODEL_SHA256, COL_LABEL, COL_DECISION,
+                                    COL_PROBABILITIES};
+    enum { N_TEXTS = sizeof text_cols / sizeof text_cols[0] };
+    size_t total = input_stored ? (size_t)blob_bytes : 0;
+    for (int t = 0; t < N_TEXTS; t++) total += (size_t)sqlite3_column_bytes(stmt, text_cols[t]) + 1;
+    if (!(out->owned = malloc(total))) {
+        c->out_of_memory = true;
+        return SQLITE_NOMEM;
+    }
+    unsigned char *p = out->owned;
+    if (input_stored) {
+        memcpy(p, blob, (size_t)blob_bytes);
+        out->input = p;
+        out->input_bytes = blob_bytes;
+        out->input_half = strcmp(dtype, "f16") == 0;
+        p += blob_bytes;
+    }
+    const char **texts[N_TEXTS] = {&out->original.model_name, &out->original.model_version,
+                                   &out->original.model_sha256, &out->original.label, &out->original.decision,
+                                   &out->original.probabilities_json};
+    for (int t = 0; t < N_TEXTS; t++) {
+        const unsigned char *text = sqlite3_column_text(stmt, text_cols[t]);
+        size_t len = (size_t)sqlite3_column_bytes(stmt, text_cols[t]);
+        *texts[t] = text ? memcpy(p, text, len + 1) : NULL;
+        p += len + 1;
+    }
+    out->original.has_toxicity = sqlite3_column_type(stmt, COL_TOXICITY) != SQLITE_NULL;
+    out->original.toxicity = sqlite3_column_double(stmt, COL_TOXICITY);
+    (void)err;
+    (void)cap;
+    return SQLITE_DONE; /* one row: stop */
+}
+
+pgcl_status pgcl_sqlite_read_stored_decision(pgcl_audit *store, const char *decision_id, pgcl_stored_decision *out,
+                                             char *err, int cap) {
+    sqlite3 *db = pgcl_db_open_reader(pgcl_audit_sqlite_path(store), err, cap);
+    if (!db) return PGCL_ERR_DB;
+    stored_read c = {.decision_id = decision_id, .out = out};
+    char why[512] = "";
+    int rc = pgcl_db_each_row(db, STORED_DECISION_SQL, bind_stored_decision_id, take_stored_decision, &c, why,
+                              sizeof why);
+    sqlite3_close(db);
+    if (c.out_of_memory) {
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    if (rc != SQLITE_OK && rc != SQLITE_DONE) {
+        /* pgcl_db_each_row says "<step>: <SQLite's message>"; the messages re-score has always given */
+        const char *message = strchr(why, ':') ? strchr(why, ':') + 2 : why;
+        if (strncmp(why, "prepare: ", 9) == 0) pgcl_errorf(err, cap, "%s", message);
+        else pgcl_errorf(err, cap, "reading the decision: %s", message);
+        return PGCL_ERR_DB;
+    }
+    if (!c.found) {
+        pgcl_errorf(err, cap, "no decision with id %.64s", decision_id);
+        return PGCL_ERR_NOT_FOUND;
+    }
+    return PGCL_OK;
 }

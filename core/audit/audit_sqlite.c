@@ -41,6 +41,7 @@ struct pgcl_audit_txn {
 
 typedef struct sqlite_store {
     pgcl_audit base; /* first: the interface's view of this store */
+    char *path;      /* the database file (the read side opens its own connections to it) */
     sqlite3 *db;
     sqlite3_stmt *insert;
     sqlite3_stmt *insert_event;
@@ -575,6 +576,8 @@ static int sqlite_pending_rows(pgcl_audit *store) {
     return n;
 }
 
+const char *pgcl_audit_sqlite_path(pgcl_audit *store) { return sqlite_store_of(store)->path; }
+
 static bool sqlite_healthy(pgcl_audit *store) { return sqlite_store_of(store)->healthy; }
 
 static int sqlite_schema_version(pgcl_audit *store) { return sqlite_store_of(store)->schema_version; }
@@ -588,6 +591,10 @@ pgcl_status pgcl_audit_sqlite_open(const pgcl_audit_options *opts, pgcl_audit **
     sqlite_store *a = calloc(1, sizeof *a);
     if (!a) return PGCL_ERR_NOMEM;
     a->base.ops = &pgcl_audit_sqlite_ops;
+    if (!(a->path = strdup(opts->path))) {
+        free(a);
+        return PGCL_ERR_NOMEM;
+    }
     pthread_mutex_init(&a->lock, NULL);
     pgcl_cond_init_monotonic(&a->work); /* the unhealthy writer's probe interval */
     pthread_mutex_init(&a->ckpt_lock, NULL);
@@ -694,6 +701,7 @@ static void sqlite_close(pgcl_audit *store) {
     pthread_cond_destroy(&a->work);
     pthread_mutex_destroy(&a->ckpt_lock);
     pthread_cond_destroy(&a->ckpt_wake);
+    free(a->path);
     free(a);
 }
 
@@ -708,4 +716,14 @@ const pgcl_audit_store_ops pgcl_audit_sqlite_ops = {
     .pending_rows = sqlite_pending_rows,
     .healthy = sqlite_healthy,
     .schema_version = sqlite_schema_version,
+    .read_decision = pgcl_sqlite_read_decision,
+    .read_decisions = pgcl_sqlite_read_decisions,
+    .read_contests = pgcl_sqlite_read_contests,
+    .read_stats = pgcl_sqlite_read_stats,
+    .open_export = pgcl_sqlite_open_export,
+    .read_stored_decision = pgcl_sqlite_read_stored_decision,
+    .read_idempotency_key = pgcl_sqlite_read_idempotency_key,
+    .read_keys = pgcl_sqlite_read_keys,
+    .read_activations = pgcl_sqlite_read_activations,
+    .read_shadow_report = pgcl_sqlite_read_shadow_report,
 };

@@ -10,6 +10,7 @@
 #define PGCL_AUDIT_STORE_IMPL_H
 
 #include "audit.h"
+#include "audit_reads.h"
 
 typedef struct pgcl_audit_store_ops {
     const char *name; /* "sqlite" */
@@ -25,6 +26,26 @@ typedef struct pgcl_audit_store_ops {
     int (*pending_rows)(pgcl_audit *store);
     bool (*healthy)(pgcl_audit *store);
     int (*schema_version)(pgcl_audit *store);
+    /* the read side (audit_reads.h), each with its public counterpart's contract */
+    pgcl_status (*read_decision)(pgcl_audit *store, const char *decision_id, pgcl_row_arena *arena,
+                                 pgcl_decision_record *out, char *err, int cap);
+    pgcl_status (*read_decisions)(pgcl_audit *store, const pgcl_decision_filter *f, int64_t before_seq, int limit,
+                                  pgcl_row_arena *arena, pgcl_decision_page *out, char *err, int cap);
+    pgcl_status (*read_contests)(pgcl_audit *store, bool open, int64_t after_seq, int limit, int window_days,
+                                 int64_t now_us, pgcl_row_arena *arena, pgcl_contest_page *out, char *err, int cap);
+    pgcl_status (*read_stats)(pgcl_audit *store, const char *since, const char *until, pgcl_row_arena *arena,
+                              pgcl_audit_stats *out, char *err, int cap);
+    pgcl_status (*open_export)(pgcl_audit *store, const char *since, const char *until, pgcl_export_format fmt,
+                               pgcl_export **out, char *err, int cap);
+    pgcl_status (*read_stored_decision)(pgcl_audit *store, const char *decision_id, pgcl_stored_decision *out,
+                                        char *err, int cap);
+    pgcl_status (*read_idempotency_key)(pgcl_audit *store, const char *scope, const char *key, const char *now,
+                                        bool *found, pgcl_idem_record *out, char *err, int cap);
+    pgcl_status (*read_keys)(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap);
+    pgcl_status (*read_activations)(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
+                                    int cap);
+    pgcl_status (*read_shadow_report)(pgcl_audit *store, const char *model, const char *shadow_version,
+                                      pgcl_shadow_report *out, char *err, int cap);
 } pgcl_audit_store_ops;
 
 /* What every store begins with. */
@@ -32,8 +53,31 @@ struct pgcl_audit {
     const pgcl_audit_store_ops *ops;
 };
 
-/* The SQLite store. */
+/* The SQLite store (audit_sqlite.c: open, the writer; audit_reads.c: the read side, on the
+ * reader pool of its database file, core/review/reader_pool.c). */
 extern const pgcl_audit_store_ops pgcl_audit_sqlite_ops;
 pgcl_status pgcl_audit_sqlite_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap);
+/* The database file of a SQLite store. */
+const char *pgcl_audit_sqlite_path(pgcl_audit *store);
+pgcl_status pgcl_sqlite_read_decision(pgcl_audit *store, const char *decision_id, pgcl_row_arena *arena,
+                                      pgcl_decision_record *out, char *err, int cap);
+pgcl_status pgcl_sqlite_read_decisions(pgcl_audit *store, const pgcl_decision_filter *f, int64_t before_seq,
+                                       int limit, pgcl_row_arena *arena, pgcl_decision_page *out, char *err, int cap);
+pgcl_status pgcl_sqlite_read_contests(pgcl_audit *store, bool open, int64_t after_seq, int limit, int window_days,
+                                      int64_t now_us, pgcl_row_arena *arena, pgcl_contest_page *out, char *err,
+                                      int cap);
+pgcl_status pgcl_sqlite_read_stats(pgcl_audit *store, const char *since, const char *until, pgcl_row_arena *arena,
+                                   pgcl_audit_stats *out, char *err, int cap);
+pgcl_status pgcl_sqlite_open_export(pgcl_audit *store, const char *since, const char *until, pgcl_export_format fmt,
+                                    pgcl_export **out, char *err, int cap);
+pgcl_status pgcl_sqlite_read_stored_decision(pgcl_audit *store, const char *decision_id, pgcl_stored_decision *out,
+                                             char *err, int cap);
+pgcl_status pgcl_sqlite_read_idempotency_key(pgcl_audit *store, const char *scope, const char *key, const char *now,
+                                             bool *found, pgcl_idem_record *out, char *err, int cap);
+pgcl_status pgcl_sqlite_read_keys(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap);
+pgcl_status pgcl_sqlite_read_activations(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
+                                         int cap);
+pgcl_status pgcl_sqlite_read_shadow_report(pgcl_audit *store, const char *model, const char *shadow_version,
+                                           pgcl_shadow_report *out, char *err, int cap);
 
 #endif

@@ -1,5 +1,5 @@
 /* Re-scoring a recorded decision on review: read the decision's stored input (float16 or float32,
- * --store-inputs) from the audit database, score it with the active version of its model on a
+ * --store-inputs) from the audit store, score it with the active version of its model on a
  * compute slot, and return the decision as recorded beside the new outcome. Plain structs in,
  * plain structs out: the route words the errors and builds the answer. */
 #ifndef PGCL_RESCORE_H
@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 
+#include "audit_reads.h"
 #include "compute_slots.h"
 #include "model.h"
 #include "registry.h"
@@ -26,18 +27,9 @@ typedef enum {
 
 const char *pgcl_rescore_outcome_str(pgcl_rescore_outcome o);
 
-/* The decision as recorded (texts owned by the pgcl_rescore; NULL where the column was NULL). */
-typedef struct pgcl_recorded_decision {
-    const char *model_name, *model_version, *model_sha256, *label, *decision;
-    const char *probabilities_json;
-    bool has_toxicity;
-    double toxicity;
-} pgcl_recorded_decision;
-
 /* Zero-initialise; release with pgcl_rescore_clear. Filled as far as the call got. */
 typedef struct pgcl_rescore {
-    pgcl_recorded_decision original;
-    bool input_half;          /* the input was stored as float16 (else float32) */
+    pgcl_stored_decision stored; /* the decision as recorded, and its stored input */
     int stored_values;        /* values in the stored input */
     pgcl_model *model;        /* the active version that re-scored it (retained), or NULL */
     float *vector;            /* (d) */
@@ -45,17 +37,13 @@ typedef struct pgcl_rescore {
     int label_index;
     pgcl_decision decision;
     /* private */
-    unsigned char *row_copy;  /* the texts and the input blob, in one allocation */
-    const unsigned char *input;
-    int input_bytes;
     float *work;              /* z (D), vector, probs, in one allocation */
 } pgcl_rescore;
 
-/* Re-scores decision `decision_id` from the database at db_path (a read-only connection of its
- * own) with the active version of its model from `registry`, on a slot of `compute`. Returns
+/* Re-scores decision `decision_id`, read from the audit store, with the active version of its model from `registry`, on a slot of `compute`. Returns
  * PGCL_RESCORE_OK with *out filled, or why not (err is set for PGCL_RESCORE_DB_UNAVAILABLE).
  * Thread-safe. */
-pgcl_rescore_outcome pgcl_rescore_decision(const char *db_path, pgcl_registry *registry, pgcl_compute_slots *compute,
+pgcl_rescore_outcome pgcl_rescore_decision(pgcl_audit *store, pgcl_registry *registry, pgcl_compute_slots *compute,
                                            const char *decision_id, pgcl_rescore *out, char *err, int cap);
 
 /* Frees what a pgcl_rescore holds and zeroes it. Accepts a zeroed one. */

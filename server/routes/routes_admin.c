@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "audit_reads.h"
 #include "ids.h"
 #include "keys_json.h"
 #include "log.h"
@@ -438,7 +439,7 @@ void pgcld_handle_shadow_report(pgcld_server *srv, const pgcld_request *req, pgc
     } else {
         pgcl_shadow_report counts;
         char err[ERR_CAP];
-        if (pgcl_audit_read_shadow_report(srv->cfg->db_path, name, version, &counts, err, sizeof err) != PGCL_OK) {
+        if (pgcl_audit_read_shadow_report(srv->audit, name, version, &counts, err, sizeof err) != PGCL_OK) {
             reply->retry_after = "1";
             pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "%s", err);
         } else {
@@ -511,7 +512,7 @@ void pgcld_handle_keys_create(pgcld_server *srv, const pgcld_request *req, pgcld
 void pgcld_handle_keys_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     json_t *keys = json_array();
     char err[ERR_CAP];
-    pgcl_status st = keys ? pgcl_keys_list(srv->cfg->db_path, pgcld_key_append_json, keys, err, sizeof err)
+    pgcl_status st = keys ? pgcl_audit_read_keys(srv->audit, pgcld_key_append_json, keys, err, sizeof err)
                           : PGCL_ERR_NOMEM;
     if (st != PGCL_OK) {
         if (st == PGCL_ERR_NOMEM) snprintf(err, sizeof err, "out of memory");

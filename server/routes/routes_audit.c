@@ -14,15 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "contest_reads.h"
-#include "decision_lists.h"
-#include "decision_record.h"
-#include "export.h"
+#include "audit_reads.h"
 #include "log.h"
 #include "model.h"
-#include "reader_pool.h"
-#include "stats_reads.h"
-#include "time_cursor.h"
 #include "review_json.h"
 #include "server.h"
 
@@ -152,13 +146,6 @@ static const unsigned char NO_FILTERS[PGCL_CURSOR_BINDING] = {0};
 
 /* ---- shared ---- */
 
-static pgcl_qpool *reader_pool(pgcld_server *srv, pgcld_reply *reply) {
-    char err[ERR_CAP];
-    pgcl_qpool *p = pgcl_queries_pool(srv->cfg->db_path, err, sizeof err);
-    if (!p) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "%s", err);
-    return p;
-}
-
 /* Replies to a failed read: 503 when the database is busy or failing (retry), else 500. */
 static void read_error(pgcld_reply *reply, const char *what, pgcl_status st, const char *err) {
     pgcl_log_error("%s: %s (%s)", what, err, pgcl_status_str(st));
@@ -178,10 +165,8 @@ static void read_error(pgcld_reply *reply, const char *what, pgcl_status st, con
  * strings in a. Replies 404 decision_not_found itself; returns false with reply set on failure. */
 static bool load_decision(pgcld_server *srv, const pgcld_request *req, pgcl_row_arena *a, pgcl_decision_record *rec,
                           pgcld_reply *reply) {
-    pgcl_qpool *p = reader_pool(srv, reply);
-    if (!p) return false;
     char err[ERR_CAP];
-    pgcl_status st = pgcl_decision_record_read(p, req->params[0], a, rec, err, sizeof err);
+    pgcl_status st = pgcl_audit_read_decision(srv->audit, req->params[0], a, rec, err, sizeof err);
     if (st == PGCL_ERR_NOT_FOUND) {
         pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id '%.64s'", req->params[0]);
         return false;
@@ -305,12 +290,10 @@ void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pg
     unsigned char binding[PGCL_CURSOR_BINDING];
     pgcl_decision_filter_binding(&f, binding);
     if (cursor_param(req, PGCL_CURSOR_DECISIONS, binding, &before, reply) != 0) return;
-    pgcl_qpool *p = reader_pool(srv, reply);
-    if (!p) return;
     pgcl_row_arena a = {0};
     pgcl_decision_page page;
     char err[ERR_CAP];
-    pgcl_status st = pgcl_decisions_list(p, &f, before, limit, &a, &page, err, sizeof err);
+    pgcl_status st = pgcl_audit_read_decisions(srv->audit, &f, before, limit, &a, &page, err, sizeof err);
     if (st != PGCL_OK) {
         read_error(reply, "decisions", st, err);
     } else {
@@ -514,12 +497,10 @@ void pgcld_handle_audit_export(pgcld_server *srv, const pgcld_request *req, pgcl
         choice_param(req, "format", FORMAT_VALUES, &format, reply) != 0)
         return;
     bool csv = format && strcmp(format, "csv") == 0;
-    pgcl_qpool *p = reader_pool(srv, reply);
-    if (!p) return;
     pgcl_export *e = NULL;
     char err[ERR_CAP];
     pgcl_status st =
-        pgcl_export_create(p, since, until, csv ? PGCL_EXPORT_CSV : PGCL_EXPORT_NDJSON, &e, err, sizeof err);
+        pgcl_audit_open_export(srv->audit, since, until, csv ? PGCL_EXPORT_CSV : PGCL_EXPORT_NDJSON, &e, err, sizeof err);
     if (st != PGCL_OK) {
         read_error(reply, "export", st, err);
         return;
@@ -541,12 +522,10 @@ void pgcld_handle_audit_stats(pgcld_server *srv, const pgcld_request *req, pgcld
     const char *since, *until;
     if (window_params(req, since_buf, until_buf, &since, &until, reply) != 0)
         return;
-    pgcl_qpool *p = reader_pool(srv, reply);
-    if (!p) return;
     pgcl_row_arena a = {0};
     pgcl_audit_stats stats;
     char err[ERR_CAP];
-    pgcl_status st = pgcl_audit_stats_read(p, since, until, &a, &stats, err, sizeof err);
+    pgcl_status st = pgcl_audit_read_stats(srv->audit, since, until, &a, &stats, err, sizeof err);
     if (st != PGCL_OK) {
         read_error(reply, "stats", st, err);
     } else {
@@ -575,12 +554,10 @@ void pgcld_handle_contests_list(pgcld_server *srv, const pgcld_request *req, pgc
     bool open = !status || strcmp(status, "open") == 0;
     char kind = open ? PGCL_CURSOR_CONTESTS_OPEN : PGCL_CURSOR_CONTESTS_RESOLVED;
     if (cursor_param(req, kind, NO_FILTERS, &after, reply) != 0) return;
-    pgcl_qpool *p = reader_pool(srv, reply);
-    if (!p) return;
     pgcl_row_arena a = {0};
     pgcl_contest_page page;
     char err[ERR_CAP];
-    pgcl_status st = pgcl_contests_list(p, open, after, limit, contest_window_days(srv), pgcl_time_now_us(), &a, &page,
+    pgcl_status st = pgcl_audit_read_contests(srv->audit, open, after, limit, contest_window_days(srv), pgcl_time_now_us(), &a, &page,
                                         err, sizeof err);
     if (st != PGCL_OK) {
         read_error(reply, "contests", st, err);

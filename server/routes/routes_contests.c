@@ -140,7 +140,7 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
     char err[1024];
     const char *did = req->params[0];
     pgcl_rescore r = {0};
-    switch (pgcl_rescore_decision(srv->cfg->db_path, srv->registry, srv->compute, did, &r, err, sizeof err)) {
+    switch (pgcl_rescore_decision(srv->audit, srv->registry, srv->compute, did, &r, err, sizeof err)) {
     case PGCL_RESCORE_OK:
         break;
     case PGCL_RESCORE_DB_UNAVAILABLE:
@@ -159,7 +159,7 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
     case PGCL_RESCORE_MODEL_NOT_READY:
         reply->retry_after = "5";
         pgcld_reply_error(reply, 503, "not_ready", -1, NULL, "model '%s' has no active version now",
-                          r.original.model_name);
+                          r.stored.original.model_name);
         goto done;
     case PGCL_RESCORE_INPUT_INCOMPATIBLE:
         pgcld_reply_error(reply, 409, "input_incompatible", -1, NULL,
@@ -170,7 +170,7 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
         pgcld_reply_error(reply, 409, "input_not_rescorable", -1, NULL,
                           "the stored input of decision %s is not the input that was scored (a value beyond %s's "
                           "range was stored as infinity), so it cannot be re-scored",
-                          did, r.input_half ? "float16" : "float32");
+                          did, r.stored.input_half ? "float16" : "float32");
         goto done;
     case PGCL_RESCORE_NO_MEMORY:
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
@@ -182,7 +182,7 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
                           r.model->name, r.model->version, did);
         goto done;
     }
-    const pgcl_recorded_decision *o = &r.original;
+    const pgcl_recorded_decision *o = &r.stored.original;
     const pgcl_model *m = r.model;
     json_t *original_probs = json_loads(o->probabilities_json, 0, NULL);
     json_t *original = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "model_name", o->model_name, "model_version",
@@ -194,7 +194,7 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
     bool same_decision = strcmp(pgcl_decision_str(r.decision), o->decision) == 0;
     reply->status = 200;
     reply->body = json_pack("{s:s, s:o, s:o, s:s, s:b, s:b}", "decision_id", did, "original", original,
-                            "rescored", rescored, "input_precision", r.input_half ? "float16" : "float32",
+                            "rescored", rescored, "input_precision", r.stored.input_half ? "float16" : "float32",
                             "same_label", same_label, "same_decision", same_decision);
 done:
     pgcl_rescore_clear(&r);

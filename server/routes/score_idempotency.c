@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "reader_pool.h"
+#include "audit_reads.h"
 #include "score_job.h"
 #include "server.h"
 
@@ -90,15 +90,9 @@ int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, s
     }
     char err[512], now[PGCL_TIMESTAMP_LEN + 1];
     pgcl_timestamp_now(now);
-    pgcl_qpool *pool = pgcl_queries_pool(srv->cfg->db_path, err, sizeof err);
-    sqlite3 *db = NULL;
     bool found = false;
     pgcl_idem_record rec = {0};
-    pgcl_status st = pool ? pgcl_qpool_acquire(pool, &db, err, sizeof err) : PGCL_ERR_DB;
-    if (st == PGCL_OK) {
-        st = pgcl_idem_lookup(db, scope, key, now, &found, &rec, err, sizeof err);
-        pgcl_qpool_release(pool, db);
-    }
+    pgcl_status st = pgcl_audit_read_idempotency_key(srv->audit, scope, key, now, &found, &rec, err, sizeof err);
     if (st != PGCL_OK) {
         reply->retry_after = "1";
         pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "idempotency keys cannot be read; retry shortly");
