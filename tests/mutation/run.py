@@ -105,7 +105,7 @@ MUTATIONS = [
     M("limit-max-pending-rows", "core/audit/audit_sqlite.c",
       "if (job->bounded && a->pending_rows > 0 && a->pending_rows + job->n_rows > a->max_pending_rows) {",
       "if (0) {",
-      "--max-pending-rows ignored (the audit backlog is unbounded)", ["test_backlog", "test_openapi"]),
+      "--max-pending-rows ignored (the audit backlog is unbounded)", ["test_backlog", "test_openapi_score"]),
     M("limit-max-pending-rows-edge", "core/audit/audit_sqlite.c",
       "a->pending_rows + job->n_rows > a->max_pending_rows", "a->pending_rows + job->n_rows >= a->max_pending_rows",
       "a request that exactly fills the backlog is refused", ["test_backlog"]),
