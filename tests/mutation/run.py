@@ -195,10 +195,10 @@ MUTATIONS = [
     # -- rate limits (server/http/ratelimit.c)
     M("ratelimit-refill", "server/http/ratelimit.c",
       "b->tokens_u += elapsed * rps;", "b->tokens_u = cap_u;",
-      "any pause refills the whole burst", ["test_ratelimit", "test_overload"]),
+      "any pause refills the whole burst", ["test_ratelimit", "test_overload_rate_limits"]),
     M("ratelimit-take", "server/http/ratelimit.c",
       "if (b->tokens_u >= MICRO) {", "if (b->tokens_u > 0) {",
-      "a fraction of a token admits a request", ["test_ratelimit", "test_overload"]),
+      "a fraction of a token admits a request", ["test_ratelimit", "test_overload_rate_limits"]),
 ]
 
 
