@@ -1,7 +1,7 @@
 /* The route table (see route_table.h) and its lookups: path matching with "{…}" segments and the
  * check of each route's query parameters. Adding an endpoint is one row here, one name in
  * pgcld_route_names (the metrics label), its handler in a routes_*.c and its entry in openapi.yaml
- * (tests/integration/test_openapi.py reads g_routes from this file). */
+ * (tests/integration/test_openapi_spec.py reads g_routes from this file). */
 #include <stdio.h>
 #include <string.h>
 

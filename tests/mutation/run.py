@@ -105,7 +105,7 @@ MUTATIONS = [
     M("limit-max-pending-rows", "core/audit/audit_sqlite.c",
       "if (job->bounded && a->pending_rows > 0 && a->pending_rows + job->n_rows > a->max_pending_rows) {",
       "if (0) {",
-      "--max-pending-rows ignored (the audit backlog is unbounded)", ["test_backlog", "test_openapi"]),
+      "--max-pending-rows ignored (the audit backlog is unbounded)", ["test_backlog", "test_openapi_score"]),
     M("limit-max-pending-rows-edge", "core/audit/audit_sqlite.c",
       "a->pending_rows + job->n_rows > a->max_pending_rows", "a->pending_rows + job->n_rows >= a->max_pending_rows",
       "a request that exactly fills the backlog is refused", ["test_backlog"]),
@@ -195,10 +195,10 @@ MUTATIONS = [
     # -- rate limits (server/http/ratelimit.c)
     M("ratelimit-refill", "server/http/ratelimit.c",
       "b->tokens_u += elapsed * rps;", "b->tokens_u = cap_u;",
-      "any pause refills the whole burst", ["test_ratelimit", "test_overload"]),
+      "any pause refills the whole burst", ["test_ratelimit", "test_overload_rate_limits"]),
     M("ratelimit-take", "server/http/ratelimit.c",
       "if (b->tokens_u >= MICRO) {", "if (b->tokens_u > 0) {",
-      "a fraction of a token admits a request", ["test_ratelimit", "test_overload"]),
+      "a fraction of a token admits a request", ["test_ratelimit", "test_overload_rate_limits"]),
 ]
 
 
