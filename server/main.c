@@ -312,7 +312,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         pgcl_log_info("audit: checkpoints are signed by Ed25519 key %s", public_hex);
     }
     if (strcmp(cfg.auth, "required") == 0) {
-        if (pgcl_keyring_open(cfg.db_path, &srv.keyring, err, sizeof err) != PGCL_OK) {
+        if (pgcl_audit_open_keyring(srv.audit, &srv.keyring, err, sizeof err) != PGCL_OK) {
             pgcl_log_error("keys: %s", err);
             goto out;
         }

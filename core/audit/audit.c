@@ -94,6 +94,23 @@ pgcl_status pgcl_audit_read_idempotency_key(pgcl_audit *a, const char *scope, co
     return a->ops->read_idempotency_key(a, scope, key, now, found, out, err, cap);
 }
 
+pgcl_status pgcl_audit_verify_chain(pgcl_audit *a, pgcl_chain_report *report, char *err, int cap) {
+    return a->ops->verify_chain(a, report, err, cap);
+}
+
+pgcl_status pgcl_audit_create_key(pgcl_audit *a, pgcl_role role, const char *name, const char *actor,
+                                  char key_out[128], char key_id_out[32], char *err, int cap) {
+    return a->ops->create_key(a, role, name, actor, key_out, key_id_out, err, cap);
+}
+
+pgcl_status pgcl_audit_revoke_key(pgcl_audit *a, const char *key_id, const char *actor, char *err, int cap) {
+    return a->ops->revoke_key(a, key_id, actor, err, cap);
+}
+
+pgcl_status pgcl_audit_open_keyring(pgcl_audit *a, pgcl_keyring **out, char *err, int cap) {
+    return a->ops->open_keyring(a, out, err, cap);
+}
+
 pgcl_status pgcl_audit_read_keys(pgcl_audit *a, pgcl_key_fn on_key, void *ctx, char *err, int cap) {
     return a->ops->read_keys(a, on_key, ctx, err, cap);
 }

@@ -149,6 +149,23 @@ pgcl_status pgcl_sqlite_read_idempotency_key(pgcl_audit *store, const char *scop
     return st;
 }
 
+pgcl_status pgcl_sqlite_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap) {
+    return pgcl_chain_verify(pgcl_audit_sqlite_path(store), NULL, 0, report, err, cap);
+}
+
+pgcl_status pgcl_sqlite_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
+                                   char key_out[128], char key_id_out[32], char *err, int cap) {
+    return pgcl_keys_create(pgcl_audit_sqlite_path(store), role, name, actor, key_out, key_id_out, err, cap);
+}
+
+pgcl_status pgcl_sqlite_revoke_key(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap) {
+    return pgcl_keys_revoke(pgcl_audit_sqlite_path(store), key_id, actor, err, cap);
+}
+
+pgcl_status pgcl_sqlite_open_keyring(pgcl_audit *store, pgcl_keyring **out, char *err, int cap) {
+    return pgcl_keyring_open(pgcl_audit_sqlite_path(store), out, err, cap);
+}
+
 pgcl_status pgcl_sqlite_read_keys(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap) {
     return pgcl_keys_list(pgcl_audit_sqlite_path(store), on_key, ctx, err, cap);
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "audit.h"
+#include "chain.h"
 #include "contest_reads.h"
 #include "decision_lists.h"
 #include "decision_record.h"
@@ -82,6 +83,17 @@ pgcl_status pgcl_audit_read_idempotency_key(pgcl_audit *a, const char *scope, co
                                             bool *found, pgcl_idem_record *out, char *err, int cap);
 
 /* ---- operators ---- */
+
+/* Verifies the whole chain (chain.h, pgcl_chain_verify without checkpoints): *report says whether
+ * it is intact. PGCL_ERR_DB when the chain cannot be read. */
+pgcl_status pgcl_audit_verify_chain(pgcl_audit *a, pgcl_chain_report *report, char *err, int cap);
+
+/* API keys (keys.h): create, revoke, and the keyring that authenticates requests, on the store's
+ * record. Contracts as pgcl_keys_create, pgcl_keys_revoke and pgcl_keyring_open. */
+pgcl_status pgcl_audit_create_key(pgcl_audit *a, pgcl_role role, const char *name, const char *actor,
+                                  char key_out[128], char key_id_out[32], char *err, int cap);
+pgcl_status pgcl_audit_revoke_key(pgcl_audit *a, const char *key_id, const char *actor, char *err, int cap);
+pgcl_status pgcl_audit_open_keyring(pgcl_audit *a, pgcl_keyring **out, char *err, int cap);
 
 /* Calls on_key for every API key, oldest first (keys.h, pgcl_keys_list). */
 pgcl_status pgcl_audit_read_keys(pgcl_audit *a, pgcl_key_fn on_key, void *ctx, char *err, int cap);

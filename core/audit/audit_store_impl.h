@@ -41,6 +41,11 @@ typedef struct pgcl_audit_store_ops {
                                         char *err, int cap);
     pgcl_status (*read_idempotency_key)(pgcl_audit *store, const char *scope, const char *key, const char *now,
                                         bool *found, pgcl_idem_record *out, char *err, int cap);
+    pgcl_status (*verify_chain)(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap);
+    pgcl_status (*create_key)(pgcl_audit *store, pgcl_role role, const char *name, const char *actor, char key_out[128],
+                              char key_id_out[32], char *err, int cap);
+    pgcl_status (*revoke_key)(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap);
+    pgcl_status (*open_keyring)(pgcl_audit *store, pgcl_keyring **out, char *err, int cap);
     pgcl_status (*read_keys)(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap);
     pgcl_status (*read_activations)(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
                                     int cap);
@@ -74,6 +79,11 @@ pgcl_status pgcl_sqlite_read_stored_decision(pgcl_audit *store, const char *deci
                                              char *err, int cap);
 pgcl_status pgcl_sqlite_read_idempotency_key(pgcl_audit *store, const char *scope, const char *key, const char *now,
                                              bool *found, pgcl_idem_record *out, char *err, int cap);
+pgcl_status pgcl_sqlite_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap);
+pgcl_status pgcl_sqlite_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
+                                   char key_out[128], char key_id_out[32], char *err, int cap);
+pgcl_status pgcl_sqlite_revoke_key(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap);
+pgcl_status pgcl_sqlite_open_keyring(pgcl_audit *store, pgcl_keyring **out, char *err, int cap);
 pgcl_status pgcl_sqlite_read_keys(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap);
 pgcl_status pgcl_sqlite_read_activations(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
                                          int cap);

@@ -492,8 +492,8 @@ void pgcld_handle_keys_create(pgcld_server *srv, const pgcld_request *req, pgcld
         pgcld_reply_error(reply, 400, "invalid_request", -1, "name", "'name' must be a string naming the key's holder");
     } else {
         char text[128], key_id[32], err[ERR_CAP];
-        pgcl_status st = pgcl_keys_create(srv->cfg->db_path, role, json_string_value(jname), req->actor, text, key_id,
-                                          err, sizeof err);
+        pgcl_status st = pgcl_audit_create_key(srv->audit, role, json_string_value(jname), req->actor, text,
+                                               key_id, err, sizeof err);
         if (st != PGCL_OK) {
             key_error(reply, st, err);
         } else {
@@ -527,7 +527,7 @@ void pgcld_handle_keys_list(pgcld_server *srv, const pgcld_request *req, pgcld_r
 void pgcld_handle_keys_revoke(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     const char *key_id = req->params[0];
     char err[ERR_CAP];
-    pgcl_status st = pgcl_keys_revoke(srv->cfg->db_path, key_id, req->actor, err, sizeof err);
+    pgcl_status st = pgcl_audit_revoke_key(srv->audit, key_id, req->actor, err, sizeof err);
     if (st == PGCL_ERR_INVALID) {
         pgcld_reply_error(reply, 404, "key_not_found", -1, NULL, "%s", err);
         return;

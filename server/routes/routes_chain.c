@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit_reads.h"
 #include "chain.h"
 #include "log.h"
 #include "server.h"
@@ -18,7 +19,7 @@
 void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     pgcl_chain_report rep;
     char err[ERR_CAP];
-    if (pgcl_chain_verify(srv->cfg->db_path, NULL, 0, &rep, err, sizeof err) != PGCL_OK) {
+    if (pgcl_audit_verify_chain(srv->audit, &rep, err, sizeof err) != PGCL_OK) {
         pgcl_log_error("audit verify: %s", err);
         pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "the audit chain could not be read: %s", err);
         reply->retry_after = "1";
