@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 
@@ -45,4 +46,20 @@ void pgcl_sha256_to_hex(const unsigned char digest[PGCL_SHA256_BYTES], char out[
         out[2 * i + 1] = hex[digest[i] & 15];
     }
     out[2 * PGCL_SHA256_BYTES] = 0;
+}
+
+void pgcl_sha256_prefixed(unsigned char prefix, const void *data, size_t len, unsigned char out[PGCL_SHA256_BYTES]) {
+    unsigned char small[1024];
+    if (len < sizeof small) { /* one copy and one call: cheaper than a context for short messages */
+        small[0] = prefix;
+        if (len) memcpy(small + 1, data, len);
+        pgcl_sha256(small, len + 1, out);
+        return;
+    }
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned n = 0;
+    must(ctx && EVP_DigestInit_ex(ctx, sha256_md(), NULL) && EVP_DigestUpdate(ctx, &prefix, 1) &&
+             EVP_DigestUpdate(ctx, data, len) && EVP_DigestFinal_ex(ctx, out, &n) && n == PGCL_SHA256_BYTES,
+         "prefixed digest");
+    EVP_MD_CTX_free(ctx);
 }

@@ -12,6 +12,9 @@
 /* One message in one call. Thread-safe. */
 void pgcl_sha256(const void *data, size_t len, unsigned char out[PGCL_SHA256_BYTES]);
 
+/* SHA-256(prefix ‖ data[0:len)): the leaf and node hashes of RFC 9162 Merkle trees (merkle.h). */
+void pgcl_sha256_prefixed(unsigned char prefix, const void *data, size_t len, unsigned char out[PGCL_SHA256_BYTES]);
+
 /* out = lowercase hex of the 32 bytes, NUL-terminated. */
 void pgcl_sha256_to_hex(const unsigned char digest[PGCL_SHA256_BYTES], char out[2 * PGCL_SHA256_BYTES + 1]);
 

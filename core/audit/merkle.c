@@ -1,0 +1,203 @@
+/* RFC 9162 §2.1 Merkle trees (see merkle.h). The builders walk the RFC's recursive definitions
+ * iteratively: MTH with a stack of perfect subtrees (the binary decomposition of n), PATH and
+ * PROOF by descending from the root and collecting the sibling subtree hashes, then reversing them
+ * (the RFC lists them leaf upwards). The verifiers are the RFC's algorithms, step for step. */
+#include "merkle.h"
+
+#include <string.h>
+
+#include "sha256.h"
+#include "status.h"
+
+enum { LEAF_PREFIX = 0x00, NODE_PREFIX = 0x01 };
+
+pgcl_merkle_hash pgcl_merkle_leaf_hash(const void *data, size_t len) {
+    pgcl_merkle_hash h;
+    pgcl_sha256_prefixed(LEAF_PREFIX, data, len, h.b);
+    return h;
+}
+
+pgcl_merkle_hash pgcl_merkle_node_hash(const pgcl_merkle_hash *left, const pgcl_merkle_hash *right) {
+    unsigned char msg[1 + 2 * PGCL_MERKLE_HASH_BYTES];
+    msg[0] = NODE_PREFIX;
+    memcpy(msg + 1, left->b, PGCL_MERKLE_HASH_BYTES);
+    memcpy(msg + 1 + PGCL_MERKLE_HASH_BYTES, right->b, PGCL_MERKLE_HASH_BYTES);
+    pgcl_merkle_hash h;
+    pgcl_sha256(msg, sizeof msg, h.b);
+    return h;
+}
+
+/* The largest power of two strictly below n (n >= 2): the RFC's split point k. */
+static uint64_t split_point(uint64_t n) {
+    PGCL_ASSERT(n >= 2);
+    return (uint64_t)1 << (63 - __builtin_clzll(n - 1));
+}
+
+pgcl_merkle_hash pgcl_merkle_root(const pgcl_merkle_hash *leaves, uint64_t n) {
+    if (n == 0) {
+        pgcl_merkle_hash empty;
+        pgcl_sha256("", 0, empty.b);
+        return empty;
+    }
+    /* stack[i] is a perfect subtree of 2^height[i] leaves; heights strictly decrease upwards, so the
+     * stack is n's binary decomposition, largest (leftmost) subtree at the bottom. */
+    pgcl_merkle_hash stack[PGCL_MERKLE_MAX_PATH + 1];
+    int height[PGCL_MERKLE_MAX_PATH + 1];
+    int top = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        stack[top] = leaves[i];
+        height[top++] = 0;
+        while (top >= 2 && height[top - 1] == height[top - 2]) {
+            stack[top - 2] = pgcl_merkle_node_hash(&stack[top - 2], &stack[top - 1]);
+            height[top - 2]++;
+            top--;
+        }
+    }
+    /* MTH(D[n]) = node(largest perfect subtree, MTH(the rest)): fold from the right. */
+    pgcl_merkle_hash h = stack[top - 1];
+    for (int i = top - 2; i >= 0; i--) h = pgcl_merkle_node_hash(&stack[i], &h);
+    return h;
+}
+
+static void reverse(pgcl_merkle_hash *h, int n) {
+    for (int i = 0, j = n - 1; i < j; i++, j--) {
+        pgcl_merkle_hash t = h[i];
+        h[i] = h[j];
+        h[j] = t;
+    }
+}
+
+int pgcl_merkle_inclusion_path(const pgcl_merkle_hash *leaves, uint64_t n, uint64_t index,
+                               pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH]) {
+    PGCL_ASSERT(index < n);
+    int len = 0;
+    uint64_t lo = 0, size = n, m = index; /* the subtree D[lo : lo+size) holding the leaf at lo+m */
+    while (size > 1) {
+        uint64_t k = split_point(size);
+        PGCL_ASSERT(len < PGCL_MERKLE_MAX_PATH);
+        if (m < k) { /* PATH(m, D[0:k]) : MTH(D[k:n]) */
+            path[len++] = pgcl_merkle_root(leaves + lo + k, size - k);
+            size = k;
+        } else { /* PATH(m - k, D[k:n]) : MTH(D[0:k]) */
+            path[len++] = pgcl_merkle_root(leaves + lo, k);
+            lo += k;
+            m -= k;
+            size -= k;
+        }
+    }
+    reverse(path, len); /* collected root downwards; the RFC lists them leaf upwards */
+    return len;
+}
+
+bool pgcl_merkle_verify_inclusion(const pgcl_merkle_hash *leaf, uint64_t index, uint64_t tree_size,
+                                  const pgcl_merkle_hash *path, int path_len, const pgcl_merkle_hash *root) {
+    if (index >= tree_size || path_len < 0 || path_len > PGCL_MERKLE_MAX_PATH) return false;
+    uint64_t fn = index, sn = tree_size - 1;
+    pgcl_merkle_hash r = *leaf;
+    for (int i = 0; i < path_len; i++) {
+        if (sn == 0) return false;
+        if ((fn & 1) || fn == sn) {
+            r = pgcl_merkle_node_hash(&path[i], &r);
+            while (!(fn & 1) && fn != 0) {
+                fn >>= 1;
+                sn >>= 1;
+            }
+        } else {
+            r = pgcl_merkle_node_hash(&r, &path[i]);
+        }
+        fn >>= 1;
+        sn >>= 1;
+    }
+    return sn == 0 && memcmp(r.b, root->b, PGCL_MERKLE_HASH_BYTES) == 0;
+}
+
+int pgcl_merkle_consistency_proof(const pgcl_merkle_hash *leaves, uint64_t m, uint64_t n,
+                                  pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH]) {
+    PGCL_ASSERT(m > 0 && m <= n);
+    /* SUBPROOF(m, D[lo : lo+size), whole): whole is the RFC's b, true while the old tree is the
+     * left part of every subtree descended into. */
+    pgcl_merkle_hash siblings[PGCL_MERKLE_MAX_PATH];
+    int n_siblings = 0;
+    uint64_t lo = 0, size = n;
+    bool whole = true;
+    while (m != size) {
+        uint64_t k = split_point(size);
+        PGCL_ASSERT(n_siblings < PGCL_MERKLE_MAX_PATH - 1);
+        if (m <= k) { /* SUBPROOF(m, D[0:k], b) : MTH(D[k:n]) */
+            siblings[n_siblings++] = pgcl_merkle_root(leaves + lo + k, size - k);
+            size = k;
+        } else { /* SUBPROOF(m - k, D[k:n], false) : MTH(D[0:k]) */
+            siblings[n_siblings++] = pgcl_merkle_root(leaves + lo, k);
+            lo += k;
+            m -= k;
+            size -= k;
+            whole = false;
+        }
+    }
+    int len = 0;
+    if (!whole) proof[len++] = pgcl_merkle_root(leaves + lo, size); /* SUBPROOF(m, D[m], false) */
+    for (int i = n_siblings - 1; i >= 0; i--) proof[len++] = siblings[i];
+    return len;
+}
+
+bool pgcl_merkle_verify_consistency(uint64_t first, uint64_t second, const pgcl_merkle_hash *first_root,
+                                    const pgcl_merkle_hash *second_root, const pgcl_merkle_hash *proof,
+                                    int proof_len) {
+    if (first == 0 || first > second || proof_len < 0 || proof_len > PGCL_MERKLE_MAX_PATH) return false;
+    if (first == second)
+        return proof_len == 0 && memcmp(first_root->b, second_root->b, PGCL_MERKLE_HASH_BYTES) == 0;
+    if (proof_len == 0) return false;
+    /* 1. When first is a power of two the old root itself starts the path. */
+    pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH + 1];
+    int len = 0;
+    if ((first & (first - 1)) == 0) path[len++] = *first_root;
+    memcpy(path + len, proof, (size_t)proof_len * sizeof *proof);
+    len += proof_len;
+    /* 2.–3. */
+    uint64_t fn = first - 1, sn = second - 1;
+    while (fn & 1) {
+        fn >>= 1;
+        sn >>= 1;
+    }
+    /* 4.–5. */
+    pgcl_merkle_hash fr = path[0], sr = path[0];
+    for (int i = 1; i < len; i++) {
+        if (sn == 0) return false;
+        if ((fn & 1) || fn == sn) {
+            fr = pgcl_merkle_node_hash(&path[i], &fr);
+            sr = pgcl_merkle_node_hash(&path[i], &sr);
+            while (!(fn & 1) && fn != 0) {
+                fn >>= 1;
+                sn >>= 1;
+            }
+        } else {
+            sr = pgcl_merkle_node_hash(&sr, &path[i]);
+        }
+        fn >>= 1;
+        sn >>= 1;
+    }
+    /* 6. */
+    return sn == 0 && memcmp(fr.b, first_root->b, PGCL_MERKLE_HASH_BYTES) == 0 &&
+           memcmp(sr.b, second_root->b, PGCL_MERKLE_HASH_BYTES) == 0;
+}
+
+void pgcl_merkle_to_hex(const pgcl_merkle_hash *h, char out[2 * PGCL_MERKLE_HASH_BYTES + 1]) {
+    pgcl_sha256_to_hex(h->b, out);
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+bool pgcl_merkle_from_hex(const char *hex, pgcl_merkle_hash *out) {
+    if (!hex || strlen(hex) != 2 * PGCL_MERKLE_HASH_BYTES) return false;
+    for (int i = 0; i < PGCL_MERKLE_HASH_BYTES; i++) {
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) return false;
+        out->b[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return true;
+}
