@@ -1,223 +1,30 @@
-/* The tamper-evident hash chain over the audit events (see chain.h; the format is in docs/audit.md).
- *
- * The file reads top to bottom: the encoding (version 1: the explicit column list of every event
- * table and the canonical encoding of values), the writer (begin/record inside the caller's write
- * transaction), then the verifier (one streaming walk over audit_chain in a single read snapshot,
- * then the checks that need the whole chain: the rows that predate it, rows that no entry refers
- * to, duplicate references and signed checkpoints).
- *
- * Writing and verifying hash a row through the same function, hash_row(), from the same SELECT of
- * the same column list, so the two can only disagree when the stored row changed. */
+/* The audit chain's writer (see chain.h; the format is in docs/audit.md): begin/record/seal inside
+ * the caller's write transaction. Encoding version 1 appends one entry per event; version 2 collects
+ * the transaction's events as Merkle leaves and seal() appends one entry for all of them. */
 #include "chain.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
-#include "sha256.h"
-#include "signing.h"
+#include "chain_encoding.h"
+#include "merkle.h"
 
-#define N_TABLES 4
-#define HEX_LEN 64 /* a SHA-256 in lowercase hex, without the NUL */
 #define ERR_CAP 512
-#define LEGACY_SEARCH_MAX 100000 /* rows tried per table when diagnosing a genesis mismatch */
-
-/* ---- encoding version 1 ----
- *
- * Each value: a 1-byte type tag, then
- *   0 NULL     nothing
- *   1 INTEGER  8 bytes, big-endian two's complement
- *   2 REAL     8 bytes, big-endian IEEE-754 bits
- *   3 TEXT     4-byte big-endian length, then the UTF-8 bytes
- *   4 BLOB     4-byte big-endian length, then the bytes
- * A row is its columns' values concatenated in the order of the list below (the row's seq first).
- * Changing a list changes every payload: that needs a new encoding version, never an edit. */
-
-enum { TAG_NULL = 0, TAG_INTEGER = 1, TAG_REAL = 2, TAG_TEXT = 3, TAG_BLOB = 4 };
-
-typedef struct event_table {
-    const char *name; /* the table, also the chain entry's kind */
-    const char *select_sql;
-} event_table;
-
-static const event_table g_tables[N_TABLES] = {
-    {"decisions",
-     "SELECT seq, decision_id, created_at, request_id, item_id, model_name, model_version, model_sha256, label,"
-     " label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector, input_sha256,"
-     " latency_us, input, input_dtype FROM decisions WHERE seq = ?1"},
-    {"admin_events",
-     "SELECT seq, event_id, created_at, actor, action, target, details FROM admin_events WHERE seq = ?1"},
-    {"contests",
-     "SELECT seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason FROM contests WHERE seq = ?1"},
-    {"resolutions",
-     "SELECT seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label, note"
-     " FROM resolutions WHERE seq = ?1"},
-};
-
-static const char ZERO_HASH[HEX_LEN + 1] = "0000000000000000000000000000000000000000000000000000000000000000";
-
-static const char HEAD_SQL[] = "SELECT seq, hash FROM audit_chain ORDER BY seq DESC LIMIT 1";
-
-/* Index of the event table named by kind[0..len), or -1. */
-static int table_index(const char *kind, size_t len) {
-    for (int t = 0; t < N_TABLES; t++)
-        if (strlen(g_tables[t].name) == len && memcmp(g_tables[t].name, kind, len) == 0) return t;
-    return -1;
-}
-
-/* An encoder that collects a message's bytes and hashes them in one call at the end: one-shot
- * SHA-256 of a whole row is cheaper than many small updates. Rows up to sizeof inline_buf stay on
- * the stack; larger ones (float32 inputs of a wide encoder) move to the heap. */
-typedef struct encoder {
-    unsigned char *buf; /* inline_buf or heap */
-    size_t n, cap;
-    unsigned char inline_buf[8192];
-} encoder;
-
-static void enc_init(encoder *e) {
-    e->buf = e->inline_buf;
-    e->n = 0;
-    e->cap = sizeof e->inline_buf;
-}
-
-static void enc_put(encoder *e, const void *p, size_t n) {
-    if (e->n + n > e->cap) {
-        size_t cap = e->cap * 2;
-        while (cap < e->n + n) cap *= 2;
-        unsigned char *grown = e->buf == e->inline_buf ? malloc(cap) : realloc(e->buf, cap);
-        if (!grown) abort(); /* a row's hash cannot be skipped; 16+ KiB is not available */
-        if (e->buf == e->inline_buf) memcpy(grown, e->inline_buf, e->n);
-        e->buf = grown;
-        e->cap = cap;
-    }
-    memcpy(e->buf + e->n, p, n);
-    e->n += n;
-}
-
-static void enc_final(encoder *e, char out_hex[HEX_LEN + 1]) {
-    unsigned char digest[PGCL_SHA256_BYTES];
-    pgcl_sha256(e->buf, e->n, digest);
-    pgcl_sha256_to_hex(digest, out_hex);
-    if (e->buf != e->inline_buf) free(e->buf);
-    e->buf = e->inline_buf;
-}
-
-static void put_be64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (56 - 8 * i));
-}
-
-static void enc_integer(encoder *e, int64_t v) {
-    unsigned char b[9];
-    b[0] = TAG_INTEGER;
-    put_be64(b + 1, (uint64_t)v);
-    enc_put(e, b, sizeof b);
-}
-
-static void enc_real(encoder *e, double v) {
-    unsigned char b[9];
-    uint64_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    b[0] = TAG_REAL;
-    put_be64(b + 1, bits);
-    enc_put(e, b, sizeof b);
-}
-
-/* TEXT or BLOB: tag, 4-byte length, bytes. SQLite values are shorter than 2^31 bytes. */
-static void enc_bytes(encoder *e, int tag, const void *p, size_t n) {
-    unsigned char b[5] = {(unsigned char)tag, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
-                          (unsigned char)(n >> 8), (unsigned char)n};
-    enc_put(e, b, sizeof b);
-    if (n) enc_put(e, p, n);
-}
-
-static void enc_column(encoder *e, sqlite3_stmt *s, int i) {
-    switch (sqlite3_column_type(s, i)) {
-    case SQLITE_INTEGER: enc_integer(e, sqlite3_column_int64(s, i)); break;
-    case SQLITE_FLOAT: enc_real(e, sqlite3_column_double(s, i)); break;
-    case SQLITE_TEXT: {
-        const unsigned char *z = sqlite3_column_text(s, i); /* UTF-8; then its length */
-        enc_bytes(e, TAG_TEXT, z, (size_t)sqlite3_column_bytes(s, i));
-        break;
-    }
-    case SQLITE_BLOB: {
-        const void *p = sqlite3_column_blob(s, i);
-        enc_bytes(e, TAG_BLOB, p, (size_t)sqlite3_column_bytes(s, i));
-        break;
-    }
-    default: {
-        unsigned char tag = TAG_NULL;
-        enc_put(e, &tag, 1);
-    }
-    }
-}
-
-/* Steps sel (one of g_tables' selects, prepared on some connection) for row_seq and writes the
- * payload hash in hex. Returns SQLITE_ROW (hashed), SQLITE_DONE (no such row) or an error code. The
- * statement is reset before returning. */
-static int hash_row(sqlite3_stmt *sel, int64_t row_seq, char out_hex[HEX_LEN + 1]) {
-    sqlite3_reset(sel);
-    sqlite3_bind_int64(sel, 1, row_seq);
-    int rc = sqlite3_step(sel);
-    if (rc == SQLITE_ROW) {
-        encoder e;
-        enc_init(&e);
-        int n = sqlite3_column_count(sel);
-        for (int i = 0; i < n; i++) enc_column(&e, sel, i);
-        enc_final(&e, out_hex);
-    }
-    sqlite3_reset(sel);
-    return rc;
-}
-
-/* hash = SHA-256(INTEGER seq, TEXT kind, INTEGER row_seq, TEXT payload_sha256, TEXT prev_hash). */
-static void entry_hash(int64_t seq, const char *kind, size_t kind_len, int64_t row_seq, const char *payload,
-                       size_t payload_len, const char *prev, size_t prev_len, char out_hex[HEX_LEN + 1]) {
-    encoder e;
-    enc_init(&e);
-    enc_integer(&e, seq);
-    enc_bytes(&e, TAG_TEXT, kind, kind_len);
-    enc_integer(&e, row_seq);
-    enc_bytes(&e, TAG_TEXT, payload, payload_len);
-    enc_bytes(&e, TAG_TEXT, prev, prev_len);
-    enc_final(&e, out_hex);
-}
-
-/* The genesis payload: SHA-256 of the INTEGERs max(seq) of decisions, admin_events, contests and
- * resolutions (0 for an empty table) when the chain began. */
-static void genesis_payload(const int64_t maxima[N_TABLES], char out_hex[HEX_LEN + 1]) {
-    encoder e;
-    enc_init(&e);
-    for (int t = 0; t < N_TABLES; t++) enc_integer(&e, maxima[t]);
-    enc_final(&e, out_hex);
-}
-
-/* Prepares the four row selects on db. Returns SQLITE_OK or the failing code (err set). */
-static int prepare_row_selects(sqlite3 *db, sqlite3_stmt *sel[N_TABLES], char *err, int cap) {
-    for (int t = 0; t < N_TABLES; t++) {
-        int rc = sqlite3_prepare_v3(db, g_tables[t].select_sql, -1, SQLITE_PREPARE_PERSISTENT, &sel[t], NULL);
-        if (rc != SQLITE_OK) {
-            pgcl_errorf(err, cap, "%s: %s", g_tables[t].name, sqlite3_errmsg(db));
-            return rc;
-        }
-    }
-    return SQLITE_OK;
-}
 
 /* ---- the writer ---- */
 
 struct pgcl_chain {
     sqlite3 *db;
-    sqlite3_stmt *row_select[N_TABLES];
-    sqlite3_stmt *head;   /* HEAD_SQL */
+    sqlite3_stmt *row_select[PGCL_CHAIN_TABLES];
+    sqlite3_stmt *head;   /* PGCL_CHAIN_HEAD_SQL */
     sqlite3_stmt *maxima; /* max(seq) of the four tables */
     sqlite3_stmt *insert;
     bool begun;                 /* begin() succeeded at least once */
     bool genesis_now;           /* the last begin() wrote the genesis entry */
-    int64_t legacy[N_TABLES];   /* its maxima (valid while genesis_now) */
+    int64_t legacy[PGCL_CHAIN_TABLES];   /* its maxima (valid while genesis_now) */
     int64_t head_seq;           /* 0 before any begin() */
-    char head_hash[HEX_LEN + 1];
+    char head_hash[PGCL_CHAIN_HEX_LEN + 1];
 };
 
 pgcl_chain *pgcl_chain_create(sqlite3 *db, char *err, int cap) {
@@ -227,9 +34,9 @@ pgcl_chain *pgcl_chain_create(sqlite3 *db, char *err, int cap) {
         return NULL;
     }
     c->db = db;
-    if (prepare_row_selects(db, c->row_select, err, cap) != SQLITE_OK) goto fail;
+    if (pgcl_chain_prepare_row_selects(db, c->row_select, err, cap) != SQLITE_OK) goto fail;
     const unsigned flags = SQLITE_PREPARE_PERSISTENT;
-    if (sqlite3_prepare_v3(db, HEAD_SQL, -1, flags, &c->head, NULL) != SQLITE_OK ||
+    if (sqlite3_prepare_v3(db, PGCL_CHAIN_HEAD_SQL, -1, flags, &c->head, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(db,
                            "SELECT (SELECT coalesce(max(seq), 0) FROM decisions),"
                            " (SELECT coalesce(max(seq), 0) FROM admin_events),"
@@ -251,7 +58,7 @@ fail:
 
 void pgcl_chain_destroy(pgcl_chain *c) {
     if (!c) return;
-    for (int t = 0; t < N_TABLES; t++) sqlite3_finalize(c->row_select[t]);
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) sqlite3_finalize(c->row_select[t]);
     sqlite3_finalize(c->head);
     sqlite3_finalize(c->maxima);
     sqlite3_finalize(c->insert);
@@ -265,9 +72,9 @@ static pgcl_status insert_entry(pgcl_chain *c, int64_t seq, const char *kind, in
     sqlite3_bind_int64(s, 1, seq);
     sqlite3_bind_text(s, 2, kind, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, row_seq);
-    sqlite3_bind_text(s, 4, payload, HEX_LEN, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, c->head_hash, HEX_LEN, SQLITE_STATIC);
-    sqlite3_bind_text(s, 6, hash, HEX_LEN, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, payload, PGCL_CHAIN_HEX_LEN, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, c->head_hash, PGCL_CHAIN_HEX_LEN, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, hash, PGCL_CHAIN_HEX_LEN, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
@@ -289,13 +96,13 @@ pgcl_status pgcl_chain_begin(pgcl_chain *c, char *err, int cap) {
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         const unsigned char *hash = sqlite3_column_text(s, 1);
-        if (!hash || sqlite3_column_bytes(s, 1) != HEX_LEN) {
+        if (!hash || sqlite3_column_bytes(s, 1) != PGCL_CHAIN_HEX_LEN) {
             sqlite3_reset(s);
             pgcl_errorf(err, cap, "audit chain: the head entry's hash is not 64 hex digits");
             return PGCL_ERR_FORMAT;
         }
         c->head_seq = sqlite3_column_int64(s, 0);
-        memcpy(c->head_hash, hash, HEX_LEN + 1);
+        memcpy(c->head_hash, hash, PGCL_CHAIN_HEX_LEN + 1);
         sqlite3_reset(s);
         c->begun = true;
         return PGCL_OK;
@@ -312,12 +119,12 @@ pgcl_status pgcl_chain_begin(pgcl_chain *c, char *err, int cap) {
         sqlite3_reset(s);
         return PGCL_ERR_DB;
     }
-    for (int t = 0; t < N_TABLES; t++) c->legacy[t] = sqlite3_column_int64(s, t);
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) c->legacy[t] = sqlite3_column_int64(s, t);
     sqlite3_reset(s);
-    char payload[HEX_LEN + 1], hash[HEX_LEN + 1];
-    genesis_payload(c->legacy, payload);
-    entry_hash(1, "genesis", 7, 0, payload, HEX_LEN, ZERO_HASH, HEX_LEN, hash);
-    memcpy(c->head_hash, ZERO_HASH, sizeof ZERO_HASH);
+    char payload[PGCL_CHAIN_HEX_LEN + 1], hash[PGCL_CHAIN_HEX_LEN + 1];
+    pgcl_chain_genesis_payload(c->legacy, payload);
+    pgcl_chain_entry_hash(1, "genesis", 7, 0, payload, PGCL_CHAIN_HEX_LEN, pgcl_chain_zero_hash, PGCL_CHAIN_HEX_LEN, hash);
+    memcpy(c->head_hash, pgcl_chain_zero_hash, sizeof pgcl_chain_zero_hash);
     pgcl_status st = insert_entry(c, 1, "genesis", 0, payload, hash, err, cap);
     if (st != PGCL_OK) return st;
     c->head_seq = 1;
@@ -328,7 +135,7 @@ pgcl_status pgcl_chain_begin(pgcl_chain *c, char *err, int cap) {
 }
 
 pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, char *err, int cap) {
-    int t = kind ? table_index(kind, strlen(kind)) : -1;
+    int t = kind ? pgcl_chain_table_index(kind, strlen(kind)) : -1;
     if (t < 0) {
         pgcl_errorf(err, cap, "audit chain: unknown event kind '%.32s'", kind ? kind : "(null)");
         return PGCL_ERR_INVALID;
@@ -341,24 +148,24 @@ pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, 
         /* The row was inserted before begin() wrote the genesis entry, which counted it as older
          * than the chain: the verifier would then reject the chain. */
         pgcl_errorf(err, cap, "audit chain: %s row %lld predates the genesis entry; call begin() before inserting "
-                    "the transaction's rows", g_tables[t].name, (long long)row_seq);
+                    "the transaction's rows", pgcl_chain_tables[t].name, (long long)row_seq);
         return PGCL_ERR_INVALID;
     }
-    char payload[HEX_LEN + 1], hash[HEX_LEN + 1];
-    int rc = hash_row(c->row_select[t], row_seq, payload);
+    char payload[PGCL_CHAIN_HEX_LEN + 1], hash[PGCL_CHAIN_HEX_LEN + 1];
+    int rc = pgcl_chain_hash_row(c->row_select[t], row_seq, payload);
     if (rc == SQLITE_DONE) {
-        pgcl_errorf(err, cap, "audit chain: %s row %lld does not exist", g_tables[t].name, (long long)row_seq);
+        pgcl_errorf(err, cap, "audit chain: %s row %lld does not exist", pgcl_chain_tables[t].name, (long long)row_seq);
         return PGCL_ERR_NOT_FOUND;
     }
     if (rc != SQLITE_ROW) {
-        pgcl_errorf(err, cap, "audit chain: reading %s row %lld: %s", g_tables[t].name, (long long)row_seq,
+        pgcl_errorf(err, cap, "audit chain: reading %s row %lld: %s", pgcl_chain_tables[t].name, (long long)row_seq,
                     sqlite3_errmsg(c->db));
         return PGCL_ERR_DB;
     }
     int64_t seq = c->head_seq + 1;
-    entry_hash(seq, g_tables[t].name, strlen(g_tables[t].name), row_seq, payload, HEX_LEN, c->head_hash, HEX_LEN,
+    pgcl_chain_entry_hash(seq, pgcl_chain_tables[t].name, strlen(pgcl_chain_tables[t].name), row_seq, payload, PGCL_CHAIN_HEX_LEN, c->head_hash, PGCL_CHAIN_HEX_LEN,
                hash);
-    pgcl_status st = insert_entry(c, seq, g_tables[t].name, row_seq, payload, hash, err, cap);
+    pgcl_status st = insert_entry(c, seq, pgcl_chain_tables[t].name, row_seq, payload, hash, err, cap);
     if (st != PGCL_OK) return st;
     c->head_seq = seq;
     memcpy(c->head_hash, hash, sizeof hash);
@@ -369,392 +176,3 @@ int64_t pgcl_chain_head_seq(const pgcl_chain *c) { return c->head_seq; }
 
 const char *pgcl_chain_head_hash(const pgcl_chain *c) { return c->head_seq ? c->head_hash : ""; }
 
-/* ---- the verifier ---- */
-
-typedef struct verifier {
-    const char *path;
-    sqlite3 *db;
-    sqlite3_stmt *row_select[N_TABLES];
-    pgcl_chain_report *rep;
-    int64_t n_entries;          /* the walk's last good seq, or the chain length when it went through */
-    bool walk_clean;            /* the walk found nothing wrong */
-    bool genesis_ok;            /* entry 1 is a well-formed genesis entry */
-    char genesis_payload[HEX_LEN + 1];
-    int64_t per_kind[N_TABLES]; /* entries of each kind (valid when walk_clean) */
-    char *err;
-    int cap;
-} verifier;
-
-/* Records a finding at seq unless an earlier one is already recorded. */
-__attribute__((format(printf, 3, 4))) static void note_bad(pgcl_chain_report *r, int64_t seq, const char *fmt, ...);
-
-static void note_bad(pgcl_chain_report *r, int64_t seq, const char *fmt, ...) {
-    if (!r->intact && r->first_bad_seq <= seq) return;
-    r->intact = false;
-    r->first_bad_seq = seq;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
-    va_end(ap);
-}
-
-static pgcl_status db_error(verifier *v, const char *what) {
-    pgcl_errorf(v->err, v->cap, "%s: %s: %s", v->path, what, sqlite3_errmsg(v->db));
-    return PGCL_ERR_DB;
-}
-
-/* Runs a query that returns one integer (NULL → *is_null). Binds ?1 = a (if a_set), ?2 = text b. */
-static pgcl_status query_int(verifier *v, const char *sql, bool a_set, int64_t a, const char *b, int64_t *out,
-                             bool *is_null) {
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(v->db, sql, -1, &s, NULL) != SQLITE_OK) return db_error(v, "query");
-    if (a_set) sqlite3_bind_int64(s, 1, a);
-    if (b) sqlite3_bind_text(s, 2, b, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    *out = 0;
-    if (is_null) *is_null = true;
-    if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
-        *out = sqlite3_column_int64(s, 0);
-        if (is_null) *is_null = false;
-    }
-    sqlite3_finalize(s);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_error(v, "query");
-    return PGCL_OK;
-}
-
-static bool text_is(const unsigned char *z, int n, const char *want, int want_len) {
-    return z && n == want_len && memcmp(z, want, (size_t)want_len) == 0;
-}
-
-/* The streaming walk: entries 1..N in order, each checked against the previous one and its row.
- * Stops at the first bad entry (recorded in the report). Constant memory. */
-static pgcl_status walk(verifier *v) {
-    sqlite3_stmt *s = NULL;
-    pgcl_chain_report *r = v->rep;
-    if (sqlite3_prepare_v2(v->db, "SELECT seq, kind, row_seq, payload_sha256, prev_hash, hash FROM audit_chain"
-                                  " ORDER BY seq",
-                           -1, &s, NULL) != SQLITE_OK)
-        return db_error(v, "audit_chain");
-    char prev[HEX_LEN + 1], computed[HEX_LEN + 1];
-    memcpy(prev, ZERO_HASH, sizeof prev);
-    int64_t expected = 1;
-    int rc;
-    v->walk_clean = false;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        int64_t seq = sqlite3_column_int64(s, 0);
-        if (seq != expected) {
-            if (expected == 1)
-                note_bad(r, 1, "entry 1 missing (the chain starts at entry %lld)", (long long)seq);
-            else
-                note_bad(r, expected, "entry %lld missing (sequence jumps from %lld to %lld)", (long long)expected,
-                         (long long)(expected - 1), (long long)seq);
-            goto stop;
-        }
-        r->events++;
-        const unsigned char *kind = sqlite3_column_text(s, 1);
-        int kind_len = sqlite3_column_bytes(s, 1);
-        bool row_seq_int = sqlite3_column_type(s, 2) == SQLITE_INTEGER;
-        int64_t row_seq = sqlite3_column_int64(s, 2);
-        const unsigned char *payload = sqlite3_column_text(s, 3);
-        int payload_len = sqlite3_column_bytes(s, 3);
-        const unsigned char *prev_hash = sqlite3_column_text(s, 4);
-        int prev_len = sqlite3_column_bytes(s, 4);
-        const unsigned char *hash = sqlite3_column_text(s, 5);
-        int hash_len = sqlite3_column_bytes(s, 5);
-        if (!text_is(prev_hash, prev_len, prev, HEX_LEN)) {
-            if (seq == 1)
-                note_bad(r, 1, "entry 1: the genesis entry's prev_hash is not 64 zeros");
-            else
-                note_bad(r, seq, "entry %lld: prev_hash does not match entry %lld", (long long)seq,
-                         (long long)(seq - 1));
-            goto stop;
-        }
-        if (!kind || !payload || !hash || !row_seq_int) {
-            note_bad(r, seq, "entry %lld: a field is NULL or row_seq is not an integer", (long long)seq);
-            goto stop;
-        }
-        entry_hash(seq, (const char *)kind, (size_t)kind_len, row_seq, (const char *)payload, (size_t)payload_len,
-                   (const char *)prev_hash, (size_t)prev_len, computed);
-        if (!text_is(hash, hash_len, computed, HEX_LEN)) {
-            note_bad(r, seq, "entry %lld: hash does not match the entry's contents", (long long)seq);
-            goto stop;
-        }
-        if (seq == 1) {
-            if (!text_is(kind, kind_len, "genesis", 7) || row_seq != 0 || payload_len != HEX_LEN) {
-                note_bad(r, 1, "entry 1 is not a genesis entry (kind '%.32s', row_seq %lld)", (const char *)kind,
-                         (long long)row_seq);
-                goto stop;
-            }
-            memcpy(v->genesis_payload, payload, HEX_LEN + 1);
-            v->genesis_ok = true;
-        } else {
-            int t = table_index((const char *)kind, (size_t)kind_len);
-            if (t < 0) {
-                note_bad(r, seq, "entry %lld: unknown kind '%.32s'", (long long)seq, (const char *)kind);
-                goto stop;
-            }
-            int hrc = hash_row(v->row_select[t], row_seq, computed);
-            if (hrc == SQLITE_DONE) {
-                note_bad(r, seq, "entry %lld: %s row %lld is missing", (long long)seq, g_tables[t].name,
-                         (long long)row_seq);
-                goto stop;
-            }
-            if (hrc != SQLITE_ROW) {
-                sqlite3_finalize(s);
-                return db_error(v, g_tables[t].name);
-            }
-            if (!text_is(payload, payload_len, computed, HEX_LEN)) {
-                note_bad(r, seq, "entry %lld: %s row %lld: payload differs (the row was changed after it was chained)",
-                         (long long)seq, g_tables[t].name, (long long)row_seq);
-                goto stop;
-            }
-            v->per_kind[t]++;
-        }
-        memcpy(prev, hash, HEX_LEN + 1);
-        v->n_entries = seq;
-        expected++;
-    }
-    if (rc != SQLITE_DONE) {
-        sqlite3_finalize(s);
-        return db_error(v, "audit_chain");
-    }
-    v->walk_clean = true;
-stop:
-    sqlite3_finalize(s);
-    return PGCL_OK;
-}
-
-/* The rows that predate the chain: for each table, the largest seq below the first row any entry
- * refers to (or the largest seq, when none does) must hash to the genesis payload. On a mismatch,
- * looks for the cause: rows inserted at the top of one table without entries (reported as the first
- * unchained row), else reports entry 1. Sets legacy[] and *ok when the maxima are known. */
-static pgcl_status check_legacy(verifier *v, int64_t legacy[N_TABLES], bool *ok) {
-    *ok = false;
-    int64_t first_chained[N_TABLES];
-    bool has_chained[N_TABLES];
-    pgcl_status st;
-    for (int t = 0; t < N_TABLES; t++) {
-        bool is_null;
-        if ((st = query_int(v, "SELECT min(row_seq) FROM audit_chain WHERE kind = ?2", false, 0, g_tables[t].name,
-                            &first_chained[t], &is_null)) != PGCL_OK)
-            return st;
-        has_chained[t] = !is_null;
-        char sql[160];
-        snprintf(sql, sizeof sql, "SELECT coalesce(max(seq), 0) FROM %s%s", g_tables[t].name,
-                 has_chained[t] ? " WHERE seq < ?1" : "");
-        if ((st = query_int(v, sql, has_chained[t], first_chained[t], NULL, &legacy[t], NULL)) != PGCL_OK) return st;
-    }
-    char computed[HEX_LEN + 1];
-    genesis_payload(legacy, computed);
-    if (strcmp(computed, v->genesis_payload) == 0) {
-        *ok = true;
-        return PGCL_OK;
-    }
-    /* Diagnose: try lower maxima for one table at a time. */
-    for (int t = 0; t < N_TABLES; t++) {
-        char sql[160];
-        snprintf(sql, sizeof sql, "SELECT seq FROM %s WHERE seq < ?1 ORDER BY seq DESC LIMIT %d", g_tables[t].name,
-                 LEGACY_SEARCH_MAX);
-        sqlite3_stmt *s = NULL;
-        if (sqlite3_prepare_v2(v->db, sql, -1, &s, NULL) != SQLITE_OK) return db_error(v, g_tables[t].name);
-        sqlite3_bind_int64(s, 1, legacy[t]);
-        int64_t trial[N_TABLES];
-        memcpy(trial, legacy, sizeof trial);
-        bool found = false, more = true;
-        while (!found && more) {
-            int rc = sqlite3_step(s);
-            if (rc == SQLITE_ROW) {
-                trial[t] = sqlite3_column_int64(s, 0);
-            } else if (rc == SQLITE_DONE) {
-                trial[t] = 0;
-                more = false;
-            } else {
-                sqlite3_finalize(s);
-                return db_error(v, g_tables[t].name);
-            }
-            genesis_payload(trial, computed);
-            found = strcmp(computed, v->genesis_payload) == 0;
-        }
-        sqlite3_finalize(s);
-        if (found) {
-            int64_t first = 0;
-            snprintf(sql, sizeof sql, "SELECT min(seq) FROM %s WHERE seq > ?1", g_tables[t].name);
-            if ((st = query_int(v, sql, true, trial[t], NULL, &first, NULL)) != PGCL_OK) return st;
-            note_bad(v->rep, v->n_entries + 1, "%s row %lld is not in the chain (no entry refers to it)",
-                     g_tables[t].name, (long long)first);
-            memcpy(legacy, trial, sizeof trial);
-            *ok = true;
-            return PGCL_OK;
-        }
-    }
-    note_bad(v->rep, 1,
-             "entry 1 (genesis): the rows that predate the chain do not match it (now decisions up to seq %lld, "
-             "admin_events %lld, contests %lld, resolutions %lld): earlier rows were deleted or rows were inserted "
-             "without chain entries",
-             (long long)legacy[0], (long long)legacy[1], (long long)legacy[2], (long long)legacy[3]);
-    return PGCL_OK;
-}
-
-/* Every row after the genesis maxima is referred to by an entry: the walk counted the entries of
- * each kind (each one names an existing, distinct row above the maxima), so a table with more such
- * rows than entries holds an unchained row; the first one is reported at seq N + 1. A row with a seq
- * below 1 was never made by SQLite (rowids start at 1): it counts as after the chain began, not as
- * a legacy row. */
-static pgcl_status check_unchained(verifier *v, const int64_t legacy[N_TABLES]) {
-    for (int t = 0; t < N_TABLES; t++) {
-        char sql[256];
-        int64_t rows = 0, first = 0;
-        bool is_null;
-        pgcl_status st;
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE seq > ?1 OR seq < 1", g_tables[t].name);
-        if ((st = query_int(v, sql, true, legacy[t], NULL, &rows, NULL)) != PGCL_OK) return st;
-        if (rows == v->per_kind[t]) continue;
-        snprintf(sql, sizeof sql,
-                 "SELECT min(seq) FROM %s AS r WHERE (seq > ?1 OR seq < 1) AND NOT EXISTS"
-                 " (SELECT 1 FROM audit_chain AS c WHERE c.kind = ?2 AND c.row_seq = r.seq)",
-                 g_tables[t].name);
-        if ((st = query_int(v, sql, true, legacy[t], g_tables[t].name, &first, &is_null)) != PGCL_OK) return st;
-        if (!is_null) {
-            note_bad(v->rep, v->n_entries + 1, "%s row %lld is not in the chain (no entry refers to it)",
-                     g_tables[t].name, (long long)first);
-            return PGCL_OK;
-        }
-    }
-    return PGCL_OK;
-}
-
-/* Two entries naming the same row: impossible while the unique index audit_chain_row stands; when
- * it was dropped or replaced, the later entry of the first such pair is reported. */
-static pgcl_status check_duplicates(verifier *v) {
-    int64_t unique_ok = 0, dup = 0;
-    bool is_null;
-    pgcl_status st = query_int(v,
-                               "SELECT (SELECT \"unique\" FROM pragma_index_list('audit_chain')"
-                               " WHERE name = 'audit_chain_row') = 1 AND (SELECT group_concat(name, ',')"
-                               " FROM (SELECT name FROM pragma_index_info('audit_chain_row') ORDER BY seqno))"
-                               " = 'kind,row_seq'",
-                               false, 0, NULL, &unique_ok, NULL);
-    if (st != PGCL_OK || unique_ok == 1) return st;
-    st = query_int(v,
-                   "SELECT min(c.seq) FROM audit_chain AS c WHERE c.seq > 1 AND EXISTS (SELECT 1 FROM audit_chain AS p"
-                   " WHERE p.kind = c.kind AND p.row_seq = c.row_seq AND p.seq < c.seq)",
-                   false, 0, NULL, &dup, &is_null);
-    if (st == PGCL_OK && !is_null)
-        note_bad(v->rep, dup, "entry %lld refers to a row an earlier entry already refers to", (long long)dup);
-    return st;
-}
-
-/* Each signed checkpoint's head must be in the chain with the same hash. */
-static pgcl_status check_checkpoints(verifier *v, const pgcl_checkpoint *cps, int n, int64_t chain_end) {
-    sqlite3_stmt *s = NULL;
-    if (n == 0) return PGCL_OK;
-    if (sqlite3_prepare_v2(v->db, "SELECT hash FROM audit_chain WHERE seq = ?1", -1, &s, NULL) != SQLITE_OK)
-        return db_error(v, "audit_chain");
-    for (int i = 0; i < n; i++) {
-        const pgcl_checkpoint *cp = &cps[i];
-        if (cp->head_seq > chain_end) {
-            note_bad(v->rep, chain_end + 1, "checkpoint at seq %lld but the chain ends at %lld (%.200s)",
-                     (long long)cp->head_seq, (long long)chain_end, cp->file);
-            continue;
-        }
-        sqlite3_reset(s);
-        sqlite3_bind_int64(s, 1, cp->head_seq);
-        int rc = sqlite3_step(s);
-        if (rc == SQLITE_DONE) {
-            note_bad(v->rep, cp->head_seq, "entry %lld missing (signed in checkpoint %.200s)", (long long)cp->head_seq,
-                     cp->file);
-        } else if (rc == SQLITE_ROW) {
-            const unsigned char *hash = sqlite3_column_text(s, 0);
-            if (!text_is(hash, sqlite3_column_bytes(s, 0), cp->head_hash, HEX_LEN))
-                note_bad(v->rep, cp->head_seq,
-                         "entry %lld: hash differs from the signed checkpoint (%.200s): the history up to entry %lld "
-                         "was rewritten",
-                         (long long)cp->head_seq, cp->file, (long long)cp->head_seq);
-        } else {
-            sqlite3_finalize(s);
-            return db_error(v, "audit_chain");
-        }
-    }
-    sqlite3_finalize(s);
-    return PGCL_OK;
-}
-
-pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkpoint_files, int n_checkpoints,
-                                     const char *public_key_hex, pgcl_chain_report *report, char *err, int cap) {
-    memset(report, 0, sizeof *report);
-    report->intact = true;
-    verifier v = {.path = path, .rep = report, .err = err, .cap = cap};
-    pgcl_checkpoint *cps = NULL;
-    pgcl_status st = PGCL_ERR_NOMEM;
-    bool in_tx = false;
-    if (n_checkpoints > 0) {
-        if (!(cps = calloc((size_t)n_checkpoints, sizeof *cps))) {
-            pgcl_errorf(err, cap, "out of memory");
-            return PGCL_ERR_NOMEM;
-        }
-        for (int i = 0; i < n_checkpoints; i++)
-            if ((st = pgcl_checkpoint_read(checkpoint_files[i], public_key_hex, &cps[i], err, cap)) != PGCL_OK) goto done;
-    }
-    st = PGCL_ERR_DB;
-    if (!(v.db = pgcl_db_open_reader(path, err, cap))) goto done;
-    char sub[ERR_CAP];
-    /* One read transaction: the whole verification sees one snapshot while a writer goes on. */
-    if (pgcl_db_exec(v.db, "BEGIN", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, sub);
-        goto done;
-    }
-    in_tx = true;
-    sqlite3_stmt *head = NULL;
-    if (sqlite3_prepare_v2(v.db, HEAD_SQL, -1, &head, NULL) != SQLITE_OK) {
-        const char *msg = sqlite3_errmsg(v.db);
-        if (strstr(msg, "no such table")) {
-            pgcl_errorf(err, cap, "%s has no audit_chain table: it is not a pgcld audit database, or its schema is "
-                        "older than migration 3 (run 'pgcld serve --db %s' once to upgrade it)", path, path);
-            st = PGCL_ERR_FORMAT;
-        } else {
-            pgcl_errorf(err, cap, "%s: %s", path, msg);
-        }
-        goto done;
-    }
-    int rc = sqlite3_step(head);
-    if (rc == SQLITE_ROW) {
-        report->head_seq = sqlite3_column_int64(head, 0);
-        const unsigned char *h = sqlite3_column_text(head, 1);
-        snprintf(report->head_hash, sizeof report->head_hash, "%s", h ? (const char *)h : "");
-    }
-    sqlite3_finalize(head);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        db_error(&v, "audit_chain");
-        goto done;
-    }
-    if (prepare_row_selects(v.db, v.row_select, sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, sub);
-        goto done;
-    }
-    if ((st = walk(&v)) != PGCL_OK) goto done;
-    int64_t legacy[N_TABLES];
-    bool legacy_ok = false;
-    if (v.genesis_ok && (st = check_legacy(&v, legacy, &legacy_ok)) != PGCL_OK) goto done;
-    if (report->head_seq > 0 && (st = check_duplicates(&v)) != PGCL_OK) goto done;
-    if (v.walk_clean && legacy_ok && (st = check_unchained(&v, legacy)) != PGCL_OK) goto done;
-    /* A chain cut short ends at its last entry; one with a gap has already been reported. */
-    if ((st = check_checkpoints(&v, cps, n_checkpoints, v.walk_clean ? v.n_entries : report->head_seq)) != PGCL_OK)
-        goto done;
-    st = PGCL_OK;
-done:
-    for (int t = 0; t < N_TABLES; t++) sqlite3_finalize(v.row_select[t]);
-    if (in_tx) pgcl_db_exec(v.db, "COMMIT", NULL, 0);
-    if (v.db) sqlite3_close(v.db);
-    free(cps);
-    if (st != PGCL_OK) {
-        report->intact = false;
-        report->first_bad_seq = 0;
-        report->reason[0] = 0;
-    }
-    return st;
-}
-
-pgcl_status pgcl_chain_verify(const char *path, const char *const *checkpoint_files, int n_checkpoints,
-                              pgcl_chain_report *report, char *err, int cap) {
-    return pgcl_chain_verify_signed(path, checkpoint_files, n_checkpoints, NULL, report, err, cap);
-}

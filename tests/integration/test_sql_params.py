@@ -54,15 +54,15 @@ SINKS = {  # function -> index of its SQL argument
 
 # %s arguments allowed in snprintf-built SQL: internal names of tables, never data.
 IDENTIFIER_WHITELIST = {
-    # core/audit/chain.c: the four chained tables ("decisions", "admin_events", "contests",
-    # "resolutions") of the static const g_tables[] (checked below to hold only literals).
-    "g_tables[t].name",
+    # core/audit/chain_encoding.c: the four chained tables ("decisions", "admin_events", "contests",
+    # "resolutions") of the const pgcl_chain_tables[] (checked below to hold only literals).
+    "pgcl_chain_tables[t].name",
 }
 
 # Non-literal expressions that are nevertheless constant, with the check that proves it.
 CONSTANT_SOURCES = {
-    # core/audit/chain.c: the per-table row SELECTs of the same static const table.
-    "g_tables[t].select_sql": "chain_tables",
+    # core/audit/chain_encoding.c: the per-table row SELECTs of the same const table.
+    "pgcl_chain_tables[t].select_sql": "chain_tables",
     # core/audit/audit_sqlite.c: the migrations compiled into the binary from migrations/*.sql at build time.
     "mig->sql": "migrations",
     # core/review/decision_lists.c: the literal column of qb_filters' static `eq` table.
@@ -417,12 +417,13 @@ class SqlParameterTest(unittest.TestCase):
         self.assertEqual(s.problems, [], "SQL built from non-constant text:\n" + "\n".join(s.problems))
 
     def test_constant_sources_hold_only_literals(self):
-        # chain_tables: g_tables' initialiser is braces, commas and string literals only.
-        chain = read("core/audit/chain.c")
-        m = re.search(r"static const event_table g_tables\[[^\]]*\]\s*=\s*\{(.*?)\n\};", chain, re.S)
-        self.assertIsNotNone(m, "core/audit/chain.c: g_tables not found (update CONSTANT_SOURCES)")
+        # chain_tables: pgcl_chain_tables' initialiser is braces, commas, string literals and integer
+        # literals (each table's digest column) only.
+        chain = read("core/audit/chain_encoding.c")
+        m = re.search(r"const pgcl_chain_table pgcl_chain_tables\[[^\]]*\]\s*=\s*\{(.*?)\n\};", chain, re.S)
+        self.assertIsNotNone(m, "core/audit/chain_encoding.c: pgcl_chain_tables not found (update CONSTANT_SOURCES)")
         rest = re.sub(r'"(?:\\.|[^"\\])*"', "", m.group(1))
-        self.assertRegex(rest, r"^[\s{},]*$", "g_tables holds something other than literals")
+        self.assertRegex(rest, r"^[\s{},0-9-]*$", "pgcl_chain_tables holds something other than literals")
         # migrations: a const array generated from migrations/*.sql.
         mig = read("core/audit/migrations.h")
         self.assertRegex(mig, r"extern const pgcl_migration pgcl_migrations\[")
@@ -482,7 +483,7 @@ static int f(sqlite3 *db, const char *user) {
 }
 static int g(sqlite3 *db, int t) {
     char sql[128];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s LIMIT %d", g_tables[t].name, 5);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s LIMIT %d", pgcl_chain_tables[t].name, 5);
     sqlite3_stmt *s;
     return sqlite3_prepare_v2(db, sql, -1, &s, NULL);
 }
@@ -499,7 +500,7 @@ static int n(sqlite3 *db, const char *v) { char sql[64]; strcpy(sql, v); return 
             os.unlink(f.name)
         text = "\n".join(problems)
         self.assertIn("interpolates 'user'", text)
-        self.assertNotIn("g_tables", text)
+        self.assertNotIn("pgcl_chain_tables", text)
         self.assertRegex(text, r":14: .*'x' is assigned 'getenv\(v\)'")
         self.assertIn("written by strcpy()", text)
         self.assertNotRegex(text, r":(7|9|11|13|15): ")

@@ -1,0 +1,60 @@
+/* The canonical encodings of the audit chain, shared by its writer (chain.c) and its verifier
+ * (chain_verify.c); internal to core/audit. docs/audit.md is the format's reference:
+ *   version 1  one entry per event: payload = SHA-256(row encoding), entry hash over
+ *              (seq, kind, row_seq, payload, prev_hash);
+ *   version 2  one entry per write transaction (kind "commit"): the payload is the root of an
+ *              RFC 9162 Merkle tree over the transaction's events, row_seq holds the entry's own
+ *              seq, and the entry hash is the version-1 hash with leaf_count in row_seq's place.
+ * Value encoding: a 1-byte type tag (0 NULL, 1 INTEGER 8 bytes big-endian, 2 REAL 8 bytes IEEE-754
+ * big-endian, 3 TEXT and 4 BLOB: 4-byte big-endian length then the bytes). */
+#ifndef PGCL_CHAIN_ENCODING_H
+#define PGCL_CHAIN_ENCODING_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "merkle.h"
+
+#define PGCL_CHAIN_TABLES 4
+#define PGCL_CHAIN_HEX_LEN 64 /* a SHA-256 in lowercase hex, without the NUL */
+#define PGCL_CHAIN_COMMIT_KIND "commit"
+#define PGCL_CHAIN_HEAD_SQL "SELECT seq, hash FROM audit_chain ORDER BY seq DESC LIMIT 1" /* the last entry */
+
+/* An event table: its name (also a version-1 entry's kind), the column whose bytes a version-2
+ * leaf replaces by their SHA-256 (-1: none), and the SELECT of its chained columns by seq (?1).
+ * Changing a list changes every payload: that needs a new encoding version, never an edit. */
+typedef struct pgcl_chain_table {
+    const char *name;
+    int digest_column;
+    const char *select_sql;
+} pgcl_chain_table;
+
+extern const pgcl_chain_table pgcl_chain_tables[PGCL_CHAIN_TABLES]; /* decisions, admin_events, contests, resolutions */
+extern const char pgcl_chain_zero_hash[PGCL_CHAIN_HEX_LEN + 1];     /* the genesis entry's prev_hash */
+
+/* Index of the event table named by kind[0..len), or -1. */
+int pgcl_chain_table_index(const char *kind, size_t len);
+
+/* Prepares the four row selects on db. Returns SQLITE_OK or the failing code (err set). */
+int pgcl_chain_prepare_row_selects(sqlite3 *db, sqlite3_stmt *sel[PGCL_CHAIN_TABLES], char *err, int cap);
+
+/* Version 1: steps sel (a row select) for row_seq and writes SHA-256 of the row's encoding in hex.
+ * Returns SQLITE_ROW (hashed), SQLITE_DONE (no such row) or an error code; sel is reset. */
+int pgcl_chain_hash_row(sqlite3_stmt *sel, int64_t row_seq, char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
+
+/* hash = SHA-256(INTEGER seq, TEXT kind, INTEGER row_seq, TEXT payload, TEXT prev_hash); version 2
+ * passes kind "commit", its leaf count as row_seq and its Merkle root (hex) as payload. */
+void pgcl_chain_entry_hash(int64_t seq, const char *kind, size_t kind_len, int64_t row_seq, const char *payload,
+                           size_t payload_len, const char *prev, size_t prev_len,
+                           char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
+
+/* The genesis payload: SHA-256 of the INTEGERs max(seq) of decisions, admin_events, contests and
+ * resolutions (0 for an empty table) when the chain began. */
+void pgcl_chain_genesis_payload(const int64_t maxima[PGCL_CHAIN_TABLES], char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
+
+/* Version 2: steps sel (the row select of table `table`) for row_seq and writes the event's Merkle
+ * leaf hash. Returns as pgcl_chain_hash_row. */
+int pgcl_chain_leaf_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, pgcl_merkle_hash *leaf);
+
+#endif
