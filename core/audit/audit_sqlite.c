@@ -399,13 +399,14 @@ static void run_isolated(sqlite_store *a, pgcl_audit_txn *txn, audit_job *batch)
             snprintf(j->err, ERR_CAP, "%s", sub);
             continue;
         }
+        size_t mark = pgcl_chain_mark(a->chain);
         j->status = j->fn(txn, j->ctx, j->err, ERR_CAP);
         if (j->status == PGCL_OK) {
             pgcl_db_exec(a->db, "RELEASE job", sub, sizeof sub);
         } else {
             pgcl_db_exec(a->db, "ROLLBACK TO job", sub, sizeof sub);
             pgcl_db_exec(a->db, "RELEASE job", sub, sizeof sub);
-            pgcl_chain_begin(a->chain, sub, sizeof sub); /* the head went back with the savepoint */
+            pgcl_chain_rewind(a->chain, mark, sub, sizeof sub); /* what the job chained went back with it */
         }
     }
 }
@@ -431,7 +432,8 @@ static void commit_batch(sqlite_store *a, audit_job *batch) {
         run_isolated(a, &txn, batch);
     }
     char err[ERR_CAP];
-    if (pgcl_db_exec(a->db, "COMMIT", err, sizeof err) != SQLITE_OK) {
+    if (pgcl_chain_seal(a->chain, err, sizeof err) != PGCL_OK ||
+        pgcl_db_exec(a->db, "COMMIT", err, sizeof err) != SQLITE_OK) {
         rollback(a);
         for (audit_job *j = batch; j; j = j->next) {
             if (j->status != PGCL_OK) continue;
@@ -659,7 +661,9 @@ pgcl_status pgcl_audit_sqlite_open(const pgcl_audit_options *opts, pgcl_audit **
         pgcl_errorf(err, cap, "%s: %s", opts->path, sqlite3_errmsg(a->db));
         goto fail;
     }
-    if (!(a->chain = pgcl_chain_create(a->db, err, cap))) goto fail;
+    if (!(a->chain = pgcl_chain_create_encoding(
+              a->db, opts->chain_encoding ? opts->chain_encoding : PGCL_CHAIN_ENCODING_DEFAULT, err, cap)))
+        goto fail;
     /* created_at must keep following seq across restarts, even if the clock stepped back. */
     sqlite3_stmt *last = NULL;
     if (sqlite3_prepare_v2(a->db, "SELECT max(created_at) FROM decisions", -1, &last, NULL) == SQLITE_OK &&

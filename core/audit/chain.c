@@ -9,34 +9,60 @@
 
 #include "chain_encoding.h"
 #include "merkle.h"
+#include "status.h"
 
 #define ERR_CAP 512
 
 /* ---- the writer ---- */
 
+/* A version-2 event waiting for seal(): its table, row and leaf hash. */
+typedef struct pending_leaf {
+    int table;
+    int64_t row_seq;
+    pgcl_merkle_hash leaf;
+} pending_leaf;
+
 struct pgcl_chain {
     sqlite3 *db;
+    int encoding_wanted; /* PGCL_CHAIN_ENCODING_* as created; AS_HEAD resolves at each begin() */
+    int encoding;        /* of the current transaction's entries: 1 or 2 */
     sqlite3_stmt *row_select[PGCL_CHAIN_TABLES];
-    sqlite3_stmt *head;   /* PGCL_CHAIN_HEAD_SQL */
+    sqlite3_stmt *head;   /* the last entry's seq, hash and kind */
     sqlite3_stmt *maxima; /* max(seq) of the four tables */
     sqlite3_stmt *insert;
-    bool begun;                 /* begin() succeeded at least once */
-    bool genesis_now;           /* the last begin() wrote the genesis entry */
-    int64_t legacy[PGCL_CHAIN_TABLES];   /* its maxima (valid while genesis_now) */
-    int64_t head_seq;           /* 0 before any begin() */
+    sqlite3_stmt *insert_commit; /* version 2, prepared on first use (needs migration 0007) */
+    sqlite3_stmt *insert_run;
+    bool begun;                        /* begin() succeeded at least once */
+    bool genesis_now;                  /* the last begin() wrote the genesis entry */
+    int64_t legacy[PGCL_CHAIN_TABLES]; /* its maxima (valid while genesis_now) */
+    int64_t head_seq;                  /* 0 before any begin() */
     char head_hash[PGCL_CHAIN_HEX_LEN + 1];
+    pending_leaf *pending; /* version 2: the transaction's events so far, in leaf order */
+    size_t n_pending, cap_pending;
+    pgcl_merkle_hash *leaves; /* seal()'s scratch: the pending leaves packed */
+    size_t cap_leaves;
 };
 
 pgcl_chain *pgcl_chain_create(sqlite3 *db, char *err, int cap) {
+    return pgcl_chain_create_encoding(db, PGCL_CHAIN_ENCODING_AS_HEAD, err, cap);
+}
+
+pgcl_chain *pgcl_chain_create_encoding(sqlite3 *db, int encoding, char *err, int cap) {
+    if (encoding != PGCL_CHAIN_ENCODING_AS_HEAD && encoding != 1 && encoding != 2) {
+        pgcl_errorf(err, cap, "audit chain: encoding version %d is not 1 or 2", encoding);
+        return NULL;
+    }
     pgcl_chain *c = calloc(1, sizeof *c);
     if (!c) {
         pgcl_errorf(err, cap, "out of memory");
         return NULL;
     }
     c->db = db;
+    c->encoding_wanted = encoding;
     if (pgcl_chain_prepare_row_selects(db, c->row_select, err, cap) != SQLITE_OK) goto fail;
     const unsigned flags = SQLITE_PREPARE_PERSISTENT;
-    if (sqlite3_prepare_v3(db, PGCL_CHAIN_HEAD_SQL, -1, flags, &c->head, NULL) != SQLITE_OK ||
+    if (sqlite3_prepare_v3(db, "SELECT seq, hash, kind FROM audit_chain ORDER BY seq DESC LIMIT 1", -1, flags, &c->head,
+                           NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(db,
                            "SELECT (SELECT coalesce(max(seq), 0) FROM decisions),"
                            " (SELECT coalesce(max(seq), 0) FROM admin_events),"
@@ -58,10 +84,15 @@ fail:
 
 void pgcl_chain_destroy(pgcl_chain *c) {
     if (!c) return;
-    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) sqlite3_finalize(c->row_select[t]);
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+        sqlite3_finalize(c->row_select[t]);
     sqlite3_finalize(c->head);
     sqlite3_finalize(c->maxima);
     sqlite3_finalize(c->insert);
+    sqlite3_finalize(c->insert_commit);
+    sqlite3_finalize(c->insert_run);
+    free(c->pending);
+    free(c->leaves);
     free(c);
 }
 
@@ -85,9 +116,17 @@ static pgcl_status insert_entry(pgcl_chain *c, int64_t seq, const char *kind, in
     return PGCL_OK;
 }
 
+/* The encoding of this transaction's entries: as created, or for AS_HEAD that of the head entry
+ * (version 1 for a chain that holds no commit entry yet). */
+static int resolve_encoding(const pgcl_chain *c, const unsigned char *head_kind) {
+    if (c->encoding_wanted != PGCL_CHAIN_ENCODING_AS_HEAD) return c->encoding_wanted;
+    return head_kind && strcmp((const char *)head_kind, PGCL_CHAIN_COMMIT_KIND) == 0 ? 2 : 1;
+}
+
 pgcl_status pgcl_chain_begin(pgcl_chain *c, char *err, int cap) {
     c->begun = false;
     c->genesis_now = false;
+    c->n_pending = 0;
     if (sqlite3_get_autocommit(c->db)) {
         pgcl_errorf(err, cap, "audit chain: begin() needs an open write transaction");
         return PGCL_ERR_INVALID;
@@ -103,6 +142,7 @@ pgcl_status pgcl_chain_begin(pgcl_chain *c, char *err, int cap) {
         }
         c->head_seq = sqlite3_column_int64(s, 0);
         memcpy(c->head_hash, hash, PGCL_CHAIN_HEX_LEN + 1);
+        c->encoding = resolve_encoding(c, sqlite3_column_text(s, 2));
         sqlite3_reset(s);
         c->begun = true;
         return PGCL_OK;
@@ -119,18 +159,50 @@ pgcl_status pgcl_chain_begin(pgcl_chain *c, char *err, int cap) {
         sqlite3_reset(s);
         return PGCL_ERR_DB;
     }
-    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) c->legacy[t] = sqlite3_column_int64(s, t);
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+        c->legacy[t] = sqlite3_column_int64(s, t);
     sqlite3_reset(s);
     char payload[PGCL_CHAIN_HEX_LEN + 1], hash[PGCL_CHAIN_HEX_LEN + 1];
     pgcl_chain_genesis_payload(c->legacy, payload);
-    pgcl_chain_entry_hash(1, "genesis", 7, 0, payload, PGCL_CHAIN_HEX_LEN, pgcl_chain_zero_hash, PGCL_CHAIN_HEX_LEN, hash);
+    pgcl_chain_entry_hash(1, "genesis", 7, 0, payload, PGCL_CHAIN_HEX_LEN, pgcl_chain_zero_hash, PGCL_CHAIN_HEX_LEN,
+                          hash);
     memcpy(c->head_hash, pgcl_chain_zero_hash, sizeof pgcl_chain_zero_hash);
     pgcl_status st = insert_entry(c, 1, "genesis", 0, payload, hash, err, cap);
     if (st != PGCL_OK) return st;
     c->head_seq = 1;
     memcpy(c->head_hash, hash, sizeof hash);
     c->genesis_now = true;
+    c->encoding = resolve_encoding(c, (const unsigned char *)"genesis");
     c->begun = true;
+    return PGCL_OK;
+}
+
+/* Version 2: hashes the row into a leaf and keeps it for seal(). */
+static pgcl_status record_leaf(pgcl_chain *c, int t, int64_t row_seq, char *err, int cap) {
+    if (c->n_pending == c->cap_pending) {
+        size_t n = c->cap_pending ? 2 * c->cap_pending : 64;
+        pending_leaf *grown = realloc(c->pending, n * sizeof *grown);
+        if (!grown) {
+            pgcl_errorf(err, cap, "audit chain: out of memory");
+            return PGCL_ERR_NOMEM;
+        }
+        c->pending = grown;
+        c->cap_pending = n;
+    }
+    pending_leaf *p = &c->pending[c->n_pending];
+    int rc = pgcl_chain_leaf_of_row(t, c->row_select[t], row_seq, &p->leaf);
+    if (rc == SQLITE_DONE) {
+        pgcl_errorf(err, cap, "audit chain: %s row %lld does not exist", pgcl_chain_tables[t].name, (long long)row_seq);
+        return PGCL_ERR_NOT_FOUND;
+    }
+    if (rc != SQLITE_ROW) {
+        pgcl_errorf(err, cap, "audit chain: reading %s row %lld: %s", pgcl_chain_tables[t].name, (long long)row_seq,
+                    sqlite3_errmsg(c->db));
+        return PGCL_ERR_DB;
+    }
+    p->table = t;
+    p->row_seq = row_seq;
+    c->n_pending++;
     return PGCL_OK;
 }
 
@@ -147,10 +219,13 @@ pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, 
     if (c->genesis_now && row_seq <= c->legacy[t]) {
         /* The row was inserted before begin() wrote the genesis entry, which counted it as older
          * than the chain: the verifier would then reject the chain. */
-        pgcl_errorf(err, cap, "audit chain: %s row %lld predates the genesis entry; call begin() before inserting "
-                    "the transaction's rows", pgcl_chain_tables[t].name, (long long)row_seq);
+        pgcl_errorf(err, cap,
+                    "audit chain: %s row %lld predates the genesis entry; call begin() before inserting "
+                    "the transaction's rows",
+                    pgcl_chain_tables[t].name, (long long)row_seq);
         return PGCL_ERR_INVALID;
     }
+    if (c->encoding == 2) return record_leaf(c, t, row_seq, err, cap);
     char payload[PGCL_CHAIN_HEX_LEN + 1], hash[PGCL_CHAIN_HEX_LEN + 1];
     int rc = pgcl_chain_hash_row(c->row_select[t], row_seq, payload);
     if (rc == SQLITE_DONE) {
@@ -163,8 +238,8 @@ pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, 
         return PGCL_ERR_DB;
     }
     int64_t seq = c->head_seq + 1;
-    pgcl_chain_entry_hash(seq, pgcl_chain_tables[t].name, strlen(pgcl_chain_tables[t].name), row_seq, payload, PGCL_CHAIN_HEX_LEN, c->head_hash, PGCL_CHAIN_HEX_LEN,
-               hash);
+    pgcl_chain_entry_hash(seq, pgcl_chain_tables[t].name, strlen(pgcl_chain_tables[t].name), row_seq, payload,
+                          PGCL_CHAIN_HEX_LEN, c->head_hash, PGCL_CHAIN_HEX_LEN, hash);
     pgcl_status st = insert_entry(c, seq, pgcl_chain_tables[t].name, row_seq, payload, hash, err, cap);
     if (st != PGCL_OK) return st;
     c->head_seq = seq;
@@ -172,7 +247,118 @@ pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, 
     return PGCL_OK;
 }
 
-int64_t pgcl_chain_head_seq(const pgcl_chain *c) { return c->head_seq; }
+int64_t pgcl_chain_head_seq(const pgcl_chain *c) {
+    return c->head_seq;
+}
 
-const char *pgcl_chain_head_hash(const pgcl_chain *c) { return c->head_seq ? c->head_hash : ""; }
+const char *pgcl_chain_head_hash(const pgcl_chain *c) {
+    return c->head_seq ? c->head_hash : "";
+}
 
+/* ---- version 2: one entry per transaction ---- */
+
+static pgcl_status prepare_commit_statements(pgcl_chain *c, char *err, int cap) {
+    if (c->insert_commit) return PGCL_OK;
+    const unsigned flags = SQLITE_PREPARE_PERSISTENT;
+    if (sqlite3_prepare_v3(c->db,
+                           "INSERT INTO audit_chain (seq, kind, row_seq, payload_sha256, prev_hash, hash, leaf_count,"
+                           " leaves) VALUES (?1, '" PGCL_CHAIN_COMMIT_KIND "', ?1, ?2, ?3, ?4, ?5, ?6)",
+                           -1, flags, &c->insert_commit, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(c->db,
+                           "INSERT INTO audit_chain_runs (kind, first_row_seq, n, entry_seq, first_leaf)"
+                           " VALUES (?1, ?2, ?3, ?4, ?5)",
+                           -1, flags, &c->insert_run, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "audit chain: encoding version 2 needs schema migration 0007: %s", sqlite3_errmsg(c->db));
+        sqlite3_finalize(c->insert_commit);
+        c->insert_commit = NULL;
+        return PGCL_ERR_DB;
+    }
+    return PGCL_OK;
+}
+
+static pgcl_status step_done(pgcl_chain *c, sqlite3_stmt *s, const char *what, char *err, int cap) {
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc == SQLITE_DONE) return PGCL_OK;
+    pgcl_errorf(err, cap, "audit chain: %s: %s", what, sqlite3_errmsg(c->db));
+    return PGCL_ERR_DB;
+}
+
+/* The runs of consecutive rows of one table among the pending leaves, one audit_chain_runs row each. */
+static pgcl_status insert_runs(pgcl_chain *c, int64_t entry_seq, char *err, int cap) {
+    size_t start = 0;
+    for (size_t i = 1; i <= c->n_pending; i++) {
+        const pending_leaf *first = &c->pending[start];
+        bool continues = i < c->n_pending && c->pending[i].table == first->table &&
+                         c->pending[i].row_seq == first->row_seq + (int64_t)(i - start);
+        if (continues) continue;
+        sqlite3_stmt *s = c->insert_run;
+        sqlite3_bind_text(s, 1, pgcl_chain_tables[first->table].name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, first->row_seq);
+        sqlite3_bind_int64(s, 3, (int64_t)(i - start));
+        sqlite3_bind_int64(s, 4, entry_seq);
+        sqlite3_bind_int64(s, 5, (int64_t)start);
+        pgcl_status st = step_done(c, s, "audit_chain_runs", err, cap);
+        if (st != PGCL_OK) return st;
+        start = i;
+    }
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_chain_seal(pgcl_chain *c, char *err, int cap) {
+    if (c->encoding != 2 || c->n_pending == 0) return PGCL_OK;
+    if (!c->begun || sqlite3_get_autocommit(c->db)) {
+        pgcl_errorf(err, cap, "audit chain: seal() outside a transaction started with begin()");
+        return PGCL_ERR_INVALID;
+    }
+    pgcl_status st = prepare_commit_statements(c, err, cap);
+    if (st != PGCL_OK) return st;
+    if (c->n_pending > c->cap_leaves) {
+        pgcl_merkle_hash *grown = realloc(c->leaves, c->n_pending * sizeof *grown);
+        if (!grown) {
+            pgcl_errorf(err, cap, "audit chain: out of memory");
+            return PGCL_ERR_NOMEM;
+        }
+        c->leaves = grown;
+        c->cap_leaves = c->n_pending;
+    }
+    for (size_t i = 0; i < c->n_pending; i++)
+        c->leaves[i] = c->pending[i].leaf;
+    pgcl_merkle_hash root = pgcl_merkle_root(c->leaves, c->n_pending);
+    char root_hex[PGCL_CHAIN_HEX_LEN + 1], hash[PGCL_CHAIN_HEX_LEN + 1];
+    pgcl_merkle_to_hex(&root, root_hex);
+    int64_t seq = c->head_seq + 1, leaf_count = (int64_t)c->n_pending;
+    pgcl_chain_entry_hash(seq, PGCL_CHAIN_COMMIT_KIND, strlen(PGCL_CHAIN_COMMIT_KIND), leaf_count, root_hex,
+                          PGCL_CHAIN_HEX_LEN, c->head_hash, PGCL_CHAIN_HEX_LEN, hash);
+    sqlite3_stmt *s = c->insert_commit;
+    sqlite3_bind_int64(s, 1, seq);
+    sqlite3_bind_text(s, 2, root_hex, PGCL_CHAIN_HEX_LEN, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, c->head_hash, PGCL_CHAIN_HEX_LEN, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, hash, PGCL_CHAIN_HEX_LEN, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, leaf_count);
+    sqlite3_bind_blob(s, 6, c->leaves, (int)(c->n_pending * sizeof *c->leaves), SQLITE_STATIC);
+    if ((st = step_done(c, s, "audit_chain commit entry", err, cap)) != PGCL_OK) return st;
+    if ((st = insert_runs(c, seq, err, cap)) != PGCL_OK) return st;
+    c->head_seq = seq;
+    memcpy(c->head_hash, hash, sizeof hash);
+    c->n_pending = 0;
+    return PGCL_OK;
+}
+
+size_t pgcl_chain_mark(const pgcl_chain *c) {
+    return c->n_pending;
+}
+
+pgcl_status pgcl_chain_rewind(pgcl_chain *c, size_t mark, char *err, int cap) {
+    if (c->encoding == 2) {
+        PGCL_ASSERT(mark <= c->n_pending);
+        c->n_pending = mark; /* nothing was written yet: the entry is made at seal() */
+        return PGCL_OK;
+    }
+    return pgcl_chain_begin(c, err, cap); /* version 1: the head went back with the savepoint */
+}
+
+int pgcl_chain_encoding(const pgcl_chain *c) {
+    return c->encoding;
+}

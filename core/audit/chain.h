@@ -1,29 +1,42 @@
-/* The tamper-evident hash chain over the audit events (table audit_chain, migration 0003).
+/* The tamper-evident hash chain over the audit events (table audit_chain, migrations 0003 and 0007;
+ * the format is in docs/audit.md).
  *
- * Every event row — a decision, an admin event, a contest, a resolution — gets one chain entry in
- * the same transaction that writes it:
+ * Every event row — a decision, an admin event, a contest, a resolution — is chained in the same
+ * transaction that writes it. Encoding version 1 gives each event an entry:
  *   payload_sha256 = SHA-256(canonical encoding of the row's columns, an explicit per-table list)
  *   hash           = SHA-256(canonical encoding of seq, kind, row_seq, payload_sha256, prev_hash)
- * with prev_hash the previous entry's hash (entry 1, the genesis entry, records how many rows of
- * each table predate the chain). Entries are numbered 1, 2, 3, … without gaps.
+ * Encoding version 2 gives each write transaction one entry (kind "commit") whose payload is the
+ * root of an RFC 9162 Merkle tree over the transaction's events (merkle.h, chain_encoding.h), so
+ * that a decision's inclusion can be proved with a logarithmic path. In both, prev_hash is the
+ * previous entry's hash (entry 1, the genesis entry, records how many rows of each table predate
+ * the chain) and entries are numbered 1, 2, 3, … without gaps. A chain may switch from version 1
+ * to version 2 at any entry; the verifier reads both.
  *
  * Writers: any connection inside its own write transaction (BEGIN IMMEDIATE), so the daemon's
  * audit writer and the keys CLI in another process both extend the same chain: begin() reads the
- * head inside the transaction; record() appends. A rolled-back transaction takes its entries
- * with it; the next begin() reads the head again. */
+ * head inside the transaction; record() chains an event (version 1: appends its entry; version 2:
+ * keeps its leaf); seal() appends version 2's entry and must run before COMMIT. A rolled-back
+ * transaction takes its entries with it; the next begin() reads the head again. */
 #ifndef PGCL_CHAIN_H
 #define PGCL_CHAIN_H
 
 #include <sqlite3.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "status.h"
 
 typedef struct pgcl_chain pgcl_chain;
 
-/* Prepares the chain's statements on db (a read-write connection whose schema has audit_chain).
- * Returns NULL with err set on failure. Destroy before closing db. */
+/* The encoding of new entries: 1, 2, or that of the head entry (version 1 while the chain holds
+ * no commit entry) — what a second writer such as the keys CLI uses, to follow the daemon's. */
+enum { PGCL_CHAIN_ENCODING_AS_HEAD = 0, PGCL_CHAIN_ENCODING_DEFAULT = 1 };
+
+/* Prepares the chain's statements on db (a read-write connection whose schema has audit_chain;
+ * version 2 needs migration 0007 too). Returns NULL with err set on failure. Destroy before
+ * closing db. pgcl_chain_create() follows the head (PGCL_CHAIN_ENCODING_AS_HEAD). */
+pgcl_chain *pgcl_chain_create_encoding(sqlite3 *db, int encoding, char *err, int cap);
 pgcl_chain *pgcl_chain_create(sqlite3 *db, char *err, int cap);
 void pgcl_chain_destroy(pgcl_chain *c); /* accepts NULL */
 
@@ -35,7 +48,19 @@ pgcl_status pgcl_chain_begin(pgcl_chain *c, char *err, int cap);
  * "admin_events", "contests" or "resolutions"), hashing the row as it is now stored. */
 pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, char *err, int cap);
 
-/* The head after the last begin()/record() (seq 0 and "" before any). */
+/* Inside the same transaction, after its last record() and before COMMIT: version 2 appends the
+ * transaction's commit entry (nothing when it chained no event); version 1 has nothing to do. */
+pgcl_status pgcl_chain_seal(pgcl_chain *c, char *err, int cap);
+
+/* For a savepoint: mark() before it, rewind(mark) after ROLLBACK TO it forgets what record()
+ * chained since (version 2 drops the pending leaves; version 1 re-reads the head). */
+size_t pgcl_chain_mark(const pgcl_chain *c);
+pgcl_status pgcl_chain_rewind(pgcl_chain *c, size_t mark, char *err, int cap);
+
+/* The encoding of the current transaction's entries (1 or 2; valid after begin()). */
+int pgcl_chain_encoding(const pgcl_chain *c);
+
+/* The head after the last begin()/record()/seal() (seq 0 and "" before any). */
 int64_t pgcl_chain_head_seq(const pgcl_chain *c);
 const char *pgcl_chain_head_hash(const pgcl_chain *c);
 

@@ -38,7 +38,8 @@ const pgcl_chain_table pgcl_chain_tables[PGCL_CHAIN_TABLES] = {
      " FROM resolutions WHERE seq = ?1"},
 };
 
-const char pgcl_chain_zero_hash[PGCL_CHAIN_HEX_LEN + 1] = "0000000000000000000000000000000000000000000000000000000000000000";
+const char pgcl_chain_zero_hash[PGCL_CHAIN_HEX_LEN + 1] =
+    "0000000000000000000000000000000000000000000000000000000000000000";
 
 int pgcl_chain_table_index(const char *kind, size_t len) {
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
@@ -64,7 +65,8 @@ static void enc_init(encoder *e) {
 static void enc_put(encoder *e, const void *p, size_t n) {
     if (e->n + n > e->cap) {
         size_t cap = e->cap * 2;
-        while (cap < e->n + n) cap *= 2;
+        while (cap < e->n + n)
+            cap *= 2;
         unsigned char *grown = e->buf == e->inline_buf ? malloc(cap) : realloc(e->buf, cap);
         if (!grown) abort(); /* a row's hash cannot be skipped; 16+ KiB is not available */
         if (e->buf == e->inline_buf) memcpy(grown, e->inline_buf, e->n);
@@ -84,7 +86,8 @@ static void enc_final(encoder *e, char out_hex[PGCL_CHAIN_HEX_LEN + 1]) {
 }
 
 static void put_be64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (56 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (56 - 8 * i));
 }
 
 static void enc_integer(encoder *e, int64_t v) {
@@ -113,8 +116,12 @@ static void enc_bytes(encoder *e, int tag, const void *p, size_t n) {
 
 static void enc_column(encoder *e, sqlite3_stmt *s, int i) {
     switch (sqlite3_column_type(s, i)) {
-    case SQLITE_INTEGER: enc_integer(e, sqlite3_column_int64(s, i)); break;
-    case SQLITE_FLOAT: enc_real(e, sqlite3_column_double(s, i)); break;
+    case SQLITE_INTEGER:
+        enc_integer(e, sqlite3_column_int64(s, i));
+        break;
+    case SQLITE_FLOAT:
+        enc_real(e, sqlite3_column_double(s, i));
+        break;
     case SQLITE_TEXT: {
         const unsigned char *z = sqlite3_column_text(s, i); /* UTF-8; then its length */
         enc_bytes(e, TAG_TEXT, z, (size_t)sqlite3_column_bytes(s, i));
@@ -140,7 +147,8 @@ int pgcl_chain_hash_row(sqlite3_stmt *sel, int64_t row_seq, char out_hex[PGCL_CH
         encoder e;
         enc_init(&e);
         int n = sqlite3_column_count(sel);
-        for (int i = 0; i < n; i++) enc_column(&e, sel, i);
+        for (int i = 0; i < n; i++)
+            enc_column(&e, sel, i);
         enc_final(&e, out_hex);
     }
     sqlite3_reset(sel);
@@ -148,7 +156,8 @@ int pgcl_chain_hash_row(sqlite3_stmt *sel, int64_t row_seq, char out_hex[PGCL_CH
 }
 
 void pgcl_chain_entry_hash(int64_t seq, const char *kind, size_t kind_len, int64_t row_seq, const char *payload,
-                       size_t payload_len, const char *prev, size_t prev_len, char out_hex[PGCL_CHAIN_HEX_LEN + 1]) {
+                           size_t payload_len, const char *prev, size_t prev_len,
+                           char out_hex[PGCL_CHAIN_HEX_LEN + 1]) {
     encoder e;
     enc_init(&e);
     enc_integer(&e, seq);
@@ -162,7 +171,8 @@ void pgcl_chain_entry_hash(int64_t seq, const char *kind, size_t kind_len, int64
 void pgcl_chain_genesis_payload(const int64_t maxima[PGCL_CHAIN_TABLES], char out_hex[PGCL_CHAIN_HEX_LEN + 1]) {
     encoder e;
     enc_init(&e);
-    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) enc_integer(&e, maxima[t]);
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+        enc_integer(&e, maxima[t]);
     enc_final(&e, out_hex);
 }
 
@@ -176,7 +186,6 @@ int pgcl_chain_prepare_row_selects(sqlite3 *db, sqlite3_stmt *sel[PGCL_CHAIN_TAB
     }
     return SQLITE_OK;
 }
-
 
 /* ---- encoding version 2: the Merkle leaf of an event ----
  *

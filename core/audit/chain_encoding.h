@@ -46,8 +46,7 @@ int pgcl_chain_hash_row(sqlite3_stmt *sel, int64_t row_seq, char out_hex[PGCL_CH
 /* hash = SHA-256(INTEGER seq, TEXT kind, INTEGER row_seq, TEXT payload, TEXT prev_hash); version 2
  * passes kind "commit", its leaf count as row_seq and its Merkle root (hex) as payload. */
 void pgcl_chain_entry_hash(int64_t seq, const char *kind, size_t kind_len, int64_t row_seq, const char *payload,
-                           size_t payload_len, const char *prev, size_t prev_len,
-                           char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
+                           size_t payload_len, const char *prev, size_t prev_len, char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
 
 /* The genesis payload: SHA-256 of the INTEGERs max(seq) of decisions, admin_events, contests and
  * resolutions (0 for an empty table) when the chain began. */

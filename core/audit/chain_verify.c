@@ -22,11 +22,13 @@ typedef struct verifier {
     sqlite3 *db;
     sqlite3_stmt *row_select[PGCL_CHAIN_TABLES];
     pgcl_chain_report *rep;
-    int64_t n_entries;          /* the walk's last good seq, or the chain length when it went through */
-    bool walk_clean;            /* the walk found nothing wrong */
-    bool genesis_ok;            /* entry 1 is a well-formed genesis entry */
+    int64_t n_entries; /* the walk's last good seq, or the chain length when it went through */
+    bool walk_clean;   /* the walk found nothing wrong */
+    bool genesis_ok;   /* entry 1 is a well-formed genesis entry */
     char genesis_payload[PGCL_CHAIN_HEX_LEN + 1];
-    int64_t per_kind[PGCL_CHAIN_TABLES]; /* entries of each kind (valid when walk_clean) */
+    int64_t per_kind[PGCL_CHAIN_TABLES]; /* rows of each kind chained (valid when walk_clean) */
+    bool has_commits;                    /* the schema has encoding version 2's columns (migration 0007) */
+    sqlite3_stmt *runs;                  /* a commit entry's runs, in leaf order */
     char *err;
     int cap;
 } verifier;
@@ -72,13 +74,100 @@ static bool text_is(const unsigned char *z, int n, const char *want, int want_le
     return z && n == want_len && memcmp(z, want, (size_t)want_len) == 0;
 }
 
+/* A commit entry (encoding version 2): its stored leaves give its root, its runs cover each leaf
+ * once, and each leaf is the hash of its row as stored now. *ok false: a finding was noted. */
+static pgcl_status check_commit(verifier *v, int64_t seq, int64_t leaf_count, const char *root_hex,
+                                const void *leaves_blob, int leaves_bytes, bool *ok) {
+    pgcl_chain_report *r = v->rep;
+    *ok = false;
+    pgcl_merkle_hash root;
+    if (leaf_count < 1 || !v->runs || leaves_bytes != leaf_count * PGCL_MERKLE_HASH_BYTES ||
+        !pgcl_merkle_from_hex(root_hex, &root)) {
+        note_bad(r, seq, "entry %lld: a commit entry's leaf_count, leaves or root is malformed", (long long)seq);
+        return PGCL_OK;
+    }
+    pgcl_merkle_hash *leaves = malloc((size_t)leaves_bytes);
+    if (!leaves) {
+        pgcl_errorf(v->err, v->cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    memcpy(leaves, leaves_blob, (size_t)leaves_bytes);
+    pgcl_merkle_hash computed = pgcl_merkle_root(leaves, (uint64_t)leaf_count);
+    if (memcmp(computed.b, root.b, PGCL_MERKLE_HASH_BYTES) != 0) {
+        note_bad(r, seq, "entry %lld: its %lld stored leaf hashes do not give its Merkle root", (long long)seq,
+                 (long long)leaf_count);
+        free(leaves);
+        return PGCL_OK;
+    }
+    sqlite3_stmt *s = v->runs;
+    sqlite3_reset(s);
+    sqlite3_bind_int64(s, 1, seq);
+    int64_t next_leaf = 0, chained[PGCL_CHAIN_TABLES] = {0};
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const unsigned char *kind = sqlite3_column_text(s, 0);
+        int t = kind ? pgcl_chain_table_index((const char *)kind, (size_t)sqlite3_column_bytes(s, 0)) : -1;
+        int64_t first_row = sqlite3_column_int64(s, 1), n = sqlite3_column_int64(s, 2);
+        int64_t first_leaf = sqlite3_column_int64(s, 3);
+        if (t < 0 || n < 1 || first_leaf != next_leaf || n > leaf_count - first_leaf) {
+            note_bad(r, seq, "entry %lld: its runs in audit_chain_runs do not cover leaves 0..%lld once each, in order",
+                     (long long)seq, (long long)(leaf_count - 1));
+            goto done;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            pgcl_merkle_hash leaf;
+            int hrc = pgcl_chain_leaf_of_row(t, v->row_select[t], first_row + i, &leaf);
+            if (hrc == SQLITE_DONE) {
+                note_bad(r, seq, "entry %lld, leaf %lld: %s row %lld is missing", (long long)seq,
+                         (long long)(first_leaf + i), pgcl_chain_tables[t].name, (long long)(first_row + i));
+                goto done;
+            }
+            if (hrc != SQLITE_ROW) {
+                free(leaves);
+                sqlite3_reset(s);
+                return db_error(v, pgcl_chain_tables[t].name);
+            }
+            if (memcmp(leaf.b, leaves[first_leaf + i].b, PGCL_MERKLE_HASH_BYTES) != 0) {
+                note_bad(r, seq,
+                         "entry %lld, leaf %lld of %lld: %s row %lld: payload differs (the row was changed after it "
+                         "was chained)",
+                         (long long)seq, (long long)(first_leaf + i), (long long)leaf_count, pgcl_chain_tables[t].name,
+                         (long long)(first_row + i));
+                goto done;
+            }
+        }
+        chained[t] += n;
+        next_leaf += n;
+    }
+    if (rc != SQLITE_DONE) {
+        free(leaves);
+        sqlite3_reset(s);
+        return db_error(v, "audit_chain_runs");
+    }
+    if (next_leaf != leaf_count) {
+        note_bad(r, seq, "entry %lld: its runs cover %lld of its %lld leaves", (long long)seq, (long long)next_leaf,
+                 (long long)leaf_count);
+        goto done;
+    }
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+        v->per_kind[t] += chained[t];
+    *ok = true;
+done:
+    sqlite3_reset(s);
+    free(leaves);
+    return PGCL_OK;
+}
+
 /* The streaming walk: entries 1..N in order, each checked against the previous one and its row.
  * Stops at the first bad entry (recorded in the report). Constant memory. */
 static pgcl_status walk(verifier *v) {
     sqlite3_stmt *s = NULL;
     pgcl_chain_report *r = v->rep;
-    if (sqlite3_prepare_v2(v->db, "SELECT seq, kind, row_seq, payload_sha256, prev_hash, hash FROM audit_chain"
-                                  " ORDER BY seq",
+    if (sqlite3_prepare_v2(v->db,
+                           v->has_commits ? "SELECT seq, kind, row_seq, payload_sha256, prev_hash, hash, leaf_count,"
+                                            " leaves FROM audit_chain ORDER BY seq"
+                                          : "SELECT seq, kind, row_seq, payload_sha256, prev_hash, hash, NULL, NULL"
+                                            " FROM audit_chain ORDER BY seq",
                            -1, &s, NULL) != SQLITE_OK)
         return db_error(v, "audit_chain");
     char prev[PGCL_CHAIN_HEX_LEN + 1], computed[PGCL_CHAIN_HEX_LEN + 1];
@@ -119,13 +208,29 @@ static pgcl_status walk(verifier *v) {
             note_bad(r, seq, "entry %lld: a field is NULL or row_seq is not an integer", (long long)seq);
             goto stop;
         }
-        pgcl_chain_entry_hash(seq, (const char *)kind, (size_t)kind_len, row_seq, (const char *)payload, (size_t)payload_len,
-                   (const char *)prev_hash, (size_t)prev_len, computed);
+        bool is_commit = text_is(kind, kind_len, PGCL_CHAIN_COMMIT_KIND, (int)strlen(PGCL_CHAIN_COMMIT_KIND));
+        int64_t leaf_count = sqlite3_column_int64(s, 6);
+        if (is_commit && (sqlite3_column_type(s, 6) != SQLITE_INTEGER || row_seq != seq)) {
+            note_bad(r, seq, "entry %lld: a commit entry needs its leaf_count and row_seq = seq", (long long)seq);
+            goto stop;
+        }
+        pgcl_chain_entry_hash(seq, (const char *)kind, (size_t)kind_len, is_commit ? leaf_count : row_seq,
+                              (const char *)payload, (size_t)payload_len, (const char *)prev_hash, (size_t)prev_len,
+                              computed);
         if (!text_is(hash, hash_len, computed, PGCL_CHAIN_HEX_LEN)) {
             note_bad(r, seq, "entry %lld: hash does not match the entry's contents", (long long)seq);
             goto stop;
         }
-        if (seq == 1) {
+        if (is_commit && seq > 1) {
+            bool ok = false;
+            pgcl_status st = check_commit(v, seq, leaf_count, (const char *)payload, sqlite3_column_blob(s, 7),
+                                          sqlite3_column_bytes(s, 7), &ok);
+            if (st != PGCL_OK) {
+                sqlite3_finalize(s);
+                return st;
+            }
+            if (!ok) goto stop;
+        } else if (seq == 1) {
             if (!text_is(kind, kind_len, "genesis", 7) || row_seq != 0 || payload_len != PGCL_CHAIN_HEX_LEN) {
                 note_bad(r, 1, "entry 1 is not a genesis entry (kind '%.32s', row_seq %lld)", (const char *)kind,
                          (long long)row_seq);
@@ -181,8 +286,12 @@ static pgcl_status check_legacy(verifier *v, int64_t legacy[PGCL_CHAIN_TABLES], 
     pgcl_status st;
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
         bool is_null;
-        if ((st = query_int(v, "SELECT min(row_seq) FROM audit_chain WHERE kind = ?2", false, 0, pgcl_chain_tables[t].name,
-                            &first_chained[t], &is_null)) != PGCL_OK)
+        if ((st = query_int(v,
+                            v->has_commits ? "SELECT min(x) FROM (SELECT min(row_seq) AS x FROM audit_chain WHERE kind"
+                                             " = ?2 UNION ALL SELECT min(first_row_seq) FROM audit_chain_runs WHERE"
+                                             " kind = ?2)"
+                                           : "SELECT min(row_seq) FROM audit_chain WHERE kind = ?2",
+                            false, 0, pgcl_chain_tables[t].name, &first_chained[t], &is_null)) != PGCL_OK)
             return st;
         has_chained[t] = !is_null;
         char sql[160];
@@ -199,8 +308,8 @@ static pgcl_status check_legacy(verifier *v, int64_t legacy[PGCL_CHAIN_TABLES], 
     /* Diagnose: try lower maxima for one table at a time. */
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
         char sql[160];
-        snprintf(sql, sizeof sql, "SELECT seq FROM %s WHERE seq < ?1 ORDER BY seq DESC LIMIT %d", pgcl_chain_tables[t].name,
-                 LEGACY_SEARCH_MAX);
+        snprintf(sql, sizeof sql, "SELECT seq FROM %s WHERE seq < ?1 ORDER BY seq DESC LIMIT %d",
+                 pgcl_chain_tables[t].name, LEGACY_SEARCH_MAX);
         sqlite3_stmt *s = NULL;
         if (sqlite3_prepare_v2(v->db, sql, -1, &s, NULL) != SQLITE_OK) return db_error(v, pgcl_chain_tables[t].name);
         sqlite3_bind_int64(s, 1, legacy[t]);
@@ -248,7 +357,7 @@ static pgcl_status check_legacy(verifier *v, int64_t legacy[PGCL_CHAIN_TABLES], 
  * a legacy row. */
 static pgcl_status check_unchained(verifier *v, const int64_t legacy[PGCL_CHAIN_TABLES]) {
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
-        char sql[256];
+        char sql[512];
         int64_t rows = 0, first = 0;
         bool is_null;
         pgcl_status st;
@@ -257,12 +366,34 @@ static pgcl_status check_unchained(verifier *v, const int64_t legacy[PGCL_CHAIN_
         if (rows == v->per_kind[t]) continue;
         snprintf(sql, sizeof sql,
                  "SELECT min(seq) FROM %s AS r WHERE (seq > ?1 OR seq < 1) AND NOT EXISTS"
-                 " (SELECT 1 FROM audit_chain AS c WHERE c.kind = ?2 AND c.row_seq = r.seq)",
-                 pgcl_chain_tables[t].name);
-        if ((st = query_int(v, sql, true, legacy[t], pgcl_chain_tables[t].name, &first, &is_null)) != PGCL_OK) return st;
+                 " (SELECT 1 FROM audit_chain AS c WHERE c.kind = ?2 AND c.row_seq = r.seq)%s",
+                 pgcl_chain_tables[t].name,
+                 v->has_commits ? " AND NOT EXISTS (SELECT 1 FROM audit_chain_runs AS u WHERE u.kind = ?2 AND"
+                                  " u.first_row_seq <= r.seq AND r.seq < u.first_row_seq + u.n)"
+                                : "");
+        if ((st = query_int(v, sql, true, legacy[t], pgcl_chain_tables[t].name, &first, &is_null)) != PGCL_OK)
+            return st;
         if (!is_null) {
             note_bad(v->rep, v->n_entries + 1, "%s row %lld is not in the chain (no entry refers to it)",
                      pgcl_chain_tables[t].name, (long long)first);
+            return PGCL_OK;
+        }
+        if (rows < v->per_kind[t] && v->has_commits) {
+            /* More references than rows: two commit runs (or a run and a version-1 entry) share a row;
+             * the later commit entry is reported. */
+            int64_t entry = 0;
+            if ((st = query_int(v,
+                                "SELECT min(b.entry_seq) FROM audit_chain_runs AS b WHERE b.kind = ?2 AND"
+                                " (EXISTS (SELECT 1 FROM audit_chain_runs AS a WHERE a.kind = b.kind AND"
+                                " (a.entry_seq < b.entry_seq OR (a.entry_seq = b.entry_seq AND a.first_leaf <"
+                                " b.first_leaf)) AND a.first_row_seq < b.first_row_seq + b.n AND b.first_row_seq <"
+                                " a.first_row_seq + a.n) OR EXISTS (SELECT 1 FROM audit_chain AS c WHERE c.kind ="
+                                " b.kind AND c.row_seq >= b.first_row_seq AND c.row_seq < b.first_row_seq + b.n))",
+                                false, 0, pgcl_chain_tables[t].name, &entry, &is_null)) != PGCL_OK)
+                return st;
+            note_bad(v->rep, is_null ? v->n_entries + 1 : entry,
+                     "entry %lld refers to %s rows an earlier entry already refers to",
+                     (long long)(is_null ? v->n_entries + 1 : entry), pgcl_chain_tables[t].name);
             return PGCL_OK;
         }
     }
@@ -339,7 +470,8 @@ pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkp
             return PGCL_ERR_NOMEM;
         }
         for (int i = 0; i < n_checkpoints; i++)
-            if ((st = pgcl_checkpoint_read(checkpoint_files[i], public_key_hex, &cps[i], err, cap)) != PGCL_OK) goto done;
+            if ((st = pgcl_checkpoint_read(checkpoint_files[i], public_key_hex, &cps[i], err, cap)) != PGCL_OK)
+                goto done;
     }
     st = PGCL_ERR_DB;
     if (!(v.db = pgcl_db_open_reader(path, err, cap))) goto done;
@@ -354,8 +486,10 @@ pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkp
     if (sqlite3_prepare_v2(v.db, PGCL_CHAIN_HEAD_SQL, -1, &head, NULL) != SQLITE_OK) {
         const char *msg = sqlite3_errmsg(v.db);
         if (strstr(msg, "no such table")) {
-            pgcl_errorf(err, cap, "%s has no audit_chain table: it is not a pgcld audit database, or its schema is "
-                        "older than migration 3 (run 'pgcld serve --db %s' once to upgrade it)", path, path);
+            pgcl_errorf(err, cap,
+                        "%s has no audit_chain table: it is not a pgcld audit database, or its schema is "
+                        "older than migration 3 (run 'pgcld serve --db %s' once to upgrade it)",
+                        path, path);
             st = PGCL_ERR_FORMAT;
         } else {
             pgcl_errorf(err, cap, "%s: %s", path, msg);
@@ -377,6 +511,19 @@ pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkp
         pgcl_errorf(err, cap, "%s: %s", path, sub);
         goto done;
     }
+    int64_t has_commits = 0;
+    if ((st = query_int(&v, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'audit_chain_runs'",
+                        false, 0, NULL, &has_commits, NULL)) != PGCL_OK)
+        goto done;
+    st = PGCL_ERR_DB;
+    v.has_commits = has_commits == 1;
+    if (v.has_commits && sqlite3_prepare_v2(v.db,
+                                            "SELECT kind, first_row_seq, n, first_leaf FROM audit_chain_runs WHERE"
+                                            " entry_seq = ?1 ORDER BY first_leaf",
+                                            -1, &v.runs, NULL) != SQLITE_OK) {
+        db_error(&v, "audit_chain_runs");
+        goto done;
+    }
     if ((st = walk(&v)) != PGCL_OK) goto done;
     int64_t legacy[PGCL_CHAIN_TABLES];
     bool legacy_ok = false;
@@ -388,7 +535,9 @@ pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkp
         goto done;
     st = PGCL_OK;
 done:
-    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) sqlite3_finalize(v.row_select[t]);
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+        sqlite3_finalize(v.row_select[t]);
+    sqlite3_finalize(v.runs);
     if (in_tx) pgcl_db_exec(v.db, "COMMIT", NULL, 0);
     if (v.db) sqlite3_close(v.db);
     free(cps);

@@ -215,6 +215,7 @@ static pgcl_status add_key_event(sqlite3 *db, const char *actor, const char *act
         goto done;
     }
     st = pgcl_chain_record(chain, "admin_events", sqlite3_last_insert_rowid(db), err, cap);
+    if (st == PGCL_OK) st = pgcl_chain_seal(chain, err, cap);
 done:
     pgcl_chain_destroy(chain);
     sqlite3_finalize(s);
