@@ -35,6 +35,7 @@ typedef struct pgcld_config {
     char *default_model;
     char *port_file;             /* written with the bound port once listening; "" = none */
     char *synchronous;           /* FULL or NORMAL */
+    char *chain_encoding;        /* "1" or "2" (core/audit/chain.h) */
     char *log_level;             /* debug, info, warn or error; reloadable */
     char *auth;                  /* "required" (API keys enforced) or "off" */
     char *metrics;               /* "on" (serve GET /metrics) or "off" */

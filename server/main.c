@@ -296,7 +296,8 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     pgcl_audit_options aopts = {.path = cfg.db_path,
                                 .synchronous_full = strcmp(cfg.synchronous, "FULL") == 0,
                                 .busy_timeout_ms = 5000,
-                                .max_pending_rows = (int)cfg.max_pending_rows};
+                                .max_pending_rows = (int)cfg.max_pending_rows,
+                                .chain_encoding = atoi(cfg.chain_encoding)};
     if (pgcl_audit_open(&aopts, &srv.audit, err, sizeof err) != PGCL_OK) {
         pgcl_log_error("audit: %s", err);
         goto out;

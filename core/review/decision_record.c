@@ -55,7 +55,13 @@ static const char RECORD_SQL[] =
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
     " d.t_block, d.vector, d.input_sha256, d.latency_us, d.input_dtype, d.input IS NOT NULL, " CONTEST_STATUS_SQL
     " FROM decisions d WHERE d.decision_id = ?";
-static const char CHAIN_SQL[] = "SELECT seq, hash FROM audit_chain WHERE kind = 'decisions' AND row_seq = ?";
+/* The row's chain entry: its own (encoding version 1) or its commit's (version 2: the run holding
+ * the row, found through the runs' primary key). */
+static const char CHAIN_SQL[] =
+    "SELECT seq, hash FROM audit_chain WHERE kind = 'decisions' AND row_seq = ?1"
+    " UNION ALL SELECT c.seq, c.hash FROM audit_chain_runs AS u JOIN audit_chain AS c ON c.seq = u.entry_seq"
+    " WHERE u.kind = 'decisions' AND u.first_row_seq = (SELECT max(first_row_seq) FROM audit_chain_runs"
+    " WHERE kind = 'decisions' AND first_row_seq <= ?1) AND ?1 < u.first_row_seq + u.n";
 static const char CONTESTS_SQL[] =
     "SELECT c.contest_id, c.filed_at, c.filed_by, c.filer_key_id, c.reason, r.seq, r.resolved_at, r.resolved_by,"
     " r.resolver_key_id, r.outcome, r.corrected_label, r.note"

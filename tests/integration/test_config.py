@@ -34,6 +34,7 @@ DEFAULTS = {
     "default-model": "toxicity",
     "port-file": "",
     "synchronous": "FULL",
+    "chain-encoding": "1",
     "log-level": "info",
     "auth": "required",
     "metrics": "on",
