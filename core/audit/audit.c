@@ -94,6 +94,10 @@ pgcl_status pgcl_audit_read_idempotency_key(pgcl_audit *a, const char *scope, co
     return a->ops->read_idempotency_key(a, scope, key, now, found, out, err, cap);
 }
 
+pgcl_status pgcl_audit_read_proof(pgcl_audit *a, const char *decision_id, pgcl_chain_proof *out, char *err, int cap) {
+    return a->ops->read_proof(a, decision_id, out, err, cap);
+}
+
 pgcl_status pgcl_audit_verify_chain(pgcl_audit *a, pgcl_chain_report *report, char *err, int cap) {
     return a->ops->verify_chain(a, report, err, cap);
 }

@@ -149,6 +149,11 @@ pgcl_status pgcl_sqlite_read_idempotency_key(pgcl_audit *store, const char *scop
     return st;
 }
 
+pgcl_status pgcl_sqlite_read_proof(pgcl_audit *store, const char *decision_id, pgcl_chain_proof *out, char *err,
+                                   int cap) {
+    return pgcl_chain_prove_decision(pgcl_audit_sqlite_path(store), decision_id, out, err, cap);
+}
+
 pgcl_status pgcl_sqlite_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap) {
     return pgcl_chain_verify(pgcl_audit_sqlite_path(store), NULL, 0, report, err, cap);
 }

@@ -15,6 +15,7 @@
 
 #include "audit.h"
 #include "chain.h"
+#include "chain_proof.h"
 #include "contest_reads.h"
 #include "decision_lists.h"
 #include "decision_record.h"
@@ -81,6 +82,11 @@ void pgcl_stored_decision_clear(pgcl_stored_decision *d);
  * false for an expired key. */
 pgcl_status pgcl_audit_read_idempotency_key(pgcl_audit *a, const char *scope, const char *key, const char *now,
                                             bool *found, pgcl_idem_record *out, char *err, int cap);
+
+/* The inclusion proof of decision decision_id (chain_proof.h; release it with
+ * pgcl_chain_proof_release). PGCL_ERR_NOT_FOUND: no such decision; PGCL_ERR_UNSUPPORTED: chained
+ * in encoding version 1 or before the chain. */
+pgcl_status pgcl_audit_read_proof(pgcl_audit *a, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
 
 /* ---- operators ---- */
 

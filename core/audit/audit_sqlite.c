@@ -727,6 +727,7 @@ const pgcl_audit_store_ops pgcl_audit_sqlite_ops = {
     .open_export = pgcl_sqlite_open_export,
     .read_stored_decision = pgcl_sqlite_read_stored_decision,
     .read_idempotency_key = pgcl_sqlite_read_idempotency_key,
+    .read_proof = pgcl_sqlite_read_proof,
     .verify_chain = pgcl_sqlite_verify_chain,
     .create_key = pgcl_sqlite_create_key,
     .revoke_key = pgcl_sqlite_revoke_key,

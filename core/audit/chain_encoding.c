@@ -194,27 +194,56 @@ int pgcl_chain_prepare_row_selects(sqlite3 *db, sqlite3_stmt *sel[PGCL_CHAIN_TAB
  * commits to the stored input without holding it, so the input can be dropped after its retention
  * period and every proof still verifies. leaf hash = SHA-256(0x00 ‖ leaf data) (merkle.h). */
 
+/* Encodes the row sel is positioned on (a row select of table `table`) as version-2 leaf data. */
+static void encode_leaf(int table, sqlite3_stmt *sel, encoder *e) {
+    const pgcl_chain_table *t = &pgcl_chain_tables[table];
+    enc_bytes(e, TAG_TEXT, t->name, strlen(t->name));
+    int n = sqlite3_column_count(sel);
+    for (int i = 0; i < n; i++) {
+        if (i == t->digest_column && sqlite3_column_type(sel, i) != SQLITE_NULL) {
+            unsigned char digest[PGCL_SHA256_BYTES];
+            pgcl_sha256(sqlite3_column_blob(sel, i), (size_t)sqlite3_column_bytes(sel, i), digest);
+            enc_bytes(e, TAG_BLOB, digest, sizeof digest);
+        } else {
+            enc_column(e, sel, i);
+        }
+    }
+}
+
 int pgcl_chain_leaf_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, pgcl_merkle_hash *leaf) {
     PGCL_ASSERT(table >= 0 && table < PGCL_CHAIN_TABLES);
     sqlite3_reset(sel);
     sqlite3_bind_int64(sel, 1, row_seq);
     int rc = sqlite3_step(sel);
     if (rc == SQLITE_ROW) {
-        const pgcl_chain_table *t = &pgcl_chain_tables[table];
         encoder e;
         enc_init(&e);
-        enc_bytes(&e, TAG_TEXT, t->name, strlen(t->name));
-        int n = sqlite3_column_count(sel);
-        for (int i = 0; i < n; i++) {
-            if (i == t->digest_column && sqlite3_column_type(sel, i) != SQLITE_NULL) {
-                unsigned char digest[PGCL_SHA256_BYTES];
-                pgcl_sha256(sqlite3_column_blob(sel, i), (size_t)sqlite3_column_bytes(sel, i), digest);
-                enc_bytes(&e, TAG_BLOB, digest, sizeof digest);
-            } else {
-                enc_column(&e, sel, i);
-            }
-        }
+        encode_leaf(table, sel, &e);
         *leaf = pgcl_merkle_leaf_hash(e.buf, e.n);
+        if (e.buf != e.inline_buf) free(e.buf);
+    }
+    sqlite3_reset(sel);
+    return rc;
+}
+
+int pgcl_chain_leaf_data_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, unsigned char **data, size_t *len) {
+    PGCL_ASSERT(table >= 0 && table < PGCL_CHAIN_TABLES);
+    *data = NULL;
+    *len = 0;
+    sqlite3_reset(sel);
+    sqlite3_bind_int64(sel, 1, row_seq);
+    int rc = sqlite3_step(sel);
+    if (rc == SQLITE_ROW) {
+        encoder e;
+        enc_init(&e);
+        encode_leaf(table, sel, &e);
+        *data = malloc(e.n ? e.n : 1);
+        if (*data) {
+            memcpy(*data, e.buf, e.n);
+            *len = e.n;
+        } else {
+            rc = SQLITE_NOMEM;
+        }
         if (e.buf != e.inline_buf) free(e.buf);
     }
     sqlite3_reset(sel);

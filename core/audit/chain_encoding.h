@@ -56,4 +56,9 @@ void pgcl_chain_genesis_payload(const int64_t maxima[PGCL_CHAIN_TABLES], char ou
  * leaf hash. Returns as pgcl_chain_hash_row. */
 int pgcl_chain_leaf_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, pgcl_merkle_hash *leaf);
 
+/* The leaf's data itself (what the leaf hash hashes after 0x00), malloc'd into *data (free it);
+ * for an inclusion proof that lets its holder see what was committed. Returns as above, or
+ * SQLITE_NOMEM. */
+int pgcl_chain_leaf_data_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, unsigned char **data, size_t *len);
+
 #endif

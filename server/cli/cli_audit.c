@@ -1,6 +1,6 @@
-/* pgcld audit verify|checkpoint|keygen: checks the tamper-evident chain of an audit database
- * (optionally against signed checkpoints), exports signed checkpoints of its head, and makes
- * Ed25519 signing keys. Works on the file a running daemon uses (verification reads one snapshot).
+/* pgcld audit verify|checkpoint|keygen|verify-proof: checks the tamper-evident chain of an audit
+ * database (optionally against signed checkpoints), exports signed checkpoints of its head, makes
+ * Ed25519 signing keys, and checks a decision's inclusion proof offline. Works on the file a running daemon uses (verification reads one snapshot).
  * See cli_audit.h and docs/audit.md. */
 #include "cli_audit.h"
 
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "chain.h"
+#include "chain_proof.h"
 #include "cli_options.h"
 #include "signing.h"
 
@@ -19,6 +20,7 @@ static const char USAGE[] =
     "usage: pgcld audit verify     --db FILE [--checkpoint FILE]... [--public-key HEX]\n"
     "       pgcld audit checkpoint --db FILE --signing-key FILE --out FILE\n"
     "       pgcld audit keygen     --out FILE\n"
+    "       pgcld audit verify-proof PROOF [--entry-hash HEX]\n"
     "\n"
     "Tamper evidence for the audit database FILE (the --db of pgcld serve). Options are\n"
     "--name VALUE or --name=VALUE.\n"
@@ -35,24 +37,31 @@ static const char USAGE[] =
     "              away from the database (another machine, write-once storage).\n"
     "  keygen      writes a new secret signing key to --out (mode 0600, never overwritten) and\n"
     "              prints its public key (64 hex digits) for verify --public-key.\n"
+    "  verify-proof  checks the inclusion proof PROOF (the answer of GET /v1/decisions/{id}/proof,\n"
+    "              a JSON file) without the database: the leaf is the decision as recorded, its path\n"
+    "              leads to the commit's root, and the root gives the chain entry's hash; with\n"
+    "              --entry-hash, that hash must be the one given (from a signed checkpoint at that\n"
+    "              entry). Prints one JSON line: valid, decision_id, entry_seq, entry_hash.\n"
     "\n"
-    "Exit status: 0 done (verify: intact), 1 not intact or failed (reason on stderr), 2 bad usage.\n";
+    "Exit status: 0 done (verify: intact; verify-proof: valid), 1 not intact, not valid or failed\n"
+    "(reason on stderr), 2 bad usage.\n";
 
 #define MAX_CHECKPOINTS 1024
 
 typedef struct cli_opts {
-    const char *db, *signing_key, *out, *public_key;
+    const char *db, *signing_key, *out, *public_key, *entry_hash;
     const char *checkpoints[MAX_CHECKPOINTS];
     int n_checkpoints;
 } cli_opts;
 
-enum { OPT_DB = 1, OPT_SIGNING_KEY = 2, OPT_OUT = 4, OPT_PUBLIC_KEY = 8, OPT_CHECKPOINT = 16 };
+enum { OPT_DB = 1, OPT_SIGNING_KEY = 2, OPT_OUT = 4, OPT_PUBLIC_KEY = 8, OPT_CHECKPOINT = 16, OPT_ENTRY_HASH = 32 };
 
 static const pgcld_cli_option OPTIONS[] = {
     {.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db)},
     {.name = "signing-key", .bit = OPT_SIGNING_KEY, .offset = offsetof(cli_opts, signing_key)},
     {.name = "out", .bit = OPT_OUT, .offset = offsetof(cli_opts, out)},
     {.name = "public-key", .bit = OPT_PUBLIC_KEY, .offset = offsetof(cli_opts, public_key)},
+    {.name = "entry-hash", .bit = OPT_ENTRY_HASH, .offset = offsetof(cli_opts, entry_hash)},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
      .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints"}};
 
@@ -144,22 +153,100 @@ static int cmd_keygen(const cli_opts *o) {
     return 0;
 }
 
+/* ---- verify-proof ---- */
+
+/* A 64-hex-digit member of obj into *out; false when absent or malformed. */
+static bool hash_member(json_t *obj, const char *name, pgcl_merkle_hash *out) {
+    return pgcl_merkle_from_hex(json_string_value(json_object_get(obj, name)), out);
+}
+
+/* The proof file's members into p (leaf_data decoded into a malloc'd buffer); false with why set. */
+static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_id, char *why, int cap) {
+    json_t *entry = json_object_get(doc, "chain_entry"), *path = json_object_get(doc, "path");
+    const char *b64 = json_string_value(json_object_get(doc, "leaf_data"));
+    const char *prev = json_string_value(json_object_get(entry, "prev_hash"));
+    const char *hash = json_string_value(json_object_get(entry, "hash"));
+    *decision_id = json_string_value(json_object_get(doc, "decision_id"));
+    if (!*decision_id || !b64 || !json_is_array(path) || json_array_size(path) > PGCL_MERKLE_MAX_PATH ||
+        !json_is_integer(json_object_get(doc, "leaf_index")) || !json_is_integer(json_object_get(doc, "tree_size")) ||
+        !json_is_integer(json_object_get(entry, "seq")) || !prev || strlen(prev) != 64 || !hash ||
+        strlen(hash) != 64 || !hash_member(doc, "leaf_hash", &p->leaf_hash) || !hash_member(doc, "root", &p->root)) {
+        snprintf(why, (size_t)cap, "not an inclusion proof: decision_id, leaf_data, leaf_hash, leaf_index, tree_size, "
+                 "path, root and chain_entry {seq, prev_hash, hash} are required");
+        return false;
+    }
+    p->leaf_index = json_integer_value(json_object_get(doc, "leaf_index"));
+    p->tree_size = json_integer_value(json_object_get(doc, "tree_size"));
+    p->entry_seq = json_integer_value(json_object_get(entry, "seq"));
+    memcpy(p->prev_hash, prev, 65);
+    memcpy(p->entry_hash, hash, 65);
+    p->path_len = (int)json_array_size(path);
+    for (int i = 0; i < p->path_len; i++)
+        if (!pgcl_merkle_from_hex(json_string_value(json_array_get(path, (size_t)i)), &p->path[i])) {
+            snprintf(why, (size_t)cap, "path[%d] is not 64 hex digits", i);
+            return false;
+        }
+    size_t cap_bytes = strlen(b64) / 4 * 3 + 3;
+    if (!(p->leaf_data = malloc(cap_bytes)) ||
+        sodium_base642bin(p->leaf_data, cap_bytes, b64, strlen(b64), NULL, &p->leaf_data_len, NULL,
+                          sodium_base64_VARIANT_ORIGINAL) != 0) {
+        snprintf(why, (size_t)cap, "leaf_data is not base64");
+        return false;
+    }
+    return true;
+}
+
+static int cmd_verify_proof(const char *file, const cli_opts *o) {
+    json_error_t jerr;
+    json_t *doc = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+    if (!doc) {
+        fprintf(stderr, "pgcld audit verify-proof: %s: %s\n", file, jerr.text);
+        return 1;
+    }
+    pgcl_chain_proof p = {0};
+    const char *decision_id = NULL;
+    char why[512];
+    bool valid = read_proof(doc, &p, &decision_id, why, sizeof why) &&
+                 pgcl_chain_proof_check(&p, decision_id, o->entry_hash, why, sizeof why);
+    int rc = 1;
+    if (valid) {
+        json_t *out = json_pack("{s:b, s:s, s:I, s:s}", "valid", 1, "decision_id", decision_id, "entry_seq",
+                                (json_int_t)p.entry_seq, "entry_hash", p.entry_hash);
+        rc = print_line(out, "verify-proof");
+        json_decref(out);
+    } else {
+        fprintf(stderr, "pgcld audit verify-proof: %s: NOT VALID: %s\n", file, why);
+    }
+    pgcl_chain_proof_release(&p);
+    json_decref(doc);
+    return rc;
+}
+
 int pgcld_cli_audit(int argc, char **argv) {
-    if (argc < 1) return pgcld_cli_usage_error(&CLI, "%s", "missing subcommand: verify, checkpoint or keygen");
+    if (argc < 1)
+        return pgcld_cli_usage_error(&CLI, "%s", "missing subcommand: verify, checkpoint, keygen or verify-proof");
     const char *cmd = argv[0];
     if (pgcld_cli_is_help(cmd)) {
         fputs(USAGE, stdout);
         return 0;
     }
     int allowed;
-    if (strcmp(cmd, "verify") == 0)
+    const char *proof_file = NULL;
+    if (strcmp(cmd, "verify-proof") == 0) {
+        if (argc < 2 || argv[1][0] == '-')
+            return pgcld_cli_usage_error(&CLI, "%s", "verify-proof needs the proof file: verify-proof PROOF");
+        proof_file = argv[1];
+        argc--;
+        argv++;
+        allowed = OPT_ENTRY_HASH;
+    } else if (strcmp(cmd, "verify") == 0)
         allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY;
     else if (strcmp(cmd, "checkpoint") == 0)
         allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT;
     else if (strcmp(cmd, "keygen") == 0)
         allowed = OPT_OUT;
     else
-        return pgcld_cli_usage_error(&CLI, "unknown subcommand '%s' (verify, checkpoint or keygen)", cmd);
+        return pgcld_cli_usage_error(&CLI, "unknown subcommand '%s' (verify, checkpoint, keygen or verify-proof)", cmd);
     cli_opts *o = calloc(1, sizeof *o);
     if (!o) {
         fprintf(stderr, "pgcld audit: out of memory\n");
@@ -177,7 +264,8 @@ int pgcld_cli_audit(int argc, char **argv) {
         rc = 1;
     }
     if (rc == 0) {
-        if (strcmp(cmd, "verify") == 0) rc = cmd_verify(o);
+        if (proof_file) rc = cmd_verify_proof(proof_file, o);
+        else if (strcmp(cmd, "verify") == 0) rc = cmd_verify(o);
         else if (strcmp(cmd, "checkpoint") == 0) rc = cmd_checkpoint(o);
         else rc = cmd_keygen(o);
     }

@@ -50,7 +50,7 @@ CONTRACT_ERRORS = {
     "contest_not_found": 404, "contest_open": 409, "already_resolved": 409,
     "input_not_stored": 409, "input_incompatible": 409, "no_signing_key": 409, "empty_chain": 409,
     "contest_window_closed": 422, "invalid_label": 422, "checkpoint_failed": 500,
-    "input_not_rescorable": 409, "shadow_is_active": 409,
+    "input_not_rescorable": 409, "shadow_is_active": 409, "proof_unavailable": 409,
     # the request's head, checked before routing on every path (documented in info.description)
     "not_implemented": 501,
 }
@@ -109,6 +109,8 @@ OPERATION_ERRORS = {
         "invalid_request", "decision_not_found", "not_found"},
     ("get", "/v1/decisions/{id}/statement"): AUTH_ERRORS | READ_ERRORS | {
         "invalid_request", "decision_not_found", "not_found"},
+    ("get", "/v1/decisions/{id}/proof"): AUTH_ERRORS | READ_ERRORS | {
+        "invalid_request", "decision_not_found", "not_found", "proof_unavailable"},
     ("get", "/v1/contests"): AUTH_ERRORS | READ_ERRORS | {"invalid_request", "invalid_cursor"},
     ("get", "/v1/audit/export"): AUTH_ERRORS | READ_ERRORS | {"invalid_request"},
     ("get", "/v1/audit/stats"): AUTH_ERRORS | READ_ERRORS | {"invalid_request"},
@@ -183,7 +185,7 @@ class SpecStructureTest(unittest.TestCase):
             "/healthz", "/readyz", "/metrics", "/v1/models", "/v1/score",
             "/v1/admin/models/{name}/activate", "/v1/admin/models/{name}/versions/{version}",
             "/v1/admin/models/{name}/shadow", "/v1/admin/keys", "/v1/admin/keys/{key_id}",
-            "/v1/decisions", "/v1/decisions/{id}", "/v1/decisions/{id}/statement",
+            "/v1/decisions", "/v1/decisions/{id}", "/v1/decisions/{id}/statement", "/v1/decisions/{id}/proof",
             "/v1/decisions/{id}/contests", "/v1/decisions/{id}/rescore", "/v1/contests",
             "/v1/contests/{id}/resolution", "/v1/audit/export", "/v1/audit/stats",
             "/v1/audit/verify", "/v1/audit/checkpoints", "/v2", "/v2/health/live",

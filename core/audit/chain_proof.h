@@ -1,0 +1,46 @@
+/* Inclusion proofs of chained events (audit chain encoding version 2; docs/audit.md, "Inclusion
+ * proofs"): that a decision's row, as stored now, is leaf leaf_index of the Merkle tree whose root
+ * the chain entry entry_seq commits to. Anyone holding the proof checks it without the database:
+ *   leaf_hash = SHA-256(0x00 ‖ leaf_data)                              (the row's leaf encoding)
+ *   root      = RFC 9162 §2.1.3.2 from leaf_hash, leaf_index, tree_size and path
+ *   hash      = SHA-256(INTEGER entry_seq, TEXT "commit", INTEGER tree_size, TEXT root, TEXT prev_hash)
+ * and hash is the chain entry the log published (GET /v1/audit/verify's head, a signed checkpoint,
+ * or the hash chain from it to one). docs/verify_proof.py does exactly this. */
+#ifndef PGCL_CHAIN_PROOF_H
+#define PGCL_CHAIN_PROOF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "merkle.h"
+#include "status.h"
+
+typedef struct pgcl_chain_proof {
+    int64_t row_seq;          /* the decision's seq in its table */
+    unsigned char *leaf_data; /* its leaf encoding as stored now (malloc'd) */
+    size_t leaf_data_len;
+    pgcl_merkle_hash leaf_hash; /* the leaf as chained (the commit's stored leaf) */
+    int64_t leaf_index, tree_size;
+    pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH];
+    int path_len;
+    pgcl_merkle_hash root;
+    int64_t entry_seq; /* the commit entry */
+    char prev_hash[65], entry_hash[65];
+} pgcl_chain_proof;
+
+/* The proof for decision decision_id in the audit database at path (one read snapshot).
+ * PGCL_ERR_NOT_FOUND: no such decision; PGCL_ERR_UNSUPPORTED: it was chained in encoding version 1
+ * (or predates the chain), which has no Merkle tree; PGCL_ERR_DB: the database could not be read.
+ * On PGCL_OK release it with pgcl_chain_proof_release. */
+pgcl_status pgcl_chain_prove_decision(const char *path, const char *decision_id, pgcl_chain_proof *out, char *err,
+                                      int cap);
+void pgcl_chain_proof_release(pgcl_chain_proof *p);
+
+/* Checks a proof without the database, as docs/verify_proof.py does: leaf_data names decision_id
+ * and hashes to leaf_hash, the path leads to root, root and prev_hash give entry_hash, and (unless
+ * NULL) entry_hash is the one the caller holds. False with the reason in why. */
+bool pgcl_chain_proof_check(const pgcl_chain_proof *p, const char *decision_id, const char *entry_hash, char *why,
+                            int cap);
+
+#endif
