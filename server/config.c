@@ -64,7 +64,7 @@ static const opt_def g_opts[] = {
      .help = "write the bound port to this file once listening"},
     {.name = "synchronous", S(synchronous, "MODE"), .def = "FULL", .choices = "FULL|NORMAL",
      .help = "audit durability: FULL (fsync per commit) or NORMAL"},
-    {.name = "chain-encoding", S(chain_encoding, "VERSION"), .def = "1", .choices = "1|2",
+    {.name = "chain-encoding", S(chain_encoding, "VERSION"), .def = "2", .choices = "1|2",
      .help = "audit chain encoding: 1 (an entry per event) or 2 (an entry per commit, a Merkle tree)"},
     {.name = "log-level", S(log_level, "LEVEL"), .def = "info", .choices = "debug|info|warn|error", .reload = true,
      .help = "least severe messages logged: debug, info, warn or error"},

@@ -25,7 +25,7 @@ typedef struct pgcl_audit_options {
     bool synchronous_full;  /* FULL (fsync on every commit) or NORMAL (WAL: durable on checkpoint) */
     int busy_timeout_ms;
     int max_pending_rows;   /* append() fails with PGCL_ERR_BUSY beyond this backlog */
-    int chain_encoding;     /* of new chain entries: 1 or 2 (chain.h); 0 = PGCL_CHAIN_ENCODING_DEFAULT */
+    int chain_encoding;     /* of new chain entries: 1 or 2 (chain.h); 0 = PGCL_CHAIN_ENCODING_DEFAULT (2) */
 } pgcl_audit_options;
 
 /* One decision row; every pointer is borrowed for the duration of pgcl_audit_append(). created_at

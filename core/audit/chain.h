@@ -31,7 +31,7 @@ typedef struct pgcl_chain pgcl_chain;
 
 /* The encoding of new entries: 1, 2, or that of the head entry (version 1 while the chain holds
  * no commit entry) — what a second writer such as the keys CLI uses, to follow the daemon's. */
-enum { PGCL_CHAIN_ENCODING_AS_HEAD = 0, PGCL_CHAIN_ENCODING_DEFAULT = 1 };
+enum { PGCL_CHAIN_ENCODING_AS_HEAD = 0, PGCL_CHAIN_ENCODING_DEFAULT = 2 };
 
 /* Prepares the chain's statements on db (a read-write connection whose schema has audit_chain;
  * version 2 needs migration 0007 too). Returns NULL with err set on failure. Destroy before

@@ -76,7 +76,7 @@ pgcl_status pgcl_chain_prove_decision(const char *path, const char *decision_id,
     sqlite3 *db = pgcl_db_open_reader(path, err, cap);
     if (!db) return PGCL_ERR_DB;
     prove_walk w = {.decision_id = decision_id, .out = out, .st = PGCL_OK};
-    sqlite3_stmt *sel = NULL;
+    sqlite3_stmt *sel[PGCL_CHAIN_TABLES] = {0};
     char sub[256];
     pgcl_status st = PGCL_ERR_DB;
     /* One snapshot: the entry, its leaves and the row are read together. */
@@ -108,18 +108,20 @@ pgcl_status pgcl_chain_prove_decision(const char *path, const char *decision_id,
         st = PGCL_ERR_UNSUPPORTED;
         goto done;
     }
-    if (sqlite3_prepare_v2(db, pgcl_chain_tables[DECISIONS_TABLE].select_sql, -1, &sel, NULL) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(db));
+    if (pgcl_chain_prepare_row_selects(db, sel, sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", path, sub);
         goto done;
     }
-    rc = pgcl_chain_leaf_data_of_row(DECISIONS_TABLE, sel, out->row_seq, &out->leaf_data, &out->leaf_data_len);
+    rc = pgcl_chain_leaf_data_of_row(DECISIONS_TABLE, sel[DECISIONS_TABLE], out->row_seq, &out->leaf_data,
+                                     &out->leaf_data_len);
     if (rc != SQLITE_ROW) {
         pgcl_errorf(err, cap, "%s: decisions row %lld: %s", path, (long long)out->row_seq, sqlite3_errmsg(db));
         goto done;
     }
     st = PGCL_OK;
 done:
-    sqlite3_finalize(sel);
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+        sqlite3_finalize(sel[t]);
     pgcl_db_exec(db, "COMMIT", NULL, 0);
     sqlite3_close(db);
     if (st != PGCL_OK) pgcl_chain_proof_release(out);

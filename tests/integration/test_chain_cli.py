@@ -5,6 +5,9 @@ copy of the database (append-only triggers dropped first) and `pgcld audit verif
 naming the right entry: an edited score, a deleted row, reordered entries and rows, a forged row, a
 truncated tail (only caught with a checkpoint exported before). The intact copy exits 0; keygen,
 checkpoint and verify with checkpoints (right and wrong signer, altered file); bad usage exits 2.
+The daemon runs audit chain encoding version 1 (--chain-encoding 1: an entry per event), whose
+entry-by-entry findings these cases pin; version 2's (an entry per commit, findings naming the
+commit and the leaf) are tests/core/test_chain_v2.c's and tests/integration/test_proof.py's.
 
 Run: /usr/bin/python3 tests/integration/test_chain_cli.py (PGCLD_BIN selects the binary).
 """
@@ -67,7 +70,8 @@ class ChainCliTest(unittest.TestCase):
         cls.pub = p.stdout.strip()
         cls.cp_dir = os.path.join(cls.tmp, "checkpoints")
         os.mkdir(cls.cp_dir)
-        d = H.start_daemon(cls, models=(MODEL,), args=["--signing-key", cls.key, "--checkpoint-dir", cls.cp_dir])
+        d = H.start_daemon(cls, models=(MODEL,), args=["--signing-key", cls.key, "--checkpoint-dir", cls.cp_dir,
+                                                       "--chain-encoding", "1"])
         cls.daemon = d
 
         for i in range(3):

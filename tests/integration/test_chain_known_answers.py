@@ -14,6 +14,9 @@ resolutions overturned with a corrected label and upheld without one, with and w
 key. Every column of those tables must be in the documented list (or knowingly in UNCHAINED): a
 column added to a table is not covered by the chain until a new encoding version lists it.
 
+The daemons run encoding version 1 (--chain-encoding 1); version 2's leaves and commit entries are
+derived independently in tests/core/test_chain_v2.c.
+
 Run: /usr/bin/python3 tests/integration/test_chain_known_answers.py (PGCLD_BIN selects the binary).
 """
 import hashlib
@@ -167,11 +170,11 @@ class ChainKnownAnswersTest(unittest.TestCase):
     def setUpClass(cls):
         H.require_models("tiny_binary", "tiny_multi")
         # auth on, inputs stored as float16: keys made by the CLI and over HTTP, filer and resolver keys
-        cls.keyed = H.start_daemon(cls, models=("tiny_binary", "tiny_multi"))
+        cls.keyed = H.start_daemon(cls, models=("tiny_binary", "tiny_multi"), args=["--chain-encoding", "1"])
         fill(cls.keyed, ["tiny_binary", "tiny_multi"], with_keys=True)
         # auth off, no inputs stored: NULL filer and resolver keys, NULL inputs
         cls.open = H.start_daemon(cls, models=("tiny_multi", "tiny_binary"), auth=False,
-                                  args=["--store-inputs", "none"])
+                                  args=["--store-inputs", "none", "--chain-encoding", "1"])
         fill(cls.open, ["tiny_multi", "tiny_binary"], with_keys=False)
 
     def checker(self, d):

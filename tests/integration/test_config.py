@@ -34,7 +34,7 @@ DEFAULTS = {
     "default-model": "toxicity",
     "port-file": "",
     "synchronous": "FULL",
-    "chain-encoding": "1",
+    "chain-encoding": "2",
     "log-level": "info",
     "auth": "required",
     "metrics": "on",

@@ -209,8 +209,10 @@ class ReviewReadsTest(unittest.TestCase):
                 "model_name": "tiny", "model_version": rec["model_version"], "model_sha256": rec["model_sha256"],
                 "request_id": answer["request_id"], "item_id": res["id"], "input_sha256": H.input_sha256(z),
                 "created_at": row["created_at"], "latency_us": row["latency_us"]})
-            chain = d.query("SELECT seq, hash FROM audit_chain WHERE kind = 'decisions' AND row_seq = ?",
-                            (row["seq"],))
+            # encoding version 2 (the default): the entry of the commit whose run holds the row
+            chain = d.query("SELECT c.seq, c.hash FROM audit_chain_runs AS u JOIN audit_chain AS c ON c.seq ="
+                            " u.entry_seq WHERE u.kind = 'decisions' AND u.first_row_seq <= ?1 AND"
+                            " ?1 < u.first_row_seq + u.n", (row["seq"],))
             self.assertEqual(rec["chain"], chain[0] if chain else None)
             self.assertIsNotNone(rec["chain"], "the writer chains every decision")
             self.assertEqual(list(f32(rec["vector"])), list(H.blob_vector(row["vector"])))

@@ -518,9 +518,14 @@ class CheckpointTest(unittest.TestCase):
         self.assertEqual(cp["head_hash"], H.db_scalar(d.db_path, "SELECT hash FROM audit_chain WHERE seq = ?",
                                                       (head,)))
         drained = [r["decision_id"] for r in answer.json["results"]]
-        covered = H.db_scalar(d.db_path, "SELECT max(c.seq) FROM audit_chain c JOIN decisions x "
+        # the entries chaining them: their own (encoding version 1) or their commits' (version 2)
+        covered = H.db_scalar(d.db_path, "SELECT max(e) FROM (SELECT c.seq AS e FROM audit_chain c JOIN decisions x "
                                          "ON c.kind = 'decisions' AND c.row_seq = x.seq "
-                                         "WHERE x.decision_id IN (SELECT value FROM json_each(?))",
+                                         "WHERE x.decision_id IN (SELECT value FROM json_each(?1)) "
+                                         "UNION ALL SELECT u.entry_seq FROM audit_chain_runs u JOIN decisions x "
+                                         "ON u.kind = 'decisions' AND x.seq >= u.first_row_seq "
+                                         "AND x.seq < u.first_row_seq + u.n "
+                                         "WHERE x.decision_id IN (SELECT value FROM json_each(?1)))",
                               (json.dumps(drained),))
         self.assertIsNotNone(covered, "the drained request's decisions are not chained")
         self.assertLessEqual(covered, cp["head_seq"], "the checkpoint was written before the drain ended")
