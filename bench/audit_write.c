@@ -2,7 +2,7 @@
  * no HTTP, no parsing and no forward pass in the way.
  *
  *   BUILD/bench/audit_write [--db PATH] [--rows N] [--batch B] [--threads T] [--store-inputs f16|none]
- *                           [--synchronous full|normal]
+ *                           [--synchronous full|normal] [--chain-encoding 1|2]
  *
  * T client threads each append jobs of B rows (like T connections sending batch-B requests) until
  * N rows are committed; the rows look like /v1/score's (UUIDv7 ids, a 2-label probabilities object,
@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
     long rows = 200000;
     int batch = 64, threads = 4;
     bool store_inputs = true, full = true;
-    int page_size = 0;
+    int page_size = 0, chain_encoding = 2;
     const char *pre_sql = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -106,10 +106,11 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--page-size") == 0) page_size = atoi(v);
         else if (strcmp(argv[i], "--sql") == 0) pre_sql = v;
         else if (strcmp(argv[i], "--synchronous") == 0) full = strcmp(v, "normal") != 0;
+        else if (strcmp(argv[i], "--chain-encoding") == 0) chain_encoding = atoi(v);
         else goto usage;
         i++;
     }
-    if (rows <= 0 || batch <= 0 || threads <= 0) goto usage;
+    if (rows <= 0 || batch <= 0 || threads <= 0 || (chain_encoding != 1 && chain_encoding != 2)) goto usage;
     char side[4096];
     unlink(path);
     snprintf(side, sizeof side, "%s-wal", path);
@@ -126,7 +127,8 @@ int main(int argc, char **argv) {
     }
     pgcl_audit *audit;
     char err[512];
-    pgcl_audit_options opts = {.path = path, .synchronous_full = full, .max_pending_rows = 1 << 20};
+    pgcl_audit_options opts = {
+        .path = path, .synchronous_full = full, .max_pending_rows = 1 << 20, .chain_encoding = chain_encoding};
     if (pgcl_audit_open(&opts, &audit, err, sizeof err) != PGCL_OK) {
         fprintf(stderr, "audit_write: %s\n", err);
         return 1;
@@ -161,15 +163,16 @@ int main(int argc, char **argv) {
     stat(path, &st);
     double secs = (double)(t1 - t0) / 1e6;
     printf("{\"rows\": %ld, \"batch\": %d, \"threads\": %d, \"store_inputs\": %s, \"synchronous\": \"%s\","
+           " \"chain_encoding\": %d,"
            " \"seconds\": %.3f, \"rows_per_s\": %.0f, \"cpu_us_per_row\": %.2f, \"db_bytes_per_row\": %.0f,"
            " \"failures\": %d}\n",
-           committed, batch, threads, store_inputs ? "true" : "false", full ? "full" : "normal", secs,
+           committed, batch, threads, store_inputs ? "true" : "false", full ? "full" : "normal", chain_encoding, secs,
            (double)committed / secs, cpu * 1e6 / (double)committed, (double)st.st_size / (double)committed, failures);
     free(args);
     free(tids);
     return failures ? 1 : 0;
 usage:
     fprintf(stderr, "usage: audit_write [--db PATH] [--rows N] [--batch B] [--threads T] "
-                    "[--store-inputs f16|none] [--synchronous full|normal]\n");
+                    "[--store-inputs f16|none] [--synchronous full|normal] [--chain-encoding 1|2]\n");
     return 2;
 }
