@@ -1,46 +1,53 @@
 #!/usr/bin/env python3
 """Checks a pgcld inclusion proof (GET /v1/decisions/{id}/proof) offline, with the standard library
-only: the leaf is the decision as recorded, its Merkle path (RFC 9162 s2.1.3.2) gives the commit's
-root, and the root gives the chain entry's hash (docs/audit.md). Usage:
-    python3 verify_proof.py PROOF.json [ENTRY_HASH]
-ENTRY_HASH: the hash of chain entry chain_entry.seq as you hold it (a signed checkpoint at that
-entry, or GET /v1/audit/verify's head_hash). Exit 0 and "proof OK", or 1 and the reason."""
-import base64, hashlib, json, sys
+only (docs/audit.md, "Inclusion proofs"): the leaf is the decision as recorded, its RFC 9162 path
+gives the commit's root, the root gives the chain entry's hash, and the entry's path in the log tree
+gives the root a signed checkpoint signs. Usage:
+    python3 verify_proof.py PROOF.json [CHECKPOINT.json | ENTRY_HASH]
+CHECKPOINT.json: a signed checkpoint you hold (check its signature with `pgcld audit verify
+--checkpoint`): it must sign the proof's log tree. ENTRY_HASH: the entry's hash as you hold it.
+Exit 0 and "proof OK", or 1 and the reason."""
+import base64, hashlib, json, os, sys
 
 def sha(b): return hashlib.sha256(b).digest()
 def text(s): b = s.encode(); return b"\x03" + len(b).to_bytes(4, "big") + b
 def integer(v): return b"\x01" + v.to_bytes(8, "big", signed=True)
 
-def root_from_path(leaf, index, size, path):
+def root_from_path(leaf, index, size, path):  # RFC 9162 s2.1.3.2
     if not 0 <= index < size: raise ValueError("leaf_index is not below tree_size")
     fn, sn, r = index, size - 1, leaf
-    for p in path:
-        if sn == 0: raise ValueError("the path is too long")
+    for p in map(bytes.fromhex, path):
+        if sn == 0: raise ValueError("a path is too long")
         if fn & 1 or fn == sn:
             r = sha(b"\x01" + p + r)
             while not fn & 1 and fn: fn, sn = fn >> 1, sn >> 1
         else:
             r = sha(b"\x01" + r + p)
         fn, sn = fn >> 1, sn >> 1
-    if sn: raise ValueError("the path is too short")
+    if sn: raise ValueError("a path is too short")
     return r
 
-def verify(proof, entry_hash=None):
+def verify(proof, held=None):
     data = base64.b64decode(proof["leaf_data"], validate=True)
     if text(proof["decision_id"]) not in data: raise ValueError("leaf_data is not this decision's")
-    leaf = sha(b"\x00" + data)
-    if leaf.hex() != proof["leaf_hash"]: raise ValueError("leaf_data does not hash to the chained leaf_hash")
-    path = [bytes.fromhex(h) for h in proof["path"]]
-    root = root_from_path(leaf, proof["leaf_index"], proof["tree_size"], path)
+    if sha(b"\x00" + data).hex() != proof["leaf_hash"]: raise ValueError("leaf_data does not hash to the chained leaf_hash")
+    root = root_from_path(sha(b"\x00" + data), proof["leaf_index"], proof["tree_size"], proof["path"])
     if root.hex() != proof["root"]: raise ValueError("the path does not lead to root")
-    e = proof["chain_entry"]
+    e, log = proof["chain_entry"], proof["log"]
     h = sha(integer(e["seq"]) + text("commit") + integer(proof["tree_size"]) + text(root.hex()) + text(e["prev_hash"]))
     if h.hex() != e["hash"]: raise ValueError("root and prev_hash do not give the chain entry's hash")
-    if entry_hash and h.hex() != entry_hash.lower(): raise ValueError("the chain entry is not the one you hold")
+    if log["leaf_index"] != e["seq"] - 1: raise ValueError("the log leaf is not the chain entry's")
+    if root_from_path(sha(b"\x00" + h), log["leaf_index"], log["tree_size"], log["path"]).hex() != log["root"]:
+        raise ValueError("the log path does not lead to the log root")
+    for cp in filter(None, [log["checkpoint"], held if isinstance(held, dict) else None]):
+        if (cp["head_seq"], cp["log_root"]) != (log["tree_size"], log["root"]):
+            raise ValueError("a checkpoint does not sign this log tree")
+    if isinstance(held, str) and h.hex() != held.lower(): raise ValueError("the chain entry is not the one you hold")
 
 if __name__ == "__main__":
     try:
-        verify(json.load(open(sys.argv[1])), sys.argv[2] if len(sys.argv) > 2 else None)
+        held = sys.argv[2] if len(sys.argv) > 2 else None
+        verify(json.load(open(sys.argv[1])), json.load(open(held)) if held and os.path.exists(held) else held)
     except (ValueError, KeyError, TypeError) as e:
         sys.exit(f"proof FAILED: {e}")
     print("proof OK")

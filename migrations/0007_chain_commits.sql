@@ -24,3 +24,7 @@ CREATE TRIGGER audit_chain_runs_append_only_u BEFORE UPDATE ON audit_chain_runs
   BEGIN SELECT RAISE(ABORT, 'the audit chain is append-only'); END;
 CREATE TRIGGER audit_chain_runs_append_only_d BEFORE DELETE ON audit_chain_runs
   BEGIN SELECT RAISE(ABORT, 'the audit chain is append-only'); END;
+
+-- Signed checkpoints of format version 2 also sign the root of the log-wide Merkle tree over the
+-- chain's entries 1..head_seq (docs/audit.md, "The log tree"); NULL for version 1.
+ALTER TABLE audit_checkpoints ADD COLUMN log_root TEXT;

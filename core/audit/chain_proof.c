@@ -4,6 +4,7 @@
 #include "chain_proof.h"
 
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -70,6 +71,60 @@ static int take_entry(sqlite3_stmt *s, void *ctx, char *err, int cap) {
     return SQLITE_DONE;
 }
 
+static int take_checkpoint(sqlite3_stmt *s, void *ctx, char *err, int cap) {
+    pgcl_chain_proof *p = ctx;
+    pgcl_checkpoint *cp = &p->checkpoint;
+    const char *text[5] = {(const char *)sqlite3_column_text(s, 1), (const char *)sqlite3_column_text(s, 2),
+                           (const char *)sqlite3_column_text(s, 3), (const char *)sqlite3_column_text(s, 4),
+                           (const char *)sqlite3_column_text(s, 5)};
+    for (int i = 0; i < 5; i++)
+        if (!text[i]) return SQLITE_DONE;
+    cp->version = 2;
+    cp->head_seq = sqlite3_column_int64(s, 0);
+    snprintf(cp->head_hash, sizeof cp->head_hash, "%s", text[0]);
+    snprintf(cp->log_root, sizeof cp->log_root, "%s", text[1]);
+    snprintf(cp->created_at, sizeof cp->created_at, "%s", text[2]);
+    snprintf(cp->public_key, sizeof cp->public_key, "%s", text[3]);
+    snprintf(cp->signature, sizeof cp->signature, "%s", text[4]);
+    p->has_checkpoint = true;
+    return SQLITE_DONE;
+}
+
+static int bind_entry_seq(sqlite3_stmt *s, void *ctx) {
+    return sqlite3_bind_int64(s, 1, ((pgcl_chain_proof *)ctx)->entry_seq);
+}
+
+static int take_head_seq(sqlite3_stmt *s, void *ctx, char *err, int cap) {
+    *(int64_t *)ctx = sqlite3_column_int64(s, 0);
+    return SQLITE_DONE;
+}
+
+/* The entry's place in the log tree: that of the latest version-2 checkpoint covering it, else of
+ * the chain now. Inside the proof's read transaction. */
+static pgcl_status prove_in_log(sqlite3 *db, pgcl_chain_proof *p, char *err, int cap) {
+    char sub[256] = "";
+    int rc = pgcl_db_each_row(db,
+                              "SELECT head_seq, head_hash, log_root, created_at, public_key, signature FROM"
+                              " audit_checkpoints WHERE head_seq >= ?1 AND log_root IS NOT NULL AND log_root <> ''"
+                              " ORDER BY seq DESC LIMIT 1",
+                              bind_entry_seq, take_checkpoint, p, sub, sizeof sub);
+    if (rc != SQLITE_OK && rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "audit_checkpoints: %s", sub);
+        return PGCL_ERR_DB;
+    }
+    int64_t size = p->has_checkpoint ? p->checkpoint.head_seq : 0;
+    if (!p->has_checkpoint) {
+        rc = pgcl_db_each_row(db, "SELECT max(seq) FROM audit_chain", NULL, take_head_seq, &size, sub, sizeof sub);
+        if (rc != SQLITE_OK && rc != SQLITE_DONE) {
+            pgcl_errorf(err, cap, "audit_chain: %s", sub);
+            return PGCL_ERR_DB;
+        }
+    }
+    p->log_index = p->entry_seq - 1;
+    p->log_size = size;
+    return pgcl_chain_log_tree(db, size, p->log_index, &p->log_root, p->log_path, &p->log_path_len, err, cap);
+}
+
 pgcl_status pgcl_chain_prove_decision(const char *path, const char *decision_id, pgcl_chain_proof *out, char *err,
                                       int cap) {
     memset(out, 0, sizeof *out);
@@ -112,6 +167,8 @@ pgcl_status pgcl_chain_prove_decision(const char *path, const char *decision_id,
         pgcl_errorf(err, cap, "%s: %s", path, sub);
         goto done;
     }
+    if ((st = prove_in_log(db, out, err, cap)) != PGCL_OK) goto done;
+    st = PGCL_ERR_DB;
     rc = pgcl_chain_leaf_data_of_row(DECISIONS_TABLE, sel[DECISIONS_TABLE], out->row_seq, &out->leaf_data,
                                      &out->leaf_data_len);
     if (rc != SQLITE_ROW) {
@@ -186,9 +243,81 @@ bool pgcl_chain_proof_check(const pgcl_chain_proof *p, const char *decision_id, 
         return false;
     }
     if (entry_hash && strcasecmp(entry_hash, hash_hex) != 0) {
-        pgcl_errorf(why, cap, "chain entry %lld's hash is %s, not the %.64s you hold", (long long)p->entry_seq,
-                    hash_hex, entry_hash);
+        pgcl_errorf(why, cap, "chain entry %lld's hash is %s, not the %.64s you hold", (long long)p->entry_seq, hash_hex,
+                    entry_hash);
         return false;
     }
+    pgcl_merkle_hash entry_bytes, log_leaf;
+    if (!pgcl_merkle_from_hex(hash_hex, &entry_bytes)) return false;
+    log_leaf = pgcl_merkle_leaf_hash(entry_bytes.b, sizeof entry_bytes.b);
+    if (p->log_index != p->entry_seq - 1 ||
+        !pgcl_merkle_verify_inclusion(&log_leaf, (uint64_t)p->log_index, (uint64_t)p->log_size, p->log_path,
+                                      p->log_path_len, &p->log_root)) {
+        pgcl_errorf(why, cap, "the log path does not lead from entry %lld to the log root over %lld entries",
+                    (long long)p->entry_seq, (long long)p->log_size);
+        return false;
+    }
+    if (p->has_checkpoint) {
+        char log_hex[65], sub[512];
+        pgcl_merkle_to_hex(&p->log_root, log_hex);
+        if (p->checkpoint.version < 2 || p->checkpoint.head_seq != p->log_size ||
+            strcmp(p->checkpoint.log_root, log_hex) != 0) {
+            pgcl_errorf(why, cap, "the checkpoint does not sign this log root over %lld entries", (long long)p->log_size);
+            return false;
+        }
+        if (pgcl_checkpoint_verify(&p->checkpoint, NULL, sub, sizeof sub) != PGCL_OK) {
+            pgcl_errorf(why, cap, "%s", sub);
+            return false;
+        }
+    }
     return true;
+}
+
+/* ---- the log-wide tree over the chain's entries ---- */
+
+typedef struct log_leaves {
+    pgcl_merkle_hash *leaves;
+    int64_t n, size;
+    bool malformed;
+} log_leaves;
+
+static int bind_size(sqlite3_stmt *s, void *ctx) { return sqlite3_bind_int64(s, 1, ((log_leaves *)ctx)->size); }
+
+static int take_log_leaf(sqlite3_stmt *s, void *ctx, char *err, int cap) {
+    log_leaves *l = ctx;
+    pgcl_merkle_hash h;
+    const char *hex = (const char *)sqlite3_column_text(s, 1);
+    if (sqlite3_column_int64(s, 0) != l->n + 1 || l->n >= l->size || !pgcl_merkle_from_hex(hex, &h)) {
+        l->malformed = true;
+        return SQLITE_DONE;
+    }
+    l->leaves[l->n++] = pgcl_merkle_leaf_hash(h.b, sizeof h.b);
+    return SQLITE_OK;
+}
+
+pgcl_status pgcl_chain_log_tree(sqlite3 *db, int64_t size, int64_t index, pgcl_merkle_hash *root,
+                                pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH], int *path_len, char *err, int cap) {
+    PGCL_ASSERT(size >= 1 && index < size);
+    log_leaves l = {.leaves = malloc((size_t)size * sizeof(pgcl_merkle_hash)), .size = size};
+    if (!l.leaves) {
+        pgcl_errorf(err, cap, "out of memory (a log tree of %lld entries)", (long long)size);
+        return PGCL_ERR_NOMEM;
+    }
+    char sub[256] = "";
+    int rc = pgcl_db_each_row(db, "SELECT seq, hash FROM audit_chain WHERE seq <= ?1 ORDER BY seq", bind_size,
+                              take_log_leaf, &l, sub, sizeof sub);
+    pgcl_status st = PGCL_OK;
+    if (rc != SQLITE_OK && rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "audit_chain: %s", sub[0] ? sub : sqlite3_errmsg(db));
+        st = PGCL_ERR_DB;
+    } else if (l.malformed || l.n != size) {
+        pgcl_errorf(err, cap, "the audit chain's entries 1..%lld are not all there, in order, with their hashes "
+                    "(run `pgcld audit verify`)", (long long)size);
+        st = PGCL_ERR_FORMAT;
+    } else {
+        *root = pgcl_merkle_root(l.leaves, (uint64_t)size);
+        if (index >= 0) *path_len = pgcl_merkle_inclusion_path(l.leaves, (uint64_t)size, (uint64_t)index, path);
+    }
+    free(l.leaves);
+    return st;
 }

@@ -4,8 +4,10 @@
  *   leaf_hash = SHA-256(0x00 ‖ leaf_data)                              (the row's leaf encoding)
  *   root      = RFC 9162 §2.1.3.2 from leaf_hash, leaf_index, tree_size and path
  *   hash      = SHA-256(INTEGER entry_seq, TEXT "commit", INTEGER tree_size, TEXT root, TEXT prev_hash)
- * and hash is the chain entry the log published (GET /v1/audit/verify's head, a signed checkpoint,
- * or the hash chain from it to one). docs/verify_proof.py does exactly this. */
+ * and the entry is leaf entry_seq - 1 of the log-wide tree whose root a signed checkpoint signs:
+ *   log leaf  = SHA-256(0x00 ‖ the 32 bytes of hash);  log root = RFC 9162 from it along log_path
+ * docs/verify_proof.py does all this (but the Ed25519 signature, which pgcld audit verify-proof and
+ * pgcld audit verify --checkpoint check). */
 #ifndef PGCL_CHAIN_PROOF_H
 #define PGCL_CHAIN_PROOF_H
 
@@ -14,7 +16,10 @@
 #include <stdint.h>
 
 #include "merkle.h"
+#include "signing.h"
 #include "status.h"
+
+struct sqlite3;
 
 typedef struct pgcl_chain_proof {
     int64_t row_seq;          /* the decision's seq in its table */
@@ -25,8 +30,16 @@ typedef struct pgcl_chain_proof {
     pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH];
     int path_len;
     pgcl_merkle_hash root;
-    int64_t entry_seq; /* the commit entry */
+    int64_t entry_seq;            /* the commit entry */
     char prev_hash[65], entry_hash[65];
+    /* The entry in the log-wide tree (pgcl_chain_log_tree) of the latest signed checkpoint (format
+     * version 2) that covers it, or, when none does, of the chain as it is now. */
+    int64_t log_index, log_size;  /* entry_seq - 1; the checkpoint's head_seq (or the head's seq) */
+    pgcl_merkle_hash log_path[PGCL_MERKLE_MAX_PATH];
+    int log_path_len;
+    pgcl_merkle_hash log_root;
+    bool has_checkpoint;
+    pgcl_checkpoint checkpoint;   /* valid when has_checkpoint: as recorded in audit_checkpoints */
 } pgcl_chain_proof;
 
 /* The proof for decision decision_id in the audit database at path (one read snapshot).
@@ -38,9 +51,19 @@ pgcl_status pgcl_chain_prove_decision(const char *path, const char *decision_id,
 void pgcl_chain_proof_release(pgcl_chain_proof *p);
 
 /* Checks a proof without the database, as docs/verify_proof.py does: leaf_data names decision_id
- * and hashes to leaf_hash, the path leads to root, root and prev_hash give entry_hash, and (unless
- * NULL) entry_hash is the one the caller holds. False with the reason in why. */
+ * and hashes to leaf_hash, the path leads to root, root and prev_hash give entry_hash, (unless
+ * NULL) entry_hash is the one the caller holds, the entry is in the log tree of log_root, and a
+ * checkpoint, when the proof carries one, signs that root with a valid signature. False with the
+ * reason in why. */
 bool pgcl_chain_proof_check(const pgcl_chain_proof *p, const char *decision_id, const char *entry_hash, char *why,
                             int cap);
+
+/* The log-wide Merkle tree over the chain's entries 1..size (docs/audit.md, "The log tree"):
+ * leaf i = SHA-256(0x00 ‖ the 32 bytes of entry i + 1's hash). Reads the entries on db (inside the
+ * caller's read transaction, so that they are one snapshot) and writes the root, and, when
+ * index >= 0, the inclusion path of leaf index into path/path_len. PGCL_ERR_FORMAT when entries
+ * 1..size are not all there with well-formed hashes. O(size) time and 32 bytes of memory per entry. */
+pgcl_status pgcl_chain_log_tree(struct sqlite3 *db, int64_t size, int64_t index, pgcl_merkle_hash *root,
+                                pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH], int *path_len, char *err, int cap);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "chain.h"
 #include "chain_encoding.h"
+#include "chain_proof.h"
 #include "db.h"
 #include "merkle.h"
 #include "signing.h"
@@ -442,11 +443,27 @@ static pgcl_status check_checkpoints(verifier *v, const pgcl_checkpoint *cps, in
                      cp->file);
         } else if (rc == SQLITE_ROW) {
             const unsigned char *hash = sqlite3_column_text(s, 0);
-            if (!text_is(hash, sqlite3_column_bytes(s, 0), cp->head_hash, PGCL_CHAIN_HEX_LEN))
+            if (!text_is(hash, sqlite3_column_bytes(s, 0), cp->head_hash, PGCL_CHAIN_HEX_LEN)) {
                 note_bad(v->rep, cp->head_seq,
                          "entry %lld: hash differs from the signed checkpoint (%.200s): the history up to entry %lld "
                          "was rewritten",
                          (long long)cp->head_seq, cp->file, (long long)cp->head_seq);
+            } else if (cp->version >= 2) {
+                /* the log tree's root it signs, over the entries it covers */
+                pgcl_merkle_hash root;
+                char root_hex[PGCL_CHAIN_HEX_LEN + 1], sub[ERR_CAP];
+                pgcl_status st = pgcl_chain_log_tree(v->db, cp->head_seq, -1, &root, NULL, NULL, sub, sizeof sub);
+                if (st == PGCL_ERR_DB) {
+                    sqlite3_finalize(s);
+                    pgcl_errorf(v->err, v->cap, "%s: %s", v->path, sub);
+                    return st;
+                }
+                if (st == PGCL_OK) pgcl_merkle_to_hex(&root, root_hex);
+                if (st != PGCL_OK || strcmp(root_hex, cp->log_root) != 0)
+                    note_bad(v->rep, cp->head_seq,
+                             "checkpoint %.200s: its log_root is not the root of the log tree over entries 1..%lld",
+                             cp->file, (long long)cp->head_seq);
+            }
         } else {
             sqlite3_finalize(s);
             return db_error(v, "audit_chain");

@@ -16,8 +16,10 @@
 #include "clock.h"
 #include "db.h"
 #include "files.h"
+#include "chain_proof.h"
 
-#define STATEMENT_MAGIC "pgcld-audit-checkpoint-v1"
+#define STATEMENT_MAGIC_V1 "pgcld-audit-checkpoint-v1"
+#define STATEMENT_MAGIC_V2 "pgcld-audit-checkpoint-v2"
 #define SECRET_HEX_LEN (2 * crypto_sign_SECRETKEYBYTES) /* 128 */
 #define KEY_FILE_MAX 1024
 #define CHECKPOINT_FILE_MAX (64 * 1024)
@@ -135,8 +137,10 @@ pgcl_status pgcl_signing_public_key(const char *path, char public_hex[PGCL_PUBLI
 /* ---- statements and verification ---- */
 
 int pgcl_checkpoint_statement(const pgcl_checkpoint *cp, char *buf, int cap) {
-    int n = snprintf(buf, (size_t)cap, STATEMENT_MAGIC "\n%lld\n%s\n%s\n", (long long)cp->head_seq, cp->head_hash,
-                     cp->created_at);
+    int n = cp->version == 1 ? snprintf(buf, (size_t)cap, STATEMENT_MAGIC_V1 "\n%lld\n%s\n%s\n",
+                                        (long long)cp->head_seq, cp->head_hash, cp->created_at)
+                             : snprintf(buf, (size_t)cap, STATEMENT_MAGIC_V2 "\n%lld\n%s\n%s\n%s\n",
+                                        (long long)cp->head_seq, cp->head_hash, cp->log_root, cp->created_at);
     return n < 0 || n >= cap ? -1 : n;
 }
 
@@ -202,13 +206,15 @@ pgcl_status pgcl_checkpoint_read(const char *path, const char *expected_public_h
                     PGCL_CHECKPOINT_FORMAT);
         goto done;
     }
-    if (!json_is_integer(version) || json_integer_value(version) != PGCL_CHECKPOINT_VERSION) {
-        pgcl_errorf(err, cap, "%s: checkpoint format version %lld; this pgcld reads version %d (use a newer pgcld)",
+    if (!json_is_integer(version) || json_integer_value(version) < 1 ||
+        json_integer_value(version) > PGCL_CHECKPOINT_VERSION) {
+        pgcl_errorf(err, cap, "%s: checkpoint format version %lld; this pgcld reads versions 1 to %d (use a newer pgcld)",
                     path, json_is_integer(version) ? (long long)json_integer_value(version) : -1LL,
                     PGCL_CHECKPOINT_VERSION);
         st = PGCL_ERR_UNSUPPORTED;
         goto done;
     }
+    out->version = (int)json_integer_value(version);
     json_t *seq = json_object_get(root, "head_seq");
     if (!json_is_integer(seq) || json_integer_value(seq) < 1) {
         pgcl_errorf(err, cap, "%s: head_seq must be a positive integer", path);
@@ -217,6 +223,10 @@ pgcl_status pgcl_checkpoint_read(const char *path, const char *expected_public_h
     out->head_seq = (int64_t)json_integer_value(seq);
     if (!get_string(root, "head_hash", out->head_hash, 64) || !is_lower_hex(out->head_hash, 64)) {
         pgcl_errorf(err, cap, "%s: head_hash must be 64 lowercase hex digits", path);
+        goto done;
+    }
+    if (out->version >= 2 && (!get_string(root, "log_root", out->log_root, 64) || !is_lower_hex(out->log_root, 64))) {
+        pgcl_errorf(err, cap, "%s: log_root must be 64 lowercase hex digits", path);
         goto done;
     }
     if (!get_string(root, "created_at", out->created_at, sizeof out->created_at - 1) ||
@@ -281,8 +291,10 @@ static pgcl_status write_file_atomic(const char *path, const char *text, char *e
     return PGCL_OK;
 }
 
-/* Reads the chain head in a read transaction. PGCL_ERR_NOT_FOUND when the chain is empty. */
-static pgcl_status read_head(sqlite3 *db, const char *db_path, int64_t *seq, char hash[65], char *err, int cap) {
+/* Reads the chain head and the log tree's root over entries 1..head in one read transaction.
+ * PGCL_ERR_NOT_FOUND when the chain is empty. */
+static pgcl_status read_head(sqlite3 *db, const char *db_path, int64_t *seq, char hash[65], char log_root[65],
+                             char *err, int cap) {
     sqlite3_stmt *s = NULL;
     char sub[ERR_CAP];
     pgcl_status st = PGCL_ERR_DB;
@@ -314,7 +326,13 @@ static pgcl_status read_head(sqlite3 *db, const char *db_path, int64_t *seq, cha
     }
     *seq = sqlite3_column_int64(s, 0);
     memcpy(hash, h, 65);
-    st = PGCL_OK;
+    pgcl_merkle_hash root;
+    char sub_err[ERR_CAP];
+    if ((st = pgcl_chain_log_tree(db, *seq, -1, &root, NULL, NULL, sub_err, sizeof sub_err)) != PGCL_OK) {
+        pgcl_errorf(err, cap, "%s: %s", db_path, sub_err);
+        goto done;
+    }
+    pgcl_merkle_to_hex(&root, log_root);
 done:
     sqlite3_finalize(s);
     pgcl_db_exec(db, "COMMIT", NULL, 0);
@@ -335,6 +353,7 @@ static int insert_checkpoint_row(sqlite3 *db, void *ctx, char *err, int cap) {
     sqlite3_bind_text(s, 3, row->cp->created_at, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 4, row->cp->public_key, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 5, row->cp->signature, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, row->cp->log_root, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE) return SQLITE_OK;
     pgcl_errorf(err, cap, "%s", sqlite3_errmsg(db));
@@ -347,8 +366,8 @@ static int insert_checkpoint_row(sqlite3 *db, void *ctx, char *err, int cap) {
 static pgcl_status record_checkpoint(sqlite3 *db, const pgcl_checkpoint *cp, char *err, int cap) {
     checkpoint_row row = {.insert = NULL, .cp = cp};
     if (sqlite3_prepare_v2(db,
-                           "INSERT INTO audit_checkpoints (head_seq, head_hash, created_at, public_key, signature)"
-                           " VALUES (?1, ?2, ?3, ?4, ?5)",
+                           "INSERT INTO audit_checkpoints (head_seq, head_hash, created_at, public_key, signature,"
+                           " log_root) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                            -1, &row.insert, NULL) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s", sqlite3_errmsg(db));
         sqlite3_finalize(row.insert);
@@ -377,7 +396,8 @@ pgcl_status pgcl_checkpoint_create(const char *db_path, const char *key_path, co
     }
     sqlite3_extended_result_codes(db, 1);
     sqlite3_busy_timeout(db, PGCL_DB_BUSY_TIMEOUT_MS);
-    if ((st = read_head(db, db_path, &out->head_seq, out->head_hash, err, cap)) != PGCL_OK) goto done;
+    out->version = PGCL_CHECKPOINT_VERSION;
+    if ((st = read_head(db, db_path, &out->head_seq, out->head_hash, out->log_root, err, cap)) != PGCL_OK) goto done;
 
     pgcl_timestamp_now(out->created_at);
     int n = pgcl_checkpoint_statement(out, statement, sizeof statement);
@@ -401,9 +421,10 @@ pgcl_status pgcl_checkpoint_create(const char *db_path, const char *key_path, co
         goto done;
     }
     st = PGCL_ERR_NOMEM;
-    doc = json_pack("{s:s, s:i, s:I, s:s, s:s, s:s, s:s}", "format", PGCL_CHECKPOINT_FORMAT, "version",
+    doc = json_pack("{s:s, s:i, s:I, s:s, s:s, s:s, s:s, s:s}", "format", PGCL_CHECKPOINT_FORMAT, "version",
                     PGCL_CHECKPOINT_VERSION, "head_seq", (json_int_t)out->head_seq, "head_hash", out->head_hash,
-                    "created_at", out->created_at, "public_key", out->public_key, "signature", out->signature);
+                    "log_root", out->log_root, "created_at", out->created_at, "public_key", out->public_key,
+                    "signature", out->signature);
     if (!doc || !(text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER))) {
         pgcl_errorf(err, cap, "out of memory");
         goto done;

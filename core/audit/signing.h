@@ -3,10 +3,14 @@
  * files are what makes a rewritten or truncated history detectable (see docs/audit.md).
  *
  * Signing key file: one line, the hex of libsodium's 64-byte Ed25519 secret key (seed ‖ public
- * key), mode 0600. Checkpoint statement (the signed bytes):
+ * key), mode 0600. Checkpoint statement (the signed bytes), version 2 (written since issue 16):
+ *     "pgcld-audit-checkpoint-v2\n<head_seq>\n<head_hash>\n<log_root>\n<created_at>\n"
+ * with log_root the root of the log-wide Merkle tree over entries 1..head_seq (chain_proof.h);
+ * version 1 (still read and verified) has no log_root:
  *     "pgcld-audit-checkpoint-v1\n<head_seq>\n<head_hash>\n<created_at>\n"
- * Checkpoint file: the JSON object {"format": "pgcld-audit-checkpoint", "version": 1, "head_seq",
- * "head_hash", "created_at", "public_key", "signature"} (hex strings).
+ * Checkpoint file: the JSON object {"format": "pgcld-audit-checkpoint", "version": 2, "head_seq",
+ * "head_hash", "log_root", "created_at", "public_key", "signature"} (hex strings; no log_root in
+ * version 1).
  *
  * Every function is thread-safe (no shared state) and needs sodium_init() first. */
 #ifndef PGCL_SIGNING_H
@@ -17,14 +21,16 @@
 #include "status.h"
 
 #define PGCL_CHECKPOINT_FORMAT "pgcld-audit-checkpoint"
-#define PGCL_CHECKPOINT_VERSION 1
+#define PGCL_CHECKPOINT_VERSION 2 /* written; versions 1 and 2 are read */
 #define PGCL_PUBLIC_KEY_HEX_LEN 64 /* 32 bytes */
 #define PGCL_SIGNATURE_HEX_LEN 128 /* 64 bytes */
 #define PGCL_CHECKPOINT_PATH_MAX 4096
 
 typedef struct pgcl_checkpoint {
+    int version; /* 1 or 2 */
     int64_t head_seq;
     char head_hash[65];
+    char log_root[65]; /* version 2: the log tree's root over entries 1..head_seq; "" in version 1 */
     char created_at[65]; /* RFC 3339 UTC when made by pgcld; any text without a newline when read */
     char public_key[PGCL_PUBLIC_KEY_HEX_LEN + 1];
     char signature[PGCL_SIGNATURE_HEX_LEN + 1];
@@ -40,7 +46,7 @@ pgcl_status pgcl_signing_keygen(const char *path, char public_hex[PGCL_PUBLIC_KE
 pgcl_status pgcl_signing_public_key(const char *path, char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1], char *err,
                                     int cap);
 
-/* Writes the statement signed for cp (head_seq, head_hash, created_at) into buf. Returns its length,
+/* Writes the statement signed for cp (by its version) into buf. Returns its length,
  * or -1 when it does not fit in cap bytes (NUL included). */
 int pgcl_checkpoint_statement(const pgcl_checkpoint *cp, char *buf, int cap);
 

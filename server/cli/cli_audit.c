@@ -20,7 +20,7 @@ static const char USAGE[] =
     "usage: pgcld audit verify     --db FILE [--checkpoint FILE]... [--public-key HEX]\n"
     "       pgcld audit checkpoint --db FILE --signing-key FILE --out FILE\n"
     "       pgcld audit keygen     --out FILE\n"
-    "       pgcld audit verify-proof PROOF [--entry-hash HEX]\n"
+    "       pgcld audit verify-proof PROOF [--entry-hash HEX] [--checkpoint FILE]... [--public-key HEX]\n"
     "\n"
     "Tamper evidence for the audit database FILE (the --db of pgcld serve). Options are\n"
     "--name VALUE or --name=VALUE.\n"
@@ -40,8 +40,11 @@ static const char USAGE[] =
     "  verify-proof  checks the inclusion proof PROOF (the answer of GET /v1/decisions/{id}/proof,\n"
     "              a JSON file) without the database: the leaf is the decision as recorded, its path\n"
     "              leads to the commit's root, and the root gives the chain entry's hash; with\n"
-    "              --entry-hash, that hash must be the one given (from a signed checkpoint at that\n"
-    "              entry). Prints one JSON line: valid, decision_id, entry_seq, entry_hash.\n"
+    "              --entry-hash, that hash must be the one given; the entry must be in the log tree\n"
+    "              (over all entries) whose root the proof's signed checkpoint signs, and each\n"
+    "              --checkpoint file the holder has must sign that same tree (with --public-key,\n"
+    "              every checkpoint must be signed by that key). Prints one JSON line: valid,\n"
+    "              decision_id, entry_seq, entry_hash, log_size, checkpoint (whether one signed it).\n"
     "\n"
     "Exit status: 0 done (verify: intact; verify-proof: valid), 1 not intact, not valid or failed\n"
     "(reason on stderr), 2 bad usage.\n";
@@ -186,12 +189,80 @@ static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_i
             snprintf(why, (size_t)cap, "path[%d] is not 64 hex digits", i);
             return false;
         }
+    json_t *log = json_object_get(doc, "log"), *log_path = json_object_get(log, "path");
+    json_t *cp = json_object_get(log, "checkpoint");
+    if (!json_is_integer(json_object_get(log, "leaf_index")) || !json_is_integer(json_object_get(log, "tree_size")) ||
+        !json_is_array(log_path) || json_array_size(log_path) > PGCL_MERKLE_MAX_PATH ||
+        !hash_member(log, "root", &p->log_root) || !(json_is_null(cp) || json_is_object(cp))) {
+        snprintf(why, (size_t)cap, "not an inclusion proof: log {leaf_index, tree_size, path, root, checkpoint} is "
+                 "required");
+        return false;
+    }
+    p->log_index = json_integer_value(json_object_get(log, "leaf_index"));
+    p->log_size = json_integer_value(json_object_get(log, "tree_size"));
+    p->log_path_len = (int)json_array_size(log_path);
+    for (int i = 0; i < p->log_path_len; i++)
+        if (!pgcl_merkle_from_hex(json_string_value(json_array_get(log_path, (size_t)i)), &p->log_path[i])) {
+            snprintf(why, (size_t)cap, "log.path[%d] is not 64 hex digits", i);
+            return false;
+        }
+    if (json_is_object(cp)) {
+        pgcl_checkpoint *c = &p->checkpoint;
+        const char *fields[5] = {"head_hash", "log_root", "created_at", "public_key", "signature"};
+        char *dest[5] = {c->head_hash, c->log_root, c->created_at, c->public_key, c->signature};
+        size_t caps[5] = {sizeof c->head_hash, sizeof c->log_root, sizeof c->created_at, sizeof c->public_key,
+                          sizeof c->signature};
+        if (!json_is_integer(json_object_get(cp, "version")) || !json_is_integer(json_object_get(cp, "head_seq"))) {
+            snprintf(why, (size_t)cap, "log.checkpoint needs version and head_seq");
+            return false;
+        }
+        c->version = (int)json_integer_value(json_object_get(cp, "version"));
+        c->head_seq = json_integer_value(json_object_get(cp, "head_seq"));
+        for (int i = 0; i < 5; i++) {
+            const char *v = json_string_value(json_object_get(cp, fields[i]));
+            if (!v || strlen(v) >= caps[i]) {
+                snprintf(why, (size_t)cap, "log.checkpoint.%s is missing or too long", fields[i]);
+                return false;
+            }
+            snprintf(dest[i], caps[i], "%s", v);
+        }
+        snprintf(c->file, sizeof c->file, "the proof's checkpoint");
+        p->has_checkpoint = true;
+    }
     size_t cap_bytes = strlen(b64) / 4 * 3 + 3;
     if (!(p->leaf_data = malloc(cap_bytes)) ||
         sodium_base642bin(p->leaf_data, cap_bytes, b64, strlen(b64), NULL, &p->leaf_data_len, NULL,
                           sodium_base64_VARIANT_ORIGINAL) != 0) {
         snprintf(why, (size_t)cap, "leaf_data is not base64");
         return false;
+    }
+    return true;
+}
+
+/* The checkpoints the holder has (--checkpoint, signed by --public-key when given) must sign the
+ * log tree the proof leads to; so must the proof's own checkpoint be signed by --public-key. */
+static bool held_checkpoints_agree(const pgcl_chain_proof *p, const cli_opts *o, char *why, int cap) {
+    char root_hex[65];
+    pgcl_merkle_to_hex(&p->log_root, root_hex);
+    if (o->public_key && p->has_checkpoint && strcmp(p->checkpoint.public_key, o->public_key) != 0) {
+        snprintf(why, (size_t)cap, "the proof's checkpoint is signed by %s, not by --public-key", p->checkpoint.public_key);
+        return false;
+    }
+    for (int i = 0; i < o->n_checkpoints; i++) {
+        pgcl_checkpoint *held = malloc(sizeof *held);
+        if (!held) {
+            snprintf(why, (size_t)cap, "out of memory");
+            return false;
+        }
+        bool ok = pgcl_checkpoint_read(o->checkpoints[i], o->public_key, held, why, cap) == PGCL_OK;
+        if (ok && (held->version < 2 || held->head_seq != p->log_size || strcmp(held->log_root, root_hex) != 0)) {
+            snprintf(why, (size_t)cap, "%s signs the log tree of %lld entries with root %s; the proof leads to the tree "
+                     "of %lld entries with root %s", o->checkpoints[i], (long long)held->head_seq,
+                     held->version < 2 ? "(none: format version 1)" : held->log_root, (long long)p->log_size, root_hex);
+            ok = false;
+        }
+        free(held);
+        if (!ok) return false;
     }
     return true;
 }
@@ -207,11 +278,13 @@ static int cmd_verify_proof(const char *file, const cli_opts *o) {
     const char *decision_id = NULL;
     char why[512];
     bool valid = read_proof(doc, &p, &decision_id, why, sizeof why) &&
-                 pgcl_chain_proof_check(&p, decision_id, o->entry_hash, why, sizeof why);
+                 pgcl_chain_proof_check(&p, decision_id, o->entry_hash, why, sizeof why) &&
+                 held_checkpoints_agree(&p, o, why, sizeof why);
     int rc = 1;
     if (valid) {
-        json_t *out = json_pack("{s:b, s:s, s:I, s:s}", "valid", 1, "decision_id", decision_id, "entry_seq",
-                                (json_int_t)p.entry_seq, "entry_hash", p.entry_hash);
+        json_t *out = json_pack("{s:b, s:s, s:I, s:s, s:I, s:b}", "valid", 1, "decision_id", decision_id, "entry_seq",
+                                (json_int_t)p.entry_seq, "entry_hash", p.entry_hash, "log_size",
+                                (json_int_t)p.log_size, "checkpoint", p.has_checkpoint);
         rc = print_line(out, "verify-proof");
         json_decref(out);
     } else {
@@ -238,7 +311,7 @@ int pgcld_cli_audit(int argc, char **argv) {
         proof_file = argv[1];
         argc--;
         argv++;
-        allowed = OPT_ENTRY_HASH;
+        allowed = OPT_ENTRY_HASH | OPT_CHECKPOINT | OPT_PUBLIC_KEY;
     } else if (strcmp(cmd, "verify") == 0)
         allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY;
     else if (strcmp(cmd, "checkpoint") == 0)

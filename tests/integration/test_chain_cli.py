@@ -11,6 +11,7 @@ commit and the leaf) are tests/core/test_chain_v2.c's and tests/integration/test
 
 Run: /usr/bin/python3 tests/integration/test_chain_cli.py (PGCLD_BIN selects the binary).
 """
+import hashlib
 import json
 import os
 import re
@@ -25,6 +26,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
 
 MODEL = "tiny_binary"
+
+
+def rfc9162_root(leaves):
+    """MTH of RFC 9162 s2.1.1 over leaf hashes, as written there."""
+    if len(leaves) == 1:
+        return leaves[0]
+    k = 1
+    while k * 2 < len(leaves):
+        k *= 2
+    return hashlib.sha256(b"\x01" + rfc9162_root(leaves[:k]) + rfc9162_root(leaves[k:])).digest()
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 DROP_TRIGGERS = "".join(
@@ -167,9 +178,14 @@ class ChainCliTest(unittest.TestCase):
         with open(body["file"], encoding="utf-8") as f:
             doc = json.load(f)
         self.assertEqual(doc["format"], "pgcld-audit-checkpoint")
-        self.assertEqual(doc["version"], 1)
-        for k in ("head_seq", "head_hash", "created_at", "public_key", "signature"):
+        self.assertEqual(doc["version"], 2)
+        for k in ("head_seq", "head_hash", "log_root", "created_at", "public_key", "signature"):
             self.assertEqual(doc[k], body[k], k)
+        # the log tree's root over entries 1..head_seq, derived here from docs/audit.md
+        hashes = [r[0] for r in sqlite3.connect(self.base).execute(
+            "SELECT hash FROM audit_chain WHERE seq <= ? ORDER BY seq", (body["head_seq"],))]
+        self.assertEqual(doc["log_root"], rfc9162_root([hashlib.sha256(b"\x00" + bytes.fromhex(h)).digest()
+                                                         for h in hashes]).hex())
         self.assertEqual(scalar(self.base, "SELECT count(*) FROM audit_checkpoints WHERE head_seq = ?",
                                 (body["head_seq"],)), 1)
         self.assertEqual(self.cp_http_reviewer.status, 403)

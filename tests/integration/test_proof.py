@@ -13,6 +13,7 @@ Run: /usr/bin/python3 tests/integration/test_proof.py (PGCLD_BIN selects the bin
 """
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -28,13 +29,16 @@ PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executabl
 DROP_TRIGGERS = "DROP TRIGGER decisions_append_only_u; DROP TRIGGER decisions_append_only_d;"
 
 
-def run_verifiers(d, proof, entry_hash=None):
-    """(stand-alone verifier's exit code and output, pgcld audit verify-proof's)."""
+def run_verifiers(d, proof, entry_hash=None, checkpoint=None, public_key=None):
+    """(stand-alone verifier's exit code and output, pgcld audit verify-proof's); checkpoint: a
+    checkpoint file the holder has."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=d.tmp, delete=False) as f:
         json.dump(proof, f)
-    extra = [entry_hash] if entry_hash else []
+    extra = [entry_hash] if entry_hash else [checkpoint] if checkpoint else []
     py = subprocess.run([PY, VERIFIER, f.name, *extra], capture_output=True, text=True, timeout=60)
     extra = ["--entry-hash", entry_hash] if entry_hash else []
+    extra += ["--checkpoint", checkpoint] if checkpoint else []
+    extra += ["--public-key", public_key] if public_key else []
     c = d.cli("audit", "verify-proof", f.name, *extra, check=False)
     os.unlink(f.name)
     return (py.returncode, py.stdout + py.stderr), (c.returncode, c.stdout + c.stderr)
@@ -146,6 +150,84 @@ class ContractTest(LiveValidationMixin, unittest.TestCase):
                           "decision_not_found", key=d.keys["reviewer"])
         self.expect_error("GET", path + "?x=1", 400, "invalid_request", key=d.keys["reviewer"], field="x")
         self.expect_auth_errors("GET", path, forbidden_roles=("scorer",))
+
+
+class CheckpointTest(unittest.TestCase):
+    """A proof reaches a signed checkpoint through the log tree: the latest checkpoint covering the
+    decision's entry, whatever was written after it."""
+
+    @classmethod
+    def setUpClass(cls):
+        H.require_models("toxicity")
+        cls.tmp = tempfile.mkdtemp(prefix="pgcld-proof-")
+        cls.key = os.path.join(cls.tmp, "signing.key")
+        p = subprocess.run([H.PGCLD_BIN, "audit", "keygen", "--out", cls.key], capture_output=True, text=True,
+                           timeout=60, check=True)
+        cls.public = p.stdout.strip().splitlines()[-1]
+        cls.cp_dir = os.path.join(cls.tmp, "checkpoints")
+        os.mkdir(cls.cp_dir)
+        cls.d = H.start_daemon(cls, models=("toxicity",), args=["--signing-key", cls.key, "--checkpoint-dir",
+                                                                  cls.cp_dir])
+        D = H.load_config("toxicity")["dims"]["D"]
+        cls.before = [cls.d.score({"items": H.json_items(H.random_embeddings(n, D, seed=20 + n), f"c{n}-")})
+                      .json["results"][0]["decision_id"] for n in (2, 3)]
+        r = cls.d.post("/v1/audit/checkpoints", {}, key=cls.d.keys["admin"])
+        assert r.status == 201, r
+        cls.cp = r.json
+        cls.after = cls.d.score({"items": H.json_items(H.random_embeddings(4, D, seed=30), "late-")}) \
+            .json["results"][2]["decision_id"]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def proof(self, decision_id):
+        r = self.d.get(f"/v1/decisions/{decision_id}/proof", key=self.d.keys["reviewer"])
+        self.assertEqual(r.status, 200, r)
+        return r.json
+
+    def test_a_decision_before_the_checkpoint_reaches_it(self):
+        for decision_id in self.before:
+            p = self.proof(decision_id)
+            cp = p["log"]["checkpoint"]
+            self.assertIsNotNone(cp, p)
+            self.assertEqual((cp["head_seq"], cp["log_root"], cp["public_key"]),
+                             (self.cp["head_seq"], self.cp["log_root"], self.public))
+            self.assertEqual(p["log"]["tree_size"], self.cp["head_seq"])
+            (py_rc, py_out), (c_rc, c_out) = run_verifiers(self.d, p, checkpoint=self.cp["file"],
+                                                           public_key=self.public)
+            self.assertEqual((py_rc, c_rc), (0, 0), py_out + c_out)
+            self.assertTrue(json.loads(c_out.splitlines()[-1])["checkpoint"], c_out)
+
+    def test_a_decision_after_it_reaches_the_head(self):
+        p = self.proof(self.after)
+        self.assertIsNone(p["log"]["checkpoint"], p)
+        head = self.d.get("/v1/audit/verify", key=self.d.keys["admin"]).json
+        self.assertEqual(p["log"]["tree_size"], head["head_seq"])
+        (py_rc, py_out), (c_rc, c_out) = run_verifiers(self.d, p)
+        self.assertEqual((py_rc, c_rc), (0, 0), py_out + c_out)
+        # a checkpoint of another tree does not vouch for it
+        (py_rc, _), (c_rc, _) = run_verifiers(self.d, p, checkpoint=self.cp["file"])
+        self.assertEqual((py_rc, c_rc), (1, 1))
+
+    def test_a_forged_log_part_fails(self):
+        p = self.proof(self.before[0])
+        for forge in ("path", "root", "checkpoint_root", "signature"):
+            bad = json.loads(json.dumps(p))
+            if forge == "path" and bad["log"]["path"]:
+                bad["log"]["path"][-1] = "0" * 64
+            elif forge == "root":
+                bad["log"]["root"] = bad["log"]["checkpoint"]["log_root"] = "1" * 64
+            elif forge == "checkpoint_root":
+                bad["log"]["checkpoint"]["log_root"] = "2" * 64
+            else:
+                bad["log"]["checkpoint"]["created_at"] = "2030-01-01T00:00:00Z"
+            (_, py_out), (c_rc, c_out) = run_verifiers(self.d, bad)
+            self.assertEqual(c_rc, 1, (forge, c_out))
+            if forge != "signature":  # the stand-alone verifier does not check Ed25519 (docs/audit.md)
+                self.assertIn("FAILED", py_out, forge)
+        (_, _), (c_rc, c_out) = run_verifiers(self.d, p, public_key="ab" * 32)
+        self.assertEqual(c_rc, 1, "another signer than --public-key")
 
 
 class VersionOneTest(unittest.TestCase):

@@ -437,7 +437,11 @@ def libsodium():
 def signature_valid(cp):
     """Checks cp's Ed25519 signature over the statement docs/audit.md defines, with libsodium
     (independently of pgcld's own verification)."""
-    statement = f"pgcld-audit-checkpoint-v1\n{cp['head_seq']}\n{cp['head_hash']}\n{cp['created_at']}\n".encode()
+    if cp.get("version") == 1:
+        statement = f"pgcld-audit-checkpoint-v1\n{cp['head_seq']}\n{cp['head_hash']}\n{cp['created_at']}\n".encode()
+    else:
+        statement = (f"pgcld-audit-checkpoint-v2\n{cp['head_seq']}\n{cp['head_hash']}\n{cp['log_root']}\n"
+                     f"{cp['created_at']}\n").encode()
     sig, pk = bytes.fromhex(cp["signature"]), bytes.fromhex(cp["public_key"])
     if len(sig) != 64 or len(pk) != 32:
         return False
@@ -473,7 +477,7 @@ class CheckpointTest(unittest.TestCase):
     def check_checkpoint(self, name, cp):
         self.assertEqual(name, f"checkpoint-{cp['head_seq']}.json")
         self.assertEqual((cp["format"], cp["version"], cp["public_key"]),
-                         ("pgcld-audit-checkpoint", 1, self.public), cp)
+                         ("pgcld-audit-checkpoint", 2, self.public), cp)
         self.assertTrue(signature_valid(cp), f"{name}: the Ed25519 signature does not verify")
         forged = dict(cp, head_seq=cp["head_seq"] + 1)
         self.assertFalse(signature_valid(forged), "the signature check accepts anything")
