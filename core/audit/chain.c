@@ -177,29 +177,36 @@ pgcl_status pgcl_chain_begin(pgcl_chain *c, char *err, int cap) {
     return PGCL_OK;
 }
 
-/* Version 2: hashes the row into a leaf and keeps it for seal(). */
-static pgcl_status record_leaf(pgcl_chain *c, int t, int64_t row_seq, char *err, int cap) {
-    if (c->n_pending == c->cap_pending) {
-        size_t n = c->cap_pending ? 2 * c->cap_pending : 64;
-        pending_leaf *grown = realloc(c->pending, n * sizeof *grown);
-        if (!grown) {
-            pgcl_errorf(err, cap, "audit chain: out of memory");
-            return PGCL_ERR_NOMEM;
-        }
-        c->pending = grown;
-        c->cap_pending = n;
-    }
-    pending_leaf *p = &c->pending[c->n_pending];
-    int rc = pgcl_chain_leaf_of_row(t, c->row_select[t], row_seq, &p->leaf);
+/* Grows the array *p of *cap elements of size elem to n elements; false (unchanged) on failure. */
+static bool grow(void **p, size_t *cap, size_t n, size_t elem) {
+    void *grown = realloc(*p, n * elem);
+    if (!grown) return false;
+    *p = grown;
+    *cap = n;
+    return true;
+}
+
+/* The status and message of a row select that did not find (SQLITE_DONE) or could not read its row. */
+static pgcl_status row_read_error(const pgcl_chain *c, int t, int64_t row_seq, int rc, char *err, int cap) {
     if (rc == SQLITE_DONE) {
         pgcl_errorf(err, cap, "audit chain: %s row %lld does not exist", pgcl_chain_tables[t].name, (long long)row_seq);
         return PGCL_ERR_NOT_FOUND;
     }
-    if (rc != SQLITE_ROW) {
-        pgcl_errorf(err, cap, "audit chain: reading %s row %lld: %s", pgcl_chain_tables[t].name, (long long)row_seq,
-                    sqlite3_errmsg(c->db));
-        return PGCL_ERR_DB;
+    pgcl_errorf(err, cap, "audit chain: reading %s row %lld: %s", pgcl_chain_tables[t].name, (long long)row_seq,
+                sqlite3_errmsg(c->db));
+    return PGCL_ERR_DB;
+}
+
+/* Version 2: hashes the row into a leaf and keeps it for seal(). */
+static pgcl_status record_leaf(pgcl_chain *c, int t, int64_t row_seq, char *err, int cap) {
+    if (c->n_pending == c->cap_pending &&
+        !grow((void **)&c->pending, &c->cap_pending, c->cap_pending ? 2 * c->cap_pending : 64, sizeof *c->pending)) {
+        pgcl_errorf(err, cap, "audit chain: out of memory");
+        return PGCL_ERR_NOMEM;
     }
+    pending_leaf *p = &c->pending[c->n_pending];
+    int rc = pgcl_chain_leaf_of_row(t, c->row_select[t], row_seq, &p->leaf);
+    if (rc != SQLITE_ROW) return row_read_error(c, t, row_seq, rc, err, cap);
     p->table = t;
     p->row_seq = row_seq;
     c->n_pending++;
@@ -228,15 +235,7 @@ pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, 
     if (c->encoding == 2) return record_leaf(c, t, row_seq, err, cap);
     char payload[PGCL_CHAIN_HEX_LEN + 1], hash[PGCL_CHAIN_HEX_LEN + 1];
     int rc = pgcl_chain_hash_row(c->row_select[t], row_seq, payload);
-    if (rc == SQLITE_DONE) {
-        pgcl_errorf(err, cap, "audit chain: %s row %lld does not exist", pgcl_chain_tables[t].name, (long long)row_seq);
-        return PGCL_ERR_NOT_FOUND;
-    }
-    if (rc != SQLITE_ROW) {
-        pgcl_errorf(err, cap, "audit chain: reading %s row %lld: %s", pgcl_chain_tables[t].name, (long long)row_seq,
-                    sqlite3_errmsg(c->db));
-        return PGCL_ERR_DB;
-    }
+    if (rc != SQLITE_ROW) return row_read_error(c, t, row_seq, rc, err, cap);
     int64_t seq = c->head_seq + 1;
     pgcl_chain_entry_hash(seq, pgcl_chain_tables[t].name, strlen(pgcl_chain_tables[t].name), row_seq, payload,
                           PGCL_CHAIN_HEX_LEN, c->head_hash, PGCL_CHAIN_HEX_LEN, hash);
@@ -314,14 +313,9 @@ pgcl_status pgcl_chain_seal(pgcl_chain *c, char *err, int cap) {
     }
     pgcl_status st = prepare_commit_statements(c, err, cap);
     if (st != PGCL_OK) return st;
-    if (c->n_pending > c->cap_leaves) {
-        pgcl_merkle_hash *grown = realloc(c->leaves, c->n_pending * sizeof *grown);
-        if (!grown) {
-            pgcl_errorf(err, cap, "audit chain: out of memory");
-            return PGCL_ERR_NOMEM;
-        }
-        c->leaves = grown;
-        c->cap_leaves = c->n_pending;
+    if (c->n_pending > c->cap_leaves && !grow((void **)&c->leaves, &c->cap_leaves, c->n_pending, sizeof *c->leaves)) {
+        pgcl_errorf(err, cap, "audit chain: out of memory");
+        return PGCL_ERR_NOMEM;
     }
     for (size_t i = 0; i < c->n_pending; i++)
         c->leaves[i] = c->pending[i].leaf;

@@ -210,42 +210,41 @@ static void encode_leaf(int table, sqlite3_stmt *sel, encoder *e) {
     }
 }
 
-int pgcl_chain_leaf_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, pgcl_merkle_hash *leaf) {
+/* Steps sel for row_seq and, on SQLITE_ROW, encodes the row's leaf data into e (enc_init'ed here;
+ * the caller frees a heap buffer). sel is left positioned on the row: the caller resets it. */
+static int step_and_encode_leaf(int table, sqlite3_stmt *sel, int64_t row_seq, encoder *e) {
     PGCL_ASSERT(table >= 0 && table < PGCL_CHAIN_TABLES);
     sqlite3_reset(sel);
     sqlite3_bind_int64(sel, 1, row_seq);
+    enc_init(e);
     int rc = sqlite3_step(sel);
-    if (rc == SQLITE_ROW) {
-        encoder e;
-        enc_init(&e);
-        encode_leaf(table, sel, &e);
-        *leaf = pgcl_merkle_leaf_hash(e.buf, e.n);
-        if (e.buf != e.inline_buf) free(e.buf);
-    }
+    if (rc == SQLITE_ROW) encode_leaf(table, sel, e);
+    return rc;
+}
+
+int pgcl_chain_leaf_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, pgcl_merkle_hash *leaf) {
+    encoder e;
+    int rc = step_and_encode_leaf(table, sel, row_seq, &e);
+    if (rc == SQLITE_ROW) *leaf = pgcl_merkle_leaf_hash(e.buf, e.n);
+    if (e.buf != e.inline_buf) free(e.buf);
     sqlite3_reset(sel);
     return rc;
 }
 
 int pgcl_chain_leaf_data_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, unsigned char **data, size_t *len) {
-    PGCL_ASSERT(table >= 0 && table < PGCL_CHAIN_TABLES);
+    encoder e;
     *data = NULL;
     *len = 0;
-    sqlite3_reset(sel);
-    sqlite3_bind_int64(sel, 1, row_seq);
-    int rc = sqlite3_step(sel);
+    int rc = step_and_encode_leaf(table, sel, row_seq, &e);
     if (rc == SQLITE_ROW) {
-        encoder e;
-        enc_init(&e);
-        encode_leaf(table, sel, &e);
-        *data = malloc(e.n ? e.n : 1);
-        if (*data) {
+        if ((*data = malloc(e.n ? e.n : 1))) {
             memcpy(*data, e.buf, e.n);
             *len = e.n;
         } else {
             rc = SQLITE_NOMEM;
         }
-        if (e.buf != e.inline_buf) free(e.buf);
     }
+    if (e.buf != e.inline_buf) free(e.buf);
     sqlite3_reset(sel);
     return rc;
 }

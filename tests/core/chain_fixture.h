@@ -1,5 +1,6 @@
 /* The fixture the two chain test programs share (test_chain.c: tampering and checkpoints;
- * test_chain_encoding.c: the encoding's known answers): a private directory, a writer that appends
+ * test_chain_encoding.c: the encoding's known answers; test_chain_v2.c uses its files and tampering
+ * helpers): a private directory, a writer that appends
  * chained rows the way the audit store does (BEGIN IMMEDIATE, begin(), INSERT, record()), the base
  * database both start from, and helpers that tamper with a copy through a separate connection.
  * Header-only (static inline) like test_util.h, so that CHECK counts in the including program. */
@@ -28,7 +29,8 @@ static const char DROP_TRIGGERS[] =
     "DROP TRIGGER IF EXISTS admin_events_append_only_u; DROP TRIGGER IF EXISTS admin_events_append_only_d;"
     "DROP TRIGGER IF EXISTS contests_append_only_u; DROP TRIGGER IF EXISTS contests_append_only_d;"
     "DROP TRIGGER IF EXISTS resolutions_append_only_u; DROP TRIGGER IF EXISTS resolutions_append_only_d;"
-    "DROP TRIGGER IF EXISTS audit_chain_append_only_u; DROP TRIGGER IF EXISTS audit_chain_append_only_d;";
+    "DROP TRIGGER IF EXISTS audit_chain_append_only_u; DROP TRIGGER IF EXISTS audit_chain_append_only_d;"
+    "DROP TRIGGER IF EXISTS audit_chain_runs_append_only_u; DROP TRIGGER IF EXISTS audit_chain_runs_append_only_d;";
 
 /* ---- files and SQL helpers ---- */
 

@@ -9,56 +9,10 @@
  *    changed leaf list, root, run, a deleted row and a row inserted without an entry;
  *  - a chain that began in version 1 goes on in version 2 (a store reopened with encoding 2, then
  *    the keys CLI following the head) and verifies whole. */
-#include <sodium.h>
-#include <sqlite3.h>
-#include <unistd.h>
-
-#include "audit.h"
-#include "chain.h"
-#include "ids.h"
+#include "chain_fixture.h"
 #include "keys.h"
 #include "merkle.h"
 #include "sha256.h"
-#include "test_sqlite.h"
-#include "test_util.h"
-
-static char g_dir[] = "/tmp/pgcl-chain-v2-XXXXXX";
-
-static const char DROP_TRIGGERS[] =
-    "DROP TRIGGER IF EXISTS decisions_append_only_u; DROP TRIGGER IF EXISTS decisions_append_only_d;"
-    "DROP TRIGGER IF EXISTS audit_chain_append_only_u; DROP TRIGGER IF EXISTS audit_chain_append_only_d;"
-    "DROP TRIGGER IF EXISTS audit_chain_runs_append_only_u; DROP TRIGGER IF EXISTS audit_chain_runs_append_only_d;";
-
-static const char *tmp_path(const char *name) {
-    static char buf[32][512];
-    static int next;
-    char *out = buf[next++ % 32];
-    snprintf(out, sizeof buf[0], "%s/%s", g_dir, name);
-    return out;
-}
-
-static int exec_on(const char *path, const char *sql) {
-    sqlite3 *db;
-    char *msg = NULL;
-    int rc = sqlite3_open(path, &db);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-    if (rc != SQLITE_OK) fprintf(stderr, "exec_on %s: %s\n", path, msg ? msg : sqlite3_errmsg(db));
-    sqlite3_free(msg);
-    sqlite3_close(db);
-    return rc;
-}
-
-static int copy_file(const char *from, const char *to) {
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    char buf[65536];
-    size_t n;
-    int rc = in && out ? 0 : -1;
-    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n) rc = -1;
-    if (in) fclose(in);
-    if (out && fclose(out) != 0) rc = -1;
-    return rc;
-}
 
 static pgcl_audit *open_store(const char *path, int encoding) {
     char err[512] = "";
@@ -109,13 +63,6 @@ static void append_decisions(pgcl_audit *a, int n, int tag) {
     }
     char err[512] = "";
     CHECK(pgcl_audit_append(a, rows, n, err, sizeof err) == PGCL_OK, "append %d: %s", n, err);
-}
-
-static pgcl_chain_report verify(const char *path) {
-    pgcl_chain_report rep;
-    char err[512] = "";
-    CHECK(pgcl_chain_verify(path, NULL, 0, &rep, err, sizeof err) == PGCL_OK, "verify %s: %s", path, err);
-    return rep;
 }
 
 /* ---- an independent transcription of the version-2 leaf encoding (docs/audit.md) ---- */
@@ -210,14 +157,6 @@ static int stored_leaf(const char *path, long long seq, long long *entry, long l
     return found;
 }
 
-#define CHECK_BAD(rep, seq, text)                                                                                      \
-    do {                                                                                                               \
-        CHECK(!(rep).intact, "expected NOT intact (%s)", text);                                                        \
-        CHECK((rep).first_bad_seq == (seq), "first_bad_seq %lld, expected %lld: %s", (long long)(rep).first_bad_seq,   \
-              (long long)(seq), (rep).reason);                                                                         \
-        CHECK(strstr((rep).reason, text) != NULL, "reason '%s' lacks '%s'", (rep).reason, text);                       \
-    } while (0)
-
 /* ---- the tests ---- */
 
 static const char *build_v2_database(void) {
@@ -234,7 +173,7 @@ static const char *build_v2_database(void) {
 }
 
 static void test_layout_and_known_leaves(const char *path) {
-    pgcl_chain_report rep = verify(path);
+    pgcl_chain_report rep = verify(path, NULL, 0);
     CHECK(rep.intact, "a version-2 chain verifies: %s", rep.reason);
     CHECK(rep.head_seq == 5, "genesis + 4 commits, head %lld", (long long)rep.head_seq);
     CHECK(query_int(path, "SELECT count(*) FROM audit_chain WHERE kind = 'commit'") == 4, "4 commit entries");
@@ -288,51 +227,47 @@ static void test_layout_and_known_leaves(const char *path) {
     sqlite3_close(db);
 }
 
-/* A copy of base with the append-only triggers dropped and sql applied. */
-static const char *tampered(const char *base, const char *name, const char *sql) {
-    const char *path = tmp_path(name);
-    CHECK(copy_file(base, path) == 0, "copy %s", name);
-    CHECK(exec_on(path, DROP_TRIGGERS) == SQLITE_OK, "drop triggers");
-    if (sql) CHECK(exec_on(path, sql) == SQLITE_OK, "tamper %s", name);
-    return path;
+/* verify() of a tampered copy (chain_fixture.h). */
+static pgcl_chain_report verify_tampered(const char *base, const char *name, const char *sql) {
+    return verify(tampered(base, name, sql), NULL, 0);
 }
 
 static void test_tampering(const char *base) {
     pgcl_chain_report rep;
     /* decisions row 9 is leaf 2 of entry 4 (rows 7..13) */
-    rep = verify(tampered(base, "t-label.db", "UPDATE decisions SET label = 'tampered' WHERE seq = 9"));
+    rep = verify_tampered(base, "t-label.db", "UPDATE decisions SET label = 'tampered' WHERE seq = 9");
     CHECK_BAD(rep, 4, "entry 4, leaf 2 of 7: decisions row 9: payload differs");
     /* row 1 stores an input: its bytes are in the leaf through their digest */
-    rep = verify(tampered(base, "t-input.db", "UPDATE decisions SET input = x'0000000000000000' WHERE seq = 1"));
+    rep = verify_tampered(base, "t-input.db", "UPDATE decisions SET input = x'0000000000000000' WHERE seq = 1");
     CHECK_BAD(rep, 2, "entry 2, leaf 0 of 5: decisions row 1: payload differs");
-    rep = verify(tampered(base, "t-leaves.db",
+    rep = verify_tampered(base, "t-leaves.db",
                           "UPDATE audit_chain SET leaves = substr(leaves, 1, 32) || zeroblob(32) || substr(leaves, 65)"
-                          " WHERE seq = 2"));
+                          " WHERE seq = 2");
     CHECK_BAD(rep, 2, "stored leaf hashes do not give its Merkle root");
     rep =
-        verify(tampered(base, "t-root.db",
+        verify_tampered(base, "t-root.db",
                         "UPDATE audit_chain SET payload_sha256 = replace(payload_sha256, substr(payload_sha256, 1, 1),"
-                        " CASE substr(payload_sha256, 1, 1) WHEN '0' THEN '1' ELSE '0' END) WHERE seq = 3"));
+                        " CASE substr(payload_sha256, 1, 1) WHEN '0' THEN '1' ELSE '0' END) WHERE seq = 3");
     CHECK_BAD(rep, 3, "hash does not match");
-    rep = verify(tampered(base, "t-count.db", "UPDATE audit_chain SET leaf_count = 4 WHERE seq = 2"));
+    rep = verify_tampered(base, "t-count.db", "UPDATE audit_chain SET leaf_count = 4 WHERE seq = 2");
     CHECK_BAD(rep, 2, "hash does not match");
-    rep = verify(tampered(base, "t-run.db", "UPDATE audit_chain_runs SET n = 6 WHERE entry_seq = 4"));
+    rep = verify_tampered(base, "t-run.db", "UPDATE audit_chain_runs SET n = 6 WHERE entry_seq = 4");
     CHECK_BAD(rep, 4, "runs cover 6 of its 7 leaves");
-    rep = verify(tampered(base, "t-run-shift.db", "UPDATE audit_chain_runs SET first_row_seq = 8 WHERE entry_seq = 4"));
+    rep = verify_tampered(base, "t-run-shift.db", "UPDATE audit_chain_runs SET first_row_seq = 8 WHERE entry_seq = 4");
     CHECK_BAD(rep, 4, "entry 4, leaf 0 of 7: decisions row 8: payload differs");
-    rep = verify(tampered(base, "t-delete.db", "DELETE FROM decisions WHERE seq = 6"));
+    rep = verify_tampered(base, "t-delete.db", "DELETE FROM decisions WHERE seq = 6");
     CHECK_BAD(rep, 3, "entry 3, leaf 0: decisions row 6 is missing");
-    rep = verify(tampered(
+    rep = verify_tampered(
         base, "t-extra.db",
         "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name,"
         " model_version, model_sha256, label, label_index, probabilities, decision, policy, vector, input_sha256,"
         " latency_us) SELECT 'x', created_at, request_id, item_id, model_name, model_version,"
         " model_sha256, label, label_index, probabilities, decision, policy, vector, input_sha256, latency_us FROM"
-        " decisions WHERE seq = 13"));
+        " decisions WHERE seq = 13");
     CHECK_BAD(rep, 6, "decisions row 14 is not in the chain");
-    rep = verify(tampered(base, "t-twice.db",
+    rep = verify_tampered(base, "t-twice.db",
                           "INSERT INTO audit_chain_runs (kind, first_row_seq, n, entry_seq, first_leaf) VALUES"
-                          " ('decisions', 0, 1, 2, 5)"));
+                          " ('decisions', 0, 1, 2, 5)");
     CHECK(!rep.intact, "an extra run is noticed: %s", rep.reason);
 }
 
@@ -359,15 +294,15 @@ static void test_v1_then_v2(void) {
           "after a commit entry the keys CLI writes one too");
     CHECK(query_int(path, "SELECT kind = 'commit' AND leaf_count = 1 FROM audit_chain ORDER BY seq DESC LIMIT 1") == 1,
           "the key event is a commit of one leaf");
-    pgcl_chain_report rep = verify(path);
+    pgcl_chain_report rep = verify(path, NULL, 0);
     CHECK(rep.intact, "a chain that switched from version 1 to 2 verifies: %s", rep.reason);
     CHECK(rep.head_seq == 1 + 5 + 1 + 1 + 1, "head %lld", (long long)rep.head_seq);
-    rep = verify(tampered(path, "mixed-t.db", "UPDATE decisions SET label = 'x' WHERE seq = 2"));
+    rep = verify_tampered(path, "mixed-t.db", "UPDATE decisions SET label = 'x' WHERE seq = 2");
     CHECK_BAD(rep, 3, "entry 3: decisions row 2: payload differs");
 }
 
 int main(void) {
-    if (sodium_init() < 0 || !mkdtemp(g_dir)) {
+    if (!chain_fixture_setup()) {
         fprintf(stderr, "setup failed\n");
         return 1;
     }
@@ -375,8 +310,6 @@ int main(void) {
     test_layout_and_known_leaves(base);
     test_tampering(base);
     test_v1_then_v2();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    chain_fixture_cleanup();
     return test_finish("test_chain_v2");
 }
