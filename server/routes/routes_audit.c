@@ -469,10 +469,30 @@ void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req
     json_t *json = load_decision_json(srv, req, &a, &rec, reply);
     pgcl_row_arena_release(&a);
     if (!json) return;
-    reply->status = 200;
-    reply->body = statement_of_reasons(json);
+    json_t *body = statement_of_reasons(json);
     json_decref(json);
-    if (!reply->body) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+    if (!body) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return;
+    }
+    /* the decision's inclusion proof rides with the statement (null before encoding version 2) */
+    pgcl_chain_proof proof;
+    char err[ERR_CAP];
+    pgcl_status st = pgcl_audit_read_proof(srv->audit, req->params[0], &proof, err, sizeof err);
+    if (st != PGCL_OK && st != PGCL_ERR_UNSUPPORTED) {
+        json_decref(body);
+        read_error(reply, "decision", st, err);
+        return;
+    }
+    json_t *proof_json = st == PGCL_OK ? pgcld_inclusion_proof_json(req->params[0], &proof) : json_null();
+    if (st == PGCL_OK) pgcl_chain_proof_release(&proof);
+    if (!proof_json || json_object_set_new(json_object_get(body, "pgcld"), "proof", proof_json) != 0) {
+        json_decref(body);
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return;
+    }
+    reply->status = 200;
+    reply->body = body;
 }
 
 /* ---- GET /v1/audit/export ----

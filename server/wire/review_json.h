@@ -10,6 +10,7 @@
 
 #include "contest_reads.h"
 #include "decision_lists.h"
+#include "chain_proof.h"
 #include "decision_record.h"
 #include "stats_reads.h"
 
@@ -30,6 +31,10 @@ json_t *pgcld_contest_rows_json(const pgcl_contest_page *page);
 
 /* GET /v1/audit/stats: {since, until, decisions {...}, contests {...}}; since/until as asked
  * (NULL: null). Durations are rounded to milliseconds. */
+/* An inclusion proof as GET /v1/decisions/{id}/proof answers it (openapi.yaml, InclusionProof):
+ * what docs/verify_proof.py and pgcld audit verify-proof read. NULL when out of memory. */
+json_t *pgcld_inclusion_proof_json(const char *decision_id, const pgcl_chain_proof *p);
+
 json_t *pgcld_audit_stats_json(const pgcl_audit_stats *s, const char *since, const char *until);
 
 #endif

@@ -98,6 +98,15 @@ class ProofTest(unittest.TestCase):
         (py_rc, _), (c_rc, _) = run_verifiers(self.d, bad)
         self.assertEqual((py_rc, c_rc), (1, 1), "a proof of another decision")
 
+    def test_the_statement_of_reasons_carries_the_proof(self):
+        decision_id = self.ids[1][0]
+        r = self.d.get(f"/v1/decisions/{decision_id}/statement", key=self.d.keys["reviewer"])
+        self.assertEqual(r.status, 200, r)
+        p = r.json["pgcld"]["proof"]
+        self.assertEqual(p["decision_id"], decision_id)
+        (py_rc, py_out), (c_rc, c_out) = run_verifiers(self.d, p)
+        self.assertEqual((py_rc, c_rc), (0, 0), py_out + c_out)
+
     def test_unknown_id_is_404(self):
         r = self.d.get("/v1/decisions/00000000-0000-7000-8000-000000000000/proof", key=self.d.keys["reviewer"])
         self.assertEqual((r.status, r.error_code()), (404, "decision_not_found"), r)
@@ -243,6 +252,10 @@ class VersionOneTest(unittest.TestCase):
         r = self.d.get(f"/v1/decisions/{r.json['results'][0]['decision_id']}/proof", key=self.d.keys["reviewer"])
         self.assertEqual((r.status, r.error_code()), (409, "proof_unavailable"), r)
         self.assertIn("version 1", r.json["error"]["message"])
+        r = self.d.get(f"/v1/decisions/{r.json['error']['message'].split(chr(39))[1]}/statement",
+                       key=self.d.keys["reviewer"])
+        self.assertEqual(r.status, 200, r)
+        self.assertIsNone(r.json["pgcld"]["proof"], "no proof for a version-1 decision")
 
 
 if __name__ == "__main__":
