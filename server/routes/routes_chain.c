@@ -4,16 +4,16 @@
  * Both run on the request's thread with their own connections (core/audit/chain.c, core/audit/signing.c); a
  * verification reads one snapshot while the writer goes on. */
 #include <limits.h>
-#include <stdio.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "audit_reads.h"
-#include "chain_proof.h"
-#include "review_json.h"
 #include "chain.h"
+#include "chain_proof.h"
 #include "log.h"
+#include "review_json.h"
 #include "server.h"
 #include "signing.h"
 

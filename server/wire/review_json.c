@@ -218,24 +218,25 @@ json_t *pgcld_inclusion_proof_json(const char *decision_id, const pgcl_chain_pro
         return NULL;
     }
     sodium_bin2base64(b64, b64_cap, p->leaf_data, p->leaf_data_len, sodium_base64_VARIANT_ORIGINAL);
-    for (int i = 0; i < p->path_len; i++) json_array_append_new(path, hash_json(&p->path[i]));
+    for (int i = 0; i < p->path_len; i++)
+        json_array_append_new(path, hash_json(&p->path[i]));
     json_t *log_path = json_array();
-    for (int i = 0; log_path && i < p->log_path_len; i++) json_array_append_new(log_path, hash_json(&p->log_path[i]));
+    for (int i = 0; log_path && i < p->log_path_len; i++)
+        json_array_append_new(log_path, hash_json(&p->log_path[i]));
     const pgcl_checkpoint *cp = &p->checkpoint;
-    json_t *checkpoint =
-        p->has_checkpoint
-            ? json_pack("{s:s, s:i, s:I, s:s, s:s, s:s, s:s, s:s}", "format", PGCL_CHECKPOINT_FORMAT, "version",
-                        cp->version, "head_seq", (json_int_t)cp->head_seq, "head_hash", cp->head_hash, "log_root",
-                        cp->log_root, "created_at", cp->created_at, "public_key", cp->public_key, "signature",
-                        cp->signature)
-            : json_null();
-    json_t *out = json_pack("{s:s, s:i, s:s, s:o, s:I, s:I, s:o, s:o, s:{s:I, s:s, s:s}, s:{s:I, s:I, s:o, s:o, s:o}}",
-                            "decision_id", decision_id, "encoding", 2, "leaf_data", b64, "leaf_hash",
-                            hash_json(&p->leaf_hash), "leaf_index", (json_int_t)p->leaf_index, "tree_size",
-                            (json_int_t)p->tree_size, "path", path, "root", hash_json(&p->root), "chain_entry", "seq",
-                            (json_int_t)p->entry_seq, "prev_hash", p->prev_hash, "hash", p->entry_hash, "log",
-                            "leaf_index", (json_int_t)p->log_index, "tree_size", (json_int_t)p->log_size, "path",
-                            log_path, "root", hash_json(&p->log_root), "checkpoint", checkpoint);
+    json_t *checkpoint = p->has_checkpoint
+                             ? json_pack("{s:s, s:i, s:I, s:s, s:s, s:s, s:s, s:s}", "format", PGCL_CHECKPOINT_FORMAT,
+                                         "version", cp->version, "head_seq", (json_int_t)cp->head_seq, "head_hash",
+                                         cp->head_hash, "log_root", cp->log_root, "created_at", cp->created_at,
+                                         "public_key", cp->public_key, "signature", cp->signature)
+                             : json_null();
+    json_t *out =
+        json_pack("{s:s, s:i, s:s, s:o, s:I, s:I, s:o, s:o, s:{s:I, s:s, s:s}, s:{s:I, s:I, s:o, s:o, s:o}}",
+                  "decision_id", decision_id, "encoding", 2, "leaf_data", b64, "leaf_hash", hash_json(&p->leaf_hash),
+                  "leaf_index", (json_int_t)p->leaf_index, "tree_size", (json_int_t)p->tree_size, "path", path, "root",
+                  hash_json(&p->root), "chain_entry", "seq", (json_int_t)p->entry_seq, "prev_hash", p->prev_hash,
+                  "hash", p->entry_hash, "log", "leaf_index", (json_int_t)p->log_index, "tree_size",
+                  (json_int_t)p->log_size, "path", log_path, "root", hash_json(&p->log_root), "checkpoint", checkpoint);
     free(b64);
     return out;
 }
