@@ -199,6 +199,26 @@ MUTATIONS = [
     M("ratelimit-take", "server/http/ratelimit.c",
       "if (b->tokens_u >= MICRO) {", "if (b->tokens_u > 0) {",
       "a fraction of a token admits a request", ["test_ratelimit", "test_overload_rate_limits"]),
+    # -- chain encoding version 2 and Merkle trees (issue 16: core/audit/merkle.c, chain_encoding.c, chain.c)
+    M("merkle-split", "core/audit/merkle.c",
+      "return (uint64_t)1 << (63 - __builtin_clzll(n - 1));", "return (n + 1) / 2;",
+      "trees split at the middle instead of RFC 9162's largest power of two below n",
+      ["test_merkle", "test_proof"]),
+    M("merkle-verify-right-edge", "core/audit/merkle.c",
+      "    for (int i = 0; i < path_len; i++) {\n        if (sn == 0) return false;\n        if ((fn & 1) || fn == sn) {",
+      "    for (int i = 0; i < path_len; i++) {\n        if (sn == 0) return false;\n        if (fn & 1) {",
+      "inclusion verification forgets the right edge of a tree whose size is not a power of two",
+      ["test_merkle", "test_proof"]),
+    M("leaf-input-bytes", "core/audit/chain_encoding.c",
+      "if (i == t->digest_column && sqlite3_column_type(sel, i) != SQLITE_NULL) {",
+      "if (0 && i == t->digest_column && sqlite3_column_type(sel, i) != SQLITE_NULL) {",
+      "a version-2 leaf holds the stored input's bytes instead of their SHA-256 (inputs could not be dropped)",
+      ["test_chain_v2"]),
+    M("rewind-keeps-leaves", "core/audit/chain.c",
+      "        c->n_pending = mark; /* nothing was written yet: the entry is made at seal() */",
+      "        (void)mark;",
+      "a job undone by its savepoint keeps its leaves in the commit's tree",
+      ["test_audit", "test_chain_v2"]),
 ]
 
 
