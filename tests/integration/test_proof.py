@@ -44,7 +44,15 @@ def run_verifiers(d, proof, entry_hash=None, checkpoint=None, public_key=None):
     return (py.returncode, py.stdout + py.stderr), (c.returncode, c.stdout + c.stderr)
 
 
-class ProofTest(unittest.TestCase):
+class ProofMixin:
+    def proof(self, decision_id):
+        """The proof the daemon self.d answers for decision_id (asserting 200)."""
+        r = self.d.get(f"/v1/decisions/{decision_id}/proof", key=self.d.keys["reviewer"])
+        self.assertEqual(r.status, 200, r)
+        return r.json
+
+
+class ProofTest(ProofMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         H.require_models("toxicity")
@@ -55,11 +63,6 @@ class ProofTest(unittest.TestCase):
             r = cls.d.score({"items": H.json_items(H.random_embeddings(n, D, seed=batch), f"b{batch}-")})
             assert r.status == 200, r
             cls.ids.append([it["decision_id"] for it in r.json["results"]])
-
-    def proof(self, decision_id):
-        r = self.d.get(f"/v1/decisions/{decision_id}/proof", key=self.d.keys["reviewer"])
-        self.assertEqual(r.status, 200, r)
-        return r.json
 
     def test_every_proof_verifies_with_both_verifiers(self):
         for batch in self.ids:
@@ -161,7 +164,7 @@ class ContractTest(LiveValidationMixin, unittest.TestCase):
         self.expect_auth_errors("GET", path, forbidden_roles=("scorer",))
 
 
-class CheckpointTest(unittest.TestCase):
+class CheckpointTest(ProofMixin, unittest.TestCase):
     """A proof reaches a signed checkpoint through the log tree: the latest checkpoint covering the
     decision's entry, whatever was written after it."""
 
@@ -189,11 +192,6 @@ class CheckpointTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def proof(self, decision_id):
-        r = self.d.get(f"/v1/decisions/{decision_id}/proof", key=self.d.keys["reviewer"])
-        self.assertEqual(r.status, 200, r)
-        return r.json
 
     def test_a_decision_before_the_checkpoint_reaches_it(self):
         for decision_id in self.before:
