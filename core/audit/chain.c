@@ -352,7 +352,3 @@ pgcl_status pgcl_chain_rewind(pgcl_chain *c, size_t mark, char *err, int cap) {
     }
     return pgcl_chain_begin(c, err, cap); /* version 1: the head went back with the savepoint */
 }
-
-int pgcl_chain_encoding(const pgcl_chain *c) {
-    return c->encoding;
-}

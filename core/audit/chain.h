@@ -29,6 +29,13 @@
 
 typedef struct pgcl_chain pgcl_chain;
 
+/* SQL: the audit_chain_runs row `u` whose run holds decisions row `d` (encoding version 2), found
+ * through the runs' primary key (kind, first_row_seq): the run starting last at or before d.seq,
+ * if d.seq falls inside it. Used as a JOIN condition by the reads of a decision's chain entry. */
+#define PGCL_CHAIN_RUN_OF_DECISION_SQL                                                                  \
+    "u.kind = 'decisions' AND u.first_row_seq = (SELECT max(first_row_seq) FROM audit_chain_runs"      \
+    " WHERE kind = 'decisions' AND first_row_seq <= d.seq) AND d.seq < u.first_row_seq + u.n"
+
 /* The encoding of new entries: 1, 2, or that of the head entry (version 1 while the chain holds
  * no commit entry) — what a second writer such as the keys CLI uses, to follow the daemon's. */
 enum { PGCL_CHAIN_ENCODING_AS_HEAD = 0, PGCL_CHAIN_ENCODING_DEFAULT = 2 };
@@ -56,9 +63,6 @@ pgcl_status pgcl_chain_seal(pgcl_chain *c, char *err, int cap);
  * chained since (version 2 drops the pending leaves; version 1 re-reads the head). */
 size_t pgcl_chain_mark(const pgcl_chain *c);
 pgcl_status pgcl_chain_rewind(pgcl_chain *c, size_t mark, char *err, int cap);
-
-/* The encoding of the current transaction's entries (1 or 2; valid after begin()). */
-int pgcl_chain_encoding(const pgcl_chain *c);
 
 /* The head after the last begin()/record()/seal() (seq 0 and "" before any). */
 int64_t pgcl_chain_head_seq(const pgcl_chain *c);

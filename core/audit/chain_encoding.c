@@ -187,6 +187,15 @@ int pgcl_chain_prepare_row_selects(sqlite3 *db, sqlite3_stmt *sel[PGCL_CHAIN_TAB
     return SQLITE_OK;
 }
 
+size_t pgcl_chain_text_value(const char *s, size_t n, unsigned char *out, size_t cap) {
+    if (n > UINT32_MAX || cap < 5 || n > cap - 5) return 0;
+    out[0] = TAG_TEXT;
+    for (int i = 0; i < 4; i++)
+        out[1 + i] = (unsigned char)(n >> (24 - 8 * i));
+    memcpy(out + 5, s, n);
+    return 5 + n;
+}
+
 /* ---- encoding version 2: the Merkle leaf of an event ----
  *
  * leaf data = TEXT kind, then the row's columns as in version 1, except that a table's digest

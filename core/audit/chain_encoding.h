@@ -52,6 +52,10 @@ void pgcl_chain_entry_hash(int64_t seq, const char *kind, size_t kind_len, int64
  * resolutions (0 for an empty table) when the chain began. */
 void pgcl_chain_genesis_payload(const int64_t maxima[PGCL_CHAIN_TABLES], char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
 
+/* The encoding of one TEXT value (tag, 4-byte big-endian length, bytes) into out; its length, or 0
+ * when it does not fit in cap bytes. What a proof checker looks for in a leaf to find its id. */
+size_t pgcl_chain_text_value(const char *s, size_t n, unsigned char *out, size_t cap);
+
 /* Version 2: steps sel (the row select of table `table`) for row_seq and writes the event's Merkle
  * leaf hash. Returns as pgcl_chain_hash_row. */
 int pgcl_chain_leaf_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, pgcl_merkle_hash *leaf);

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "chain.h"
 #include "chain_encoding.h"
 #include "db.h"
-#include "sha256.h"
 
 #define DECISIONS_TABLE 0 /* pgcl_chain_tables[0] */
 
@@ -24,8 +24,7 @@ void pgcl_chain_proof_release(pgcl_chain_proof *p) {
 static const char FIND_SQL[] =
     "SELECT d.seq, u.entry_seq, u.first_leaf + d.seq - u.first_row_seq, c.leaf_count, c.leaves, c.payload_sha256,"
     " c.prev_hash, c.hash FROM decisions AS d"
-    " LEFT JOIN audit_chain_runs AS u ON u.kind = 'decisions' AND u.first_row_seq = (SELECT max(first_row_seq) FROM"
-    " audit_chain_runs WHERE kind = 'decisions' AND first_row_seq <= d.seq) AND d.seq < u.first_row_seq + u.n"
+    " LEFT JOIN audit_chain_runs AS u ON " PGCL_CHAIN_RUN_OF_DECISION_SQL
     " LEFT JOIN audit_chain AS c ON c.seq = u.entry_seq WHERE d.decision_id = ?1";
 
 typedef struct prove_walk {
@@ -185,31 +184,14 @@ done:
     return st;
 }
 
-/* The version-1 value encodings the check needs (chain_encoding.h): TEXT and INTEGER. */
-static size_t put_text(unsigned char *out, const char *s, size_t n) {
-    out[0] = 3;
-    for (int i = 0; i < 4; i++)
-        out[1 + i] = (unsigned char)(n >> (24 - 8 * i));
-    memcpy(out + 5, s, n);
-    return 5 + n;
-}
-
-static size_t put_integer(unsigned char *out, int64_t v) {
-    out[0] = 1;
-    for (int i = 0; i < 8; i++)
-        out[1 + i] = (unsigned char)((uint64_t)v >> (56 - 8 * i));
-    return 9;
-}
-
 bool pgcl_chain_proof_check(const pgcl_chain_proof *p, const char *decision_id, const char *entry_hash, char *why,
                             int cap) {
     unsigned char id_text[5 + 128];
-    size_t id_len = strlen(decision_id);
-    if (id_len > 128 || !p->leaf_data) {
+    size_t n = pgcl_chain_text_value(decision_id, strlen(decision_id), id_text, sizeof id_text);
+    if (n == 0 || !p->leaf_data) {
         pgcl_errorf(why, cap, "the decision id or the leaf data is missing or too long");
         return false;
     }
-    size_t n = put_text(id_text, decision_id, id_len);
     if (!memmem(p->leaf_data, p->leaf_data_len, id_text, n)) {
         pgcl_errorf(why, cap, "leaf_data is not decision %.64s's", decision_id);
         return false;
@@ -229,22 +211,15 @@ bool pgcl_chain_proof_check(const pgcl_chain_proof *p, const char *decision_id, 
     }
     char root_hex[65], hash_hex[65];
     pgcl_merkle_to_hex(&p->root, root_hex);
-    unsigned char msg[9 + 5 + 6 + 9 + 5 + 64 + 5 + 64];
-    size_t m = put_integer(msg, p->entry_seq);
-    m += put_text(msg + m, PGCL_CHAIN_COMMIT_KIND, strlen(PGCL_CHAIN_COMMIT_KIND));
-    m += put_integer(msg + m, p->tree_size);
-    m += put_text(msg + m, root_hex, 64);
-    m += put_text(msg + m, p->prev_hash, strnlen(p->prev_hash, 64));
-    unsigned char digest[PGCL_MERKLE_HASH_BYTES];
-    pgcl_sha256(msg, m, digest);
-    pgcl_sha256_to_hex(digest, hash_hex);
+    pgcl_chain_entry_hash(p->entry_seq, PGCL_CHAIN_COMMIT_KIND, strlen(PGCL_CHAIN_COMMIT_KIND), p->tree_size, root_hex,
+                          PGCL_CHAIN_HEX_LEN, p->prev_hash, strnlen(p->prev_hash, PGCL_CHAIN_HEX_LEN), hash_hex);
     if (strcmp(hash_hex, p->entry_hash) != 0) {
         pgcl_errorf(why, cap, "root and prev_hash do not give chain entry %lld's hash", (long long)p->entry_seq);
         return false;
     }
     if (entry_hash && strcasecmp(entry_hash, hash_hex) != 0) {
-        pgcl_errorf(why, cap, "chain entry %lld's hash is %s, not the %.64s you hold", (long long)p->entry_seq, hash_hex,
-                    entry_hash);
+        pgcl_errorf(why, cap, "chain entry %lld's hash is %s, not the %.64s you hold", (long long)p->entry_seq,
+                    hash_hex, entry_hash);
         return false;
     }
     pgcl_merkle_hash entry_bytes, log_leaf;
@@ -262,7 +237,8 @@ bool pgcl_chain_proof_check(const pgcl_chain_proof *p, const char *decision_id, 
         pgcl_merkle_to_hex(&p->log_root, log_hex);
         if (p->checkpoint.version < 2 || p->checkpoint.head_seq != p->log_size ||
             strcmp(p->checkpoint.log_root, log_hex) != 0) {
-            pgcl_errorf(why, cap, "the checkpoint does not sign this log root over %lld entries", (long long)p->log_size);
+            pgcl_errorf(why, cap, "the checkpoint does not sign this log root over %lld entries",
+                        (long long)p->log_size);
             return false;
         }
         if (pgcl_checkpoint_verify(&p->checkpoint, NULL, sub, sizeof sub) != PGCL_OK) {
@@ -281,7 +257,9 @@ typedef struct log_leaves {
     bool malformed;
 } log_leaves;
 
-static int bind_size(sqlite3_stmt *s, void *ctx) { return sqlite3_bind_int64(s, 1, ((log_leaves *)ctx)->size); }
+static int bind_size(sqlite3_stmt *s, void *ctx) {
+    return sqlite3_bind_int64(s, 1, ((log_leaves *)ctx)->size);
+}
 
 static int take_log_leaf(sqlite3_stmt *s, void *ctx, char *err, int cap) {
     log_leaves *l = ctx;
@@ -311,8 +289,10 @@ pgcl_status pgcl_chain_log_tree(sqlite3 *db, int64_t size, int64_t index, pgcl_m
         pgcl_errorf(err, cap, "audit_chain: %s", sub[0] ? sub : sqlite3_errmsg(db));
         st = PGCL_ERR_DB;
     } else if (l.malformed || l.n != size) {
-        pgcl_errorf(err, cap, "the audit chain's entries 1..%lld are not all there, in order, with their hashes "
-                    "(run `pgcld audit verify`)", (long long)size);
+        pgcl_errorf(err, cap,
+                    "the audit chain's entries 1..%lld are not all there, in order, with their hashes "
+                    "(run `pgcld audit verify`)",
+                    (long long)size);
         st = PGCL_ERR_FORMAT;
     } else {
         *root = pgcl_merkle_root(l.leaves, (uint64_t)size);

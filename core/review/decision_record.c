@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "chain.h"
 #include "db.h"
 #include "read_sql.h"
 
@@ -59,9 +60,8 @@ static const char RECORD_SQL[] =
  * the row, found through the runs' primary key). */
 static const char CHAIN_SQL[] =
     "SELECT seq, hash FROM audit_chain WHERE kind = 'decisions' AND row_seq = ?1"
-    " UNION ALL SELECT c.seq, c.hash FROM audit_chain_runs AS u JOIN audit_chain AS c ON c.seq = u.entry_seq"
-    " WHERE u.kind = 'decisions' AND u.first_row_seq = (SELECT max(first_row_seq) FROM audit_chain_runs"
-    " WHERE kind = 'decisions' AND first_row_seq <= ?1) AND ?1 < u.first_row_seq + u.n";
+    " UNION ALL SELECT c.seq, c.hash FROM decisions AS d JOIN audit_chain_runs AS u ON " PGCL_CHAIN_RUN_OF_DECISION_SQL
+    " JOIN audit_chain AS c ON c.seq = u.entry_seq WHERE d.seq = ?1";
 static const char CONTESTS_SQL[] =
     "SELECT c.contest_id, c.filed_at, c.filed_by, c.filer_key_id, c.reason, r.seq, r.resolved_at, r.resolved_by,"
     " r.resolver_key_id, r.outcome, r.corrected_label, r.note"
