@@ -151,7 +151,14 @@ pgcl_status pgcl_sqlite_read_idempotency_key(pgcl_audit *store, const char *scop
 
 pgcl_status pgcl_sqlite_read_proof(pgcl_audit *store, const char *decision_id, pgcl_chain_proof *out, char *err,
                                    int cap) {
-    return pgcl_chain_prove_decision(pgcl_audit_sqlite_path(store), decision_id, out, err, cap);
+    pgcl_qpool *p = readers_of(store, err, cap);
+    sqlite3 *db = NULL;
+    if (!p) return PGCL_ERR_NOMEM;
+    pgcl_status st = pgcl_qpool_acquire(p, &db, err, cap);
+    if (st != PGCL_OK) return st;
+    st = pgcl_chain_prove_decision(db, decision_id, out, err, cap);
+    pgcl_qpool_release(p, db);
+    return st;
 }
 
 pgcl_status pgcl_sqlite_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap) {

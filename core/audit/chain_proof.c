@@ -124,24 +124,22 @@ static pgcl_status prove_in_log(sqlite3 *db, pgcl_chain_proof *p, char *err, int
     return pgcl_chain_log_tree(db, size, p->log_index, &p->log_root, p->log_path, &p->log_path_len, err, cap);
 }
 
-pgcl_status pgcl_chain_prove_decision(const char *path, const char *decision_id, pgcl_chain_proof *out, char *err,
+pgcl_status pgcl_chain_prove_decision(sqlite3 *db, const char *decision_id, pgcl_chain_proof *out, char *err,
                                       int cap) {
     memset(out, 0, sizeof *out);
-    sqlite3 *db = pgcl_db_open_reader(path, err, cap);
-    if (!db) return PGCL_ERR_DB;
     prove_walk w = {.decision_id = decision_id, .out = out, .st = PGCL_OK};
     sqlite3_stmt *sel[PGCL_CHAIN_TABLES] = {0};
     char sub[256];
     pgcl_status st = PGCL_ERR_DB;
     /* One snapshot: the entry, its leaves and the row are read together. */
     if (pgcl_db_exec(db, "BEGIN", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, sub);
+        pgcl_errorf(err, cap, "audit database: %s", sub);
         goto done;
     }
     sub[0] = 0;
     int rc = pgcl_db_each_row(db, FIND_SQL, bind_id, take_entry, &w, sub, sizeof sub);
     if (rc != SQLITE_OK && rc != SQLITE_DONE) {
-        pgcl_errorf(err, cap, "%s: %s", path, sub[0] ? sub : sqlite3_errmsg(db));
+        pgcl_errorf(err, cap, "audit database: %s", sub[0] ? sub : sqlite3_errmsg(db));
         goto done;
     }
     if (w.st != PGCL_OK) {
@@ -163,7 +161,7 @@ pgcl_status pgcl_chain_prove_decision(const char *path, const char *decision_id,
         goto done;
     }
     if (pgcl_chain_prepare_row_selects(db, sel, sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, sub);
+        pgcl_errorf(err, cap, "audit database: %s", sub);
         goto done;
     }
     if ((st = prove_in_log(db, out, err, cap)) != PGCL_OK) goto done;
@@ -171,7 +169,7 @@ pgcl_status pgcl_chain_prove_decision(const char *path, const char *decision_id,
     rc = pgcl_chain_leaf_data_of_row(DECISIONS_TABLE, sel[DECISIONS_TABLE], out->row_seq, &out->leaf_data,
                                      &out->leaf_data_len);
     if (rc != SQLITE_ROW) {
-        pgcl_errorf(err, cap, "%s: decisions row %lld: %s", path, (long long)out->row_seq, sqlite3_errmsg(db));
+        pgcl_errorf(err, cap, "audit database: decisions row %lld: %s", (long long)out->row_seq, sqlite3_errmsg(db));
         goto done;
     }
     st = PGCL_OK;
@@ -179,7 +177,6 @@ done:
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
         sqlite3_finalize(sel[t]);
     pgcl_db_exec(db, "COMMIT", NULL, 0);
-    sqlite3_close(db);
     if (st != PGCL_OK) pgcl_chain_proof_release(out);
     return st;
 }

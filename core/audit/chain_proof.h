@@ -42,11 +42,12 @@ typedef struct pgcl_chain_proof {
     pgcl_checkpoint checkpoint;   /* valid when has_checkpoint: as recorded in audit_checkpoints */
 } pgcl_chain_proof;
 
-/* The proof for decision decision_id in the audit database at path (one read snapshot).
+/* The proof for decision decision_id, read on db (a read-only connection with no transaction open,
+ * e.g. one of the store's reader pool) in one read transaction (one snapshot), which it ends.
  * PGCL_ERR_NOT_FOUND: no such decision; PGCL_ERR_UNSUPPORTED: it was chained in encoding version 1
  * (or predates the chain), which has no Merkle tree; PGCL_ERR_DB: the database could not be read.
  * On PGCL_OK release it with pgcl_chain_proof_release. */
-pgcl_status pgcl_chain_prove_decision(const char *path, const char *decision_id, pgcl_chain_proof *out, char *err,
+pgcl_status pgcl_chain_prove_decision(struct sqlite3 *db, const char *decision_id, pgcl_chain_proof *out, char *err,
                                       int cap);
 void pgcl_chain_proof_release(pgcl_chain_proof *p);
 
