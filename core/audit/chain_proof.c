@@ -124,8 +124,7 @@ static pgcl_status prove_in_log(sqlite3 *db, pgcl_chain_proof *p, char *err, int
     return pgcl_chain_log_tree(db, size, p->log_index, &p->log_root, p->log_path, &p->log_path_len, err, cap);
 }
 
-pgcl_status pgcl_chain_prove_decision(sqlite3 *db, const char *decision_id, pgcl_chain_proof *out, char *err,
-                                      int cap) {
+pgcl_status pgcl_chain_prove_decision(sqlite3 *db, const char *decision_id, pgcl_chain_proof *out, char *err, int cap) {
     memset(out, 0, sizeof *out);
     prove_walk w = {.decision_id = decision_id, .out = out, .st = PGCL_OK};
     sqlite3_stmt *sel[PGCL_CHAIN_TABLES] = {0};
