@@ -269,9 +269,9 @@ static int take_log_leaf(sqlite3_stmt *s, void *ctx, char *err, int cap) {
     return SQLITE_OK;
 }
 
-pgcl_status pgcl_chain_log_tree(sqlite3 *db, int64_t size, int64_t index, pgcl_merkle_hash *root,
-                                pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH], int *path_len, char *err, int cap) {
-    PGCL_ASSERT(size >= 1 && index < size);
+pgcl_status pgcl_chain_log_leaves(sqlite3 *db, int64_t size, pgcl_merkle_hash **leaves, char *err, int cap) {
+    PGCL_ASSERT(size >= 1);
+    *leaves = NULL;
     log_leaves l = {.leaves = malloc((size_t)size * sizeof(pgcl_merkle_hash)), .size = size};
     if (!l.leaves) {
         pgcl_errorf(err, cap, "out of memory (a log tree of %lld entries)", (long long)size);
@@ -290,10 +290,20 @@ pgcl_status pgcl_chain_log_tree(sqlite3 *db, int64_t size, int64_t index, pgcl_m
                     "(run `pgcld audit verify`)",
                     (long long)size);
         st = PGCL_ERR_FORMAT;
-    } else {
-        *root = pgcl_merkle_root(l.leaves, (uint64_t)size);
-        if (index >= 0) *path_len = pgcl_merkle_inclusion_path(l.leaves, (uint64_t)size, (uint64_t)index, path);
     }
-    free(l.leaves);
+    if (st == PGCL_OK) *leaves = l.leaves;
+    else free(l.leaves);
     return st;
+}
+
+pgcl_status pgcl_chain_log_tree(sqlite3 *db, int64_t size, int64_t index, pgcl_merkle_hash *root,
+                                pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH], int *path_len, char *err, int cap) {
+    PGCL_ASSERT(size >= 1 && index < size);
+    pgcl_merkle_hash *leaves;
+    pgcl_status st = pgcl_chain_log_leaves(db, size, &leaves, err, cap);
+    if (st != PGCL_OK) return st;
+    *root = pgcl_merkle_root(leaves, (uint64_t)size);
+    if (index >= 0) *path_len = pgcl_merkle_inclusion_path(leaves, (uint64_t)size, (uint64_t)index, path);
+    free(leaves);
+    return PGCL_OK;
 }

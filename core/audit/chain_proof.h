@@ -67,4 +67,8 @@ bool pgcl_chain_proof_check(const pgcl_chain_proof *p, const char *decision_id, 
 pgcl_status pgcl_chain_log_tree(struct sqlite3 *db, int64_t size, int64_t index, pgcl_merkle_hash *root,
                                 pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH], int *path_len, char *err, int cap);
 
+/* The log tree's leaves for entries 1..size, malloc'd into *leaves (free it): for a caller that
+ * needs the roots of several sizes from one read (pgcl_merkle_root of each prefix). Errors as above. */
+pgcl_status pgcl_chain_log_leaves(struct sqlite3 *db, int64_t size, pgcl_merkle_hash **leaves, char *err, int cap);
+
 #endif
