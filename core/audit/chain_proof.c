@@ -291,8 +291,10 @@ pgcl_status pgcl_chain_log_leaves(sqlite3 *db, int64_t size, pgcl_merkle_hash **
                     (long long)size);
         st = PGCL_ERR_FORMAT;
     }
-    if (st == PGCL_OK) *leaves = l.leaves;
-    else free(l.leaves);
+    if (st == PGCL_OK)
+        *leaves = l.leaves;
+    else
+        free(l.leaves);
     return st;
 }
 

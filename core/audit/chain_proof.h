@@ -30,16 +30,16 @@ typedef struct pgcl_chain_proof {
     pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH];
     int path_len;
     pgcl_merkle_hash root;
-    int64_t entry_seq;            /* the commit entry */
+    int64_t entry_seq; /* the commit entry */
     char prev_hash[65], entry_hash[65];
     /* The entry in the log-wide tree (pgcl_chain_log_tree) of the latest signed checkpoint (format
      * version 2) that covers it, or, when none does, of the chain as it is now. */
-    int64_t log_index, log_size;  /* entry_seq - 1; the checkpoint's head_seq (or the head's seq) */
+    int64_t log_index, log_size; /* entry_seq - 1; the checkpoint's head_seq (or the head's seq) */
     pgcl_merkle_hash log_path[PGCL_MERKLE_MAX_PATH];
     int log_path_len;
     pgcl_merkle_hash log_root;
     bool has_checkpoint;
-    pgcl_checkpoint checkpoint;   /* valid when has_checkpoint: as recorded in audit_checkpoints */
+    pgcl_checkpoint checkpoint; /* valid when has_checkpoint: as recorded in audit_checkpoints */
 } pgcl_chain_proof;
 
 /* The proof for decision decision_id, read on db (a read-only connection with no transaction open,
