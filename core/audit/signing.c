@@ -173,11 +173,56 @@ pgcl_status pgcl_checkpoint_verify(const pgcl_checkpoint *cp, const char *expect
 }
 
 /* Copies a JSON string field of at most max bytes into out (max + 1 bytes). */
-static bool get_string(json_t *obj, const char *key, char *out, size_t max) {
+static bool get_string(const json_t *obj, const char *key, char *out, size_t max) {
     json_t *v = json_object_get(obj, key);
     if (!json_is_string(v) || json_string_length(v) > max || json_string_length(v) == 0) return false;
     memcpy(out, json_string_value(v), json_string_length(v) + 1);
     return strlen(out) == json_string_length(v); /* no NUL inside */
+}
+
+pgcl_status pgcl_checkpoint_from_json(const json_t *root, const char *name, pgcl_checkpoint *out, char *err, int cap) {
+    json_t *format = json_object_get(root, "format"), *version = json_object_get(root, "version");
+    if (!json_is_string(format) || strcmp(json_string_value(format), PGCL_CHECKPOINT_FORMAT) != 0) {
+        pgcl_errorf(err, cap, "%s: not a pgcld audit checkpoint (\"format\" is not \"%s\")", name,
+                    PGCL_CHECKPOINT_FORMAT);
+        return PGCL_ERR_FORMAT;
+    }
+    if (!json_is_integer(version) || json_integer_value(version) < 1 ||
+        json_integer_value(version) > PGCL_CHECKPOINT_VERSION) {
+        pgcl_errorf(err, cap, "%s: checkpoint format version %lld; this pgcld reads versions 1 to %d (use a newer pgcld)",
+                    name, json_is_integer(version) ? (long long)json_integer_value(version) : -1LL,
+                    PGCL_CHECKPOINT_VERSION);
+        return PGCL_ERR_UNSUPPORTED;
+    }
+    out->version = (int)json_integer_value(version);
+    json_t *seq = json_object_get(root, "head_seq");
+    if (!json_is_integer(seq) || json_integer_value(seq) < 1) {
+        pgcl_errorf(err, cap, "%s: head_seq must be a positive integer", name);
+        return PGCL_ERR_FORMAT;
+    }
+    out->head_seq = (int64_t)json_integer_value(seq);
+    if (!get_string(root, "head_hash", out->head_hash, 64) || !is_lower_hex(out->head_hash, 64)) {
+        pgcl_errorf(err, cap, "%s: head_hash must be 64 lowercase hex digits", name);
+        return PGCL_ERR_FORMAT;
+    }
+    if (out->version >= 2 && (!get_string(root, "log_root", out->log_root, 64) || !is_lower_hex(out->log_root, 64))) {
+        pgcl_errorf(err, cap, "%s: log_root must be 64 lowercase hex digits", name);
+        return PGCL_ERR_FORMAT;
+    }
+    if (!get_string(root, "created_at", out->created_at, sizeof out->created_at - 1) ||
+        strchr(out->created_at, '\n')) {
+        pgcl_errorf(err, cap, "%s: created_at must be a timestamp (1 to 64 bytes, one line)", name);
+        return PGCL_ERR_FORMAT;
+    }
+    if (!get_string(root, "public_key", out->public_key, PGCL_PUBLIC_KEY_HEX_LEN) ||
+        !is_lower_hex(out->public_key, PGCL_PUBLIC_KEY_HEX_LEN) ||
+        !get_string(root, "signature", out->signature, PGCL_SIGNATURE_HEX_LEN) ||
+        !is_lower_hex(out->signature, PGCL_SIGNATURE_HEX_LEN)) {
+        pgcl_errorf(err, cap, "%s: public_key must be %d and signature %d lowercase hex digits", name,
+                    PGCL_PUBLIC_KEY_HEX_LEN, PGCL_SIGNATURE_HEX_LEN);
+        return PGCL_ERR_FORMAT;
+    }
+    return PGCL_OK;
 }
 
 pgcl_status pgcl_checkpoint_read(const char *path, const char *expected_public_hex, pgcl_checkpoint *out, char *err,
@@ -200,49 +245,8 @@ pgcl_status pgcl_checkpoint_read(const char *path, const char *expected_public_h
         pgcl_errorf(err, cap, "%s: not a JSON object%s%s", path, root ? "" : ": ", root ? "" : jerr.text);
         goto done;
     }
-    json_t *format = json_object_get(root, "format"), *version = json_object_get(root, "version");
-    if (!json_is_string(format) || strcmp(json_string_value(format), PGCL_CHECKPOINT_FORMAT) != 0) {
-        pgcl_errorf(err, cap, "%s: not a pgcld audit checkpoint (\"format\" is not \"%s\")", path,
-                    PGCL_CHECKPOINT_FORMAT);
-        goto done;
-    }
-    if (!json_is_integer(version) || json_integer_value(version) < 1 ||
-        json_integer_value(version) > PGCL_CHECKPOINT_VERSION) {
-        pgcl_errorf(err, cap, "%s: checkpoint format version %lld; this pgcld reads versions 1 to %d (use a newer pgcld)",
-                    path, json_is_integer(version) ? (long long)json_integer_value(version) : -1LL,
-                    PGCL_CHECKPOINT_VERSION);
-        st = PGCL_ERR_UNSUPPORTED;
-        goto done;
-    }
-    out->version = (int)json_integer_value(version);
-    json_t *seq = json_object_get(root, "head_seq");
-    if (!json_is_integer(seq) || json_integer_value(seq) < 1) {
-        pgcl_errorf(err, cap, "%s: head_seq must be a positive integer", path);
-        goto done;
-    }
-    out->head_seq = (int64_t)json_integer_value(seq);
-    if (!get_string(root, "head_hash", out->head_hash, 64) || !is_lower_hex(out->head_hash, 64)) {
-        pgcl_errorf(err, cap, "%s: head_hash must be 64 lowercase hex digits", path);
-        goto done;
-    }
-    if (out->version >= 2 && (!get_string(root, "log_root", out->log_root, 64) || !is_lower_hex(out->log_root, 64))) {
-        pgcl_errorf(err, cap, "%s: log_root must be 64 lowercase hex digits", path);
-        goto done;
-    }
-    if (!get_string(root, "created_at", out->created_at, sizeof out->created_at - 1) ||
-        strchr(out->created_at, '\n')) {
-        pgcl_errorf(err, cap, "%s: created_at must be a timestamp (1 to 64 bytes, one line)", path);
-        goto done;
-    }
-    if (!get_string(root, "public_key", out->public_key, PGCL_PUBLIC_KEY_HEX_LEN) ||
-        !is_lower_hex(out->public_key, PGCL_PUBLIC_KEY_HEX_LEN) ||
-        !get_string(root, "signature", out->signature, PGCL_SIGNATURE_HEX_LEN) ||
-        !is_lower_hex(out->signature, PGCL_SIGNATURE_HEX_LEN)) {
-        pgcl_errorf(err, cap, "%s: public_key must be %d and signature %d lowercase hex digits", path,
-                    PGCL_PUBLIC_KEY_HEX_LEN, PGCL_SIGNATURE_HEX_LEN);
-        goto done;
-    }
-    st = pgcl_checkpoint_verify(out, expected_public_hex, err, cap);
+    if ((st = pgcl_checkpoint_from_json(root, path, out, err, cap)) == PGCL_OK)
+        st = pgcl_checkpoint_verify(out, expected_public_hex, err, cap);
 done:
     json_decref(root);
     free(buf);

@@ -20,6 +20,8 @@
 
 #include "status.h"
 
+struct json_t;
+
 #define PGCL_CHECKPOINT_FORMAT "pgcld-audit-checkpoint"
 #define PGCL_CHECKPOINT_VERSION 2 /* written; versions 1 and 2 are read */
 #define PGCL_PUBLIC_KEY_HEX_LEN 64 /* 32 bytes */
@@ -66,6 +68,13 @@ pgcl_status pgcl_checkpoint_create(const char *db_path, const char *key_path, co
  * (the signature does not verify, or another key signed it). */
 pgcl_status pgcl_checkpoint_read(const char *path, const char *expected_public_hex, pgcl_checkpoint *out, char *err,
                                  int cap);
+
+/* Fills out from a checkpoint's JSON object (a file's, or one a proof carries): format, version,
+ * head, log root (version 2), time, key and signature, each checked for form; name names the
+ * source in err. The signature is not checked here (pgcl_checkpoint_verify). Errors as
+ * pgcl_checkpoint_read's, but PGCL_ERR_IO. */
+pgcl_status pgcl_checkpoint_from_json(const struct json_t *root, const char *name, pgcl_checkpoint *out, char *err,
+                                      int cap);
 
 /* Checks cp's signature (and signer, unless expected_public_hex is NULL); PGCL_ERR_MISMATCH if bad. */
 pgcl_status pgcl_checkpoint_verify(const pgcl_checkpoint *cp, const char *expected_public_hex, char *err, int cap);

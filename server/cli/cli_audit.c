@@ -163,6 +163,17 @@ static bool hash_member(json_t *obj, const char *name, pgcl_merkle_hash *out) {
     return pgcl_merkle_from_hex(json_string_value(json_object_get(obj, name)), out);
 }
 
+/* A JSON array of at most PGCL_MERKLE_MAX_PATH hashes (the caller checked its size) into out/len. */
+static bool hash_array(json_t *arr, const char *name, pgcl_merkle_hash *out, int *len, char *why, int cap) {
+    *len = (int)json_array_size(arr);
+    for (int i = 0; i < *len; i++)
+        if (!pgcl_merkle_from_hex(json_string_value(json_array_get(arr, (size_t)i)), &out[i])) {
+            snprintf(why, (size_t)cap, "%s[%d] is not 64 hex digits", name, i);
+            return false;
+        }
+    return true;
+}
+
 /* The proof file's members into p (leaf_data decoded into a malloc'd buffer); false with why set. */
 static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_id, char *why, int cap) {
     json_t *entry = json_object_get(doc, "chain_entry"), *path = json_object_get(doc, "path");
@@ -183,12 +194,7 @@ static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_i
     p->entry_seq = json_integer_value(json_object_get(entry, "seq"));
     memcpy(p->prev_hash, prev, 65);
     memcpy(p->entry_hash, hash, 65);
-    p->path_len = (int)json_array_size(path);
-    for (int i = 0; i < p->path_len; i++)
-        if (!pgcl_merkle_from_hex(json_string_value(json_array_get(path, (size_t)i)), &p->path[i])) {
-            snprintf(why, (size_t)cap, "path[%d] is not 64 hex digits", i);
-            return false;
-        }
+    if (!hash_array(path, "path", p->path, &p->path_len, why, cap)) return false;
     json_t *log = json_object_get(doc, "log"), *log_path = json_object_get(log, "path");
     json_t *cp = json_object_get(log, "checkpoint");
     if (!json_is_integer(json_object_get(log, "leaf_index")) || !json_is_integer(json_object_get(log, "tree_size")) ||
@@ -200,33 +206,10 @@ static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_i
     }
     p->log_index = json_integer_value(json_object_get(log, "leaf_index"));
     p->log_size = json_integer_value(json_object_get(log, "tree_size"));
-    p->log_path_len = (int)json_array_size(log_path);
-    for (int i = 0; i < p->log_path_len; i++)
-        if (!pgcl_merkle_from_hex(json_string_value(json_array_get(log_path, (size_t)i)), &p->log_path[i])) {
-            snprintf(why, (size_t)cap, "log.path[%d] is not 64 hex digits", i);
-            return false;
-        }
+    if (!hash_array(log_path, "log.path", p->log_path, &p->log_path_len, why, cap)) return false;
     if (json_is_object(cp)) {
-        pgcl_checkpoint *c = &p->checkpoint;
-        const char *fields[5] = {"head_hash", "log_root", "created_at", "public_key", "signature"};
-        char *dest[5] = {c->head_hash, c->log_root, c->created_at, c->public_key, c->signature};
-        size_t caps[5] = {sizeof c->head_hash, sizeof c->log_root, sizeof c->created_at, sizeof c->public_key,
-                          sizeof c->signature};
-        if (!json_is_integer(json_object_get(cp, "version")) || !json_is_integer(json_object_get(cp, "head_seq"))) {
-            snprintf(why, (size_t)cap, "log.checkpoint needs version and head_seq");
-            return false;
-        }
-        c->version = (int)json_integer_value(json_object_get(cp, "version"));
-        c->head_seq = json_integer_value(json_object_get(cp, "head_seq"));
-        for (int i = 0; i < 5; i++) {
-            const char *v = json_string_value(json_object_get(cp, fields[i]));
-            if (!v || strlen(v) >= caps[i]) {
-                snprintf(why, (size_t)cap, "log.checkpoint.%s is missing or too long", fields[i]);
-                return false;
-            }
-            snprintf(dest[i], caps[i], "%s", v);
-        }
-        snprintf(c->file, sizeof c->file, "the proof's checkpoint");
+        snprintf(p->checkpoint.file, sizeof p->checkpoint.file, "the proof's checkpoint");
+        if (pgcl_checkpoint_from_json(cp, p->checkpoint.file, &p->checkpoint, why, cap) != PGCL_OK) return false;
         p->has_checkpoint = true;
     }
     size_t cap_bytes = strlen(b64) / 4 * 3 + 3;
