@@ -41,6 +41,7 @@ typedef struct opt_def {
 
 static int check_listen(const char *value, char *why, int cap);
 static int check_device(const char *value, char *why, int cap);
+static int check_retention_days(const char *value, char *why, int cap);
 
 #define S(field, placeholder) .type = OPT_STRING, .offset = offsetof(pgcld_config, field), .meta = placeholder
 #define L(field, lo, hi) .type = OPT_LONG, .offset = offsetof(pgcld_config, field), .min = lo, .max = hi, .meta = "N"
@@ -119,6 +120,9 @@ static const opt_def g_opts[] = {
      .help = "keep each decision's input embedding for re-scoring (float16: 2 bytes per dimension)"},
     {.name = "contest-window-days", L(contest_window_days, 1, 36500), .def = "180",
      .help = "days after a decision during which it may be contested"},
+    {.name = "input-retention-days", S(input_retention_days, "DAYS"), .def = "", .check = check_retention_days,
+     .help = "days each decision's stored input is kept (decimals allowed), then dropped; the record, its "
+             "proof and the chain stay (empty: --contest-window-days)"},
     {.name = "idempotency-ttl", L(idempotency_ttl_s, 1, 86400 * 30), .def = "86400", .reload = true,
      .help = "seconds an Idempotency-Key of POST /v1/score answers retries with the original answer"},
     {.name = "signing-key", S(signing_key, "FILE"), .def = "",
@@ -214,6 +218,20 @@ static int check_device(const char *value, char *why, int cap) {
     size_t digits = n ? strspn(n, "0123456789") : 0;
     if (!n || digits == 0 || digits > 4 || n[digits] || atoi(n) > 1023) {
         pgcl_errorf(why, cap, "'%s' must be auto, cpu or cuda:N (N a device index)", value);
+        return -1;
+    }
+    return 0;
+}
+
+/* Empty (the contest window) or a decimal number of days from 0 to 36500; parsed by
+ * pgcld_config_input_retention_days(). */
+static int check_retention_days(const char *value, char *why, int cap) {
+    if (!*value) return 0;
+    char *end = NULL;
+    errno = 0;
+    double days = strtod(value, &end);
+    if (errno || *end || !(days >= 0 && days <= 36500) || strspn(value, "0123456789.") != strlen(value)) {
+        pgcl_errorf(why, cap, "'%s' must be a number of days from 0 to 36500 (decimals allowed), or empty", value);
         return -1;
     }
     return 0;
@@ -624,6 +642,11 @@ int pgcld_config_reload(pgcld_config *cfg, char *err, int cap) {
     apply_log_level(cfg);
     pgcld_config_free(&fresh);
     return 0;
+}
+
+double pgcld_config_input_retention_days(const pgcld_config *cfg) {
+    if (!cfg->input_retention_days || !*cfg->input_retention_days) return (double)cfg->contest_window_days;
+    return strtod(cfg->input_retention_days, NULL); /* validated by check_retention_days */
 }
 
 const char *pgcld_config_tls_priorities(const pgcld_config *cfg) {

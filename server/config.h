@@ -41,6 +41,7 @@ typedef struct pgcld_config {
     char *metrics;               /* "on" (serve GET /metrics) or "off" */
     char *config_path;           /* the config file read; "" = none */
     char *store_inputs;          /* none, float16 or float32 */
+    char *input_retention_days;  /* decimal days, or empty: the contest window (pgcld_config_input_retention_days) */
     char *signing_key;           /* Ed25519 secret key file; "" = none */
     char *checkpoint_dir;        /* "" = the audit database's directory */
     char *device;                /* auto, cpu or cuda:N; needs a restart */
@@ -122,6 +123,9 @@ void pgcld_config_log(const pgcld_config *cfg);
  * GnuTLS's NORMAL set of ciphers with every protocol version older than the minimum removed. A
  * static string. */
 const char *pgcld_config_tls_priorities(const pgcld_config *cfg);
+
+/* Days a stored input is kept: --input-retention-days, or --contest-window-days when it is empty. */
+double pgcld_config_input_retention_days(const pgcld_config *cfg);
 
 /* Frees what cfg owns; safe on a zeroed or partly parsed cfg. */
 void pgcld_config_free(pgcld_config *cfg);

@@ -24,6 +24,7 @@
 #include "model.h"
 #include "audit_reads.h"
 #include "reader_pool.h"
+#include "retention.h"
 #include "server.h"
 #include "signing.h"
 
@@ -255,6 +256,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     int rc = 1;
     pgcld_server srv = {.cfg = &cfg};
     pgcld_head_signer *head_signer = NULL;
+    pgcl_retention *retention = NULL;
     if (pgcld_config_parse(&cfg, argc, argv, err, sizeof err) != 0) {
         fprintf(stderr, "pgcld: %s\n", err);
         pgcld_config_free(&cfg);
@@ -323,6 +325,15 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     } else {
         pgcl_log_warn("keys: --auth off: every endpoint is open to anyone who can reach %s", cfg.listen);
     }
+    double retention_days = pgcld_config_input_retention_days(&cfg);
+    if (strcmp(cfg.store_inputs, "none") != 0)
+        pgcl_log_info("audit: stored inputs are dropped %g days after their decision (--input-retention-days)",
+                      retention_days);
+    if (!(retention = pgcl_retention_create(srv.audit, retention_days, pgcld_metrics_inputs_dropped, srv.metrics, err,
+                                            sizeof err))) {
+        pgcl_log_error("audit: %s", err);
+        goto out;
+    }
     srv.shadow = pgcl_shadow_create(srv.audit, pgcld_metrics_shadow_observer, srv.metrics, (int)cfg.shadow_queue, (int)cfg.chunk_rows);
     if (!srv.shadow) {
         pgcl_log_error("cannot start the shadow worker");
@@ -385,6 +396,7 @@ out:
     pgcl_shadow_destroy(srv.shadow);
     pgcld_head_signer_stop(head_signer); /* after the drain: its last checkpoint covers every answered decision */
     pgcl_queries_shutdown();
+    pgcl_retention_destroy(retention);
     pgcl_audit_close(srv.audit);
     pgcl_keyring_close(srv.keyring);
     pgcl_registry_destroy(srv.registry);

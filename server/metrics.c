@@ -50,6 +50,7 @@ struct pgcld_metrics {
     histogram batch;
     histogram forward_rows;
     _Atomic unsigned long long rejected[PGCLD_N_REJECT];
+    _Atomic unsigned long long inputs_dropped; /* stored inputs dropped by input retention */
     pthread_mutex_t lock;                 /* guards the series lists */
     series *scored, *swaps, *shadow;
 };
@@ -103,6 +104,11 @@ void pgcld_metrics_unanswered(pgcld_metrics *m, int route, pgcld_unanswered_reas
     atomic_fetch_add_explicit(&m->requests[route_row(m, route) * N_STATUS_COLUMNS + STATUS_UNANSWERED], 1,
                               memory_order_relaxed);
     atomic_fetch_add_explicit(&m->unanswered[reason], 1, memory_order_relaxed);
+}
+
+void pgcld_metrics_inputs_dropped(int64_t n, void *metrics) {
+    pgcld_metrics *m = metrics;
+    if (m && n > 0) atomic_fetch_add_explicit(&m->inputs_dropped, (unsigned long long)n, memory_order_relaxed);
 }
 
 void pgcld_metrics_rejected(pgcld_metrics *m, pgcld_reject_reason reason) {
@@ -237,6 +243,9 @@ char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, cons
     for (int r = 0; r < PGCLD_N_REJECT; r++)
         put(&t, "pgcld_rejected_total{reason=\"%s\"} %llu\n", g_reject_names[r],
             (unsigned long long)atomic_load_explicit(&m->rejected[r], memory_order_relaxed));
+    put(&t, "# HELP pgcld_inputs_dropped_total Stored inputs dropped after --input-retention-days (the decisions,"
+            " their proofs and the chain stay).\n# TYPE pgcld_inputs_dropped_total counter\npgcld_inputs_dropped_total %llu\n",
+        (unsigned long long)atomic_load_explicit(&m->inputs_dropped, memory_order_relaxed));
     put(&t, "# HELP pgcld_request_duration_seconds Latency of scoring requests (/v1/score, /v2 infer) by stage (queue: waiting for a compute slot;"
             " compute: forward pass; audit: commit of the rows; total: arrival to answer).\n"
             "# TYPE pgcld_request_duration_seconds histogram\n");

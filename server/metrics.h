@@ -4,6 +4,7 @@
 #define PGCLD_METRICS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 typedef struct pgcld_metrics pgcld_metrics;
@@ -47,6 +48,9 @@ typedef enum {
     PGCLD_N_REJECT
 } pgcld_reject_reason;
 void pgcld_metrics_rejected(pgcld_metrics *m, pgcld_reject_reason reason);
+/* n more stored inputs dropped by input retention; metrics is a pgcld_metrics * (a
+ * pgcl_retention callback). */
+void pgcld_metrics_inputs_dropped(int64_t n, void *metrics);
 
 /* Appends the exposition text to a growing buffer. Gauges that live elsewhere are passed in. */
 typedef struct pgcld_metrics_gauges {

@@ -49,6 +49,8 @@ typedef struct pgcl_decision_row {
     const void *input;       /* the stored input (NULL: not stored) */
     int input_bytes;
     const char *input_dtype; /* "f16" or "f32" */
+    const unsigned char *input_digest; /* optional: SHA-256 of input's input_bytes bytes (32), computed by
+                                        * the caller off the writer's thread; NULL: the writer computes it */
 } pgcl_decision_row;
 
 /* One administrative event (admin_events); pointers borrowed for the call. details is a JSON object. */

@@ -188,9 +188,12 @@ pgcl_status pgcl_sqlite_read_keys(pgcl_audit *store, pgcl_key_fn on_key, void *c
 enum { COL_MODEL_NAME, COL_MODEL_VERSION, COL_MODEL_SHA256, COL_LABEL, COL_DECISION, COL_PROBABILITIES,
        COL_TOXICITY, COL_INPUT, COL_INPUT_DTYPE };
 
+/* The input is inline (before migration 0008) or in decision_inputs (since), or gone (retention). */
+
 static const char STORED_DECISION_SQL[] =
-    "SELECT model_name, model_version, model_sha256, label, decision, probabilities, toxicity, input, input_dtype"
-    " FROM decisions WHERE decision_id = ?";
+    "SELECT d.model_name, d.model_version, d.model_sha256, d.label, d.decision, d.probabilities, d.toxicity,"
+    " coalesce(d.input, (SELECT i.input FROM decision_inputs AS i WHERE i.decision_seq = d.seq)), d.input_dtype"
+    " FROM decisions AS d WHERE d.decision_id = ?";
 
 typedef struct stored_read {
     const char *decision_id;
@@ -211,6 +214,7 @@ static int take_stored_decision(sqlite3_stmt *stmt, void *arg, char *err, int ca
     int blob_bytes = sqlite3_column_bytes(stmt, COL_INPUT);
     const char *dtype = (const char *)sqlite3_column_text(stmt, COL_INPUT_DTYPE);
     bool input_stored = blob && dtype;
+    out->input_dropped = !blob && dtype; /* stored once, dropped by retention */
     static const int text_cols[] = {COL_MODEL_NAME, COL_MODEL_VERSION, COL_MODEL_SHA256, COL_LABEL, COL_DECISION,
                                     COL_PROBABILITIES};
     enum { N_TEXTS = sizeof text_cols / sizeof text_cols[0] };

@@ -65,6 +65,7 @@ typedef struct pgcl_stored_decision {
     const unsigned char *input; /* (input_bytes) little-endian float16 or float32; NULL: not stored */
     int input_bytes;
     bool input_half;            /* float16 (else float32) */
+    bool input_dropped;         /* input is NULL because retention dropped it (it was stored) */
     unsigned char *owned;       /* private: the texts and the input, in one allocation */
 } pgcl_stored_decision;
 

@@ -16,6 +16,7 @@
 #include "ids.h"
 #include "log.h"
 #include "migrations.h"
+#include "sha256.h"
 
 #define ERR_CAP 512
 
@@ -44,6 +45,7 @@ typedef struct sqlite_store {
     char *path;      /* the database file (the read side opens its own connections to it) */
     sqlite3 *db;
     sqlite3_stmt *insert;
+    sqlite3_stmt *insert_input;
     sqlite3_stmt *insert_event;
     sqlite3_stmt *insert_shadow;
     pgcl_chain *chain;
@@ -87,7 +89,9 @@ static sqlite_store *sqlite_store_of(pgcl_audit *store) {
 static const char INSERT_SQL[] =
     "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
     " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
-    " vector, input_sha256, latency_us, input, input_dtype) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " vector, input_sha256, latency_us, input_digest, input_dtype) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+/* The stored input, beside its row (migration 0008): retention drops it by deleting this row. */
+static const char INSERT_INPUT_SQL[] = "INSERT INTO decision_inputs (decision_seq, input) VALUES (?1, ?2)";
 
 /* ---- migrations ---- */
 
@@ -247,7 +251,16 @@ pgcl_status pgcl_audit_txn_chain(pgcl_audit_txn *t, const char *kind, int64_t ro
     return pgcl_chain_record(t->a->chain, kind, row_seq, err, cap);
 }
 
-static int insert_row(sqlite_store *a, const pgcl_decision_row *r, const char *created_at) {
+/* Inserts decision row r (its stored input, if any, into decision_inputs) and describes what it
+ * inserted in *v for the chain: the values as bound, so the chain needs no read-back. Returns
+ * SQLITE_DONE or the failing step's code. */
+static int insert_row(sqlite_store *a, const pgcl_decision_row *r, const char *created_at,
+                      unsigned char input_digest[PGCL_SHA256_BYTES], pgcl_chain_decision_values *v) {
+    bool input_stored = r->input && r->input_dtype;
+    if (input_stored) {
+        if (r->input_digest) memcpy(input_digest, r->input_digest, PGCL_SHA256_BYTES);
+        else pgcl_sha256(r->input, (size_t)r->input_bytes, input_digest);
+    }
     sqlite3_stmt *s = a->insert;
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
@@ -273,13 +286,33 @@ static int insert_row(sqlite_store *a, const pgcl_decision_row *r, const char *c
     sqlite3_bind_blob(s, 16, r->vector, r->d * (int)sizeof(float), SQLITE_STATIC);
     sqlite3_bind_text(s, 17, r->input_sha256, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 18, r->latency_us);
-    if (r->input && r->input_dtype) {
-        sqlite3_bind_blob(s, 19, r->input, r->input_bytes, SQLITE_STATIC);
+    if (input_stored) {
+        sqlite3_bind_blob(s, 19, input_digest, PGCL_SHA256_BYTES, SQLITE_STATIC);
         sqlite3_bind_text(s, 20, r->input_dtype, -1, SQLITE_STATIC);
     }
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
-    return rc;
+    if (rc != SQLITE_DONE) return rc;
+    int64_t seq = sqlite3_last_insert_rowid(a->db);
+    if (input_stored) {
+        sqlite3_stmt *in = a->insert_input;
+        sqlite3_bind_int64(in, 1, seq);
+        sqlite3_bind_blob(in, 2, r->input, r->input_bytes, SQLITE_STATIC);
+        rc = sqlite3_step(in);
+        sqlite3_reset(in);
+        sqlite3_clear_bindings(in);
+        if (rc != SQLITE_DONE) return rc;
+    }
+    *v = (pgcl_chain_decision_values){
+        .seq = seq, .decision_id = r->decision_id, .created_at = created_at, .request_id = r->request_id,
+        .item_id = r->item_id, .model_name = r->model_name, .model_version = r->model_version,
+        .model_sha256 = r->model_sha256, .label = r->label, .label_index = r->label_index,
+        .probabilities = r->probabilities_json, .has_toxicity = r->has_toxicity, .toxicity = r->toxicity,
+        .decision = r->decision, .policy = r->policy_json, .has_thresholds = r->has_thresholds,
+        .t_review = r->t_review, .t_block = r->t_block, .vector = r->vector,
+        .vector_bytes = (size_t)r->d * sizeof(float), .input_sha256 = r->input_sha256, .latency_us = r->latency_us,
+        .input_digest = input_stored ? input_digest : NULL, .input_dtype = input_stored ? r->input_dtype : NULL};
+    return SQLITE_DONE;
 }
 
 typedef struct rows_ctx {
@@ -292,11 +325,13 @@ typedef struct rows_ctx {
 static pgcl_status decisions_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
     const rows_ctx *rc = ctx;
     for (int i = 0; i < rc->n; i++) {
-        if (insert_row(t->a, &rc->rows[i], t->now) != SQLITE_DONE) {
+        unsigned char input_digest[PGCL_SHA256_BYTES];
+        pgcl_chain_decision_values v;
+        if (insert_row(t->a, &rc->rows[i], t->now, input_digest, &v) != SQLITE_DONE) {
             pgcl_errorf(err, cap, "insert decision: %s", sqlite3_errmsg(t->a->db));
             return PGCL_ERR_DB;
         }
-        pgcl_status st = pgcl_audit_txn_chain(t, "decisions", sqlite3_last_insert_rowid(t->a->db), err, cap);
+        pgcl_status st = pgcl_chain_record_decision(t->a->chain, &v, err, cap);
         if (st != PGCL_OK) return st;
     }
     return rc->also ? rc->also(t, rc->also_ctx, err, cap) : PGCL_OK;
@@ -648,6 +683,7 @@ pgcl_status pgcl_audit_sqlite_open(const pgcl_audit_options *opts, pgcl_audit **
     if ((st = apply_migrations(a, opts->path, err, cap)) != PGCL_OK) goto fail;
     st = PGCL_ERR_DB;
     if (sqlite3_prepare_v2(a->db, INSERT_SQL, -1, &a->insert, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(a->db, INSERT_INPUT_SQL, -1, &a->insert_input, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(a->db,
                            "INSERT INTO admin_events (event_id, created_at, actor, action, target, details)"
                            " VALUES (?,?,?,?,?,?)",
@@ -698,6 +734,7 @@ static void sqlite_close(pgcl_audit *store) {
     if (a->ckpt_db) sqlite3_close(a->ckpt_db); /* first: the last connection to close checkpoints */
     pgcl_chain_destroy(a->chain);
     sqlite3_finalize(a->insert);
+    sqlite3_finalize(a->insert_input);
     sqlite3_finalize(a->insert_event);
     sqlite3_finalize(a->insert_shadow);
     if (a->db) sqlite3_close(a->db);

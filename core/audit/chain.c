@@ -197,14 +197,20 @@ static pgcl_status row_read_error(const pgcl_chain *c, int t, int64_t row_seq, i
     return PGCL_ERR_DB;
 }
 
-/* Version 2: hashes the row into a leaf and keeps it for seal(). */
-static pgcl_status record_leaf(pgcl_chain *c, int t, int64_t row_seq, char *err, int cap) {
+/* Version 2: a free pending leaf slot (NULL when out of memory, err set). */
+static pending_leaf *next_pending(pgcl_chain *c, char *err, int cap) {
     if (c->n_pending == c->cap_pending &&
         !grow((void **)&c->pending, &c->cap_pending, c->cap_pending ? 2 * c->cap_pending : 64, sizeof *c->pending)) {
         pgcl_errorf(err, cap, "audit chain: out of memory");
-        return PGCL_ERR_NOMEM;
+        return NULL;
     }
-    pending_leaf *p = &c->pending[c->n_pending];
+    return &c->pending[c->n_pending];
+}
+
+/* Version 2: hashes the row into a leaf and keeps it for seal(). */
+static pgcl_status record_leaf(pgcl_chain *c, int t, int64_t row_seq, char *err, int cap) {
+    pending_leaf *p = next_pending(c, err, cap);
+    if (!p) return PGCL_ERR_NOMEM;
     int rc = pgcl_chain_leaf_of_row(t, c->row_select[t], row_seq, &p->leaf);
     if (rc != SQLITE_ROW) return row_read_error(c, t, row_seq, rc, err, cap);
     p->table = t;
@@ -213,12 +219,8 @@ static pgcl_status record_leaf(pgcl_chain *c, int t, int64_t row_seq, char *err,
     return PGCL_OK;
 }
 
-pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, char *err, int cap) {
-    int t = kind ? pgcl_chain_table_index(kind, strlen(kind)) : -1;
-    if (t < 0) {
-        pgcl_errorf(err, cap, "audit chain: unknown event kind '%.32s'", kind ? kind : "(null)");
-        return PGCL_ERR_INVALID;
-    }
+/* Whether row_seq of table t may be recorded now (err set when not). */
+static pgcl_status check_recordable(const pgcl_chain *c, int t, int64_t row_seq, char *err, int cap) {
     if (!c->begun || sqlite3_get_autocommit(c->db)) {
         pgcl_errorf(err, cap, "audit chain: record() outside a transaction started with begin()");
         return PGCL_ERR_INVALID;
@@ -232,14 +234,37 @@ pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, 
                     pgcl_chain_tables[t].name, (long long)row_seq);
         return PGCL_ERR_INVALID;
     }
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_chain_record_decision(pgcl_chain *c, const pgcl_chain_decision_values *v, char *err, int cap) {
+    enum { DECISIONS = 0 };
+    pgcl_status st = check_recordable(c, DECISIONS, v->seq, err, cap);
+    if (st != PGCL_OK) return st;
+    if (c->encoding != 2) return pgcl_chain_record(c, pgcl_chain_tables[DECISIONS].name, v->seq, err, cap);
+    pending_leaf *p = next_pending(c, err, cap);
+    if (!p) return PGCL_ERR_NOMEM;
+    *p = (pending_leaf){.table = DECISIONS, .row_seq = v->seq, .leaf = pgcl_chain_decision_leaf(v)};
+    c->n_pending++;
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, char *err, int cap) {
+    int t = kind ? pgcl_chain_table_index(kind, strlen(kind)) : -1;
+    if (t < 0) {
+        pgcl_errorf(err, cap, "audit chain: unknown event kind '%.32s'", kind ? kind : "(null)");
+        return PGCL_ERR_INVALID;
+    }
+    pgcl_status st = check_recordable(c, t, row_seq, err, cap);
+    if (st != PGCL_OK) return st;
     if (c->encoding == 2) return record_leaf(c, t, row_seq, err, cap);
     char payload[PGCL_CHAIN_HEX_LEN + 1], hash[PGCL_CHAIN_HEX_LEN + 1];
-    int rc = pgcl_chain_hash_row(c->row_select[t], row_seq, payload);
+    int rc = pgcl_chain_hash_row(t, c->row_select[t], row_seq, payload);
     if (rc != SQLITE_ROW) return row_read_error(c, t, row_seq, rc, err, cap);
     int64_t seq = c->head_seq + 1;
     pgcl_chain_entry_hash(seq, pgcl_chain_tables[t].name, strlen(pgcl_chain_tables[t].name), row_seq, payload,
                           PGCL_CHAIN_HEX_LEN, c->head_hash, PGCL_CHAIN_HEX_LEN, hash);
-    pgcl_status st = insert_entry(c, seq, pgcl_chain_tables[t].name, row_seq, payload, hash, err, cap);
+    st = insert_entry(c, seq, pgcl_chain_tables[t].name, row_seq, payload, hash, err, cap);
     if (st != PGCL_OK) return st;
     c->head_seq = seq;
     memcpy(c->head_hash, hash, sizeof hash);

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chain_encoding.h"
 #include "status.h"
 
 typedef struct pgcl_chain pgcl_chain;
@@ -54,6 +55,11 @@ pgcl_status pgcl_chain_begin(pgcl_chain *c, char *err, int cap);
 /* Inside the same transaction: appends the entry for row `row_seq` of table `kind` ("decisions",
  * "admin_events", "contests" or "resolutions"), hashing the row as it is now stored. */
 pgcl_status pgcl_chain_record(pgcl_chain *c, const char *kind, int64_t row_seq, char *err, int cap);
+
+/* As record("decisions", v->seq) for the row just inserted with values v: version 2 hashes the
+ * leaf from the values, without reading the row back (the audit writer's path); version 1 reads
+ * it back as record() does. */
+pgcl_status pgcl_chain_record_decision(pgcl_chain *c, const pgcl_chain_decision_values *v, char *err, int cap);
 
 /* Inside the same transaction, after its last record() and before COMMIT: version 2 appends the
  * transaction's commit entry (nothing when it chained no event); version 1 has nothing to do. */

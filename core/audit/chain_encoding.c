@@ -25,18 +25,26 @@
 enum { TAG_NULL = 0, TAG_INTEGER = 1, TAG_REAL = 2, TAG_TEXT = 3, TAG_BLOB = 4 };
 
 const pgcl_chain_table pgcl_chain_tables[PGCL_CHAIN_TABLES] = {
-    {"decisions", 19,
+    {"decisions", 19, 21,
      "SELECT seq, decision_id, created_at, request_id, item_id, model_name, model_version, model_sha256, label,"
-     " label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector, input_sha256,"
-     " latency_us, input, input_dtype FROM decisions WHERE seq = ?1"},
-    {"admin_events", -1,
-     "SELECT seq, event_id, created_at, actor, action, target, details FROM admin_events WHERE seq = ?1"},
-    {"contests", -1,
-     "SELECT seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason FROM contests WHERE seq = ?1"},
-    {"resolutions", -1,
+     " label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector, input_sha256, latency_us,"
+     " coalesce(input, (SELECT i.input FROM decision_inputs AS i WHERE i.decision_seq = decisions.seq)),"
+     " input_dtype, input_digest FROM decisions WHERE seq = ?1",
+     "SELECT seq, decision_id, created_at, request_id, item_id, model_name, model_version, model_sha256, label,"
+     " label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector, input_sha256, latency_us,"
+     " input, input_dtype, NULL FROM decisions WHERE seq = ?1"},
+    {"admin_events", -1, -1,
+     "SELECT seq, event_id, created_at, actor, action, target, details FROM admin_events WHERE seq = ?1", NULL},
+    {"contests", -1, -1,
+     "SELECT seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason FROM contests WHERE seq = ?1",
+     NULL},
+    {"resolutions", -1, -1,
      "SELECT seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label, note"
-     " FROM resolutions WHERE seq = ?1"},
+     " FROM resolutions WHERE seq = ?1",
+     NULL},
 };
+_Static_assert(PGCL_CHAIN_DECISIONS_INPUT_COLUMN == 19 && PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS == 21,
+               "decisions' row SELECT above: input is column 19, and input, input_dtype end the encoded columns");
 
 const char pgcl_chain_zero_hash[PGCL_CHAIN_HEX_LEN + 1] =
     "0000000000000000000000000000000000000000000000000000000000000000";
@@ -139,14 +147,21 @@ static void enc_column(encoder *e, sqlite3_stmt *s, int i) {
     }
 }
 
-int pgcl_chain_hash_row(sqlite3_stmt *sel, int64_t row_seq, char out_hex[PGCL_CHAIN_HEX_LEN + 1]) {
+/* How many of sel's columns the encoding of a row of `table` holds. */
+static int encoded_columns(int table, sqlite3_stmt *sel) {
+    int n = pgcl_chain_tables[table].encoded_columns;
+    return n >= 0 ? n : sqlite3_column_count(sel);
+}
+
+int pgcl_chain_hash_row(int table, sqlite3_stmt *sel, int64_t row_seq, char out_hex[PGCL_CHAIN_HEX_LEN + 1]) {
+    PGCL_ASSERT(table >= 0 && table < PGCL_CHAIN_TABLES);
     sqlite3_reset(sel);
     sqlite3_bind_int64(sel, 1, row_seq);
     int rc = sqlite3_step(sel);
     if (rc == SQLITE_ROW) {
         encoder e;
         enc_init(&e);
-        int n = sqlite3_column_count(sel);
+        int n = encoded_columns(table, sel);
         for (int i = 0; i < n; i++)
             enc_column(&e, sel, i);
         enc_final(&e, out_hex);
@@ -176,9 +191,22 @@ void pgcl_chain_genesis_payload(const int64_t maxima[PGCL_CHAIN_TABLES], char ou
     enc_final(&e, out_hex);
 }
 
+/* Whether db has migration 0008's decisions.input_digest (a verifier may read an older file). */
+static bool schema_has_0008(sqlite3 *db) {
+    sqlite3_stmt *s = NULL;
+    bool has = sqlite3_prepare_v2(db, "SELECT count(*) FROM pragma_table_info('decisions') WHERE name = 'input_digest'",
+                                  -1, &s, NULL) == SQLITE_OK &&
+               sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) == 1;
+    sqlite3_finalize(s);
+    return has;
+}
+
 int pgcl_chain_prepare_row_selects(sqlite3 *db, sqlite3_stmt *sel[PGCL_CHAIN_TABLES], char *err, int cap) {
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
         int rc = sqlite3_prepare_v3(db, pgcl_chain_tables[t].select_sql, -1, SQLITE_PREPARE_PERSISTENT, &sel[t], NULL);
+        if (rc != SQLITE_OK && pgcl_chain_tables[t].select_sql_before_0008 && !schema_has_0008(db))
+            rc = sqlite3_prepare_v3(db, pgcl_chain_tables[t].select_sql_before_0008, -1, SQLITE_PREPARE_PERSISTENT,
+                                    &sel[t], NULL);
         if (rc != SQLITE_OK) {
             pgcl_errorf(err, cap, "%s: %s", pgcl_chain_tables[t].name, sqlite3_errmsg(db));
             return rc;
@@ -203,20 +231,84 @@ size_t pgcl_chain_text_value(const char *s, size_t n, unsigned char *out, size_t
  * commits to the stored input without holding it, so the input can be dropped after its retention
  * period and every proof still verifies. leaf hash = SHA-256(0x00 ‖ leaf data) (merkle.h). */
 
+/* The digest column's value in a leaf: BLOB SHA-256 of the stored bytes; once they were dropped,
+ * the recorded digest (the column after the encoded ones, decisions.input_digest). When both are
+ * there and differ, the value is the recorded digest followed by the bytes' SHA-256: 64 bytes,
+ * which no leaf was ever written with, so a changed input and a changed digest both fail. */
+static void encode_digest_column(encoder *e, sqlite3_stmt *sel, int i, int recorded_column) {
+    bool have_recorded = recorded_column < sqlite3_column_count(sel) &&
+                         sqlite3_column_type(sel, recorded_column) == SQLITE_BLOB;
+    const void *recorded = have_recorded ? sqlite3_column_blob(sel, recorded_column) : NULL;
+    size_t recorded_len = have_recorded ? (size_t)sqlite3_column_bytes(sel, recorded_column) : 0;
+    if (sqlite3_column_type(sel, i) == SQLITE_NULL) {
+        if (have_recorded) enc_bytes(e, TAG_BLOB, recorded, recorded_len);
+        else enc_column(e, sel, i); /* NULL: no input was stored */
+        return;
+    }
+    unsigned char both[2 * PGCL_SHA256_BYTES];
+    pgcl_sha256(sqlite3_column_blob(sel, i), (size_t)sqlite3_column_bytes(sel, i), both + PGCL_SHA256_BYTES);
+    if (!have_recorded || (recorded_len == PGCL_SHA256_BYTES && memcmp(recorded, both + PGCL_SHA256_BYTES,
+                                                                        PGCL_SHA256_BYTES) == 0)) {
+        enc_bytes(e, TAG_BLOB, both + PGCL_SHA256_BYTES, PGCL_SHA256_BYTES);
+        return;
+    }
+    memcpy(both, recorded, recorded_len < PGCL_SHA256_BYTES ? recorded_len : PGCL_SHA256_BYTES);
+    if (recorded_len < PGCL_SHA256_BYTES) memset(both + recorded_len, 0, PGCL_SHA256_BYTES - recorded_len);
+    enc_bytes(e, TAG_BLOB, both, sizeof both);
+}
+
 /* Encodes the row sel is positioned on (a row select of table `table`) as version-2 leaf data. */
 static void encode_leaf(int table, sqlite3_stmt *sel, encoder *e) {
     const pgcl_chain_table *t = &pgcl_chain_tables[table];
     enc_bytes(e, TAG_TEXT, t->name, strlen(t->name));
-    int n = sqlite3_column_count(sel);
+    int n = encoded_columns(table, sel);
     for (int i = 0; i < n; i++) {
-        if (i == t->digest_column && sqlite3_column_type(sel, i) != SQLITE_NULL) {
-            unsigned char digest[PGCL_SHA256_BYTES];
-            pgcl_sha256(sqlite3_column_blob(sel, i), (size_t)sqlite3_column_bytes(sel, i), digest);
-            enc_bytes(e, TAG_BLOB, digest, sizeof digest);
-        } else {
-            enc_column(e, sel, i);
-        }
+        if (i == t->digest_column) encode_digest_column(e, sel, i, n);
+        else enc_column(e, sel, i);
     }
+}
+
+static void enc_text(encoder *e, const char *s) {
+    enc_bytes(e, TAG_TEXT, s, strlen(s));
+}
+
+static void enc_real_or_null(encoder *e, bool has, double v) {
+    if (has) {
+        enc_real(e, v);
+    } else {
+        unsigned char tag = TAG_NULL;
+        enc_put(e, &tag, 1);
+    }
+}
+
+pgcl_merkle_hash pgcl_chain_decision_leaf(const pgcl_chain_decision_values *v) {
+    encoder e;
+    enc_init(&e);
+    enc_text(&e, pgcl_chain_tables[0].name);
+    enc_integer(&e, v->seq);
+    const char *const texts[] = {v->decision_id, v->created_at,    v->request_id,   v->item_id,
+                                 v->model_name,  v->model_version, v->model_sha256, v->label};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) enc_text(&e, texts[i]);
+    enc_integer(&e, v->label_index);
+    enc_text(&e, v->probabilities);
+    enc_real_or_null(&e, v->has_toxicity, v->toxicity);
+    enc_text(&e, v->decision);
+    enc_text(&e, v->policy);
+    enc_real_or_null(&e, v->has_thresholds, v->t_review);
+    enc_real_or_null(&e, v->has_thresholds, v->t_block);
+    enc_bytes(&e, TAG_BLOB, v->vector, v->vector_bytes);
+    enc_text(&e, v->input_sha256);
+    enc_integer(&e, v->latency_us);
+    if (v->input_digest && v->input_dtype) {
+        enc_bytes(&e, TAG_BLOB, v->input_digest, PGCL_SHA256_BYTES);
+        enc_text(&e, v->input_dtype);
+    } else {
+        unsigned char nulls[2] = {TAG_NULL, TAG_NULL};
+        enc_put(&e, nulls, sizeof nulls);
+    }
+    pgcl_merkle_hash leaf = pgcl_merkle_leaf_hash(e.buf, e.n);
+    if (e.buf != e.inline_buf) free(e.buf);
+    return leaf;
 }
 
 /* Steps sel for row_seq and, on SQLITE_ROW, encodes the row's leaf data into e (enc_init'ed here;

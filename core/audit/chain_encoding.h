@@ -11,6 +11,7 @@
 #define PGCL_CHAIN_ENCODING_H
 
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,12 +24,24 @@
 
 /* An event table: its name (also a version-1 entry's kind), the column whose bytes a version-2
  * leaf replaces by their SHA-256 (-1: none), and the SELECT of its chained columns by seq (?1).
- * Changing a list changes every payload: that needs a new encoding version, never an edit. */
+ * Changing a list changes every payload: that needs a new encoding version, never an edit.
+ *
+ * decisions' SELECT ends with one column that is not encoded: input_digest (migration 0008), the
+ * recorded SHA-256 of the stored input, which a version-2 leaf commits to in the input's place
+ * once the input itself was dropped (retention); its input column reads the input wherever it is
+ * stored (inline before 0008, table decision_inputs since). select_sql_before_0008 is the same
+ * SELECT for a database that predates migration 0008 (NULL for the other tables). */
 typedef struct pgcl_chain_table {
     const char *name;
     int digest_column;
+    int encoded_columns; /* the SELECT's first columns that are encoded; -1: all */
     const char *select_sql;
+    const char *select_sql_before_0008;
 } pgcl_chain_table;
+
+/* decisions' columns in its row SELECT: the leaf of a row written from bound values
+ * (pgcl_chain_decision_leaf) must encode the same values in the same order. */
+enum { PGCL_CHAIN_DECISIONS_INPUT_COLUMN = 19, PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS = 21 };
 
 extern const pgcl_chain_table pgcl_chain_tables[PGCL_CHAIN_TABLES]; /* decisions, admin_events, contests, resolutions */
 extern const char pgcl_chain_zero_hash[PGCL_CHAIN_HEX_LEN + 1];     /* the genesis entry's prev_hash */
@@ -41,7 +54,7 @@ int pgcl_chain_prepare_row_selects(sqlite3 *db, sqlite3_stmt *sel[PGCL_CHAIN_TAB
 
 /* Version 1: steps sel (a row select) for row_seq and writes SHA-256 of the row's encoding in hex.
  * Returns SQLITE_ROW (hashed), SQLITE_DONE (no such row) or an error code; sel is reset. */
-int pgcl_chain_hash_row(sqlite3_stmt *sel, int64_t row_seq, char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
+int pgcl_chain_hash_row(int table, sqlite3_stmt *sel, int64_t row_seq, char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
 
 /* hash = SHA-256(INTEGER seq, TEXT kind, INTEGER row_seq, TEXT payload, TEXT prev_hash); version 2
  * passes kind "commit", its leaf count as row_seq and its Merkle root (hex) as payload. */
@@ -59,6 +72,30 @@ size_t pgcl_chain_text_value(const char *s, size_t n, unsigned char *out, size_t
 /* Version 2: steps sel (the row select of table `table`) for row_seq and writes the event's Merkle
  * leaf hash. Returns as pgcl_chain_hash_row. */
 int pgcl_chain_leaf_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, pgcl_merkle_hash *leaf);
+
+/* The values of one decision row as the audit writer binds them: what a version-2 leaf encodes
+ * without reading the row back (pgcl_chain_decision_leaf). The texts are NUL-terminated. */
+typedef struct pgcl_chain_decision_values {
+    int64_t seq;
+    const char *decision_id, *created_at, *request_id, *item_id, *model_name, *model_version, *model_sha256, *label;
+    int64_t label_index;
+    const char *probabilities;
+    bool has_toxicity;
+    double toxicity;
+    const char *decision, *policy;
+    bool has_thresholds;
+    double t_review, t_block;
+    const void *vector; /* (vector_bytes) */
+    size_t vector_bytes;
+    const char *input_sha256;
+    int64_t latency_us;
+    const unsigned char *input_digest; /* 32 bytes: SHA-256 of the stored input; NULL: none stored */
+    const char *input_dtype;           /* NULL when no input is stored */
+} pgcl_chain_decision_values;
+
+/* The version-2 leaf hash of a decision row from its values: the same bytes as
+ * pgcl_chain_leaf_of_row() reading that row back (test_chain_v2 checks it against that oracle). */
+pgcl_merkle_hash pgcl_chain_decision_leaf(const pgcl_chain_decision_values *v);
 
 /* The leaf's data itself (what the leaf hash hashes after 0x00), malloc'd into *data (free it);
  * for an inclusion proof that lets its holder see what was committed. Returns as above, or

@@ -245,7 +245,7 @@ static pgcl_status walk(verifier *v) {
                 note_bad(r, seq, "entry %lld: unknown kind '%.32s'", (long long)seq, (const char *)kind);
                 goto stop;
             }
-            int hrc = pgcl_chain_hash_row(v->row_select[t], row_seq, computed);
+            int hrc = pgcl_chain_hash_row(t, v->row_select[t], row_seq, computed);
             if (hrc == SQLITE_DONE) {
                 note_bad(r, seq, "entry %lld: %s row %lld is missing", (long long)seq, pgcl_chain_tables[t].name,
                          (long long)row_seq);

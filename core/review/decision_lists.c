@@ -57,6 +57,17 @@ static bool contest_driven(const pgcl_decision_filter *f) {
            f->contest == PGCL_CONTEST_CONTESTED;
 }
 
+/* The decision filter as a literal, for one of the three decisions: SQLite can use a partial index
+ * only for a condition it sees when it prepares the query, and decisions_flagged (migration 0008)
+ * holds the 'review' and 'block' rows only. False for any other text (then bound as a value). */
+static bool qb_decision_literal(qbuild *q, const char *decision) {
+    if (strcmp(decision, "allow") == 0) qb_sql(q, " AND d.decision = 'allow'");
+    else if (strcmp(decision, "review") == 0) qb_sql(q, " AND d.decision = 'review'");
+    else if (strcmp(decision, "block") == 0) qb_sql(q, " AND d.decision = 'block'");
+    else return false;
+    return true;
+}
+
 /* " AND …" for each filter of f but the contest one; version overrides f->version. */
 static void qb_filters(qbuild *q, const pgcl_decision_filter *f, const char *version, int64_t before_seq) {
     if (before_seq > 0) {
@@ -66,7 +77,8 @@ static void qb_filters(qbuild *q, const pgcl_decision_filter *f, const char *ver
     const struct {
         const char *sql, *value;
     } eq[] = {{" AND d.model_name = ", f->model},  {" AND d.model_version = ", version},
-              {" AND d.label = ", f->label},       {" AND d.decision = ", f->decision},
+              {" AND d.label = ", f->label},
+              {" AND d.decision = ", f->decision && !qb_decision_literal(q, f->decision) ? f->decision : NULL},
               {" AND d.item_id = ", f->item_id},   {" AND d.request_id = ", f->request_id},
               {" AND d.created_at >= ", f->since}, {" AND d.created_at < ", f->until}};
     for (size_t i = 0; i < sizeof eq / sizeof eq[0]; i++) {

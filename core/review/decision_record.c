@@ -54,7 +54,9 @@ pgcl_effective_outcome pgcl_effective_outcome_of(const char *label, const char *
 static const char RECORD_SQL[] =
     "SELECT d.seq, d.decision_id, d.created_at, d.request_id, d.item_id, d.model_name, d.model_version,"
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
-    " d.t_block, d.vector, d.input_sha256, d.latency_us, d.input_dtype, d.input IS NOT NULL, " CONTEST_STATUS_SQL
+    " d.t_block, d.vector, d.input_sha256, d.latency_us, d.input_dtype,"
+    " (d.input IS NOT NULL OR EXISTS (SELECT 1 FROM decision_inputs AS i WHERE i.decision_seq = d.seq)), "
+    CONTEST_STATUS_SQL
     " FROM decisions d WHERE d.decision_id = ?";
 /* The row's chain entry: its own (encoding version 1) or its commit's (version 2: the run holding
  * the row, found through the runs' primary key). */
@@ -127,6 +129,7 @@ static int take_decision(sqlite3_stmt *s, void *ctx, char *err, int cap) {
         .input_sha256 = pgcl_read_text(a, s, 17),
         .latency_us = pgcl_read_opt_int(s, 18),
         .input_stored = has_input && dtype ? pgcl_row_arena_strdup(a, dtype) : NULL,
+        .input_dropped = !has_input && dtype, /* kept once, dropped by retention */
         .contest_status = pgcl_read_text(a, s, 21),
     };
     read_vector(a, s, 16, &rec->vector, &rec->n_vector);

@@ -45,6 +45,7 @@ typedef struct pgcl_decision_record {
     const char *input_sha256;
     pgcl_opt_int latency_us;
     const char *input_stored;   /* "f16" / "f32" when the input is stored, else NULL */
+    bool input_dropped;         /* the input was stored, then dropped after --input-retention-days */
     const char *contest_status; /* "none", "open" or "resolved" */
     bool has_chain;             /* the chain entry of the row: */
     pgcl_opt_int chain_seq;

@@ -14,6 +14,7 @@ const char *pgcl_rescore_outcome_str(pgcl_rescore_outcome o) {
     case PGCL_RESCORE_DB_UNAVAILABLE: return "db_unavailable";
     case PGCL_RESCORE_NOT_FOUND: return "not_found";
     case PGCL_RESCORE_INPUT_NOT_STORED: return "input_not_stored";
+    case PGCL_RESCORE_INPUT_DROPPED: return "input_dropped";
     case PGCL_RESCORE_MODEL_NOT_READY: return "model_not_ready";
     case PGCL_RESCORE_INPUT_INCOMPATIBLE: return "input_incompatible";
     case PGCL_RESCORE_INPUT_NOT_FINITE: return "input_not_finite";
@@ -55,7 +56,9 @@ static bool outputs_finite(const pgcl_model *m, const float *vector, const float
 /* The outcome of reading the decision (its texts are those the route has always given). */
 static pgcl_rescore_outcome read_outcome(pgcl_status st, const pgcl_stored_decision *d) {
     switch (st) {
-    case PGCL_OK: return d->input ? PGCL_RESCORE_OK : PGCL_RESCORE_INPUT_NOT_STORED;
+    case PGCL_OK:
+        if (d->input) return PGCL_RESCORE_OK;
+        return d->input_dropped ? PGCL_RESCORE_INPUT_DROPPED : PGCL_RESCORE_INPUT_NOT_STORED;
     case PGCL_ERR_NOT_FOUND: return PGCL_RESCORE_NOT_FOUND;
     case PGCL_ERR_NOMEM: return PGCL_RESCORE_NO_MEMORY;
     default: return PGCL_RESCORE_DB_UNAVAILABLE;

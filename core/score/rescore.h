@@ -18,6 +18,7 @@ typedef enum {
     PGCL_RESCORE_DB_UNAVAILABLE,       /* the database could not be read: err says why */
     PGCL_RESCORE_NOT_FOUND,            /* no decision with that id */
     PGCL_RESCORE_INPUT_NOT_STORED,     /* recorded without its input */
+    PGCL_RESCORE_INPUT_DROPPED,        /* recorded with its input, which retention dropped since */
     PGCL_RESCORE_MODEL_NOT_READY,      /* the decision's model has no active version */
     PGCL_RESCORE_INPUT_INCOMPATIBLE,   /* the stored input has stored_values values, the model another D */
     PGCL_RESCORE_INPUT_NOT_FINITE,     /* the stored input holds an infinity or NaN (float16 overflow) */

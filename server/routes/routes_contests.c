@@ -156,6 +156,13 @@ void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_rep
                           "kept), so it cannot be re-scored",
                           did);
         goto done;
+    case PGCL_RESCORE_INPUT_DROPPED:
+        pgcld_reply_error(reply, 410, "input_dropped", -1, NULL,
+                          "decision %s's stored input was dropped when its retention period ended "
+                          "(--input-retention-days %g), so it cannot be re-scored; its record, proof and chain "
+                          "entry are unchanged",
+                          did, pgcld_config_input_retention_days(srv->cfg));
+        goto done;
     case PGCL_RESCORE_MODEL_NOT_READY:
         reply->retry_after = "5";
         pgcld_reply_error(reply, 503, "not_ready", -1, NULL, "model '%s' has no active version now",

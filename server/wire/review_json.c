@@ -100,6 +100,7 @@ json_t *pgcld_decision_record_json(const pgcl_decision_record *r) {
                   text_json(r->input_sha256), "latency_us", opt_int_json(r->latency_us));
     if (!rec) return NULL;
     json_object_set_new(rec, "input_stored", text_json(r->input_stored));
+    json_object_set_new(rec, "input_dropped", json_boolean(r->input_dropped));
     json_object_set_new(rec, "contest_status", text_json(r->contest_status));
     json_object_set_new(
         rec, "provenance",

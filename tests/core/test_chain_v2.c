@@ -9,9 +9,11 @@
  *    changed leaf list, root, run, a deleted row and a row inserted without an entry;
  *  - a chain that began in version 1 goes on in version 2 (a store reopened with encoding 2, then
  *    the keys CLI following the head) and verifies whole. */
+#include "audit_reads.h"
 #include "chain_fixture.h"
 #include "keys.h"
 #include "merkle.h"
+#include "retention.h"
 #include "sha256.h"
 
 static pgcl_audit *open_store(const char *path, int encoding) {
@@ -94,13 +96,23 @@ static pgcl_merkle_hash expected_decision_leaf(const char *path, long long seq) 
     sqlite3 *db;
     sqlite3_open(path, &db);
     for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++) {
-        char sql[128];
-        snprintf(sql, sizeof sql, "SELECT %s FROM decisions WHERE seq = %lld", columns[c], seq);
+        char sql[256];
+        /* the stored input: inline before migration 0008, in decision_inputs since; its recorded
+         * digest beside it (what the leaf holds once retention dropped the input) */
+        if (strcmp(columns[c], "input") == 0)
+            snprintf(sql, sizeof sql,
+                     "SELECT coalesce(input, (SELECT i.input FROM decision_inputs AS i WHERE i.decision_seq = seq)),"
+                     " input_digest FROM decisions WHERE seq = %lld",
+                     seq);
+        else
+            snprintf(sql, sizeof sql, "SELECT %s FROM decisions WHERE seq = %lld", columns[c], seq);
         sqlite3_stmt *s;
         sqlite3_prepare_v2(db, sql, -1, &s, NULL);
         CHECK(sqlite3_step(s) == SQLITE_ROW, "row %lld", seq);
         int type = sqlite3_column_type(s, 0);
-        if (type == SQLITE_NULL) {
+        if (strcmp(columns[c], "input") == 0 && type == SQLITE_NULL && sqlite3_column_type(s, 1) == SQLITE_BLOB) {
+            kb_bytes(&k, 4, sqlite3_column_blob(s, 1), (size_t)sqlite3_column_bytes(s, 1)); /* dropped */
+        } else if (type == SQLITE_NULL) {
             k.b[k.n++] = 0;
         } else if (type == SQLITE_INTEGER) {
             k.b[k.n++] = 1;
@@ -114,6 +126,9 @@ static pgcl_merkle_hash expected_decision_leaf(const char *path, long long seq) 
         } else if (strcmp(columns[c], "input") == 0) { /* the stored input: its SHA-256 instead */
             unsigned char digest[32];
             crypto_hash_sha256(digest, sqlite3_column_blob(s, 0), (unsigned long long)sqlite3_column_bytes(s, 0));
+            if (sqlite3_column_type(s, 1) == SQLITE_BLOB)
+                CHECK(sqlite3_column_bytes(s, 1) == 32 && memcmp(sqlite3_column_blob(s, 1), digest, 32) == 0,
+                      "row %lld: input_digest is the stored input's SHA-256", seq);
             kb_bytes(&k, 4, digest, 32);
         } else {
             kb_bytes(&k, type == SQLITE_TEXT ? 3 : 4, sqlite3_column_blob(s, 0), (size_t)sqlite3_column_bytes(s, 0));
@@ -240,6 +255,25 @@ static void test_tampering(const char *base) {
     /* row 1 stores an input: its bytes are in the leaf through their digest */
     rep = verify_tampered(base, "t-input.db", "UPDATE decisions SET input = x'0000000000000000' WHERE seq = 1");
     CHECK_BAD(rep, 2, "entry 2, leaf 0 of 5: decisions row 1: payload differs");
+    /* since migration 0008 the input is in decision_inputs and its digest in the row: either changed fails */
+    rep = verify_tampered(base, "t-input-table.db",
+                          "UPDATE decision_inputs SET input = x'0000000000000000' WHERE decision_seq = 1");
+    CHECK_BAD(rep, 2, "entry 2, leaf 0 of 5: decisions row 1: payload differs");
+    rep = verify_tampered(base, "t-digest.db", "UPDATE decisions SET input_digest = zeroblob(32) WHERE seq = 1");
+    CHECK_BAD(rep, 2, "entry 2, leaf 0 of 5: decisions row 1: payload differs");
+    /* a dropped input (retention) leaves the chain intact: the leaf holds the recorded digest ... */
+    const char *dropped = tampered(base, "dropped.db", "DELETE FROM decision_inputs");
+    rep = verify(dropped, NULL, 0);
+    CHECK(rep.intact, "inputs dropped: the chain still verifies: %s", rep.reason);
+    for (long long seq = 1; seq <= 13; seq++) {
+        long long entry = 0, index = -1;
+        pgcl_merkle_hash stored, want = expected_decision_leaf(dropped, seq);
+        CHECK(stored_leaf(dropped, seq, &entry, &index, &stored) && memcmp(stored.b, want.b, 32) == 0,
+              "row %lld: the leaf without the input is the leaf with it", seq);
+    }
+    /* ... which must still be the one committed */
+    rep = verify_tampered(dropped, "t-dropped-digest.db", "UPDATE decisions SET input_digest = zeroblob(32) WHERE seq = 1");
+    CHECK_BAD(rep, 2, "entry 2, leaf 0 of 5: decisions row 1: payload differs");
     rep = verify_tampered(base, "t-leaves.db",
                           "UPDATE audit_chain SET leaves = substr(leaves, 1, 32) || zeroblob(32) || substr(leaves, 65)"
                           " WHERE seq = 2");
@@ -271,6 +305,54 @@ static void test_tampering(const char *base) {
     CHECK(!rep.intact, "an extra run is noticed: %s", rep.reason);
 }
 
+/* Input retention (retention.h) through the store's writer: every input of a version-2 chain goes,
+ * the decisions, leaves and verification stay; a re-read says the input was dropped. */
+static void test_retention(void) {
+    const char *path = tmp_path("retention.db");
+    pgcl_audit *a = open_store(path, 2);
+    append_decisions(a, 9, 7);
+    long long stored = query_int(path, "SELECT count(*) FROM decision_inputs");
+    CHECK(stored == 3, "every third row stores its input: %lld", stored);
+    char err[512] = "";
+    CHECK(pgcl_retention_run_once(a, 30, err, sizeof err) == 0, "nothing is 30 days old: %s", err);
+    CHECK(query_int(path, "SELECT count(*) FROM decision_inputs") == 3, "inputs kept within the retention period");
+    CHECK(pgcl_retention_run_once(a, 0, err, sizeof err) == 3, "retention 0 drops the 3 inputs: %s", err);
+    CHECK(query_int(path, "SELECT count(*) FROM decision_inputs") == 0, "no input left");
+    CHECK(query_int(path, "SELECT count(*) FROM decisions WHERE input_digest IS NOT NULL") == 3, "digests stay");
+    CHECK(query_int(path, "SELECT through_seq FROM input_retention") == 9, "the cursor is past every row");
+    append_decisions(a, 4, 8);
+    CHECK(pgcl_retention_run_once(a, 0, err, sizeof err) == 2, "the next pass drops only the new inputs: %s", err);
+    /* a decision dated 2020 written behind the writer's back after newer ones with inputs: the
+     * walk stops at the first recent decision, so their inputs stay */
+    append_decisions(a, 3, 9);
+    char sub[512] = "";
+    CHECK(exec_on(path,
+                  "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
+                  " model_sha256, label, label_index, probabilities, decision, policy, vector, input_sha256,"
+                  " latency_us) SELECT 'forged', '2020-01-01T00:00:00.000000Z', request_id, item_id, model_name,"
+                  " model_version, model_sha256, label, label_index, probabilities, decision, policy, vector,"
+                  " input_sha256, latency_us FROM decisions WHERE seq = 1",
+                  sub, sizeof sub) == SQLITE_OK,
+          "forge: %s", sub);
+    CHECK(pgcl_retention_run_once(a, 1, err, sizeof err) == 0, "a forged old row drops nothing newer: %s", err);
+    CHECK(query_int(path, "SELECT count(*) FROM decision_inputs") == 1, "the recent input stays");
+    pgcl_stored_decision sd = {0};
+    char id[64];
+    snprintf(id, sizeof id, "%s", query_text(path, "SELECT decision_id FROM decisions WHERE seq = 1"));
+    CHECK(pgcl_audit_read_stored_decision(a, id, &sd, err, sizeof err) == PGCL_OK, "read: %s", err);
+    CHECK(!sd.input && sd.input_dropped, "the stored decision says its input was dropped");
+    pgcl_stored_decision_clear(&sd);
+    pgcl_audit_close(a);
+    CHECK(exec_on(path,
+                  "DROP TRIGGER decisions_append_only_d; DELETE FROM decisions WHERE decision_id = 'forged';"
+                  " CREATE TRIGGER decisions_append_only_d BEFORE DELETE ON decisions"
+                  " BEGIN SELECT RAISE(ABORT, 'decisions are append-only'); END;",
+                  sub, sizeof sub) == SQLITE_OK,
+          "un-forge: %s", sub);
+    pgcl_chain_report rep = verify(path, NULL, 0);
+    CHECK(rep.intact, "after retention the chain verifies: %s", rep.reason);
+}
+
 static void test_v1_then_v2(void) {
     const char *path = tmp_path("mixed.db");
     pgcl_audit *a = open_store(path, 1);
@@ -299,6 +381,17 @@ static void test_v1_then_v2(void) {
     CHECK(rep.head_seq == 1 + 5 + 1 + 1 + 1, "head %lld", (long long)rep.head_seq);
     rep = verify_tampered(path, "mixed-t.db", "UPDATE decisions SET label = 'x' WHERE seq = 2");
     CHECK_BAD(rep, 3, "entry 3: decisions row 2: payload differs");
+    /* retention keeps the inputs chained by version-1 entries (their payload hashes the bytes) */
+    a = open_store(path, 2);
+    long long before = query_int(path, "SELECT count(*) FROM decision_inputs WHERE decision_seq <= 5");
+    CHECK(pgcl_retention_run_once(a, 0, err, sizeof err) >= 0, "retention: %s", err);
+    pgcl_audit_close(a);
+    CHECK(query_int(path, "SELECT count(*) FROM decision_inputs WHERE decision_seq <= 5") == before && before > 0,
+          "version-1 rows keep their inputs (%lld)", before);
+    CHECK(query_int(path, "SELECT count(*) FROM decision_inputs WHERE decision_seq > 5") == 0,
+          "version-2 rows lose theirs");
+    rep = verify(path, NULL, 0);
+    CHECK(rep.intact, "a mixed chain verifies after retention: %s", rep.reason);
 }
 
 int main(void) {
@@ -309,6 +402,7 @@ int main(void) {
     const char *base = build_v2_database();
     test_layout_and_known_leaves(base);
     test_tampering(base);
+    test_retention();
     test_v1_then_v2();
     chain_fixture_cleanup();
     return test_finish("test_chain_v2");

@@ -42,7 +42,16 @@ COLUMNS = {
 # Columns of those tables that encoding version 1 does not cover (docs/audit.md: a column added to a
 # table later is not covered until a new encoding version lists it). Empty: every column is chained.
 # A new column must be listed in a new encoding version, or here, knowingly.
-UNCHAINED = {"decisions": [], "admin_events": [], "contests": [], "resolutions": []}
+# decisions.input_digest (migration 0008) is the SHA-256 of the stored input: version 1 encodes the
+# input's bytes themselves (where it is stored: inline before 0008, in decision_inputs since), and a
+# version-2 leaf puts the digest in the input's place, so it is covered either way.
+UNCHAINED = {"decisions": ["input_digest"], "admin_events": [], "contests": [], "resolutions": []}
+# docs/audit.md: the value of decisions' `input` column is the stored input wherever it is kept.
+STORED_INPUT = "coalesce(input, (SELECT i.input FROM decision_inputs AS i WHERE i.decision_seq = decisions.seq))"
+
+
+def column_sql(table, column):
+    return STORED_INPUT if (table, column) == ("decisions", "input") else column
 GENESIS_TABLES = ["decisions", "admin_events", "contests", "resolutions"]  # the genesis payload's order
 ZERO_HASH = "0" * 64
 
@@ -83,7 +92,7 @@ class Checker:
         self.conn.close()
 
     def row_payload(self, table, row_seq):
-        cols = ", ".join(COLUMNS[table])
+        cols = ", ".join(column_sql(table, c) for c in COLUMNS[table])
         row = self.conn.execute(f"SELECT {cols} FROM {table} WHERE seq = ?", (row_seq,)).fetchone()
         return None if row is None else sha256_hex([encode(v) for v in row])
 
@@ -118,8 +127,9 @@ class Checker:
 
     def null_counts(self, table, column):
         """(rows where column is NULL, rows where it is not)."""
-        n_null = self.conn.execute(f"SELECT count(*) FROM {table} WHERE {column} IS NULL").fetchone()[0]
-        n_set = self.conn.execute(f"SELECT count(*) FROM {table} WHERE {column} IS NOT NULL").fetchone()[0]
+        expr = column_sql(table, column)
+        n_null = self.conn.execute(f"SELECT count(*) FROM {table} WHERE {expr} IS NULL").fetchone()[0]
+        n_set = self.conn.execute(f"SELECT count(*) FROM {table} WHERE {expr} IS NOT NULL").fetchone()[0]
         return n_null, n_set
 
     def table_columns(self, table):

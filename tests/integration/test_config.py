@@ -61,6 +61,7 @@ DEFAULTS = {
     "batch-max-wait-us": "0",
     "store-inputs": "float16",
     "contest-window-days": "180",
+    "input-retention-days": "",
     "idempotency-ttl": "86400",
     "signing-key": "",
     "checkpoint-dir": "",
@@ -351,6 +352,11 @@ class ConfigTest(unittest.TestCase):
                 self.assertEqual(self.print_config(f"--{name}", str(hi))[name][0], str(hi))
                 self.assertUsageError(f"--{name}", str(lo - 1), want=[f"--{name}"])
                 self.assertUsageError(f"--{name}", str(hi + 1), want=[f"--{name}"])
+        for days in ("0", "0.5", "36500", ""):
+            self.assertEqual(self.print_config("--input-retention-days", days)["input-retention-days"][0], days)
+        for days in ("-1", "36501", "1e3", "abc", "1.5d", "nan"):
+            with self.subTest(days=days):
+                self.assertUsageError("--input-retention-days", days, want=["--input-retention-days"])
         self.assertEqual(self.print_config("--listen", "[::1]:0")["listen"][0], "[::1]:0")
         self.assertEqual(self.print_config("--listen", "h:65535")["listen"][0], "h:65535")
 

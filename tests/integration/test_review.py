@@ -156,7 +156,8 @@ class ReviewFlowTest(unittest.TestCase):
             self.assertEqual(r.json["rescored"]["model_version"], "1")
             for lbl, p in item["probabilities"].items():
                 self.assertAlmostEqual(r.json["rescored"]["probabilities"][lbl], p, delta=5e-3)
-        blob = d.scalar("SELECT length(input) FROM decisions WHERE decision_id = ?", (res[0]["decision_id"],))
+        blob = d.scalar("SELECT length(i.input) FROM decisions AS d JOIN decision_inputs AS i ON i.decision_seq = d.seq"
+                        " WHERE d.decision_id = ?", (res[0]["decision_id"],))
         self.assertEqual(blob, 32 * 2)
 
 
@@ -198,7 +199,8 @@ class WindowAndStorageTest(unittest.TestCase):
     def test_store_none(self):
         d = self.start("--store-inputs", "none")
         item = d.score({"items": items(1, 6)}).json["results"][0]
-        self.assertIsNone(d.scalar("SELECT input FROM decisions WHERE decision_id = ?", (item["decision_id"],)))
+        self.assertIsNone(d.scalar("SELECT coalesce(d.input, i.input) FROM decisions AS d LEFT JOIN decision_inputs AS i"
+                                   " ON i.decision_seq = d.seq WHERE d.decision_id = ?", (item["decision_id"],)))
         r = d.request("POST", f"/v1/decisions/{item['decision_id']}/rescore", key=d.keys["reviewer"])
         self.assertEqual((r.status, r.error_code()), (409, "input_not_stored"), r)
 

@@ -1,0 +1,242 @@
+/* Input retention; see retention.h. */
+#include "retention.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include "audit_store_impl.h"
+#include "clock.h"
+#include "db.h"
+#include "log.h"
+
+/* Retention walks decisions in seq order and stops at the first one created at or after the
+ * horizon: the writer stamps each transaction no earlier than the one before, so that is where the
+ * older ones end — and a row with an old created_at written behind the writer's back (verify
+ * reports it) cannot make the walk drop the inputs of newer decisions before it. */
+static const char LAST_SEQ_SQL[] = "SELECT max(seq) FROM decisions";
+/* The first decision in (?1, ?2] created at or after ?3, read by rowid range (not through the
+ * created_at index, which would visit every newer decision). */
+static const char FIRST_RECENT_SQL[] =
+    "SELECT min(seq) FROM decisions NOT INDEXED WHERE seq > ?1 AND seq <= ?2 AND created_at >= ?3";
+/* Whether the oldest stored input belongs to a decision older than the horizon ?1. */
+static const char OLDEST_INPUT_SQL[] = "SELECT d.created_at < ?1 FROM decision_inputs AS i JOIN decisions AS d ON"
+                                       " d.seq = i.decision_seq ORDER BY i.decision_seq LIMIT 1";
+static const char CURSOR_SQL[] = "SELECT through_seq FROM input_retention WHERE id = 1";
+static const char ADVANCE_SQL[] = "UPDATE input_retention SET through_seq = ?1 WHERE id = 1";
+
+/* Decisions whose input stays: chained by an encoding-1 entry (its payload hashes the bytes), or
+ * under an open contest. ?1 < seq <= ?2. */
+#define KEPT_DECISIONS_SQL                                                                                         \
+    " AND decision_seq NOT IN (SELECT row_seq FROM audit_chain WHERE kind = 'decisions' AND row_seq > ?1"        \
+    " AND row_seq <= ?2)"                                                                                          \
+    " AND decision_seq NOT IN (SELECT d.seq FROM contests AS c JOIN decisions AS d ON d.decision_id = c.decision_id" \
+    " WHERE NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id) AND d.seq > ?1"          \
+    " AND d.seq <= ?2)"
+
+/* One range of decisions past the horizon. */
+static const char DROP_RANGE_SQL[] =
+    "DELETE FROM decision_inputs WHERE decision_seq > ?1 AND decision_seq <= ?2" KEPT_DECISIONS_SQL;
+
+/* Behind the cursor: inputs kept for a contest that has been resolved since. The contests are few
+ * (thousands), so this reads them all. */
+static const char DROP_RESOLVED_SQL[] =
+    "DELETE FROM decision_inputs WHERE decision_seq IN (SELECT d.seq FROM contests AS c JOIN decisions AS d ON"
+    " d.decision_id = c.decision_id WHERE d.seq <= ?2)" KEPT_DECISIONS_SQL;
+
+/* Steps s (bound by the caller) once; SQLITE_ROW or SQLITE_DONE, anything else sets err. */
+static int step_once(sqlite3 *db, sqlite3_stmt *s, const char *what, char *err, int cap) {
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) pgcl_errorf(err, cap, "input retention: %s: %s", what, sqlite3_errmsg(db));
+    return rc;
+}
+
+/* The single integer a query answers; *found false when it answers no row or NULL. Parameters:
+ * ?1 and ?2 the integers lo and hi, ?3 the text (when not NULL) — or ?1 the text when the query
+ * has one parameter. */
+static pgcl_status query_int(sqlite3 *db, const char *sql, int64_t lo, int64_t hi, const char *text, int64_t *out,
+                             bool *found, char *err, int cap) {
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "input retention: %s", sqlite3_errmsg(db));
+        return PGCL_ERR_DB;
+    }
+    if (sqlite3_bind_parameter_count(s) == 1) {
+        sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
+    } else if (sqlite3_bind_parameter_count(s) == 3) {
+        sqlite3_bind_int64(s, 1, lo);
+        sqlite3_bind_int64(s, 2, hi);
+        sqlite3_bind_text(s, 3, text, -1, SQLITE_STATIC);
+    }
+    int rc = step_once(db, s, "read", err, cap);
+    *found = rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL;
+    if (*found) *out = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? PGCL_OK : PGCL_ERR_DB;
+}
+
+/* Runs a DELETE over (lo, hi]; adds the rows it deleted to *dropped. */
+static pgcl_status drop(sqlite3 *db, const char *sql, int64_t lo, int64_t hi, int64_t *dropped, char *err, int cap) {
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "input retention: %s", sqlite3_errmsg(db));
+        return PGCL_ERR_DB;
+    }
+    sqlite3_bind_int64(s, 1, lo);
+    sqlite3_bind_int64(s, 2, hi);
+    int rc = step_once(db, s, "delete", err, cap);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) return PGCL_ERR_DB;
+    *dropped += sqlite3_changes(db);
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_sqlite_drop_inputs_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
+    pgcl_drop_inputs *job = ctx;
+    sqlite3 *db = pgcl_audit_txn_db(t);
+    job->dropped = 0;
+    job->more = false;
+    int64_t last_seq = 0, cursor = 0, first_recent = 0;
+    bool any = false, have_cursor = false, recent = false;
+    pgcl_status st = query_int(db, CURSOR_SQL, 0, 0, NULL, &cursor, &have_cursor, err, cap);
+    if (st == PGCL_OK) st = query_int(db, LAST_SEQ_SQL, 0, 0, NULL, &last_seq, &any, err, cap);
+    if (st != PGCL_OK) return st;
+    PGCL_ASSERT(have_cursor); /* migration 0008 inserts the one row, and nothing deletes it */
+    int64_t hi = any && last_seq - cursor > job->max_rows ? cursor + job->max_rows : last_seq;
+    if (any && hi > cursor &&
+        (st = query_int(db, FIRST_RECENT_SQL, cursor, hi, job->older_than, &first_recent, &recent, err, cap)) !=
+            PGCL_OK)
+        return st;
+    if (recent) hi = first_recent - 1; /* the walk ends there */
+    job->more = !recent && hi < last_seq;
+    if (!any || hi <= cursor) /* nothing new past the horizon: catch up behind the cursor */
+        return drop(db, DROP_RESOLVED_SQL, 0, cursor, &job->dropped, err, cap);
+    if ((st = drop(db, DROP_RANGE_SQL, cursor, hi, &job->dropped, err, cap)) != PGCL_OK) return st;
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(db, ADVANCE_SQL, -1, &s, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "input retention: %s", sqlite3_errmsg(db));
+        return PGCL_ERR_DB;
+    }
+    sqlite3_bind_int64(s, 1, hi);
+    int rc = step_once(db, s, "advance", err, cap);
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? PGCL_OK : PGCL_ERR_DB;
+}
+
+/* ---- the daemon's thread ---- */
+
+#define STEP_ROWS 4096 /* decisions looked at per write transaction: a few ms of the writer's time */
+
+struct pgcl_retention {
+    pgcl_audit *store;
+    double days;
+    int64_t interval_us;
+    void (*on_dropped)(int64_t n, void *ctx);
+    void *ctx;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stopping;
+};
+
+/* Whether any stored input belongs to a decision older than the horizon, read on a connection of
+ * its own: a step that has nothing to do takes no write transaction (on an empty database it would
+ * otherwise start the chain with its genesis entry). True when it cannot tell. */
+static bool anything_to_drop(pgcl_audit *store, const char *horizon) {
+    char err[256];
+    sqlite3 *db = pgcl_db_open_reader(pgcl_audit_sqlite_path(store), err, sizeof err);
+    if (!db) return true;
+    int64_t oldest_is_older = 0;
+    bool have_input = false;
+    bool answered = query_int(db, OLDEST_INPUT_SQL, 0, 0, horizon, &oldest_is_older, &have_input, err, sizeof err) ==
+                    PGCL_OK;
+    sqlite3_close(db);
+    return !answered || (have_input && oldest_is_older);
+}
+
+/* One step with the horizon `days` before now. */
+static pgcl_status step(pgcl_audit *store, double days, pgcl_drop_inputs *job, char *err, int cap) {
+    char horizon[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_timestamp_after(-(int64_t)(days * 86400.0), horizon);
+    *job = (pgcl_drop_inputs){.older_than = horizon, .max_rows = STEP_ROWS};
+    if (!anything_to_drop(store, horizon)) return PGCL_OK;
+    return pgcl_audit_run(store, pgcl_sqlite_drop_inputs_fn, job, err, cap);
+}
+
+int64_t pgcl_retention_run_once(pgcl_audit *store, double days, char *err, int cap) {
+    int64_t total = 0;
+    pgcl_drop_inputs job;
+    do {
+        if (step(store, days, &job, err, cap) != PGCL_OK) return -1;
+        total += job.dropped;
+    } while (job.more);
+    return total;
+}
+
+static bool stopping(pgcl_retention *r) {
+    pthread_mutex_lock(&r->lock);
+    bool s = r->stopping;
+    pthread_mutex_unlock(&r->lock);
+    return s;
+}
+
+static void *retention_main(void *arg) {
+    pgcl_retention *r = arg;
+    for (;;) {
+        pgcl_drop_inputs job = {0};
+        int64_t pass = 0;
+        char err[512];
+        do {
+            if (step(r->store, r->days, &job, err, sizeof err) != PGCL_OK) {
+                pgcl_log_warn("input retention: %s (retrying in %lld s)", err, (long long)(r->interval_us / 1000000));
+                break;
+            }
+            pass += job.dropped;
+            if (job.dropped && r->on_dropped) r->on_dropped(job.dropped, r->ctx);
+        } while (job.more && !stopping(r));
+        if (pass) pgcl_log_info("input retention: dropped the stored inputs of %lld decisions", (long long)pass);
+        pthread_mutex_lock(&r->lock);
+        struct timespec until = pgcl_monotonic_timespec(pgcl_monotonic_us() + r->interval_us);
+        while (!r->stopping && pthread_cond_timedwait(&r->wake, &r->lock, &until) != ETIMEDOUT) {
+        }
+        bool stop = r->stopping;
+        pthread_mutex_unlock(&r->lock);
+        if (stop) return NULL;
+    }
+}
+
+pgcl_retention *pgcl_retention_create(pgcl_audit *store, double days, void (*on_dropped)(int64_t n, void *ctx),
+                                      void *ctx, char *err, int cap) {
+    pgcl_retention *r = calloc(1, sizeof *r);
+    if (!r) {
+        pgcl_errorf(err, cap, "out of memory");
+        return NULL;
+    }
+    double interval_s = days * 86400.0 / 10;
+    interval_s = interval_s < 1 ? 1 : interval_s > 300 ? 300 : interval_s;
+    *r = (pgcl_retention){.store = store, .days = days, .interval_us = (int64_t)(interval_s * 1e6),
+                          .on_dropped = on_dropped, .ctx = ctx};
+    pthread_mutex_init(&r->lock, NULL);
+    pgcl_cond_init_monotonic(&r->wake);
+    if (pthread_create(&r->thread, NULL, retention_main, r) != 0) {
+        pgcl_errorf(err, cap, "input retention: cannot start its thread");
+        pthread_mutex_destroy(&r->lock);
+        pthread_cond_destroy(&r->wake);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void pgcl_retention_destroy(pgcl_retention *r) {
+    if (!r) return;
+    pthread_mutex_lock(&r->lock);
+    r->stopping = true;
+    pthread_cond_signal(&r->wake);
+    pthread_mutex_unlock(&r->lock);
+    pthread_join(r->thread, NULL);
+    pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->wake);
+    free(r);
+}

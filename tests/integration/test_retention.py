@@ -1,0 +1,128 @@
+"""Input retention (issue 16; docs/audit.md, "Retention"), end to end over real HTTP.
+
+A daemon with --input-retention-days 0.00002 (about 1.7 s) scores a batch with its inputs stored
+as float16. Until the retention period ends the decisions can be re-scored; after it the daemon's
+retention thread drops the stored inputs (decision_inputs rows gone, pgcld_inputs_dropped_total
+counts them) and then:
+  - GET /v1/decisions/{id} says input_stored null, input_dropped true;
+  - POST /v1/decisions/{id}/rescore answers 410 input_dropped, naming the decision and the period;
+  - every decision's inclusion proof still verifies with the stand-alone docs/verify_proof.py and
+    its leaf is the one taken before the drop (the leaf commits to the input's digest);
+  - `pgcld audit verify` finds the chain intact;
+  - a changed input_digest fails verify, naming the commit and the leaf.
+A daemon with the default (the contest window) keeps every input.
+
+Run: /usr/bin/python3 tests/integration/test_retention.py (PGCLD_BIN selects the binary).
+"""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as H  # noqa: E402
+
+VERIFIER = os.path.join(H.SOURCE_ROOT, "docs", "verify_proof.py")
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def count(db_path, sql):
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def verify_proof_offline(d, proof):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", dir=d.tmp, delete=False) as f:
+        json.dump(proof, f)
+    r = subprocess.run([PY, VERIFIER, f.name], capture_output=True, text=True, timeout=60)
+    os.unlink(f.name)
+    return r.returncode, r.stdout + r.stderr
+
+
+class RetentionTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        H.require_models("toxicity")
+        cls.d = H.start_daemon(cls, models=("toxicity",), args=["--input-retention-days", "0.00002"])
+        D = H.load_config("toxicity")["dims"]["D"]
+        r = cls.d.score({"items": H.json_items(H.random_embeddings(6, D, seed=5), "ret-")})
+        assert r.status == 200, r
+        cls.ids = [it["decision_id"] for it in r.json["results"]]
+        cls.proofs_before = {i: cls.d.get(f"/v1/decisions/{i}/proof", key=cls.d.keys["reviewer"]).json
+                             for i in cls.ids}
+        cls.rescore_before = cls.d.post(f"/v1/decisions/{cls.ids[0]}/rescore", {}, key=cls.d.keys["reviewer"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and count(cls.d.db_path, "SELECT count(*) FROM decision_inputs") > 0:
+            time.sleep(0.2)
+
+    def test_inputs_are_stored_then_dropped(self):
+        self.assertEqual(self.rescore_before.status, 200, self.rescore_before)
+        self.assertEqual(count(self.d.db_path, "SELECT count(*) FROM decision_inputs"), 0, "inputs dropped")
+        self.assertEqual(count(self.d.db_path, "SELECT count(*) FROM decisions WHERE input_digest IS NOT NULL"), 6)
+        metrics = self.d.get("/metrics", key="").body.decode()
+        dropped = [line for line in metrics.splitlines() if line.startswith("pgcld_inputs_dropped_total ")]
+        self.assertEqual(dropped, ["pgcld_inputs_dropped_total 6"], dropped)
+
+    def test_record_says_dropped(self):
+        r = self.d.get(f"/v1/decisions/{self.ids[1]}", key=self.d.keys["reviewer"])
+        self.assertEqual(r.status, 200, r)
+        self.assertIsNone(r.json["input_stored"])
+        self.assertIs(r.json["input_dropped"], True)
+
+    def test_rescore_answers_gone(self):
+        r = self.d.post(f"/v1/decisions/{self.ids[2]}/rescore", {}, key=self.d.keys["reviewer"])
+        self.assertEqual(r.status, 410, r)
+        self.assertEqual(r.json["error"]["code"], "input_dropped")
+        self.assertIn(self.ids[2], r.json["error"]["message"])
+        self.assertIn("--input-retention-days", r.json["error"]["message"])
+
+    def test_proofs_and_chain_still_verify(self):
+        for i in self.ids:
+            p = self.d.get(f"/v1/decisions/{i}/proof", key=self.d.keys["reviewer"])
+            self.assertEqual(p.status, 200, p)
+            self.assertEqual(p.json["leaf_hash"], self.proofs_before[i]["leaf_hash"], "the leaf is unchanged")
+            self.assertEqual(p.json["leaf_data"], self.proofs_before[i]["leaf_data"])
+            rc, out = verify_proof_offline(self.d, p.json)
+            self.assertEqual(rc, 0, out)
+        c = self.d.cli("audit", "verify", "--db", self.d.db_path, check=False)
+        self.assertEqual(c.returncode, 0, c.stdout + c.stderr)
+        self.assertTrue(json.loads(c.stdout)["intact"], c.stdout)
+
+    def test_changed_digest_is_named(self):
+        copy = os.path.join(self.d.tmp, "tampered.db")
+        src = sqlite3.connect(f"file:{self.d.db_path}?mode=ro", uri=True)
+        dst = sqlite3.connect(copy)
+        src.backup(dst)
+        src.close()
+        dst.executescript("DROP TRIGGER decisions_append_only_u;"
+                          "UPDATE decisions SET input_digest = zeroblob(32) WHERE decision_id = '%s';" % self.ids[3])
+        dst.close()
+        c = self.d.cli("audit", "verify", "--db", copy, check=False)
+        self.assertNotEqual(c.returncode, 0, c.stdout)
+        report = json.loads(c.stdout)
+        self.assertFalse(report["intact"])
+        self.assertIn("leaf 3 of 6", report["reason"])
+        self.assertIn("payload differs", report["reason"])
+
+
+class DefaultRetentionTest(unittest.TestCase):
+    def test_default_keeps_inputs(self):
+        H.require_models("toxicity")
+        d = H.start_daemon(self, models=("toxicity",))
+        D = H.load_config("toxicity")["dims"]["D"]
+        r = d.score({"items": H.json_items(H.random_embeddings(3, D, seed=6), "keep-")})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(count(d.db_path, "SELECT count(*) FROM decision_inputs"), 3)
+        rec = d.get(f"/v1/decisions/{r.json['results'][0]['decision_id']}", key=d.keys["reviewer"]).json
+        self.assertEqual((rec["input_stored"], rec["input_dropped"]), ("f16", False))
+
+
+if __name__ == "__main__":
+    unittest.main()
