@@ -51,6 +51,7 @@ CONTRACT_ERRORS = {
     "input_not_stored": 409, "input_incompatible": 409, "no_signing_key": 409, "empty_chain": 409,
     "contest_window_closed": 422, "invalid_label": 422, "checkpoint_failed": 500,
     "input_not_rescorable": 409, "shadow_is_active": 409, "proof_unavailable": 409,
+    "input_dropped": 410,
     # the request's head, checked before routing on every path (documented in info.description)
     "not_implemented": 501,
 }
@@ -123,7 +124,7 @@ OPERATION_ERRORS = {
         "invalid_label", "audit_unavailable"},
     ("post", "/v1/decisions/{id}/rescore"): AUTH_ERRORS | {
         "invalid_request", "decision_not_found", "not_found", "input_not_stored", "input_incompatible",
-        "input_not_rescorable", "not_ready", "audit_unavailable"},
+        "input_not_rescorable", "input_dropped", "not_ready", "audit_unavailable"},
     # the chain
     ("get", "/v1/audit/verify"): AUTH_ERRORS | {"invalid_request", "audit_unavailable"},
     ("post", "/v1/audit/checkpoints"): AUTH_ERRORS | BODY_ERRORS | {
