@@ -2,13 +2,17 @@
  * no HTTP, no parsing and no forward pass in the way.
  *
  *   BUILD/bench/audit_write [--db PATH] [--rows N] [--batch B] [--threads T] [--store-inputs f16|none]
- *                           [--synchronous full|normal] [--chain-encoding 1|2]
+ *                           [--synchronous full|normal] [--chain-encoding 1|2] [--disk-check 0|1]
  *
  * T client threads each append jobs of B rows (like T connections sending batch-B requests) until
  * N rows are committed; the rows look like /v1/score's (UUIDv7 ids, a 2-label probabilities object,
  * the threshold policy, a 64-d vector, a 1024-d float16 input). Prints one JSON line: rows/s, the
  * writer's CPU seconds per row (the process's CPU minus nothing else: clients only wait) and the
- * database size. The database is created fresh (PATH and its -wal/-shm are removed first). */
+ * database size; the bytes written per row (WAL frames and the checkpoint's copies, from
+ * /proc/self/io), and with --disk-check 1 (the default) the disk's own rate for commits of that
+ * size (write + fdatasync in a loop for 2 s beside the database) and the rows/s it allows. The
+ * database is created fresh (PATH and its -wal/-shm are removed first). */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +92,45 @@ static double cpu_seconds(void) {
            ru.ru_stime.tv_usec / 1e6;
 }
 
+/* Bytes this process passed to write(2)/pwrite(2) so far (/proc/self/io wchar): the WAL frames
+ * of every commit plus the checkpointer's copies of those pages into the database file. */
+static long long bytes_written(void) {
+    FILE *f = fopen("/proc/self/io", "r");
+    long long v = -1;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "wchar: %lld", &v) == 1) break;
+    if (f) fclose(f);
+    return v;
+}
+
+/* The disk's own rate for the way the writer writes: chunks of `chunk` bytes appended to a file
+ * beside the database, each followed by fdatasync (a commit under synchronous=FULL), for about
+ * two seconds. MB/s (10^6 bytes), or -1. */
+static double disk_mb_per_s(const char *db_path, size_t chunk) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s-disk-check", db_path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    char *buf = malloc(chunk);
+    if (fd < 0 || !buf) {
+        free(buf);
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    for (size_t i = 0; i < chunk; i++) buf[i] = (char)(i * 131 + 7); /* not zeros: no file system shortcut */
+    int64_t t0 = pgcl_monotonic_us(), t = t0;
+    size_t total = 0;
+    while (t - t0 < 2000000 && total < ((size_t)1 << 31)) {
+        if (write(fd, buf, chunk) != (ssize_t)chunk || fdatasync(fd) != 0) break;
+        total += chunk;
+        t = pgcl_monotonic_us();
+    }
+    close(fd);
+    unlink(path);
+    free(buf);
+    return t > t0 ? (double)total / (double)(t - t0) : -1;
+}
+
 int main(int argc, char **argv) {
     const char *path = "/tmp/pgcld-bench-audit-write.db";
     long rows = 200000;
@@ -95,6 +138,7 @@ int main(int argc, char **argv) {
     bool store_inputs = true, full = true;
     int page_size = 0, chain_encoding = 2;
     const char *pre_sql = NULL;
+    bool disk_check = true;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) goto usage;
@@ -107,6 +151,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--sql") == 0) pre_sql = v;
         else if (strcmp(argv[i], "--synchronous") == 0) full = strcmp(v, "normal") != 0;
         else if (strcmp(argv[i], "--chain-encoding") == 0) chain_encoding = atoi(v);
+        else if (strcmp(argv[i], "--disk-check") == 0) disk_check = atoi(v) != 0;
         else goto usage;
         i++;
     }
@@ -143,6 +188,7 @@ int main(int argc, char **argv) {
     }
     bench_args *args = calloc((size_t)threads, sizeof *args);
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+    long long written0 = bytes_written();
     double cpu0 = cpu_seconds();
     int64_t t0 = pgcl_monotonic_us();
     for (int t = 0; t < threads; t++) {
@@ -156,23 +202,29 @@ int main(int argc, char **argv) {
     }
     int64_t t1 = pgcl_monotonic_us();
     double cpu = cpu_seconds() - cpu0;
-    pgcl_audit_close(audit);
+    pgcl_audit_close(audit); /* the WAL is checkpointed into the database file: every byte is written */
+    long long written = bytes_written() - written0;
     long committed = (rows / threads) / batch * batch * threads;
     if ((rows / threads) % batch) committed += (long)batch * threads;
     struct stat st = {0};
     stat(path, &st);
     double secs = (double)(t1 - t0) / 1e6;
+    double written_per_row = (double)written / (double)committed;
+    /* the disk's rate for commits of the size this run made (rows per commit ~ threads x batch) */
+    double disk = disk_check ? disk_mb_per_s(path, (size_t)(written_per_row * threads * batch / 2)) : -1;
     printf("{\"rows\": %ld, \"batch\": %d, \"threads\": %d, \"store_inputs\": %s, \"synchronous\": \"%s\","
            " \"chain_encoding\": %d,"
            " \"seconds\": %.3f, \"rows_per_s\": %.0f, \"cpu_us_per_row\": %.2f, \"db_bytes_per_row\": %.0f,"
+           " \"written_bytes_per_row\": %.0f, \"disk_mb_per_s\": %.1f, \"disk_bound_rows_per_s\": %.0f,"
            " \"failures\": %d}\n",
            committed, batch, threads, store_inputs ? "true" : "false", full ? "full" : "normal", chain_encoding, secs,
-           (double)committed / secs, cpu * 1e6 / (double)committed, (double)st.st_size / (double)committed, failures);
+           (double)committed / secs, cpu * 1e6 / (double)committed, (double)st.st_size / (double)committed,
+           written_per_row, disk, disk > 0 ? disk * 1e6 / written_per_row : -1, failures);
     free(args);
     free(tids);
     return failures ? 1 : 0;
 usage:
     fprintf(stderr, "usage: audit_write [--db PATH] [--rows N] [--batch B] [--threads T] "
-                    "[--store-inputs f16|none] [--synchronous full|normal] [--chain-encoding 1|2]\n");
+                    "[--store-inputs f16|none] [--synchronous full|normal] [--chain-encoding 1|2] [--disk-check 0|1]\n");
     return 2;
 }
