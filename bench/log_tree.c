@@ -76,8 +76,8 @@ int main(int argc, char **argv) {
     if (sqlite3_open(path, &db) != SQLITE_OK) die("open", path);
     pgcl_db_exec(db, "PRAGMA synchronous=OFF", NULL, 0);
     double build = build_chain(db, entries);
-    printf("chain of %lld entries built in %.2f s (%.1f us per commit, log tree nodes included)\n",
-           (long long)entries, build, build * 1e6 / (double)entries);
+    printf("chain of %lld entries built in %.2f s (%.1f us per commit, log tree nodes included)\n", (long long)entries,
+           build, build * 1e6 / (double)entries);
 
     sqlite3 *reader = pgcl_db_open_reader(path, err, sizeof err);
     if (!reader) die("reader", err);
@@ -116,8 +116,7 @@ int main(int argc, char **argv) {
     sqlite3_close(reader);
 
     int64_t added = 0;
-    if (pgcl_db_exec(db,
-                     "DROP TRIGGER audit_log_nodes_append_only_d; DELETE FROM audit_log_nodes; BEGIN IMMEDIATE",
+    if (pgcl_db_exec(db, "DROP TRIGGER audit_log_nodes_append_only_d; DELETE FROM audit_log_nodes; BEGIN IMMEDIATE",
                      err, sizeof err) != SQLITE_OK)
         die("delete nodes", err);
     t0 = now_s();

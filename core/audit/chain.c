@@ -33,7 +33,7 @@ struct pgcl_chain {
     sqlite3_stmt *insert;
     sqlite3_stmt *insert_commit; /* version 2, prepared on first use (needs migration 0007) */
     sqlite3_stmt *insert_run;
-    pgcl_log_tree *log_tree; /* the log tree's stored subtrees, kept current as entries are appended */
+    pgcl_log_tree *log_tree;           /* the log tree's stored subtrees, kept current as entries are appended */
     bool begun;                        /* begin() succeeded at least once */
     bool genesis_now;                  /* the last begin() wrote the genesis entry */
     int64_t legacy[PGCL_CHAIN_TABLES]; /* its maxima (valid while genesis_now) */

@@ -327,8 +327,7 @@ pgcl_status pgcl_chain_log_consistency(sqlite3 *db, int64_t first, int64_t secon
                                        pgcl_merkle_hash *second_root, pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH],
                                        int *proof_len, char *err, int cap) {
     PGCL_ASSERT(first >= 1 && first <= second);
-    pgcl_status st =
-        pgcl_log_tree_consistency(db, first, second, first_root, second_root, proof, proof_len, err, cap);
+    pgcl_status st = pgcl_log_tree_consistency(db, first, second, first_root, second_root, proof, proof_len, err, cap);
     if (st != PGCL_ERR_NOT_FOUND) return st;
     pgcl_merkle_hash *leaves;
     if ((st = pgcl_chain_log_leaves(db, second, &leaves, err, cap)) != PGCL_OK) return st;
@@ -355,8 +354,8 @@ pgcl_status pgcl_chain_prove_consistency(sqlite3 *db, int64_t first, int64_t sec
         return PGCL_ERR_DB;
     }
     pgcl_status st = PGCL_ERR_DB;
-    int rc = pgcl_db_each_row(db, "SELECT coalesce(max(seq), 0) FROM audit_chain", NULL, take_head_seq,
-                              &out->head_seq, sub, sizeof sub);
+    int rc = pgcl_db_each_row(db, "SELECT coalesce(max(seq), 0) FROM audit_chain", NULL, take_head_seq, &out->head_seq,
+                              sub, sizeof sub);
     if (rc != SQLITE_OK && rc != SQLITE_DONE) {
         pgcl_errorf(err, cap, "audit_chain: %s", sub);
     } else if (second > out->head_seq) {

@@ -72,10 +72,9 @@ pgcl_status pgcl_chain_log_tree(struct sqlite3 *db, int64_t size, int64_t index,
 /* The roots of the log trees over entries 1..first and 1..second (1 <= first <= second <= the
  * head's seq) and the RFC 9162 §2.1.4.1 consistency proof that the first is a prefix of the second
  * (GET /v1/audit/consistency). Same reads, cost and errors as pgcl_chain_log_tree. */
-pgcl_status pgcl_chain_log_consistency(struct sqlite3 *db, int64_t first, int64_t second,
-                                       pgcl_merkle_hash *first_root, pgcl_merkle_hash *second_root,
-                                       pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH], int *proof_len, char *err,
-                                       int cap);
+pgcl_status pgcl_chain_log_consistency(struct sqlite3 *db, int64_t first, int64_t second, pgcl_merkle_hash *first_root,
+                                       pgcl_merkle_hash *second_root, pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH],
+                                       int *proof_len, char *err, int cap);
 
 /* A consistency proof between two sizes of the log tree, as GET /v1/audit/consistency answers it. */
 typedef struct pgcl_log_consistency {

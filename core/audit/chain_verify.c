@@ -434,10 +434,10 @@ static pgcl_status check_log_nodes(verifier *v, int64_t n) {
     int64_t stored = 0, expected_nodes = n - __builtin_popcountll((unsigned long long)n);
     pgcl_status st = query_int(v, "SELECT count(*) FROM audit_log_nodes", false, 0, NULL, &stored, NULL);
     if (st != PGCL_OK) return st;
-    if (sqlite3_prepare_v2(v->db, "SELECT seq, hash FROM audit_chain WHERE seq <= ?1 ORDER BY seq", -1, &scan,
-                           NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(v->db, "SELECT hash FROM audit_log_nodes WHERE level = ?1 AND idx = ?2", -1, &node,
-                           NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(v->db, "SELECT seq, hash FROM audit_chain WHERE seq <= ?1 ORDER BY seq", -1, &scan, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(v->db, "SELECT hash FROM audit_log_nodes WHERE level = ?1 AND idx = ?2", -1, &node, NULL) !=
+            SQLITE_OK) {
         st = db_error(v, "audit_log_nodes");
         goto done;
     }

@@ -151,7 +151,8 @@ static int insert_node(sqlite3_stmt *s, int level, uint64_t index, const pgcl_me
 pgcl_status pgcl_log_tree_append(pgcl_log_tree *t, int64_t seq, const char *hash_hex, char *err, int cap) {
     if (!t->enabled) return PGCL_OK;
     pgcl_merkle_hash entry;
-    PGCL_ASSERT(seq >= 1 && pgcl_merkle_from_hex(hash_hex, &entry));
+    bool well_formed = pgcl_merkle_from_hex(hash_hex, &entry); /* the chain writer's own hash */
+    PGCL_ASSERT(seq >= 1 && well_formed);
     /* Leaf k = seq - 1 completes one subtree per trailing 1 bit of k: while the node made so far is
      * a right child, its parent is node(left sibling, it). */
     pgcl_merkle_hash made = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b), sibling;

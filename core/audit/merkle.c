@@ -200,7 +200,8 @@ static bool range_root(pgcl_merkle_subtree_fn get, void *ctx, uint64_t lo, uint6
         at += span;
     }
     pgcl_merkle_hash h = piece[n_pieces - 1];
-    for (int i = n_pieces - 2; i >= 0; i--) h = pgcl_merkle_node_hash(&piece[i], &h);
+    for (int i = n_pieces - 2; i >= 0; i--)
+        h = pgcl_merkle_node_hash(&piece[i], &h);
     *out = h;
     return true;
 }
@@ -262,7 +263,8 @@ int pgcl_merkle_consistency_proof_from_subtrees(pgcl_merkle_subtree_fn get, void
     }
     int len = 0;
     if (!whole && !range_root(get, ctx, lo, size, &proof[len++])) return -1;
-    for (int i = n_siblings - 1; i >= 0; i--) proof[len++] = siblings[i];
+    for (int i = n_siblings - 1; i >= 0; i--)
+        proof[len++] = siblings[i];
     return len;
 }
 

@@ -295,7 +295,8 @@ static bool read_consistency(json_t *doc, pgcl_log_consistency *c, char *why, in
     if (!json_is_integer(json_object_get(doc, "first")) || !json_is_integer(json_object_get(doc, "second")) ||
         !hash_member(doc, "first_root", &c->first_root) || !hash_member(doc, "second_root", &c->second_root) ||
         !json_is_array(path) || json_array_size(path) > PGCL_MERKLE_MAX_PATH) {
-        snprintf(why, (size_t)cap, "not a consistency proof: first, second, first_root, second_root and path are "
+        snprintf(why, (size_t)cap,
+                 "not a consistency proof: first, second, first_root, second_root and path are "
                  "required");
         return false;
     }
@@ -315,8 +316,10 @@ static bool checkpoints_sign_both(const pgcl_log_consistency *c, const cli_opts 
         bool ok = cp && pgcl_checkpoint_read(o->checkpoints[i], o->public_key, cp, why, cap) == PGCL_OK;
         if (!cp) snprintf(why, (size_t)cap, "out of memory");
         if (ok && (cp->version < 2 || cp->head_seq != size[i] || strcmp(cp->log_root, root_hex) != 0)) {
-            snprintf(why, (size_t)cap, "%s signs the log tree of %lld entries with root %s, not the proof's %s tree of "
-                     "%lld entries with root %s", o->checkpoints[i], (long long)cp->head_seq,
+            snprintf(why, (size_t)cap,
+                     "%s signs the log tree of %lld entries with root %s, not the proof's %s tree of "
+                     "%lld entries with root %s",
+                     o->checkpoints[i], (long long)cp->head_seq,
                      cp->version < 2 ? "(none: format version 1)" : cp->log_root, i ? "second" : "first",
                      (long long)size[i], root_hex);
             ok = false;
@@ -339,8 +342,10 @@ static int cmd_verify_consistency(const char *file, const cli_opts *o) {
     bool valid = c && read_consistency(doc, c, why, sizeof why);
     if (valid && !pgcl_merkle_verify_consistency((uint64_t)c->first, (uint64_t)c->second, &c->first_root,
                                                  &c->second_root, c->proof, c->proof_len)) {
-        snprintf(why, sizeof why, "the path does not show that the tree of %lld entries is a prefix of the tree of "
-                 "%lld entries (RFC 9162 2.1.4.2)", (long long)c->first, (long long)c->second);
+        snprintf(why, sizeof why,
+                 "the path does not show that the tree of %lld entries is a prefix of the tree of "
+                 "%lld entries (RFC 9162 2.1.4.2)",
+                 (long long)c->first, (long long)c->second);
         valid = false;
     }
     valid = valid && checkpoints_sign_both(c, o, why, sizeof why);
@@ -360,7 +365,8 @@ static int cmd_verify_consistency(const char *file, const cli_opts *o) {
 
 int pgcld_cli_audit(int argc, char **argv) {
     if (argc < 1)
-        return pgcld_cli_usage_error(&CLI, "%s", "missing subcommand: verify, checkpoint, keygen, verify-proof or verify-consistency");
+        return pgcld_cli_usage_error(
+            &CLI, "%s", "missing subcommand: verify, checkpoint, keygen, verify-proof or verify-consistency");
     const char *cmd = argv[0];
     if (pgcld_cli_is_help(cmd)) {
         fputs(USAGE, stdout);
@@ -383,7 +389,8 @@ int pgcld_cli_audit(int argc, char **argv) {
     else if (strcmp(cmd, "keygen") == 0)
         allowed = OPT_OUT;
     else
-        return pgcld_cli_usage_error(&CLI, "unknown subcommand '%s' (verify, checkpoint, keygen, verify-proof or verify-consistency)", cmd);
+        return pgcld_cli_usage_error(
+            &CLI, "unknown subcommand '%s' (verify, checkpoint, keygen, verify-proof or verify-consistency)", cmd);
     cli_opts *o = calloc(1, sizeof *o);
     if (!o) {
         fprintf(stderr, "pgcld audit: out of memory\n");
@@ -403,8 +410,10 @@ int pgcld_cli_audit(int argc, char **argv) {
         rc = 1;
     }
     if (rc == 0) {
-        if (proof_file && strcmp(cmd, "verify-consistency") == 0) rc = cmd_verify_consistency(proof_file, o);
-        else if (proof_file) rc = cmd_verify_proof(proof_file, o);
+        if (proof_file && strcmp(cmd, "verify-consistency") == 0)
+            rc = cmd_verify_consistency(proof_file, o);
+        else if (proof_file)
+            rc = cmd_verify_proof(proof_file, o);
         else if (strcmp(cmd, "verify") == 0) rc = cmd_verify(o);
         else if (strcmp(cmd, "checkpoint") == 0) rc = cmd_checkpoint(o);
         else rc = cmd_keygen(o);

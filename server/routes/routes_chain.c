@@ -132,8 +132,8 @@ void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pg
 static bool tree_size_param(const pgcld_request *req, const char *key, int64_t *out, pgcld_reply *reply) {
     const char *v = pgcld_request_query(req, key);
     if (!v) {
-        pgcld_reply_error(reply, 400, "invalid_request", -1, key, "'%s' (a tree size: a checkpoint's head_seq) is required",
-                          key);
+        pgcld_reply_error(reply, 400, "invalid_request", -1, key,
+                          "'%s' (a tree size: a checkpoint's head_seq) is required", key);
         return false;
     }
     int64_t n = 0;

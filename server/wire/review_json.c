@@ -246,6 +246,5 @@ json_t *pgcld_consistency_proof_json(const pgcl_log_consistency *c) {
     for (int i = 0; path && i < c->proof_len; i++)
         json_array_append_new(path, hash_json(&c->proof[i]));
     return json_pack("{s:I, s:I, s:o, s:o, s:o}", "first", (json_int_t)c->first, "second", (json_int_t)c->second,
-                     "first_root", hash_json(&c->first_root), "second_root", hash_json(&c->second_root), "path",
-                     path);
+                     "first_root", hash_json(&c->first_root), "second_root", hash_json(&c->second_root), "path", path);
 }

@@ -19,7 +19,7 @@
 #include "log_tree.h"
 #include "merkle.h"
 
-#define DROP_NODE_TRIGGERS                                                                                    \
+#define DROP_NODE_TRIGGERS                                                                                             \
     "DROP TRIGGER IF EXISTS audit_log_nodes_append_only_u; DROP TRIGGER IF EXISTS audit_log_nodes_append_only_d;"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -173,7 +173,8 @@ static void check_reads(sqlite3 *db, const pgcl_merkle_hash *leaves, int64_t siz
 static void commit_decisions(writer *w, int k) {
     char err[512] = "";
     txn_begin(w);
-    for (int i = 0; i < k; i++) add_decision(w, true);
+    for (int i = 0; i < k; i++)
+        add_decision(w, true);
     CHECK(pgcl_chain_seal(w->chain, err, sizeof err) == PGCL_OK, "seal: %s", err);
     txn_end(w, true);
 }
@@ -183,7 +184,8 @@ static void test_real_chain(const char *path) {
     char err[512] = "";
     if (writer_open(&w, path, true) != 0) return;
     /* genesis and version-1 entries (one per event) up to 20, then version 2 (one per commit) */
-    while (pgcl_chain_head_seq(w.chain) < 20) commit_decisions(&w, 1 + (int)(next_random() % 3));
+    while (pgcl_chain_head_seq(w.chain) < 20)
+        commit_decisions(&w, 1 + (int)(next_random() % 3));
     pgcl_chain_destroy(w.chain);
     w.chain = pgcl_chain_create_encoding(w.db, 2, err, sizeof err);
     CHECK(w.chain != NULL, "chain v2: %s", err);
@@ -203,7 +205,8 @@ static void test_real_chain(const char *path) {
         commit_decisions(&w, 1 + (int)(next_random() % 4));
     }
     CHECK(head >= 70, "grew to 70 entries: %lld", (long long)head);
-    while (pgcl_chain_head_seq(w.chain) < 1100) commit_decisions(&w, 1);
+    while (pgcl_chain_head_seq(w.chain) < 1100)
+        commit_decisions(&w, 1);
     head = query_int(path, "SELECT max(seq) FROM audit_chain");
     pgcl_merkle_hash *leaves = oracle_leaves(path, head);
     if (leaves) {
@@ -229,8 +232,9 @@ static char *node_dump(const char *path) {
     sqlite3_stmt *s;
     char *out = NULL;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(db, "SELECT group_concat(level || ':' || idx || ':' || hex(hash), ',') FROM"
-                               " (SELECT * FROM audit_log_nodes ORDER BY level, idx)",
+        sqlite3_prepare_v2(db,
+                           "SELECT group_concat(level || ':' || idx || ':' || hex(hash), ',') FROM"
+                           " (SELECT * FROM audit_log_nodes ORDER BY level, idx)",
                            -1, &s, NULL) == SQLITE_OK) {
         if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
             out = strdup((const char *)sqlite3_column_text(s, 0));
