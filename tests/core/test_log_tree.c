@@ -8,14 +8,17 @@
  *    O(log n) reads give the oracle's root, path and proof at every size, index and pair of sizes;
  *    then random sizes up to ~1100 entries;
  *  - the backfill at store open refills deleted nodes (all of them, or the upper levels) to the
- *    same bytes; reads without a node say which (the chain_proof.h reads then fall back);
+ *    same bytes, and fills a database upgraded from before migration 0009; reads without a node
+ *    say which (the chain_proof.h reads then fall back);
  *  - `verify` names a changed node, a missing node and a node beyond the chain's end by level and
  *    index, and passes the intact database. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "chain_fixture.h"
 #include "chain_proof.h"
 #include "db.h"
+#include "keys.h"
 #include "log_tree.h"
 #include "merkle.h"
 
@@ -227,21 +230,27 @@ static void test_real_chain(const char *path) {
 
 /* ---- backfill, fallbacks and verify ---- */
 
-static char *node_dump(const char *path) {
+/* The stored nodes over entries 1..upto, as text. */
+static char *node_dump_upto(const char *path, int64_t upto) {
     sqlite3 *db;
     sqlite3_stmt *s;
     char *out = NULL;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
         sqlite3_prepare_v2(db,
                            "SELECT group_concat(level || ':' || idx || ':' || hex(hash), ',') FROM"
-                           " (SELECT * FROM audit_log_nodes ORDER BY level, idx)",
+                           " (SELECT * FROM audit_log_nodes WHERE ((idx + 1) << level) <= ?1 ORDER BY level, idx)",
                            -1, &s, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, upto);
         if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
             out = strdup((const char *)sqlite3_column_text(s, 0));
         sqlite3_finalize(s);
     }
     sqlite3_close(db);
     return out ? out : strdup("");
+}
+
+static char *node_dump(const char *path) {
+    return node_dump_upto(path, INT64_MAX);
 }
 
 static void reopen_store(const char *path) {
@@ -307,6 +316,33 @@ static void test_backfill_and_fallback(const char *base) {
     free(want);
 }
 
+/* A database as an older pgcld left it: schema up to 0007, no audit_log_nodes. The keys CLI's
+ * chain writer extends it without nodes; opening the store applies 0008 and 0009 and fills every
+ * node in the same transaction: those of the base, to the same bytes, and the new entry's. */
+static void test_upgrade_from_before_0009(const char *base) {
+    char *want = node_dump(base);
+    const char *p =
+        tampered(base, "before0009.db", "DROP TABLE audit_log_nodes; DELETE FROM schema_migrations WHERE version >= 8");
+    CHECK(query_int(p, "SELECT count(*) FROM sqlite_schema WHERE name = 'audit_log_nodes'") == 0, "no table");
+    char key[128], key_id[32], err[512] = "";
+    int64_t head = query_int(p, "SELECT max(seq) FROM audit_chain");
+    CHECK(pgcl_keys_create(p, PGCL_ROLE_REVIEWER, "late", "test", key, key_id, err, sizeof err) == PGCL_OK,
+          "the keys CLI extends a chain on a schema without audit_log_nodes: %s", err);
+    CHECK(query_int(p, "SELECT max(seq) FROM audit_chain") == head + 1, "one more entry");
+    pgcl_chain_report rep = verify(p, NULL, 0);
+    CHECK(rep.intact, "a schema without nodes verifies: %s", rep.reason);
+    reopen_store(p);
+    char *got = node_dump_upto(p, head);
+    CHECK(strcmp(got, want) == 0, "the upgrade stores the same nodes");
+    int64_t n = head + 1;
+    CHECK(query_int(p, "SELECT count(*) FROM audit_log_nodes") == n - __builtin_popcountll((unsigned long long)n),
+          "and the new entry's");
+    rep = verify(p, NULL, 0);
+    CHECK(rep.intact, "upgraded: %s", rep.reason);
+    free(got);
+    free(want);
+}
+
 static void test_verify_names_nodes(const char *base) {
     int64_t head = query_int(base, "SELECT max(seq) FROM audit_chain");
     pgcl_chain_report rep = verify(base, NULL, 0);
@@ -335,6 +371,7 @@ int main(void) {
     const char *path = tmp_path("log.db");
     test_real_chain(path);
     test_backfill_and_fallback(path);
+    test_upgrade_from_before_0009(path);
     test_verify_names_nodes(path);
     chain_fixture_cleanup();
     return test_finish("test_log_tree");
