@@ -2,11 +2,13 @@
 """Checks a pgcld inclusion proof (GET /v1/decisions/{id}/proof) offline, with the standard library
 only (docs/audit.md, "Inclusion proofs"): the leaf is the decision as recorded, its RFC 9162 path
 gives the commit's root, the root gives the chain entry's hash, and the entry's path in the log tree
-gives the root a signed checkpoint signs. Usage:
+gives the root a signed checkpoint signs. Also checks a consistency proof (GET /v1/audit/consistency):
+that the log tree an older checkpoint signs is a prefix of the one a newer checkpoint signs. Usage:
     python3 verify_proof.py PROOF.json [CHECKPOINT.json | ENTRY_HASH]
+    python3 verify_proof.py --consistency CONSISTENCY.json [OLD_CHECKPOINT.json NEW_CHECKPOINT.json]
 CHECKPOINT.json: a signed checkpoint you hold (check its signature with `pgcld audit verify
 --checkpoint`): it must sign the proof's log tree. ENTRY_HASH: the entry's hash as you hold it.
-Exit 0 and "proof OK", or 1 and the reason."""
+Exit 0 and "proof OK" (or "consistency OK"), or 1 and the reason."""
 import base64, hashlib, json, os, sys
 
 def sha(b): return hashlib.sha256(b).digest()
@@ -27,6 +29,31 @@ def root_from_path(leaf, index, size, path):  # RFC 9162 s2.1.3.2
     if sn: raise ValueError("a path is too short")
     return r
 
+def verify_consistency(c, old=None, new=None):  # RFC 9162 s2.1.4.2
+    first, second, path = c["first"], c["second"], [bytes.fromhex(p) for p in c["path"]]
+    r1, r2 = bytes.fromhex(c["first_root"]), bytes.fromhex(c["second_root"])
+    for cp, size, root in ((old, first, r1), (new, second, r2)):
+        if cp and (cp["head_seq"], cp["log_root"]) != (size, root.hex()):
+            raise ValueError(f"the checkpoint at {cp['head_seq']} does not sign the log tree of size {size}")
+    if not 0 < first <= second: raise ValueError("the sizes are not 0 < first <= second")
+    if first == second:
+        if path or r1 != r2: raise ValueError("equal sizes need equal roots and an empty path")
+        return
+    if first & (first - 1) == 0: path = [r1] + path
+    if not path: raise ValueError("an empty path")
+    fn, sn = first - 1, second - 1
+    while fn & 1: fn, sn = fn >> 1, sn >> 1
+    fr = sr = path[0]
+    for p in path[1:]:
+        if sn == 0: raise ValueError("the path is too long")
+        if fn & 1 or fn == sn:
+            fr, sr = sha(b"\x01" + p + fr), sha(b"\x01" + p + sr)
+            while not fn & 1 and fn: fn, sn = fn >> 1, sn >> 1
+        else:
+            sr = sha(b"\x01" + sr + p)
+        fn, sn = fn >> 1, sn >> 1
+    if sn or fr != r1 or sr != r2: raise ValueError("the path does not lead to both roots: not consistent")
+
 def verify(proof, held=None):
     data = base64.b64decode(proof["leaf_data"], validate=True)
     if text(proof["decision_id"]) not in data: raise ValueError("leaf_data is not this decision's")
@@ -46,8 +73,11 @@ def verify(proof, held=None):
 
 if __name__ == "__main__":
     try:
-        held = sys.argv[2] if len(sys.argv) > 2 else None
-        verify(json.load(open(sys.argv[1])), json.load(open(held)) if held and os.path.exists(held) else held)
+        if sys.argv[1] == "--consistency":
+            verify_consistency(*[json.load(open(f)) for f in sys.argv[2:5]])
+        else:
+            held = sys.argv[2] if len(sys.argv) > 2 else None
+            verify(json.load(open(sys.argv[1])), json.load(open(held)) if held and os.path.exists(held) else held)
     except (ValueError, KeyError, TypeError) as e:
         sys.exit(f"proof FAILED: {e}")
-    print("proof OK")
+    print("consistency OK" if sys.argv[1] == "--consistency" else "proof OK")

@@ -161,6 +161,7 @@ void pgcld_handle_keys_revoke(pgcld_server *srv, const pgcld_request *req, pgcld
  * routes_chain.c: verification and signed checkpoints). */
 void pgcld_handle_decision_get(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_audit_consistency(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_audit_export(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);

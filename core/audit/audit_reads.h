@@ -89,6 +89,12 @@ pgcl_status pgcl_audit_read_idempotency_key(pgcl_audit *a, const char *scope, co
  * in encoding version 1 or before the chain. */
 pgcl_status pgcl_audit_read_proof(pgcl_audit *a, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
 
+/* The consistency proof between the log trees of first and second entries (chain_proof.h,
+ * pgcl_chain_prove_consistency: PGCL_ERR_INVALID for sizes out of order, PGCL_ERR_NOT_FOUND beyond
+ * the head). */
+pgcl_status pgcl_audit_read_consistency(pgcl_audit *a, int64_t first, int64_t second, pgcl_log_consistency *out,
+                                        char *err, int cap);
+
 /* ---- operators ---- */
 
 /* Verifies the whole chain (chain.h, pgcl_chain_verify without checkpoints): *report says whether

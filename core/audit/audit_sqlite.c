@@ -15,6 +15,7 @@
 #include "db.h"
 #include "ids.h"
 #include "log.h"
+#include "log_tree.h"
 #include "migrations.h"
 #include "sha256.h"
 
@@ -159,6 +160,13 @@ static pgcl_status apply_migrations(sqlite_store *a, const char *path, char *err
         }
         pgcl_log_info("audit: applied migration %04d_%s to %s", v, mig->name, path);
     }
+    /* The log tree's nodes for entries older than migration 0009, once, in the same transaction. */
+    int64_t nodes_added = 0;
+    if (pgcl_log_tree_backfill(a->db, &nodes_added, sub, sizeof sub) != PGCL_OK) {
+        pgcl_errorf(err, cap, "%s: %s", path, sub);
+        goto done;
+    }
+    if (nodes_added > 0) pgcl_log_info("audit: stored %lld log tree nodes in %s", (long long)nodes_added, path);
     if (pgcl_db_exec(a->db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: committing migrations: %s", path, sub);
         goto done;
@@ -765,6 +773,7 @@ const pgcl_audit_store_ops pgcl_audit_sqlite_ops = {
     .read_stored_decision = pgcl_sqlite_read_stored_decision,
     .read_idempotency_key = pgcl_sqlite_read_idempotency_key,
     .read_proof = pgcl_sqlite_read_proof,
+    .read_consistency = pgcl_sqlite_read_consistency,
     .verify_chain = pgcl_sqlite_verify_chain,
     .create_key = pgcl_sqlite_create_key,
     .revoke_key = pgcl_sqlite_revoke_key,

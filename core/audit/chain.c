@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "chain_encoding.h"
+#include "log_tree.h"
 #include "merkle.h"
 #include "status.h"
 
@@ -32,6 +33,7 @@ struct pgcl_chain {
     sqlite3_stmt *insert;
     sqlite3_stmt *insert_commit; /* version 2, prepared on first use (needs migration 0007) */
     sqlite3_stmt *insert_run;
+    pgcl_log_tree *log_tree;           /* the log tree's stored subtrees, kept current as entries are appended */
     bool begun;                        /* begin() succeeded at least once */
     bool genesis_now;                  /* the last begin() wrote the genesis entry */
     int64_t legacy[PGCL_CHAIN_TABLES]; /* its maxima (valid while genesis_now) */
@@ -76,6 +78,7 @@ pgcl_chain *pgcl_chain_create_encoding(sqlite3 *db, int encoding, char *err, int
         pgcl_errorf(err, cap, "audit_chain: %s", sqlite3_errmsg(db));
         goto fail;
     }
+    if (!(c->log_tree = pgcl_log_tree_create(db, err, cap))) goto fail;
     return c;
 fail:
     pgcl_chain_destroy(c);
@@ -91,6 +94,7 @@ void pgcl_chain_destroy(pgcl_chain *c) {
     sqlite3_finalize(c->insert);
     sqlite3_finalize(c->insert_commit);
     sqlite3_finalize(c->insert_run);
+    pgcl_log_tree_destroy(c->log_tree);
     free(c->pending);
     free(c->leaves);
     free(c);
@@ -113,7 +117,7 @@ static pgcl_status insert_entry(pgcl_chain *c, int64_t seq, const char *kind, in
         pgcl_errorf(err, cap, "audit_chain: entry %lld: %s", (long long)seq, sqlite3_errmsg(c->db));
         return PGCL_ERR_DB;
     }
-    return PGCL_OK;
+    return pgcl_log_tree_append(c->log_tree, seq, hash, err, cap);
 }
 
 /* The encoding of this transaction's entries: as created, or for AS_HEAD that of the head entry
@@ -358,6 +362,7 @@ pgcl_status pgcl_chain_seal(pgcl_chain *c, char *err, int cap) {
     sqlite3_bind_int64(s, 5, leaf_count);
     sqlite3_bind_blob(s, 6, c->leaves, (int)(c->n_pending * sizeof *c->leaves), SQLITE_STATIC);
     if ((st = step_done(c, s, "audit_chain commit entry", err, cap)) != PGCL_OK) return st;
+    if ((st = pgcl_log_tree_append(c->log_tree, seq, hash, err, cap)) != PGCL_OK) return st;
     if ((st = insert_runs(c, seq, err, cap)) != PGCL_OK) return st;
     c->head_seq = seq;
     memcpy(c->head_hash, hash, sizeof hash);

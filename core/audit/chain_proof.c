@@ -12,6 +12,7 @@
 #include "chain.h"
 #include "chain_encoding.h"
 #include "db.h"
+#include "log_tree.h"
 
 #define DECISIONS_TABLE 0 /* pgcl_chain_tables[0] */
 
@@ -298,9 +299,10 @@ pgcl_status pgcl_chain_log_leaves(sqlite3 *db, int64_t size, pgcl_merkle_hash **
     return st;
 }
 
-pgcl_status pgcl_chain_log_tree(sqlite3 *db, int64_t size, int64_t index, pgcl_merkle_hash *root,
-                                pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH], int *path_len, char *err, int cap) {
-    PGCL_ASSERT(size >= 1 && index < size);
+/* The naive oracle: every entry's hash, hashed into the tree (merkle.c's builders). */
+static pgcl_status log_tree_from_entries(sqlite3 *db, int64_t size, int64_t index, pgcl_merkle_hash *root,
+                                         pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH], int *path_len, char *err,
+                                         int cap) {
     pgcl_merkle_hash *leaves;
     pgcl_status st = pgcl_chain_log_leaves(db, size, &leaves, err, cap);
     if (st != PGCL_OK) return st;
@@ -308,4 +310,62 @@ pgcl_status pgcl_chain_log_tree(sqlite3 *db, int64_t size, int64_t index, pgcl_m
     if (index >= 0) *path_len = pgcl_merkle_inclusion_path(leaves, (uint64_t)size, (uint64_t)index, path);
     free(leaves);
     return PGCL_OK;
+}
+
+pgcl_status pgcl_chain_log_tree(sqlite3 *db, int64_t size, int64_t index, pgcl_merkle_hash *root,
+                                pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH], int *path_len, char *err, int cap) {
+    PGCL_ASSERT(size >= 1 && index < size);
+    pgcl_status st = index >= 0 ? pgcl_log_tree_inclusion(db, size, index, root, path, path_len, err, cap)
+                                : pgcl_log_tree_root(db, size, root, err, cap);
+    if (st != PGCL_ERR_NOT_FOUND) return st;
+    /* A node or entry is not stored (a schema older than 0009, a gap): hash the entries, which also
+     * says precisely which entry is missing. */
+    return log_tree_from_entries(db, size, index, root, path, path_len, err, cap);
+}
+
+pgcl_status pgcl_chain_log_consistency(sqlite3 *db, int64_t first, int64_t second, pgcl_merkle_hash *first_root,
+                                       pgcl_merkle_hash *second_root, pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH],
+                                       int *proof_len, char *err, int cap) {
+    PGCL_ASSERT(first >= 1 && first <= second);
+    pgcl_status st = pgcl_log_tree_consistency(db, first, second, first_root, second_root, proof, proof_len, err, cap);
+    if (st != PGCL_ERR_NOT_FOUND) return st;
+    pgcl_merkle_hash *leaves;
+    if ((st = pgcl_chain_log_leaves(db, second, &leaves, err, cap)) != PGCL_OK) return st;
+    *first_root = pgcl_merkle_root(leaves, (uint64_t)first);
+    *second_root = pgcl_merkle_root(leaves, (uint64_t)second);
+    *proof_len = pgcl_merkle_consistency_proof(leaves, (uint64_t)first, (uint64_t)second, proof);
+    free(leaves);
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_chain_prove_consistency(sqlite3 *db, int64_t first, int64_t second, pgcl_log_consistency *out,
+                                         char *err, int cap) {
+    memset(out, 0, sizeof *out);
+    out->first = first;
+    out->second = second;
+    if (first < 1 || first > second) {
+        pgcl_errorf(err, cap, "tree sizes must satisfy 1 <= first (%lld) <= second (%lld)", (long long)first,
+                    (long long)second);
+        return PGCL_ERR_INVALID;
+    }
+    char sub[256] = "";
+    if (pgcl_db_exec(db, "BEGIN", sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "audit database: %s", sub);
+        return PGCL_ERR_DB;
+    }
+    pgcl_status st = PGCL_ERR_DB;
+    int rc = pgcl_db_each_row(db, "SELECT coalesce(max(seq), 0) FROM audit_chain", NULL, take_head_seq, &out->head_seq,
+                              sub, sizeof sub);
+    if (rc != SQLITE_OK && rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "audit_chain: %s", sub);
+    } else if (second > out->head_seq) {
+        pgcl_errorf(err, cap, "the log has %lld entries: no tree of size %lld yet", (long long)out->head_seq,
+                    (long long)second);
+        st = PGCL_ERR_NOT_FOUND;
+    } else {
+        st = pgcl_chain_log_consistency(db, first, second, &out->first_root, &out->second_root, out->proof,
+                                        &out->proof_len, err, cap);
+    }
+    pgcl_db_exec(db, "COMMIT", NULL, 0);
+    return st;
 }

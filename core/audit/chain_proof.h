@@ -60,12 +60,37 @@ bool pgcl_chain_proof_check(const pgcl_chain_proof *p, const char *decision_id, 
                             int cap);
 
 /* The log-wide Merkle tree over the chain's entries 1..size (docs/audit.md, "The log tree"):
- * leaf i = SHA-256(0x00 ‖ the 32 bytes of entry i + 1's hash). Reads the entries on db (inside the
- * caller's read transaction, so that they are one snapshot) and writes the root, and, when
- * index >= 0, the inclusion path of leaf index into path/path_len. PGCL_ERR_FORMAT when entries
- * 1..size are not all there with well-formed hashes. O(size) time and 32 bytes of memory per entry. */
+ * leaf i = SHA-256(0x00 ‖ the 32 bytes of entry i + 1's hash). Reads on db (inside the caller's
+ * read transaction, so that they are one snapshot) and writes the root, and, when index >= 0, the
+ * inclusion path of leaf index into path/path_len. From the stored subtrees (log_tree.h): O(log size)
+ * rows; where a node is not stored, from every entry's hash (O(size) time, 32 bytes of memory per
+ * entry). size must not exceed the head's seq. PGCL_ERR_FORMAT when entries 1..size are not all
+ * there with well-formed hashes (or a stored node is malformed). */
 pgcl_status pgcl_chain_log_tree(struct sqlite3 *db, int64_t size, int64_t index, pgcl_merkle_hash *root,
                                 pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH], int *path_len, char *err, int cap);
+
+/* The roots of the log trees over entries 1..first and 1..second (1 <= first <= second <= the
+ * head's seq) and the RFC 9162 §2.1.4.1 consistency proof that the first is a prefix of the second
+ * (GET /v1/audit/consistency). Same reads, cost and errors as pgcl_chain_log_tree. */
+pgcl_status pgcl_chain_log_consistency(struct sqlite3 *db, int64_t first, int64_t second, pgcl_merkle_hash *first_root,
+                                       pgcl_merkle_hash *second_root, pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH],
+                                       int *proof_len, char *err, int cap);
+
+/* A consistency proof between two sizes of the log tree, as GET /v1/audit/consistency answers it. */
+typedef struct pgcl_log_consistency {
+    int64_t first, second; /* tree sizes: signed checkpoints' head_seq */
+    int64_t head_seq;      /* the chain's head when it was read */
+    pgcl_merkle_hash first_root, second_root;
+    pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH];
+    int proof_len;
+} pgcl_log_consistency;
+
+/* The consistency proof between the log trees of first and second entries, read on db (a read-only
+ * connection with no transaction open) in one read transaction, which it ends.
+ * PGCL_ERR_INVALID unless 1 <= first <= second; PGCL_ERR_NOT_FOUND when second is beyond the chain's
+ * head (out->head_seq says where it ends); else as pgcl_chain_log_consistency. */
+pgcl_status pgcl_chain_prove_consistency(struct sqlite3 *db, int64_t first, int64_t second, pgcl_log_consistency *out,
+                                         char *err, int cap);
 
 /* The log tree's leaves for entries 1..size, malloc'd into *leaves (free it): for a caller that
  * needs the roots of several sizes from one read (pgcl_merkle_root of each prefix). Errors as above. */

@@ -30,6 +30,7 @@ typedef struct verifier {
     int64_t per_kind[PGCL_CHAIN_TABLES]; /* rows of each kind chained (valid when walk_clean) */
     bool has_commits;                    /* the schema has encoding version 2's columns (migration 0007) */
     sqlite3_stmt *runs;                  /* a commit entry's runs, in leaf order */
+    bool has_log_nodes;                  /* the schema has the log tree's stored subtrees (migration 0009) */
     char *err;
     int cap;
 } verifier;
@@ -422,6 +423,83 @@ static pgcl_status check_duplicates(verifier *v) {
     return st;
 }
 
+/* The log tree's stored subtrees (log_tree.h) against the entries 1..n: each node of level >= 1
+ * the entries complete is recomputed from their hashes as the walk goes (a stack of perfect
+ * subtrees, O(log n) memory) and looked up; a node that differs or is missing is reported at the
+ * last entry it covers, naming its level and index, and a node beyond the chain's end at n + 1. */
+static pgcl_status check_log_nodes(verifier *v, int64_t n) {
+    sqlite3_stmt *scan = NULL, *node = NULL;
+    pgcl_merkle_hash stack[PGCL_MERKLE_MAX_PATH + 1];
+    int height[PGCL_MERKLE_MAX_PATH + 1], top = 0;
+    int64_t stored = 0, expected_nodes = n - __builtin_popcountll((unsigned long long)n);
+    pgcl_status st = query_int(v, "SELECT count(*) FROM audit_log_nodes", false, 0, NULL, &stored, NULL);
+    if (st != PGCL_OK) return st;
+    if (sqlite3_prepare_v2(v->db, "SELECT seq, hash FROM audit_chain WHERE seq <= ?1 ORDER BY seq", -1, &scan, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(v->db, "SELECT hash FROM audit_log_nodes WHERE level = ?1 AND idx = ?2", -1, &node, NULL) !=
+            SQLITE_OK) {
+        st = db_error(v, "audit_log_nodes");
+        goto done;
+    }
+    sqlite3_bind_int64(scan, 1, n);
+    int rc;
+    while ((rc = sqlite3_step(scan)) == SQLITE_ROW) {
+        int64_t seq = sqlite3_column_int64(scan, 0);
+        pgcl_merkle_hash entry;
+        if (!pgcl_merkle_from_hex((const char *)sqlite3_column_text(scan, 1), &entry)) break; /* the walk vouched */
+        stack[top] = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
+        height[top++] = 0;
+        while (top >= 2 && height[top - 1] == height[top - 2]) {
+            stack[top - 2] = pgcl_merkle_node_hash(&stack[top - 2], &stack[top - 1]);
+            int level = ++height[top - 2];
+            top--;
+            int64_t idx = (seq - 1) >> level;
+            sqlite3_bind_int(node, 1, level);
+            sqlite3_bind_int64(node, 2, idx);
+            int nrc = sqlite3_step(node);
+            bool same = nrc == SQLITE_ROW && sqlite3_column_bytes(node, 0) == PGCL_MERKLE_HASH_BYTES &&
+                        memcmp(sqlite3_column_blob(node, 0), stack[top - 1].b, PGCL_MERKLE_HASH_BYTES) == 0;
+            sqlite3_reset(node);
+            if (nrc != SQLITE_ROW && nrc != SQLITE_DONE) {
+                st = db_error(v, "audit_log_nodes");
+                goto done;
+            }
+            if (!same) {
+                note_bad(v->rep, seq,
+                         "audit_log_nodes: the log tree node at level %d, index %lld (entries %lld..%lld) %s", level,
+                         (long long)idx, (long long)((idx << level) + 1), (long long)seq,
+                         nrc == SQLITE_DONE ? "is missing" : "does not match the entries' hashes");
+                goto done;
+            }
+        }
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        st = db_error(v, "audit_chain");
+        goto done;
+    }
+    if (stored > expected_nodes) { /* every node within the chain matched: the others lie beyond it */
+        int64_t level = 0, idx = 0;
+        if ((st = query_int(v,
+                            "SELECT level FROM audit_log_nodes WHERE level > 62 OR ((idx + 1) << level) > ?1"
+                            " ORDER BY level, idx LIMIT 1",
+                            true, n, NULL, &level, NULL)) != PGCL_OK ||
+            (st = query_int(v,
+                            "SELECT idx FROM audit_log_nodes WHERE level > 62 OR ((idx + 1) << level) > ?1"
+                            " ORDER BY level, idx LIMIT 1",
+                            true, n, NULL, &idx, NULL)) != PGCL_OK)
+            goto done;
+        note_bad(v->rep, n + 1,
+                 "audit_log_nodes: the log tree node at level %lld, index %lld covers entries beyond the chain's "
+                 "end (%lld): entries were removed",
+                 (long long)level, (long long)idx, (long long)n);
+    }
+    st = PGCL_OK;
+done:
+    sqlite3_finalize(scan);
+    sqlite3_finalize(node);
+    return st;
+}
+
 /* Each signed checkpoint's head must be in the chain with the same hash. */
 /* The log tree's leaves over entries 1..size for the version-2 checkpoints (read once, however many
  * checkpoints there are): the largest head among those within the chain. *leaves stays NULL when
@@ -559,6 +637,12 @@ pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkp
         goto done;
     st = PGCL_ERR_DB;
     v.has_commits = has_commits == 1;
+    int64_t has_log_nodes = 0;
+    if ((st = query_int(&v, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'audit_log_nodes'",
+                        false, 0, NULL, &has_log_nodes, NULL)) != PGCL_OK)
+        goto done;
+    st = PGCL_ERR_DB;
+    v.has_log_nodes = has_log_nodes == 1;
     if (v.has_commits && sqlite3_prepare_v2(v.db,
                                             "SELECT kind, first_row_seq, n, first_leaf FROM audit_chain_runs WHERE"
                                             " entry_seq = ?1 ORDER BY first_leaf",
@@ -572,6 +656,7 @@ pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkp
     if (v.genesis_ok && (st = check_legacy(&v, legacy, &legacy_ok)) != PGCL_OK) goto done;
     if (report->head_seq > 0 && (st = check_duplicates(&v)) != PGCL_OK) goto done;
     if (v.walk_clean && legacy_ok && (st = check_unchained(&v, legacy)) != PGCL_OK) goto done;
+    if (v.walk_clean && v.has_log_nodes && (st = check_log_nodes(&v, v.n_entries)) != PGCL_OK) goto done;
     /* A chain cut short ends at its last entry; one with a gap has already been reported. */
     if ((st = check_checkpoints(&v, cps, n_checkpoints, v.walk_clean ? v.n_entries : report->head_seq)) != PGCL_OK)
         goto done;

@@ -181,6 +181,93 @@ bool pgcl_merkle_verify_consistency(uint64_t first, uint64_t second, const pgcl_
            memcmp(sr.b, second_root->b, PGCL_MERKLE_HASH_BYTES) == 0;
 }
 
+/* ---- from stored perfect subtrees ---- */
+
+/* MTH(D[lo : lo + size)) for size >= 1 from the perfect subtrees of size's binary decomposition,
+ * largest first: node(first, MTH(rest)), folded from the right. Each piece is aligned because lo
+ * is a multiple of the largest power of two <= size, which every caller's range is (the RFC's
+ * subtrees start at multiples of their left part's size); asserted. */
+static bool range_root(pgcl_merkle_subtree_fn get, void *ctx, uint64_t lo, uint64_t size, pgcl_merkle_hash *out) {
+    PGCL_ASSERT(size >= 1);
+    pgcl_merkle_hash piece[PGCL_MERKLE_MAX_PATH];
+    int n_pieces = 0;
+    uint64_t at = lo;
+    for (int level = 63; level >= 0; level--) {
+        uint64_t span = (uint64_t)1 << level;
+        if (!(size & span)) continue;
+        PGCL_ASSERT(at % span == 0);
+        if (!get(ctx, level, at >> level, &piece[n_pieces++])) return false;
+        at += span;
+    }
+    pgcl_merkle_hash h = piece[n_pieces - 1];
+    for (int i = n_pieces - 2; i >= 0; i--)
+        h = pgcl_merkle_node_hash(&piece[i], &h);
+    *out = h;
+    return true;
+}
+
+bool pgcl_merkle_root_from_subtrees(pgcl_merkle_subtree_fn get, void *ctx, uint64_t n, pgcl_merkle_hash *root) {
+    PGCL_ASSERT(n >= 1);
+    return range_root(get, ctx, 0, n, root);
+}
+
+/* The same walks as pgcl_merkle_inclusion_path and pgcl_merkle_consistency_proof, each sibling a
+ * range_root: the left siblings are single nodes, and once the walk turns left its subtree is
+ * perfect, so at most one sibling is more than one node — O(log n) calls in all. */
+int pgcl_merkle_inclusion_path_from_subtrees(pgcl_merkle_subtree_fn get, void *ctx, uint64_t n, uint64_t index,
+                                             pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH]) {
+    PGCL_ASSERT(index < n);
+    int len = 0;
+    uint64_t lo = 0, size = n, m = index;
+    while (size > 1) {
+        uint64_t k = split_point(size);
+        PGCL_ASSERT(len < PGCL_MERKLE_MAX_PATH);
+        bool ok;
+        if (m < k) {
+            ok = range_root(get, ctx, lo + k, size - k, &path[len++]);
+            size = k;
+        } else {
+            ok = range_root(get, ctx, lo, k, &path[len++]);
+            lo += k;
+            m -= k;
+            size -= k;
+        }
+        if (!ok) return -1;
+    }
+    reverse(path, len);
+    return len;
+}
+
+int pgcl_merkle_consistency_proof_from_subtrees(pgcl_merkle_subtree_fn get, void *ctx, uint64_t m, uint64_t n,
+                                                pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH]) {
+    PGCL_ASSERT(m > 0 && m <= n);
+    pgcl_merkle_hash siblings[PGCL_MERKLE_MAX_PATH];
+    int n_siblings = 0;
+    uint64_t lo = 0, size = n;
+    bool whole = true;
+    while (m != size) {
+        uint64_t k = split_point(size);
+        PGCL_ASSERT(n_siblings < PGCL_MERKLE_MAX_PATH - 1);
+        bool ok;
+        if (m <= k) {
+            ok = range_root(get, ctx, lo + k, size - k, &siblings[n_siblings++]);
+            size = k;
+        } else {
+            ok = range_root(get, ctx, lo, k, &siblings[n_siblings++]);
+            lo += k;
+            m -= k;
+            size -= k;
+            whole = false;
+        }
+        if (!ok) return -1;
+    }
+    int len = 0;
+    if (!whole && !range_root(get, ctx, lo, size, &proof[len++])) return -1;
+    for (int i = n_siblings - 1; i >= 0; i--)
+        proof[len++] = siblings[i];
+    return len;
+}
+
 void pgcl_merkle_to_hex(const pgcl_merkle_hash *h, char out[2 * PGCL_MERKLE_HASH_BYTES + 1]) {
     pgcl_sha256_to_hex(h->b, out);
 }

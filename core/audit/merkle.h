@@ -57,6 +57,29 @@ bool pgcl_merkle_verify_consistency(uint64_t first, uint64_t second, const pgcl_
                                     const pgcl_merkle_hash *second_root, const pgcl_merkle_hash *proof,
                                     int proof_len);
 
+/* ---- the same, from stored perfect subtrees (core/audit/log_tree.c) ----
+ *
+ * A tree that grows by appends can keep the root of every complete, aligned subtree: the node at
+ * level L, index j is MTH(D[j * 2^L : (j + 1) * 2^L]) (level 0: the leaf hashes). Every subtree the
+ * RFC's definitions recurse into is then at most O(log n) such nodes, so the functions below give
+ * the same answers as the ones above with O(log n) calls of get and no leaves in memory
+ * (tests/core/test_merkle.c and test_log_tree.c check them against the builders above). */
+
+/* Writes the node at (level, index) into out; false when the source cannot (e.g. a stored node is
+ * missing), which makes the caller answer false / -1 as well. */
+typedef bool (*pgcl_merkle_subtree_fn)(void *ctx, int level, uint64_t index, pgcl_merkle_hash *out);
+
+/* As pgcl_merkle_root for n >= 1 leaves; false when get failed. At most popcount(n) calls. */
+bool pgcl_merkle_root_from_subtrees(pgcl_merkle_subtree_fn get, void *ctx, uint64_t n, pgcl_merkle_hash *root);
+
+/* As pgcl_merkle_inclusion_path; -1 when get failed. Requires index < n (asserted). */
+int pgcl_merkle_inclusion_path_from_subtrees(pgcl_merkle_subtree_fn get, void *ctx, uint64_t n, uint64_t index,
+                                             pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH]);
+
+/* As pgcl_merkle_consistency_proof; -1 when get failed. Requires 0 < m <= n (asserted). */
+int pgcl_merkle_consistency_proof_from_subtrees(pgcl_merkle_subtree_fn get, void *ctx, uint64_t m, uint64_t n,
+                                                pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH]);
+
 /* Lowercase hex of a hash (65 bytes with the NUL), and back: false unless hex is exactly 64 hex digits. */
 void pgcl_merkle_to_hex(const pgcl_merkle_hash *h, char out[2 * PGCL_MERKLE_HASH_BYTES + 1]);
 bool pgcl_merkle_from_hex(const char *hex, pgcl_merkle_hash *out);

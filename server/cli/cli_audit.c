@@ -1,6 +1,7 @@
-/* pgcld audit verify|checkpoint|keygen|verify-proof: checks the tamper-evident chain of an audit
- * database (optionally against signed checkpoints), exports signed checkpoints of its head, makes
- * Ed25519 signing keys, and checks a decision's inclusion proof offline. Works on the file a running daemon uses (verification reads one snapshot).
+/* pgcld audit verify|checkpoint|keygen|verify-proof|verify-consistency: checks the tamper-evident
+ * chain of an audit database (optionally against signed checkpoints), exports signed checkpoints of
+ * its head, makes Ed25519 signing keys, and checks a decision's inclusion proof and a consistency
+ * proof between two checkpoints offline. Works on the file a running daemon uses (verification reads one snapshot).
  * See cli_audit.h and docs/audit.md. */
 #include "cli_audit.h"
 
@@ -21,6 +22,7 @@ static const char USAGE[] =
     "       pgcld audit checkpoint --db FILE --signing-key FILE --out FILE\n"
     "       pgcld audit keygen     --out FILE\n"
     "       pgcld audit verify-proof PROOF [--entry-hash HEX] [--checkpoint FILE]... [--public-key HEX]\n"
+    "       pgcld audit verify-consistency PROOF [--checkpoint OLD --checkpoint NEW] [--public-key HEX]\n"
     "\n"
     "Tamper evidence for the audit database FILE (the --db of pgcld serve). Options are\n"
     "--name VALUE or --name=VALUE.\n"
@@ -45,9 +47,16 @@ static const char USAGE[] =
     "              --checkpoint file the holder has must sign that same tree (with --public-key,\n"
     "              every checkpoint must be signed by that key). Prints one JSON line: valid,\n"
     "              decision_id, entry_seq, entry_hash, log_size, checkpoint (whether one signed it).\n"
+    "  verify-consistency  checks the consistency proof PROOF (the answer of GET\n"
+    "              /v1/audit/consistency?first=N&second=M) without the database: the RFC 9162 path\n"
+    "              shows that the log tree of N entries with first_root is a prefix of the tree of M\n"
+    "              entries with second_root; with two --checkpoint files (older, newer), each must\n"
+    "              verify (with --public-key, be signed by that key) and sign those sizes and roots:\n"
+    "              the newer checkpoint extends the older. Prints one JSON line: valid, first,\n"
+    "              second, checkpoints.\n"
     "\n"
-    "Exit status: 0 done (verify: intact; verify-proof: valid), 1 not intact, not valid or failed\n"
-    "(reason on stderr), 2 bad usage.\n";
+    "Exit status: 0 done (verify: intact; verify-proof, verify-consistency: valid), 1 not intact, not\n"
+    "valid or failed (reason on stderr), 2 bad usage.\n";
 
 #define MAX_CHECKPOINTS 1024
 
@@ -278,9 +287,86 @@ static int cmd_verify_proof(const char *file, const cli_opts *o) {
     return rc;
 }
 
+/* ---- verify-consistency ---- */
+
+/* The proof file's members; false with why set. */
+static bool read_consistency(json_t *doc, pgcl_log_consistency *c, char *why, int cap) {
+    json_t *path = json_object_get(doc, "path");
+    if (!json_is_integer(json_object_get(doc, "first")) || !json_is_integer(json_object_get(doc, "second")) ||
+        !hash_member(doc, "first_root", &c->first_root) || !hash_member(doc, "second_root", &c->second_root) ||
+        !json_is_array(path) || json_array_size(path) > PGCL_MERKLE_MAX_PATH) {
+        snprintf(why, (size_t)cap,
+                 "not a consistency proof: first, second, first_root, second_root and path are "
+                 "required");
+        return false;
+    }
+    c->first = json_integer_value(json_object_get(doc, "first"));
+    c->second = json_integer_value(json_object_get(doc, "second"));
+    return hash_array(path, "path", c->proof, &c->proof_len, why, cap);
+}
+
+/* The two checkpoints (older, newer) sign the proof's two trees, each verified (by --public-key). */
+static bool checkpoints_sign_both(const pgcl_log_consistency *c, const cli_opts *o, char *why, int cap) {
+    const int64_t size[2] = {c->first, c->second};
+    const pgcl_merkle_hash *root[2] = {&c->first_root, &c->second_root};
+    for (int i = 0; i < o->n_checkpoints; i++) {
+        pgcl_checkpoint *cp = malloc(sizeof *cp);
+        char root_hex[65];
+        pgcl_merkle_to_hex(root[i], root_hex);
+        bool ok = cp && pgcl_checkpoint_read(o->checkpoints[i], o->public_key, cp, why, cap) == PGCL_OK;
+        if (!cp) snprintf(why, (size_t)cap, "out of memory");
+        if (ok && (cp->version < 2 || cp->head_seq != size[i] || strcmp(cp->log_root, root_hex) != 0)) {
+            snprintf(why, (size_t)cap,
+                     "%s signs the log tree of %lld entries with root %s, not the proof's %s tree of "
+                     "%lld entries with root %s",
+                     o->checkpoints[i], (long long)cp->head_seq,
+                     cp->version < 2 ? "(none: format version 1)" : cp->log_root, i ? "second" : "first",
+                     (long long)size[i], root_hex);
+            ok = false;
+        }
+        free(cp);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static int cmd_verify_consistency(const char *file, const cli_opts *o) {
+    json_error_t jerr;
+    json_t *doc = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+    if (!doc) {
+        fprintf(stderr, "pgcld audit verify-consistency: %s: %s\n", file, jerr.text);
+        return 1;
+    }
+    pgcl_log_consistency *c = calloc(1, sizeof *c);
+    char why[1024] = "out of memory";
+    bool valid = c && read_consistency(doc, c, why, sizeof why);
+    if (valid && !pgcl_merkle_verify_consistency((uint64_t)c->first, (uint64_t)c->second, &c->first_root,
+                                                 &c->second_root, c->proof, c->proof_len)) {
+        snprintf(why, sizeof why,
+                 "the path does not show that the tree of %lld entries is a prefix of the tree of "
+                 "%lld entries (RFC 9162 2.1.4.2)",
+                 (long long)c->first, (long long)c->second);
+        valid = false;
+    }
+    valid = valid && checkpoints_sign_both(c, o, why, sizeof why);
+    int rc = 1;
+    if (valid) {
+        json_t *out = json_pack("{s:b, s:I, s:I, s:i}", "valid", 1, "first", (json_int_t)c->first, "second",
+                                (json_int_t)c->second, "checkpoints", o->n_checkpoints);
+        rc = print_line(out, "verify-consistency");
+        json_decref(out);
+    } else {
+        fprintf(stderr, "pgcld audit verify-consistency: %s: NOT VALID: %s\n", file, why);
+    }
+    free(c);
+    json_decref(doc);
+    return rc;
+}
+
 int pgcld_cli_audit(int argc, char **argv) {
     if (argc < 1)
-        return pgcld_cli_usage_error(&CLI, "%s", "missing subcommand: verify, checkpoint, keygen or verify-proof");
+        return pgcld_cli_usage_error(
+            &CLI, "%s", "missing subcommand: verify, checkpoint, keygen, verify-proof or verify-consistency");
     const char *cmd = argv[0];
     if (pgcld_cli_is_help(cmd)) {
         fputs(USAGE, stdout);
@@ -288,13 +374,14 @@ int pgcld_cli_audit(int argc, char **argv) {
     }
     int allowed;
     const char *proof_file = NULL;
-    if (strcmp(cmd, "verify-proof") == 0) {
+    if (strcmp(cmd, "verify-proof") == 0 || strcmp(cmd, "verify-consistency") == 0) {
         if (argc < 2 || argv[1][0] == '-')
-            return pgcld_cli_usage_error(&CLI, "%s", "verify-proof needs the proof file: verify-proof PROOF");
+            return pgcld_cli_usage_error(&CLI, "%s needs the proof file: %s PROOF", cmd, cmd);
         proof_file = argv[1];
         argc--;
         argv++;
-        allowed = OPT_ENTRY_HASH | OPT_CHECKPOINT | OPT_PUBLIC_KEY;
+        allowed = strcmp(cmd, "verify-proof") == 0 ? OPT_ENTRY_HASH | OPT_CHECKPOINT | OPT_PUBLIC_KEY
+                                                   : OPT_CHECKPOINT | OPT_PUBLIC_KEY;
     } else if (strcmp(cmd, "verify") == 0)
         allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY;
     else if (strcmp(cmd, "checkpoint") == 0)
@@ -302,7 +389,8 @@ int pgcld_cli_audit(int argc, char **argv) {
     else if (strcmp(cmd, "keygen") == 0)
         allowed = OPT_OUT;
     else
-        return pgcld_cli_usage_error(&CLI, "unknown subcommand '%s' (verify, checkpoint, keygen or verify-proof)", cmd);
+        return pgcld_cli_usage_error(
+            &CLI, "unknown subcommand '%s' (verify, checkpoint, keygen, verify-proof or verify-consistency)", cmd);
     cli_opts *o = calloc(1, sizeof *o);
     if (!o) {
         fprintf(stderr, "pgcld audit: out of memory\n");
@@ -313,6 +401,8 @@ int pgcld_cli_audit(int argc, char **argv) {
     if (rc == 0 && (allowed & OPT_SIGNING_KEY) && !o->signing_key)
         rc = pgcld_cli_usage_error(&CLI, "%s needs --signing-key FILE", cmd);
     if (rc == 0 && (allowed & OPT_OUT) && !o->out) rc = pgcld_cli_usage_error(&CLI, "%s needs --out FILE", cmd);
+    if (rc == 0 && strcmp(cmd, "verify-consistency") == 0 && o->n_checkpoints != 0 && o->n_checkpoints != 2)
+        rc = pgcld_cli_usage_error(&CLI, "%s", "verify-consistency takes no --checkpoint or two: the older, the newer");
     if (rc == 0 && o->public_key && strlen(o->public_key) != PGCL_PUBLIC_KEY_HEX_LEN)
         rc = pgcld_cli_usage_error(&CLI, "--public-key must be %d hex digits", PGCL_PUBLIC_KEY_HEX_LEN);
     if (rc == 0 && sodium_init() < 0) {
@@ -320,7 +410,10 @@ int pgcld_cli_audit(int argc, char **argv) {
         rc = 1;
     }
     if (rc == 0) {
-        if (proof_file) rc = cmd_verify_proof(proof_file, o);
+        if (proof_file && strcmp(cmd, "verify-consistency") == 0)
+            rc = cmd_verify_consistency(proof_file, o);
+        else if (proof_file)
+            rc = cmd_verify_proof(proof_file, o);
         else if (strcmp(cmd, "verify") == 0) rc = cmd_verify(o);
         else if (strcmp(cmd, "checkpoint") == 0) rc = cmd_checkpoint(o);
         else rc = cmd_keygen(o);

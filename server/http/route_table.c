@@ -27,6 +27,7 @@ static const char *const DECISIONS_PARAMS[] = {"model", "version", "label",   "d
 static const char *const EXPORT_PARAMS[] = {"since", "until", "format", NULL};
 static const char *const STATS_PARAMS[] = {"since", "until", NULL};
 static const char *const CONTESTS_PARAMS[] = {"status", "limit", "cursor", NULL};
+static const char *const CONSISTENCY_PARAMS[] = {"first", "second", NULL};
 
 static const route g_routes[] = {
     {"POST", "/v1/score", pgcld_handle_score, PGCL_ROLE_SCORER, false, SCORE_PARAMS},
@@ -51,6 +52,7 @@ static const route g_routes[] = {
     {"GET", "/v1/audit/stats", pgcld_handle_audit_stats, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, STATS_PARAMS},
     {"GET", "/v1/audit/verify", pgcld_handle_audit_verify, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
     {"POST", "/v1/audit/checkpoints", pgcld_handle_audit_checkpoint, PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"GET", "/v1/audit/consistency", pgcld_handle_audit_consistency, PGCL_ROLE_REVIEWER, false, CONSISTENCY_PARAMS},
     {"GET", "/v2", pgcld_handle_v2_server, ANYONE, false, ANY_PARAMS},
     {"GET", "/v2/health/live", pgcld_handle_v2_live, ANYONE, false, ANY_PARAMS},
     {"GET", "/v2/health/ready", pgcld_handle_v2_ready, ANYONE, false, ANY_PARAMS},
@@ -73,7 +75,7 @@ const char *const pgcld_route_names[] = {
     "GET /v1/admin/keys", "DELETE /v1/admin/keys/{key_id}", "GET /v1/decisions", "GET /v1/decisions/{id}",
     "GET /v1/decisions/{id}/statement", "GET /v1/decisions/{id}/proof", "POST /v1/decisions/{id}/contests", "POST /v1/decisions/{id}/rescore",
     "GET /v1/contests", "POST /v1/contests/{id}/resolution", "GET /v1/audit/export", "GET /v1/audit/stats",
-    "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /v2", "GET /v2/health/live", "GET /v2/health/ready",
+    "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /v1/audit/consistency", "GET /v2", "GET /v2/health/live", "GET /v2/health/ready",
     "GET /v2/models/{name}", "GET /v2/models/{name}/ready", "POST /v2/models/{name}/infer", "GET /healthz",
     "GET /readyz", "GET /metrics", "GET /console", "GET /console/", "GET /console/{file}",
 };

@@ -1,6 +1,7 @@
 /* Audit chain verification and signed checkpoints over HTTP:
  *   GET  /v1/audit/verify       (reviewer, admin) verifies the chain of the daemon's database
  *   POST /v1/audit/checkpoints  (admin) signs the current head and writes a checkpoint file
+ *   GET  /v1/audit/consistency  (reviewer) proves that one log tree size extends another
  * Both run on the request's thread with their own connections (core/audit/chain.c, core/audit/signing.c); a
  * verification reads one snapshot while the writer goes on. */
 #include <limits.h>
@@ -123,4 +124,59 @@ void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pg
         return;
     }
     reply->status = 200;
+}
+
+/* ---- GET /v1/audit/consistency?first=N&second=M ---- */
+
+/* A required tree size: a decimal integer from 1 to 10^15 (no sign, no leading zero). */
+static bool tree_size_param(const pgcld_request *req, const char *key, int64_t *out, pgcld_reply *reply) {
+    const char *v = pgcld_request_query(req, key);
+    if (!v) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, key,
+                          "'%s' (a tree size: a checkpoint's head_seq) is required", key);
+        return false;
+    }
+    int64_t n = 0;
+    bool ok = *v >= '1' && *v <= '9' && strlen(v) <= 15;
+    for (const char *p = v; ok && *p; p++) {
+        ok = *p >= '0' && *p <= '9';
+        n = n * 10 + (*p - '0');
+    }
+    if (!ok) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, key,
+                          "'%s' must be a tree size: an integer from 1 (a checkpoint's head_seq)", key);
+        return false;
+    }
+    *out = n;
+    return true;
+}
+
+void pgcld_handle_audit_consistency(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    int64_t first, second;
+    if (!tree_size_param(req, "first", &first, reply) || !tree_size_param(req, "second", &second, reply)) return;
+    if (first > second) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "first",
+                          "'first' (%lld) must not be larger than 'second' (%lld)", (long long)first,
+                          (long long)second);
+        return;
+    }
+    pgcl_log_consistency *c = malloc(sizeof *c);
+    char err[ERR_CAP];
+    if (!c) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return;
+    }
+    pgcl_status st = pgcl_audit_read_consistency(srv->audit, first, second, c, err, sizeof err);
+    if (st == PGCL_ERR_NOT_FOUND) {
+        pgcld_reply_error(reply, 404, "tree_size_beyond_log", -1, "second", "%s", err);
+    } else if (st != PGCL_OK) {
+        pgcl_log_error("audit consistency: %s", err);
+        pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "the audit chain could not be read: %s", err);
+        reply->retry_after = "1";
+    } else if (!(reply->body = pgcld_consistency_proof_json(c))) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+    } else {
+        reply->status = 200;
+    }
+    free(c);
 }

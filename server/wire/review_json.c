@@ -241,3 +241,11 @@ json_t *pgcld_inclusion_proof_json(const char *decision_id, const pgcl_chain_pro
     free(b64);
     return out;
 }
+
+json_t *pgcld_consistency_proof_json(const pgcl_log_consistency *c) {
+    json_t *path = json_array();
+    for (int i = 0; path && i < c->proof_len; i++)
+        json_array_append_new(path, hash_json(&c->proof[i]));
+    return json_pack("{s:I, s:I, s:o, s:o, s:o}", "first", (json_int_t)c->first, "second", (json_int_t)c->second,
+                     "first_root", hash_json(&c->first_root), "second_root", hash_json(&c->second_root), "path", path);
+}

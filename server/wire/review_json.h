@@ -35,6 +35,10 @@ json_t *pgcld_contest_rows_json(const pgcl_contest_page *page);
  * what docs/verify_proof.py and pgcld audit verify-proof read. NULL when out of memory. */
 json_t *pgcld_inclusion_proof_json(const char *decision_id, const pgcl_chain_proof *p);
 
+/* A consistency proof as GET /v1/audit/consistency answers it (openapi.yaml, ConsistencyProof):
+ * {first, second, first_root, second_root, path}. NULL when out of memory. */
+json_t *pgcld_consistency_proof_json(const pgcl_log_consistency *c);
+
 json_t *pgcld_audit_stats_json(const pgcl_audit_stats *s, const char *since, const char *until);
 
 #endif

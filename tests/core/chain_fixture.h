@@ -31,7 +31,8 @@ static const char DROP_TRIGGERS[] =
     "DROP TRIGGER IF EXISTS resolutions_append_only_u; DROP TRIGGER IF EXISTS resolutions_append_only_d;"
     "DROP TRIGGER IF EXISTS audit_chain_append_only_u; DROP TRIGGER IF EXISTS audit_chain_append_only_d;"
     "DROP TRIGGER IF EXISTS audit_chain_runs_append_only_u; DROP TRIGGER IF EXISTS audit_chain_runs_append_only_d;"
-    "DROP TRIGGER IF EXISTS decision_inputs_append_only_u;";
+    "DROP TRIGGER IF EXISTS decision_inputs_append_only_u;"
+    "DROP TRIGGER IF EXISTS audit_log_nodes_append_only_u; DROP TRIGGER IF EXISTS audit_log_nodes_append_only_d;";
 
 /* ---- files and SQL helpers ---- */
 

@@ -172,13 +172,21 @@ static void test_checkpoints(const char *base, const base_info *info) {
     rep = verify(empty, NULL, 0);
     CHECK(rep.intact && rep.events == 0 && rep.head_seq == 0, "an empty chain is intact");
 
-    /* truncate the tail: the last 3 decisions and their entries */
+    /* truncate the tail: the last 3 decisions and their entries; the log tree's nodes over them
+     * would give it away, so the attacker deletes those too */
     char sql[512];
     snprintf(sql, sizeof sql,
              "DELETE FROM audit_chain WHERE seq > %lld;"
              "DELETE FROM decisions WHERE seq > 37",
              info->entries - 3);
-    const char *p = tampered(db, "truncated.db", sql);
+    const char *p = tampered(db, "truncated-nodes-left.db", sql);
+    rep = verify(p, NULL, 0);
+    CHECK_BAD(rep, info->entries - 2, "covers entries beyond the chain's end");
+    snprintf(sql, sizeof sql,
+             "DELETE FROM audit_chain WHERE seq > %lld;"
+             "DELETE FROM decisions WHERE seq > 37; DELETE FROM audit_log_nodes WHERE ((idx + 1) << level) > %lld",
+             info->entries - 3, info->entries - 3);
+    p = tampered(db, "truncated.db", sql);
     rep = verify(p, NULL, 0);
     CHECK(rep.intact && rep.head_seq == info->entries - 3, "a truncated tail alone looks intact: %s", rep.reason);
     rep = verify(p, files, 1);
@@ -188,8 +196,9 @@ static void test_checkpoints(const char *base, const base_info *info) {
 
     /* a rewritten history: entries from the tail's start re-made after editing a row */
     snprintf(sql, sizeof sql,
-             "DELETE FROM audit_chain WHERE seq >= %lld; UPDATE decisions SET decision = 'allow' WHERE seq = 35",
-             info->tail_first);
+             "DELETE FROM audit_chain WHERE seq >= %lld; UPDATE decisions SET decision = 'allow' WHERE seq = 35;"
+             "DELETE FROM audit_log_nodes WHERE ((idx + 1) << level) >= %lld",
+             info->tail_first, info->tail_first);
     p = tampered(db, "rewritten.db", sql);
     memset(&w, 0, sizeof w);
     sqlite3_open(p, &w.db);

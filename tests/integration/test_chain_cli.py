@@ -40,7 +40,7 @@ HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 DROP_TRIGGERS = "".join(
     f"DROP TRIGGER IF EXISTS {t}_append_only_{op};\n"
-    for t in ("decisions", "admin_events", "contests", "resolutions", "audit_chain")
+    for t in ("decisions", "admin_events", "contests", "resolutions", "audit_chain", "audit_log_nodes")
     for op in ("u", "d"))
 
 
@@ -255,9 +255,13 @@ class ChainCliTest(unittest.TestCase):
         self.assertEqual(out["file"], cp)
         self.assertEqual(oct(os.stat(self.key).st_mode & 0o777), "0o600")
 
-        path = self.copy(f"DELETE FROM decisions WHERE seq IN (SELECT row_seq FROM audit_chain"
-                         f" WHERE seq > {keep} AND kind = 'decisions');"
-                         f"DELETE FROM audit_chain WHERE seq > {keep};")
+        truncate = (f"DELETE FROM decisions WHERE seq IN (SELECT row_seq FROM audit_chain"
+                    f" WHERE seq > {keep} AND kind = 'decisions');"
+                    f"DELETE FROM audit_chain WHERE seq > {keep};")
+        # the log tree's nodes over the removed entries give it away ...
+        self.assert_bad(self.copy(truncate), keep + 1, "covers entries beyond the chain's end")
+        # ... unless they go too
+        path = self.copy(truncate + f"DELETE FROM audit_log_nodes WHERE ((idx + 1) << level) > {keep};")
         rc, rep, err = self.verify(path)
         self.assertEqual(rc, 0, f"a clean truncation alone looks intact: {rep} {err}")
         self.assertEqual(rep["head_seq"], keep)

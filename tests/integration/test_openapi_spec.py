@@ -52,6 +52,7 @@ CONTRACT_ERRORS = {
     "contest_window_closed": 422, "invalid_label": 422, "checkpoint_failed": 500,
     "input_not_rescorable": 409, "shadow_is_active": 409, "proof_unavailable": 409,
     "input_dropped": 410,
+    "tree_size_beyond_log": 404,
     # the request's head, checked before routing on every path (documented in info.description)
     "not_implemented": 501,
 }
@@ -129,6 +130,7 @@ OPERATION_ERRORS = {
     ("get", "/v1/audit/verify"): AUTH_ERRORS | {"invalid_request", "audit_unavailable"},
     ("post", "/v1/audit/checkpoints"): AUTH_ERRORS | BODY_ERRORS | {
         "no_signing_key", "empty_chain", "checkpoint_failed"},
+    ("get", "/v1/audit/consistency"): AUTH_ERRORS | READ_ERRORS | {"invalid_request", "tree_size_beyond_log"},
     # the Open Inference Protocol (KServe v2): public health and metadata, model metadata for every
     # role, inference for scorers
     ("get", "/v2"): set(),
@@ -189,7 +191,7 @@ class SpecStructureTest(unittest.TestCase):
             "/v1/decisions", "/v1/decisions/{id}", "/v1/decisions/{id}/statement", "/v1/decisions/{id}/proof",
             "/v1/decisions/{id}/contests", "/v1/decisions/{id}/rescore", "/v1/contests",
             "/v1/contests/{id}/resolution", "/v1/audit/export", "/v1/audit/stats",
-            "/v1/audit/verify", "/v1/audit/checkpoints", "/v2", "/v2/health/live",
+            "/v1/audit/verify", "/v1/audit/checkpoints", "/v1/audit/consistency", "/v2", "/v2/health/live",
             "/v2/health/ready", "/v2/models/{name}", "/v2/models/{name}/ready",
             "/v2/models/{name}/infer", "/console", "/console/", "/console/{file}"})
 
