@@ -298,16 +298,34 @@ static bool string(parser *ps, char *out, size_t *out_len, bool *had_nul) {
     return false;
 }
 
+/* The closing quote of the string whose contents start at p (a backslash escapes the byte after
+ * it), or end. memchr rather than a byte loop: the strings skipped here are mostly the items'
+ * embedding_b64 values, kilobytes each, without a backslash. */
+static const char *string_close(const char *p, const char *end) {
+    while (p < end) {
+        const char *q = memchr(p, '"', (size_t)(end - p));
+        if (!q) return end;
+        const char *bs = memchr(p, '\\', (size_t)(q - p));
+        if (!bs) return q;
+        p = bs + 2; /* the escaped byte, even a quote, does not close the string */
+    }
+    return end;
+}
+
 /* Finds a later top-level "model" string value without validating (the main pass validates):
  * scans from ps->p (inside the top-level object) honouring strings and nesting. */
 static bool prescan_model(const char *p, const char *end, char *model, bool *found) {
     int depth = 0;
     *found = false;
+    /* Most bodies name no model (the default one): then the text "model" in quotes occurs nowhere
+     * after the items, and one memmem over the body replaces the byte-by-byte walk through every
+     * embedding. A key spelled with escapes is not found either way; the main pass bails on it. */
+    if (!memmem(p, (size_t)(end - p), "\"model\"", 7)) return true;
     while (p < end) {
         char c = *p;
         if (c == '"') {
             const char *start = ++p;
-            while (p < end && *p != '"') p += *p == '\\' ? 2 : 1;
+            p = string_close(p, end);
             if (p >= end) return false;
             size_t klen = (size_t)(p - start);
             p++;

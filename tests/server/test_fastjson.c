@@ -106,6 +106,18 @@ static void test_requests(void) {
     CHECK(parse("{\"items\":[{\"id\":\"a\",\"embedding\":[1,2,3,4]}]}", &r) == PGCLD_FAST_OK && !r.has_model,
           "no model: the default");
     pgcld_fast_request_free(&r);
+    /* the look-ahead's memmem shortcut: the text "model" in quotes inside an id is not a key ... */
+    CHECK(parse("{\"items\":[{\"id\":\"x\\\"model\\\"\",\"embedding\":[1,2,3,4]}]}", &r) == PGCLD_FAST_OK &&
+              !r.has_model && strcmp(r.ids[0], "x\"model\"") == 0,
+          "an id holding \"model\" names no model");
+    pgcld_fast_request_free(&r);
+    /* ... and a real key after such an id is still found, after strings with escapes */
+    resolved = NULL;
+    const char *tricky = "{\"items\":[{\"id\":\"x\\\"model\\\\\",\"embedding\":[1,2,3,4]}],\"model\":\"late\"}";
+    CHECK(pgcld_fast_parse_score(tricky, strlen(tricky), 100, resolve_d4, &resolved, &r) == PGCLD_FAST_OK &&
+              strcmp(r.model, "late") == 0 && strcmp(r.ids[0], "x\"model\\") == 0,
+          "model after an id with escaped quotes and backslashes");
+    pgcld_fast_request_free(&r);
 
     /* base64 of 4 float32 */
     float v[4] = {1.5f, -2.0f, 0.25f, 8.0f};
