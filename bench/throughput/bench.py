@@ -29,7 +29,7 @@ from plan import FULL, DIAG, QUICK
 from servers import ROOT, PY, log, run, sh, pgcld_server, peer_server
 from measure import (
     loadgen, bodies_for, wait_quiet, matrix, forward_rates, gpu_forward, ready_runs, ready_times, profile,
-    profile_forward, smaps_summary, machine, daemon_commit)
+    profile_forward, smaps_summary, machine, daemon_commit, parse_forward_rates, audit_write_rates)
 from report import SECTION, markdown, write_section
 
 
@@ -82,6 +82,13 @@ def main():
         res["gpu_forward"] = gpu_forward(args, cfg, models)
         res["forward"]["gpu_forward"] = res["gpu_forward"]
         json.dump(res["forward"], open(os.path.join(out_dir, "forward.json"), "w"), indent=1)
+        wait_quiet()
+        res["parse_forward"] = parse_forward_rates(args, cfg, models, work)
+        log("audit writer alone")
+        wait_quiet()
+        res["audit_write"] = audit_write_rates(args, cfg, work)
+        json.dump({k: res[k] for k in ("parse_forward", "audit_write")},
+                  open(os.path.join(out_dir, "in_process.json"), "w"), indent=1)
 
         log("start to ready")
         wait_quiet()

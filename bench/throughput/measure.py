@@ -131,6 +131,43 @@ def gpu_forward(args, cfg, models):
     return {"exe": os.path.relpath(exe, ROOT), "rows": rows}
 
 
+def bench_exe(args, name):
+    """A micro-benchmark meson builds beside the daemon (BUILD/bench/NAME), or None."""
+    exe = os.path.join(os.path.dirname(os.path.dirname(args.pgcld)), "bench", name)
+    return exe if os.access(exe, os.X_OK) else None
+
+
+def parse_forward_rates(args, cfg, models, work):
+    """The in-process rate of fast parse + forward (bench/parse_forward.c) on the batch-64 bodies the
+    HTTP cells send, 1 and 2 threads: the reference of the JSON (and base64) targets."""
+    exe = bench_exe(args, "parse_forward")
+    if not exe:
+        return None
+    bodies = [b for enc in ("json", "b64") for b in bodies_for(work, enc, 64)[:1]]
+    out = run([exe, "--model", os.path.join(models, "toxicity", "1"), "--threads", "1,2",
+               "--seconds", str(max(cfg["forward_seconds"], 0.5))] + [x for b in bodies for x in ("--body", b)],
+              timeout=120)
+    rows = json.loads(out)["rows"]
+    for r in rows:
+        r["encoding"] = "json" if os.path.basename(r["body"]).startswith("json") else "b64"
+        r["batch"] = 64
+    return {"exe": os.path.relpath(exe, ROOT), "rows": rows}
+
+
+def audit_write_rates(args, cfg, work):
+    """The audit writer alone (bench/audit_write.c: no HTTP, FULL, 64 rows per job, 4 client threads),
+    with float16 inputs stored and without, on the same disk as the bench's databases."""
+    exe = bench_exe(args, "audit_write")
+    if not exe:
+        return None
+    out = []
+    for inputs in ("f16", "none"):
+        text = run([exe, "--db", os.path.join(work, f"audit-write-{inputs}.db"), "--rows", str(cfg["audit_rows"]),
+                    "--store-inputs", inputs], timeout=300)
+        out.append(json.loads(text.strip().splitlines()[-1]))
+    return out
+
+
 def ready_runs(args, cfg, work, models, binary, tag):
     out = []
     for i in range(cfg["ready_runs"]):

@@ -49,7 +49,7 @@ def ratio(a, b):
 
 
 def evaluate(res):
-    """The issue's targets: (name, figure text, met or None when not measurable)."""
+    """Issue 16's targets: (name, figure text, met or None when not measurable)."""
     cells = res["cells"]
     peers = [p for p in ("peer-1w", "peer-2w") if any(c["server"] == p for c in cells)]
     def peer_best(enc, batch, key="emb_s"):
@@ -58,45 +58,44 @@ def evaluate(res):
         return max(cs, key=lambda c: c[key]) if cs else None
     rows = []
     fwd = {(r["batch"], r["threads"]): r for r in res.get("forward", {}).get("rows", [])}
-    for enc, what in (("json", "JSON"),):
-        pg, pe = best(cells, "pgcld", enc, 64), peer_best(enc, 64)
-        r = ratio(pg and pg["emb_s"], pe and pe["emb_s"])
-        rows.append(("batch 64 " + what + ": pgcld ≥ 10× peer emb/s",
-                     f"{fmt(pg and pg['emb_s'])} vs {fmt(pe and pe['emb_s'])} ({pe and pe['server']}) emb/s = "
-                     f"**{fmt(r, 1)}×**", r is not None and r >= 10))
-    for batch in (64, 256):
-        if batch not in res["config"]["batches"]:
-            continue
-        pg, pe = best(cells, "pgcld", "b64", batch), peer_best("b64", batch)
-        r = ratio(pg and pg["emb_s"], pe and pe["emb_s"])
-        rows.append((f"batch {batch} base64: pgcld ≥ 10× peer emb/s",
-                     f"{fmt(pg and pg['emb_s'])} vs {fmt(pe and pe['emb_s'])} ({pe and pe['server']}) emb/s = "
-                     f"**{fmt(r, 1)}×**", r is not None and r >= 10))
-        f2 = fwd.get((batch, 2))
-        r2 = ratio(pg and pg["emb_s"], f2 and f2["forward_emb_s"])
-        rows.append((f"batch {batch} base64: ≥ 60 % of the in-process forward rate",
-                     f"{fmt(pg and pg['emb_s'])} vs {fmt(f2 and f2['forward_emb_s'])} emb/s (pgcl_forward, 2 threads) = "
-                     f"**{fmt(r2 and 100 * r2)} %**", r2 is not None and r2 >= 0.6))
+    pf = {(r["encoding"], r["threads"]): r for r in (res.get("parse_forward") or {}).get("rows", [])}
+    pg, f2 = best(cells, "pgcld", "b64", 64), fwd.get((64, 2))
+    r2 = ratio(pg and pg["emb_s"], f2 and f2["forward_emb_s"])
+    rows.append(("batch 64 base64: ≥ 60 % of the in-process forward rate (same 2 cores)",
+                 f"{fmt(pg and pg['emb_s'])} vs {fmt(f2 and f2['forward_emb_s'])} emb/s (pgcl_forward, 2 threads) = "
+                 f"**{fmt(r2 and 100 * r2)} %**", r2 is not None and r2 >= 0.6))
+    pg, pe, p2 = best(cells, "pgcld", "json", 64), peer_best("json", 64), pf.get(("json", 2))
+    r = ratio(pg and pg["emb_s"], p2 and p2["emb_s"])
+    rows.append(("batch 64 JSON: ≥ 60 % of the in-process rate of fast parse + forward (same 2 cores)",
+                 f"{fmt(pg and pg['emb_s'])} vs {fmt(p2 and p2['emb_s'])} emb/s (bench/parse_forward, 2 threads) = "
+                 f"**{fmt(r and 100 * r)} %**", r is not None and r >= 0.6))
+    r = ratio(pg and pg["emb_s"], pe and pe["emb_s"])
+    rows.append(("batch 64 JSON: ≥ 6× the peer",
+                 f"{fmt(pg and pg['emb_s'])} vs {fmt(pe and pe['emb_s'])} ({pe and pe['server']}) emb/s = "
+                 f"**{fmt(r, 1)}×**", r is not None and r >= 6))
     for enc, what in (("json", "JSON"), ("b64", "base64")):
         pg, pe = best(cells, "pgcld", enc, 1, "req_s"), peer_best(enc, 1, "req_s")
         r = ratio(pg and pg["req_s"], pe and pe["req_s"])
-        rows.append((f"batch 1 {what}: pgcld ≥ 20× peer req/s",
+        rows.append((f"batch 1 {what}: ≥ 20× the peer's requests/s",
                      f"{fmt(pg and pg['req_s'])} vs {fmt(pe and pe['req_s'])} ({pe and pe['server']}) req/s = "
                      f"**{fmt(r, 1)}×**", r is not None and r >= 20))
     lad = res.get("latency")
     if lad and lad.get("pgcld"):
         pp, gp = lad["peer_at_rate"]["lat_ms"]["p99"], lad["pgcld"]["lat_ms"]["p99"]
         r = ratio(gp, pp)
-        rows.append(("batch 1 at the peer's highest sustainable rate: pgcld p99 ≤ 1/10 of the peer's",
+        rows.append(("batch 1 at the peer's highest sustainable rate: p99 ≤ 1/10 of the peer's",
                      f"{fmt(lad['rate'])} req/s: pgcld p99 {gp:.2f} ms vs peer p99 {pp:.2f} ms = **{fmt(r and 1 / r, 1)}× lower**",
                      r is not None and r <= 0.1))
-    for batch in (64, 256):
-        f1 = fwd.get((batch, 1))
-        if f1:
-            rows.append((f"forward pass ≥ 70 % of the OpenBLAS SGEMM rate (batch {batch}, 1 thread)",
-                         f"{fmt(f1['forward_emb_s'])} vs {fmt(f1['sgemm_emb_s'])} emb/s (SGEMM {batch}×1024×"
-                         f"{res['forward']['n_sgemm']}) = **{fmt(100 * f1['forward_over_sgemm'])} %**",
-                         f1["forward_over_sgemm"] >= 0.7))
+    for aw in res.get("audit_write") or []:
+        f16 = aw["store_inputs"]
+        want = 60000 if f16 else 120000
+        rows.append((f"audit writer alone (bench/audit_write, FULL, 64 rows per job): ≥ {want:,} decisions/s "
+                     + ("with float16 inputs stored" if f16 else "without stored inputs"),
+                     f"**{fmt(aw['rows_per_s'])}/s**, {aw['cpu_us_per_row']:.1f} µs CPU and "
+                     f"{fmt(aw['db_bytes_per_row'])} B of database per row; {fmt(aw['written_bytes_per_row'])} B "
+                     f"written per row (WAL + checkpoint); the disk's own rate for commits of that size "
+                     f"{aw['disk_mb_per_s']:.0f} MB/s allows {fmt(aw['disk_bound_rows_per_s'])}/s",
+                     aw["rows_per_s"] >= want))
     pg_cells = [c for c in cells if c["server"] == "pgcld"]
     if pg_cells:
         worst = max(pg_cells, key=lambda c: c["server_rss_peak_kb"])
