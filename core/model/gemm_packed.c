@@ -179,11 +179,15 @@ static const micro_fn micro_table[MR_MAX][NP_MAX] = {MICRO_TABLE_ROW(1), MICRO_T
  * enough independent FMA chains to cover the FMA latency; one row is bound by memory anyway. */
 static const int panels_for_rows[MR_MAX + 1] = {0, 8, 6, 4, 3, 2, 2};
 
-/* Rows in blocks of exactly mr (r a multiple of mr), NP = panels_for_rows[mr] panels per call. */
-static void gemm_avx2_blocks(const pgcl_packed_matrix *w, const float *x, int ldx, int r, float *y, int ldy, int mr) {
-    const int np = panels_for_rows[mr];
-    /* One row block: no weight reuse across row blocks, so no k blocking. */
-    const int kc = r == mr ? w->n_in : KC_BLOCK;
+/* Rows in nb = ceil(r / 6) blocks as even as possible (r = 8 is 4 + 4, r = 7 is 4 + 3, r = 64 is nine
+ * of 6 and two of 5), so that every block keeps enough accumulators busy and the weights are read
+ * in one pass; the panel grouping is the one of the largest block. With several row blocks the
+ * inputs are taken KC_BLOCK at a time, so that a group's weight block stays in L1 while every row
+ * block passes over it. */
+static void gemm_avx2(const pgcl_packed_matrix *w, const float *x, int ldx, int r, float *y, int ldy) {
+    const int n_blocks = (r + MR_MAX - 1) / MR_MAX, small = r / n_blocks, n_large = r % n_blocks;
+    const int np = panels_for_rows[n_large ? small + 1 : small];
+    const int kc = n_blocks == 1 ? w->n_in : KC_BLOCK;
     const size_t panel_stride = (size_t)w->n_in * PGCL_PANEL_WIDTH;
     for (int k0 = 0; k0 < w->n_in; k0 += kc) {
         const int k1 = w->n_in - k0 < kc ? w->n_in : k0 + kc;
@@ -191,7 +195,8 @@ static void gemm_avx2_blocks(const pgcl_packed_matrix *w, const float *x, int ld
             const int n_group = w->n_panels - p0 < np ? w->n_panels - p0 : np;
             const int last_cols =
                 p0 + n_group == w->n_panels ? w->n_out - (w->n_panels - 1) * PGCL_PANEL_WIDTH : PGCL_PANEL_WIDTH;
-            for (int i0 = 0; i0 < r; i0 += mr) {
+            for (int b = 0, i0 = 0; b < n_blocks; b++) {
+                const int mr = b < n_large ? small + 1 : small;
                 const micro_args a = {.x = x + (size_t)i0 * (size_t)ldx,
                                       .ldx = ldx,
                                       .w = w->panels + (size_t)p0 * panel_stride,
@@ -202,17 +207,10 @@ static void gemm_avx2_blocks(const pgcl_packed_matrix *w, const float *x, int ld
                                       .k1 = k1,
                                       .last_cols = last_cols};
                 micro_table[mr - 1][n_group - 1](&a);
+                i0 += mr;
             }
         }
     }
-}
-
-/* Blocks of MR_MAX rows, then the remaining 1..MR_MAX-1 rows as one block with its own panel
- * grouping (a lone row with the 6-row grouping would run 2 FMA chains and wait on their latency). */
-static void gemm_avx2(const pgcl_packed_matrix *w, const float *x, int ldx, int r, float *y, int ldy) {
-    const int r_main = r / MR_MAX * MR_MAX, rest = r - r_main;
-    if (r_main) gemm_avx2_blocks(w, x, ldx, r_main, y, ldy, MR_MAX);
-    if (rest) gemm_avx2_blocks(w, x + (size_t)r_main * (size_t)ldx, ldx, rest, y + (size_t)r_main * (size_t)ldy, ldy, rest);
 }
 #endif
 
