@@ -24,6 +24,14 @@
 #define PGCL_HAVE_X86 0
 #endif
 
+/* Full unrolling of the loops over rows and panels (constant trip counts once micro_avx2 is
+ * inlined), so that the accumulators live in registers; clang ignores GCC's spelling and needs "full". */
+#if defined(__clang__)
+#define UNROLL_FULL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL_FULL _Pragma("GCC unroll 8")
+#endif
+
 #define MR_MAX 6   /* rows per microkernel */
 #define NP_MAX 8   /* panels per microkernel */
 #define KC_BLOCK 512 /* inputs per k block when several row blocks share a weight block */
@@ -115,9 +123,9 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void micro_avx2
     const __m256i last_mask =
         _mm256_cmpgt_epi32(_mm256_set1_epi32(a->last_cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const bool last_partial = a->last_cols < PGCL_PANEL_WIDTH;
-#pragma GCC unroll 6
+UNROLL_FULL
     for (int i = 0; i < mr; i++) {
-#pragma GCC unroll 8
+UNROLL_FULL
         for (int p = 0; p < np; p++) {
             const float *yp = a->y + (size_t)i * (size_t)a->ldy + (size_t)p * PGCL_PANEL_WIDTH;
             if (a->k0 == 0) acc[i][p] = _mm256_setzero_ps();
@@ -127,25 +135,23 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void micro_avx2
     }
     const float *xr[MR_MAX]; /* row i at input k0 */
     const float *wr[NP_MAX]; /* panel p at input k0 */
-#pragma GCC unroll 6
+UNROLL_FULL
     for (int i = 0; i < mr; i++) xr[i] = a->x + (size_t)i * (size_t)a->ldx + (size_t)a->k0;
-#pragma GCC unroll 8
+UNROLL_FULL
     for (int p = 0; p < np; p++) wr[p] = a->w + (size_t)p * a->panel_stride + (size_t)a->k0 * PGCL_PANEL_WIDTH;
     const size_t n_k = (size_t)(a->k1 - a->k0);
     for (size_t k = 0; k < n_k; k++) {
-        __m256 wv[NP_MAX];
-#pragma GCC unroll 8
-        for (int p = 0; p < np; p++) wv[p] = _mm256_load_ps(wr[p] + k * PGCL_PANEL_WIDTH);
-#pragma GCC unroll 6
+UNROLL_FULL
         for (int i = 0; i < mr; i++) {
             const __m256 xb = _mm256_broadcast_ss(xr[i] + k);
-#pragma GCC unroll 8
-            for (int p = 0; p < np; p++) acc[i][p] = _mm256_fmadd_ps(xb, wv[p], acc[i][p]);
+UNROLL_FULL
+            for (int p = 0; p < np; p++)
+                acc[i][p] = _mm256_fmadd_ps(xb, _mm256_load_ps(wr[p] + k * PGCL_PANEL_WIDTH), acc[i][p]);
         }
     }
-#pragma GCC unroll 6
+UNROLL_FULL
     for (int i = 0; i < mr; i++) {
-#pragma GCC unroll 8
+UNROLL_FULL
         for (int p = 0; p < np; p++) {
             float *yp = a->y + (size_t)i * (size_t)a->ldy + (size_t)p * PGCL_PANEL_WIDTH;
             if (p == np - 1 && last_partial) _mm256_maskstore_ps(yp, last_mask, acc[i][p]);
