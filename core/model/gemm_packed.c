@@ -32,8 +32,8 @@
 #define UNROLL_FULL _Pragma("GCC unroll 8")
 #endif
 
-#define MR_MAX 6   /* rows per microkernel */
-#define NP_MAX 8   /* panels per microkernel */
+#define MR_MAX 6     /* rows per microkernel */
+#define NP_MAX 8     /* panels per microkernel */
 #define KC_BLOCK 512 /* inputs per k block when several row blocks share a weight block */
 
 pgcl_packed_matrix *pgcl_packed_create(const float *w, int n_out, int n_in) {
@@ -80,8 +80,10 @@ pgcl_gemm_isa pgcl_gemm_best_isa(void) {
 
 const char *pgcl_gemm_isa_str(pgcl_gemm_isa isa) {
     switch (isa) {
-    case PGCL_GEMM_SCALAR: return "scalar";
-    case PGCL_GEMM_AVX2: return "avx2";
+    case PGCL_GEMM_SCALAR:
+        return "scalar";
+    case PGCL_GEMM_AVX2:
+        return "avx2";
     }
     return "?";
 }
@@ -96,7 +98,8 @@ static void gemm_scalar(const pgcl_packed_matrix *w, const float *x, int ldx, in
             const float *wo = w->panels + (size_t)(o / PGCL_PANEL_WIDTH) * (size_t)w->n_in * PGCL_PANEL_WIDTH +
                               (size_t)(o % PGCL_PANEL_WIDTH);
             float acc = 0.0f;
-            for (int k = 0; k < w->n_in; k++) acc = fmaf(xi[k], wo[(size_t)k * PGCL_PANEL_WIDTH], acc);
+            for (int k = 0; k < w->n_in; k++)
+                acc = fmaf(xi[k], wo[(size_t)k * PGCL_PANEL_WIDTH], acc);
             y[(size_t)i * (size_t)ldy + (size_t)o] = acc;
         }
     }
@@ -107,55 +110,62 @@ static void gemm_scalar(const pgcl_packed_matrix *w, const float *x, int ldx, in
 #if PGCL_HAVE_X86
 /* One microkernel call: MR rows × NP panels over inputs [k0, k1). */
 typedef struct micro_args {
-    const float *x;      /* row block's first row, input 0; row stride ldx */
+    const float *x; /* row block's first row, input 0; row stride ldx */
     int ldx;
-    const float *w;      /* first panel of the group, input 0; panels panel_stride floats apart */
+    const float *w; /* first panel of the group, input 0; panels panel_stride floats apart */
     size_t panel_stride;
-    float *y;            /* row block's first row, the group's first column; row stride ldy */
+    float *y; /* row block's first row, the group's first column; row stride ldy */
     int ldy;
     int k0, k1;
-    int last_cols;       /* valid columns of the group's last panel, 1..8 (the others are not written) */
+    int last_cols; /* valid columns of the group's last panel, 1..8 (the others are not written) */
 } micro_args;
 
 __attribute__((target("avx2,fma"), always_inline)) static inline void micro_avx2(const int mr, const int np,
-                                                                                  const micro_args *a) {
+                                                                                 const micro_args *a) {
     __m256 acc[MR_MAX][NP_MAX];
     const __m256i last_mask =
         _mm256_cmpgt_epi32(_mm256_set1_epi32(a->last_cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const bool last_partial = a->last_cols < PGCL_PANEL_WIDTH;
-UNROLL_FULL
+    UNROLL_FULL
     for (int i = 0; i < mr; i++) {
-UNROLL_FULL
+        UNROLL_FULL
         for (int p = 0; p < np; p++) {
             const float *yp = a->y + (size_t)i * (size_t)a->ldy + (size_t)p * PGCL_PANEL_WIDTH;
-            if (a->k0 == 0) acc[i][p] = _mm256_setzero_ps();
-            else if (p == np - 1 && last_partial) acc[i][p] = _mm256_maskload_ps(yp, last_mask);
-            else acc[i][p] = _mm256_loadu_ps(yp);
+            if (a->k0 == 0)
+                acc[i][p] = _mm256_setzero_ps();
+            else if (p == np - 1 && last_partial)
+                acc[i][p] = _mm256_maskload_ps(yp, last_mask);
+            else
+                acc[i][p] = _mm256_loadu_ps(yp);
         }
     }
     const float *xr[MR_MAX]; /* row i at input k0 */
     const float *wr[NP_MAX]; /* panel p at input k0 */
-UNROLL_FULL
-    for (int i = 0; i < mr; i++) xr[i] = a->x + (size_t)i * (size_t)a->ldx + (size_t)a->k0;
-UNROLL_FULL
-    for (int p = 0; p < np; p++) wr[p] = a->w + (size_t)p * a->panel_stride + (size_t)a->k0 * PGCL_PANEL_WIDTH;
+    UNROLL_FULL
+    for (int i = 0; i < mr; i++)
+        xr[i] = a->x + (size_t)i * (size_t)a->ldx + (size_t)a->k0;
+    UNROLL_FULL
+    for (int p = 0; p < np; p++)
+        wr[p] = a->w + (size_t)p * a->panel_stride + (size_t)a->k0 * PGCL_PANEL_WIDTH;
     const size_t n_k = (size_t)(a->k1 - a->k0);
     for (size_t k = 0; k < n_k; k++) {
-UNROLL_FULL
+        UNROLL_FULL
         for (int i = 0; i < mr; i++) {
             const __m256 xb = _mm256_broadcast_ss(xr[i] + k);
-UNROLL_FULL
+            UNROLL_FULL
             for (int p = 0; p < np; p++)
                 acc[i][p] = _mm256_fmadd_ps(xb, _mm256_load_ps(wr[p] + k * PGCL_PANEL_WIDTH), acc[i][p]);
         }
     }
-UNROLL_FULL
+    UNROLL_FULL
     for (int i = 0; i < mr; i++) {
-UNROLL_FULL
+        UNROLL_FULL
         for (int p = 0; p < np; p++) {
             float *yp = a->y + (size_t)i * (size_t)a->ldy + (size_t)p * PGCL_PANEL_WIDTH;
-            if (p == np - 1 && last_partial) _mm256_maskstore_ps(yp, last_mask, acc[i][p]);
-            else _mm256_storeu_ps(yp, acc[i][p]);
+            if (p == np - 1 && last_partial)
+                _mm256_maskstore_ps(yp, last_mask, acc[i][p]);
+            else
+                _mm256_storeu_ps(yp, acc[i][p]);
         }
     }
 }
@@ -163,11 +173,12 @@ UNROLL_FULL
 typedef void (*micro_fn)(const micro_args *a);
 
 /* One specialised function per (MR, NP), so that the accumulators live in registers. */
-#define MICRO(MR, NP)                                                                                     \
-    __attribute__((target("avx2,fma"))) static void micro_avx2_##MR##_##NP(const micro_args *a) {         \
-        micro_avx2(MR, NP, a);                                                                            \
+#define MICRO(MR, NP)                                                                                                  \
+    __attribute__((target("avx2,fma"))) static void micro_avx2_##MR##_##NP(const micro_args *a) {                      \
+        micro_avx2(MR, NP, a);                                                                                         \
     }
-#define MICRO_ROW(MR) MICRO(MR, 1) MICRO(MR, 2) MICRO(MR, 3) MICRO(MR, 4) MICRO(MR, 5) MICRO(MR, 6) MICRO(MR, 7) MICRO(MR, 8)
+#define MICRO_ROW(MR)                                                                                                  \
+    MICRO(MR, 1) MICRO(MR, 2) MICRO(MR, 3) MICRO(MR, 4) MICRO(MR, 5) MICRO(MR, 6) MICRO(MR, 7) MICRO(MR, 8)
 MICRO_ROW(1)
 MICRO_ROW(2)
 MICRO_ROW(3)
@@ -175,11 +186,13 @@ MICRO_ROW(4)
 MICRO_ROW(5)
 MICRO_ROW(6)
 #define MICRO_NAME(MR, NP) micro_avx2_##MR##_##NP
-#define MICRO_TABLE_ROW(MR)                                                                               \
-    {MICRO_NAME(MR, 1), MICRO_NAME(MR, 2), MICRO_NAME(MR, 3), MICRO_NAME(MR, 4), MICRO_NAME(MR, 5),      \
-     MICRO_NAME(MR, 6), MICRO_NAME(MR, 7), MICRO_NAME(MR, 8)}
+#define MICRO_TABLE_ROW(MR)                                                                                            \
+    {                                                                                                                  \
+        MICRO_NAME(MR, 1), MICRO_NAME(MR, 2), MICRO_NAME(MR, 3), MICRO_NAME(MR, 4), MICRO_NAME(MR, 5),                 \
+            MICRO_NAME(MR, 6), MICRO_NAME(MR, 7), MICRO_NAME(MR, 8)                                                    \
+    }
 static const micro_fn micro_table[MR_MAX][NP_MAX] = {MICRO_TABLE_ROW(1), MICRO_TABLE_ROW(2), MICRO_TABLE_ROW(3),
-                                                      MICRO_TABLE_ROW(4), MICRO_TABLE_ROW(5), MICRO_TABLE_ROW(6)};
+                                                     MICRO_TABLE_ROW(4), MICRO_TABLE_ROW(5), MICRO_TABLE_ROW(6)};
 
 /* Panels per microkernel for a row block of MR rows: about 12 accumulators (of 16 ymm registers),
  * enough independent FMA chains to cover the FMA latency; one row is bound by memory anyway. */
@@ -223,8 +236,8 @@ static void gemm_avx2(const pgcl_packed_matrix *w, const float *x, int ldx, int 
 void pgcl_packed_gemm_isa(pgcl_gemm_isa isa, const pgcl_packed_matrix *w, const float *x, int ldx, int r, float *y,
                           int ldy) {
     if (r < 0 || ldx < w->n_in || ldy < w->n_out || !pgcl_gemm_isa_supported(isa)) {
-        fprintf(stderr, "pgcl_packed_gemm: bad call (isa %s, r %d, ldx %d, ldy %d, w %dx%d)\n", pgcl_gemm_isa_str(isa), r,
-                ldx, ldy, w->n_out, w->n_in);
+        fprintf(stderr, "pgcl_packed_gemm: bad call (isa %s, r %d, ldx %d, ldy %d, w %dx%d)\n", pgcl_gemm_isa_str(isa),
+                r, ldx, ldy, w->n_out, w->n_in);
         abort(); /* a broken caller: its output would be garbage */
     }
     if (r == 0) return;

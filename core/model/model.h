@@ -133,10 +133,11 @@ int pgcl_scratch_rows(const pgcl_scratch *s);
 /* True when s is large enough for m's layer widths (scratches are reused across models). */
 bool pgcl_scratch_fits(const pgcl_scratch *s, const pgcl_model *m);
 
-/* Fast path (the packed-weight kernel of gemm_packed.h). z (n, D) row-major; writes vectors (n, d) and probs (n, K). Any n >= 0:
- * larger batches are processed max_rows at a time. s must have been created for a model with the
- * same dimensions. Allocates nothing. A row's vector and probabilities are the same bits whatever n
- * is, wherever the row sits among the n and whatever max_rows is (see gemm_packed.h). */
+/* Fast path (its matrix products by the packed-weight kernel of gemm_packed.h). z (n, D) row-major;
+ * writes vectors (n, d) and probs (n, K). Any n >= 0: larger batches are processed max_rows at a
+ * time. s must have been created for a model with the same dimensions. Allocates nothing. A row's
+ * vector and probabilities are the same bits whatever n is, wherever the row sits among the n and
+ * whatever max_rows is (see gemm_packed.h). */
 void pgcl_forward(const pgcl_model *m, pgcl_scratch *s, const float *z, int n, float *vectors, float *probs);
 
 /* Naive oracle: one input z (D) through the stored weights with no folding, double accumulators.

@@ -23,17 +23,22 @@ static float next_value(void) {
     uint64_t bits = g_seed >> 11;
     double u = (double)bits / 9007199254740992.0 * 2.0 - 1.0;
     switch ((bits >> 3) % 23) {
-    case 0: return 0.0f;
-    case 1: return (float)(u * 1e3);
-    case 2: return (float)(u * 1e-4);
-    default: return (float)u;
+    case 0:
+        return 0.0f;
+    case 1:
+        return (float)(u * 1e3);
+    case 2:
+        return (float)(u * 1e-4);
+    default:
+        return (float)u;
     }
 }
 
 static float *random_matrix(int rows, int cols, int ld) {
     float *a = malloc(sizeof(float) * (size_t)rows * (size_t)ld);
     for (int i = 0; i < rows; i++)
-        for (int k = 0; k < ld; k++) a[(size_t)i * ld + k] = k < cols ? next_value() : NAN; /* padding: poison */
+        for (int k = 0; k < ld; k++)
+            a[(size_t)i * ld + k] = k < cols ? next_value() : NAN; /* padding: poison */
     return a;
 }
 
@@ -41,7 +46,8 @@ static const float SENTINEL = -12345.0f;
 
 static float *sentinel_matrix(int rows, int ld) {
     float *y = malloc(sizeof(float) * (size_t)rows * (size_t)ld);
-    for (size_t i = 0; i < (size_t)rows * (size_t)ld; i++) y[i] = SENTINEL;
+    for (size_t i = 0; i < (size_t)rows * (size_t)ld; i++)
+        y[i] = SENTINEL;
     return y;
 }
 
@@ -49,8 +55,8 @@ typedef struct shape {
     int n_out, n_in;
 } shape;
 
-static const shape g_shapes[] = {{1, 1}, {7, 3}, {8, 8}, {9, 17}, {16, 5}, {17, 31}, {65, 33}, {23, 257},
-                                 {64, 513}, {130, 600}, {514, 1024}, {256, 512}, {64, 256}};
+static const shape g_shapes[] = {{1, 1},    {7, 3},    {8, 8},     {9, 17},     {16, 5},    {17, 31}, {65, 33},
+                                 {23, 257}, {64, 513}, {130, 600}, {514, 1024}, {256, 512}, {64, 256}};
 #define N_SHAPES ((int)(sizeof g_shapes / sizeof g_shapes[0]))
 
 static int n_isas(pgcl_gemm_isa *isas) {
@@ -62,7 +68,9 @@ static int n_isas(pgcl_gemm_isa *isas) {
 
 /* (a) against the double oracle. */
 /* The model-sized shapes take most of the time (under ASan too): fewer row counts for them. */
-static bool is_large(shape sh) { return (long)sh.n_out * sh.n_in > 100000; }
+static bool is_large(shape sh) {
+    return (long)sh.n_out * sh.n_in > 100000;
+}
 
 static void test_oracle(void) {
     static const int rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 63, 64, 65};
@@ -93,12 +101,13 @@ static void test_oracle(void) {
                         double tol = (n_in + 1) * ldexp(1.0, -24) * mag + 1e-30;
                         double got = y[(size_t)i * ldy + o];
                         if (!(fabs(got - ref) <= tol) && bad++ < 3)
-                            CHECK(0, "%s %dx%d r=%d y[%d][%d] = %.9g, oracle %.9g (tol %.3g)", pgcl_gemm_isa_str(isas[t]),
-                                  n_out, n_in, r, i, o, got, ref, tol);
+                            CHECK(0, "%s %dx%d r=%d y[%d][%d] = %.9g, oracle %.9g (tol %.3g)",
+                                  pgcl_gemm_isa_str(isas[t]), n_out, n_in, r, i, o, got, ref, tol);
                     }
                     for (int o = n_out; o < ldy; o++)
                         if (y[(size_t)i * ldy + o] != SENTINEL && bad++ < 3)
-                            CHECK(0, "%s %dx%d r=%d wrote padding column %d", pgcl_gemm_isa_str(isas[t]), n_out, n_in, r, o);
+                            CHECK(0, "%s %dx%d r=%d wrote padding column %d", pgcl_gemm_isa_str(isas[t]), n_out, n_in,
+                                  r, o);
                 }
                 CHECK(bad == 0, "%s %dx%d r=%d: %d elements off", pgcl_gemm_isa_str(isas[t]), n_out, n_in, r, bad);
                 free(y);
@@ -123,12 +132,15 @@ static void test_bit_identity(void) {
         float *w = random_matrix(n_out, n_in, n_in);
         float *x = random_matrix(r_max, n_in, ldx);
         pgcl_packed_matrix *p = pgcl_packed_create(w, n_out, n_in);
-        float *alone = sentinel_matrix(r_max, ldy), *scalar = sentinel_matrix(r_max, ldy), *batch = sentinel_matrix(r_max, ldy);
+        float *alone = sentinel_matrix(r_max, ldy), *scalar = sentinel_matrix(r_max, ldy),
+              *batch = sentinel_matrix(r_max, ldy);
         for (int t = 0; t < ni; t++) /* each row alone, at its own place in `alone` */
             for (int i = 0; i < r_max; i++)
-                pgcl_packed_gemm_isa(isas[t], p, x + (size_t)i * ldx, ldx, 1, (t ? alone : scalar) + (size_t)i * ldy, ldy);
+                pgcl_packed_gemm_isa(isas[t], p, x + (size_t)i * ldx, ldx, 1, (t ? alone : scalar) + (size_t)i * ldy,
+                                     ldy);
         if (ni == 2)
-            CHECK(memcmp(alone, scalar, sizeof(float) * (size_t)r_max * ldy) == 0, "%dx%d: avx2 != scalar", n_out, n_in);
+            CHECK(memcmp(alone, scalar, sizeof(float) * (size_t)r_max * ldy) == 0, "%dx%d: avx2 != scalar", n_out,
+                  n_in);
         else
             memcpy(alone, scalar, sizeof(float) * (size_t)r_max * ldy);
         for (int t = 0; t < ni; t++) {
@@ -138,9 +150,10 @@ static void test_bit_identity(void) {
                 /* the rows [off, off + rr) as one batch; off moves so that rows sit at varied places */
                 const int off = (r * 7) % (r_max - rr + 1);
                 pgcl_packed_gemm_isa(isas[t], p, x + (size_t)off * ldx, ldx, rr, batch + (size_t)off * ldy, ldy);
-                CHECK(memcmp(batch + (size_t)off * ldy, alone + (size_t)off * ldy, sizeof(float) * (size_t)rr * ldy) == 0,
-                      "%s %dx%d: a batch of %d rows (from row %d) differs from its rows alone", pgcl_gemm_isa_str(isas[t]),
-                      n_out, n_in, rr, off);
+                CHECK(memcmp(batch + (size_t)off * ldy, alone + (size_t)off * ldy, sizeof(float) * (size_t)rr * ldy) ==
+                          0,
+                      "%s %dx%d: a batch of %d rows (from row %d) differs from its rows alone",
+                      pgcl_gemm_isa_str(isas[t]), n_out, n_in, rr, off);
             }
         }
         pgcl_packed_destroy(p);
@@ -161,7 +174,8 @@ static void test_forward_batches(const char *dir) {
     if (st != PGCL_OK) return;
     const int n_max = 150, D = m->D, d = m->d, K = m->K;
     float *z = malloc(sizeof(float) * (size_t)n_max * D);
-    for (size_t i = 0; i < (size_t)n_max * D; i++) z[i] = next_value() * 0.05f;
+    for (size_t i = 0; i < (size_t)n_max * D; i++)
+        z[i] = next_value() * 0.05f;
     float *v1 = malloc(sizeof(float) * (size_t)n_max * d), *p1 = malloc(sizeof(float) * (size_t)n_max * K);
     float *vb = malloc(sizeof(float) * (size_t)n_max * d), *pb = malloc(sizeof(float) * (size_t)n_max * K);
     pgcl_scratch *one = pgcl_scratch_create(m, 1);
@@ -200,6 +214,7 @@ int main(void) {
     printf("test_gemm_packed: best kernel %s\n", pgcl_gemm_isa_str(pgcl_gemm_best_isa()));
     test_oracle();
     test_bit_identity();
-    for (size_t i = 0; i < sizeof g_models / sizeof g_models[0]; i++) test_forward_batches(g_models[i]);
+    for (size_t i = 0; i < sizeof g_models / sizeof g_models[0]; i++)
+        test_forward_batches(g_models[i]);
     return test_finish("test_gemm_packed");
 }
