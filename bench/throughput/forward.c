@@ -1,13 +1,15 @@
-/* forward: in-process forward rate of pgcld's core (pgcl_forward, the OpenBLAS fast path that
- * POST /v1/score runs) next to the raw OpenBLAS SGEMM rate for the first-layer shape, "the physical
- * limit" of the CPU path. No HTTP, no JSON, no audit log.
+/* forward: in-process forward rate of pgcld's core (pgcl_forward, the fast path that POST /v1/score
+ * runs, its GEMMs by the packed-weight kernel of core/model/gemm_packed.h) next to the raw OpenBLAS
+ * SGEMM rate for the first-layer shape, the reference the CPU path was first measured against. No
+ * HTTP, no JSON, no audit log.
  *
  *   forward --model DIR [--batches 1,8,64,256] [--threads 1,2] [--seconds S] [--n-sgemm N]
  *           [--only forward|sgemm|chain]   (one kind only, for profiling; the others print 0)
  *
  * For each batch size B and thread count T: T threads, each with its own pgcl_scratch (as pgcld's
  * compute workers), input and output buffers, call pgcl_forward(B rows) in a loop for S seconds; the
- * rate is all rows / elapsed. OpenBLAS runs one thread per call (pgcld's --blas-threads default).
+ * rate is all rows / elapsed. pgcl_forward runs on the calling thread; OpenBLAS (the SGEMM columns)
+ * one thread per call.
  * The SGEMM reference is cblas_sgemm C(B, N) = Z(B, 1024) · W(N, 1024)ᵀ, row-major, the layout of
  * pgcld's first GEMM, with N = --n-sgemm (default 578) and with N = the model's own first-GEMM
  * width (h1 + K); "chain" adds the model's other MLP GEMMs (every GEMM a forward pass needs). Prints
@@ -21,6 +23,7 @@
 #include <time.h>
 
 #include "blas.h"
+#include "gemm_packed.h"
 #include "model.h"
 
 static double now_s(void) {
@@ -165,9 +168,9 @@ int main(int argc, char **argv) {
     }
     double flops_first = 2.0 * m->D * m->fast.n_first, flops_sgemm = 2.0 * m->D * n_sgemm, flops_chain = flops_first;
     for (int l = 1; l < m->raw.n_layers; l++) flops_chain += 2.0 * m->raw.layers[l].n_in * m->raw.layers[l].n_out;
-    printf("{\"kernel\":\"%s\",\"best_kernel\":\"%s\",\"blas_threads_per_call\":1,\"D\":%d,\"n_first\":%d,\"n_sgemm\":%d,"
+    printf("{\"gemm_kernel\":\"%s\",\"kernel\":\"%s\",\"best_kernel\":\"%s\",\"blas_threads_per_call\":1,\"D\":%d,\"n_first\":%d,\"n_sgemm\":%d,"
            "\"flops_per_row\":{\"sgemm\":%.0f,\"first\":%.0f,\"chain\":%.0f},\"seconds\":%.2f,\"rows\":[",
-           pgcl_blas_kernel(), pgcl_blas_best_kernel(), m->D, m->fast.n_first, n_sgemm, flops_sgemm, flops_first,
+           pgcl_gemm_isa_str(pgcl_gemm_best_isa()), pgcl_blas_kernel(), pgcl_blas_best_kernel(), m->D, m->fast.n_first, n_sgemm, flops_sgemm, flops_first,
            flops_chain, seconds);
     bool first = true;
     for (int b = 0; b < nb; b++)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_packed.h"
 #include "ids.h"
 #include "safetensors.h"
 
@@ -561,6 +562,13 @@ static pgcl_status fold_constants(load_ctx *c) {
     free(g);
     free(kp);
     if (!f->s_shift) return PGCL_ERR_NOMEM; /* the arena was sized too small: a bug */
+    /* The CPU kernel's layout, packed once here rather than by every forward pass. */
+    f->packed_first = pgcl_packed_create(f->w_first, f->n_first, D);
+    if (!f->packed_first) return PGCL_ERR_NOMEM;
+    for (int l = 1; l < w->n_layers; l++) {
+        f->packed[l] = pgcl_packed_create(f->w[l], w->layers[l].n_out, w->layers[l].n_in);
+        if (!f->packed[l]) return PGCL_ERR_NOMEM;
+    }
     return PGCL_OK;
 }
 
@@ -796,6 +804,8 @@ void pgcl_model_release(pgcl_model *m) {
     json_decref(m->policy_json);
     free(m->policy_text);
     json_decref(m->training);
+    pgcl_packed_destroy(m->fast.packed_first);
+    for (int l = 0; l < PGCL_MAX_LAYERS; l++) pgcl_packed_destroy(m->fast.packed[l]);
     free(m->arena);
     free(m->name);
     free(m->version);

@@ -75,6 +75,9 @@ typedef struct pgcl_folded {
     float *s_scale;       /* (d) α·γ/√(var+eps) of the last BatchNorm (α when it has none) */
     float *s_shift;       /* (d) α·(β − mean·γ/√(var+eps)) (0 when it has none) */
     float *v_scaled;      /* (K, d) (1 − α)·(C·Wvᵀ + bv) */
+    /* w_first and w[1..L-1] packed once for the CPU kernel (gemm_packed.h); malloc'd, not in the arena */
+    struct pgcl_packed_matrix *packed_first;            /* of w_first */
+    struct pgcl_packed_matrix *packed[PGCL_MAX_LAYERS]; /* of w[l], l >= 1 */
 } pgcl_folded;
 
 typedef struct pgcl_model {
@@ -100,7 +103,7 @@ typedef struct pgcl_model {
 /* Loads and validates DIR/config.json and DIR/model.safetensors. name and version are recorded
  * as given. On success *out has refcount 1. On failure returns an error, *out is NULL, and err
  * names the file, tensor or field and the problem. Goldens are recomputed with the fast path
- * and compared within 1e-4. Thread-safe (touches no global state besides BLAS). */
+ * and compared within 1e-4. Thread-safe (touches no global state). */
 pgcl_status pgcl_model_load(const char *dir, const char *name, const char *version, pgcl_model **out,
                             char *err, int cap);
 
@@ -130,9 +133,11 @@ int pgcl_scratch_rows(const pgcl_scratch *s);
 /* True when s is large enough for m's layer widths (scratches are reused across models). */
 bool pgcl_scratch_fits(const pgcl_scratch *s, const pgcl_model *m);
 
-/* Fast path (OpenBLAS). z (n, D) row-major; writes vectors (n, d) and probs (n, K). Any n >= 0:
- * larger batches are processed max_rows at a time. s must have been created for a model with the
- * same dimensions. Allocates nothing. */
+/* Fast path (its matrix products by the packed-weight kernel of gemm_packed.h). z (n, D) row-major;
+ * writes vectors (n, d) and probs (n, K). Any n >= 0: larger batches are processed max_rows at a
+ * time. s must have been created for a model with the same dimensions. Allocates nothing. A row's
+ * vector and probabilities are the same bits whatever n is, wherever the row sits among the n and
+ * whatever max_rows is (see gemm_packed.h). */
 void pgcl_forward(const pgcl_model *m, pgcl_scratch *s, const float *z, int n, float *vectors, float *probs);
 
 /* Naive oracle: one input z (D) through the stored weights with no folding, double accumulators.

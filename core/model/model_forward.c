@@ -1,10 +1,15 @@
-/* The PGCL forward pass: the OpenBLAS fast path on folded constants, and the naive oracle on the
- * checkpoint's own tensors. Both implement docs/checkpoint-format.md "What pgcld computes". */
-#include <cblas.h>
+/* The PGCL forward pass: the fast path on folded constants (its matrix products by the packed-weight
+ * kernel of gemm_packed.h), and the naive oracle on the checkpoint's own tensors. Both implement
+ * docs/checkpoint-format.md "What pgcld computes".
+ *
+ * Every step of the fast path works on one row at a time with an order of operations fixed by the
+ * model alone (the GEMMs by gemm_packed.h's contract, the element-wise and per-row steps by
+ * construction), so a row's output bits do not depend on the batch it was computed in. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_packed.h"
 #include "model.h"
 
 #define NORM_EPS 1e-12 /* as torch.nn.functional.normalize */
@@ -95,9 +100,8 @@ static void forward_chunk(const pgcl_model *m, pgcl_scratch *s, const float *z, 
     const pgcl_folded *f = &m->fast;
     const int D = m->D, d = m->d, K = m->K, h1 = w->layers[0].n_out, nf = f->n_first;
 
-    /* first (r, h1+K) = z (r, D) · w_firstᵀ. Row-major throughout: w_first is stored (h1+K, D) as
-     * PyTorch stores Linear weights (out, in), so op(B) = Trans with ldb = D. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, nf, D, 1.0f, z, D, f->w_first, D, 0.0f, s->first, nf);
+    /* first (r, h1+K) = z (r, D) · w_firstᵀ, w_first (h1+K, D) packed at load. Row-major throughout. */
+    pgcl_packed_gemm(f->packed_first, z, D, r, s->first, nf);
     bias_act(s->first, r, nf, nf, f->b_first, PGCL_ACT_IDENTITY, 0);
     for (int i = 0; i < r; i++) {
         float *row = s->first + (size_t)i * nf;
@@ -108,9 +112,8 @@ static void forward_chunk(const pgcl_model *m, pgcl_scratch *s, const float *z, 
     float *out = s->ping;
     for (int l = 1; l < w->n_layers; l++) {
         const pgcl_layer *L = &w->layers[l];
-        /* out (r, n_out) = in (r, n_in) · w[l]ᵀ, w[l] stored (n_out, n_in) as above. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, L->n_out, L->n_in, 1.0f, in, ld_in, f->w[l],
-                    L->n_in, 0.0f, out, L->n_out);
+        /* out (r, n_out) = in (r, n_in) · w[l]ᵀ, w[l] (n_out, n_in) packed at load. */
+        pgcl_packed_gemm(f->packed[l], in, ld_in, r, out, L->n_out);
         bias_act(out, r, L->n_out, L->n_out, f->b[l], L->act, L->slope);
         in = out;
         ld_in = L->n_out;

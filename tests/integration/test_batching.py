@@ -1,5 +1,9 @@
 """Cross-request batching over real HTTP: many concurrent single-item requests are coalesced into
-larger forward passes (seen in /metrics), and each answer equals what the same item gets alone.
+larger forward passes (seen in /metrics), and each answer equals, bit for bit, what the same item
+gets alone (one request at a time) and inside one 48-item request: vectors and probabilities are
+written with 9 significant digits, which tell every float32 apart, and compared with ==. The CPU
+kernel computes a row's result by a sequence of operations that does not depend on the batch
+(core/model/gemm_packed.h).
 
 Run: /usr/bin/python3 tests/integration/test_batching.py (PGCLD_BIN selects the binary).
 """
@@ -27,7 +31,12 @@ class BatchingTest(unittest.TestCase):
     def test_concurrent_singles_are_coalesced_and_unchanged(self):
         d = self.daemon
         Z = H.random_embeddings(48, 1024, 77)
-        alone = d.score({"items": H.json_items(Z, "alone")}).json["results"]
+        in_one_request = d.score({"items": H.json_items(Z, "batch")}).json["results"]
+        alone = []
+        for i in range(48):  # one at a time: nothing to coalesce with
+            r = d.score({"items": H.json_items(Z[i:i + 1], f"a{i}-")})
+            self.assertEqual(r.status, 200, r)
+            alone.append(r.json["results"][0])
         answers = {}
 
         def one(i):
@@ -42,10 +51,13 @@ class BatchingTest(unittest.TestCase):
         for i in range(48):
             r = answers[i]
             self.assertEqual(r.status, 200, r)
-            got, ref = r.json["results"][0], alone[i]
-            self.assertEqual((got["label"], got["decision"]), (ref["label"], ref["decision"]))
-            for a, b in zip(got["vector"], ref["vector"]):
-                self.assertAlmostEqual(a, b, delta=1e-5)
+            ref = alone[i]
+            for how, got in (("coalesced", r.json["results"][0]), ("in one request", in_one_request[i])):
+                self.assertEqual((got["label"], got["decision"]), (ref["label"], ref["decision"]), f"item {i} {how}")
+                self.assertEqual(len(got["vector"]), 64)
+                self.assertEqual(got["vector"], ref["vector"], f"item {i} {how}: vector differs from alone")
+                self.assertEqual(got["probabilities"], ref["probabilities"], f"item {i} {how}: probabilities differ")
+                self.assertEqual(got["toxicity"], ref["toxicity"], f"item {i} {how}")
         text = d.get("/metrics", key="").body.decode()
         rows = {}
         for line in text.splitlines():
@@ -53,9 +65,9 @@ class BatchingTest(unittest.TestCase):
                 le = line.split('le="')[1].split('"')[0]
                 rows[le] = float(line.rsplit(" ", 1)[1])
         count = [float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith("pgcld_forward_batch_rows_count")][0]
-        self.assertEqual(count, 49)
+        self.assertEqual(count, 1 + 48 + 48)
         # at least some of the 48 single-item requests ran in a forward pass of more than one row
-        self.assertLess(rows["1"], 48, f"no request was batched with another: {rows}")
+        self.assertLess(rows["1"], 48 + 48, f"no request was batched with another: {rows}")
 
 
 if __name__ == "__main__":
