@@ -98,7 +98,7 @@ static const opt_def g_opts[] = {
     {.name = "compute-workers", L(compute_workers, 0, 1024), .def = "0",
      .help = "concurrent forward passes (0 = number of CPUs)"},
     {.name = "blas-threads", L(blas_threads, 1, 256), .def = "1",
-     .help = "OpenBLAS threads inside one forward pass"},
+     .help = "no effect since the CPU forward pass has its own kernel (kept so that existing configs parse)"},
     {.name = "chunk-rows", L(chunk_rows, 1, 65536), .def = "256",
      .help = "rows per GEMM call (sizes each worker's scratch)"},
     {.name = "device", S(device, "DEVICE"), .def = "auto", .check = check_device,

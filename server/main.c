@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "blas.h"
 #include "cli_audit.h"
 #include "cli_keys.h"
 #include "clock.h"
@@ -275,7 +274,10 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         pgcld_config_free(&cfg);
         return 2;
     }
-    pgcl_blas_set_threads((int)cfg.blas_threads);
+    if (cfg.blas_threads != 1)
+        pgcl_log_warn("config: --blas-threads %ld has no effect: the CPU forward pass runs pgcld's own packed-weight "
+                      "kernel on its compute worker's thread (--compute-workers sets the parallelism)",
+                      (long)cfg.blas_threads);
 
     int workers = cfg.compute_workers > 0 ? (int)cfg.compute_workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (workers < 1) workers = 1;
@@ -457,7 +459,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: pgcld serve [OPTIONS] | pgcld check-model DIR...   (pgcld --help for more)\n");
         return 2;
     }
-    pgcl_blas_ensure_fast_kernel(argv);
     if (sodium_init() < 0) {
         fprintf(stderr, "pgcld: libsodium failed to initialise\n");
         return 1;

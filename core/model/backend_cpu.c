@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "backend_impl.h"
-#include "blas.h"
+#include "gemm_packed.h"
 
 static void cpu_destroy(void *ctx) { (void)ctx; }
 
@@ -36,6 +36,6 @@ static const pgcl_backend_ops cpu_ops = {
 
 pgcl_backend *pgcl_backend_cpu_create(void) {
     char name[96];
-    snprintf(name, sizeof name, "cpu (OpenBLAS, %s kernel)", pgcl_blas_kernel());
+    snprintf(name, sizeof name, "cpu (packed kernel, %s)", pgcl_gemm_isa_str(pgcl_gemm_best_isa()));
     return pgcl_backend_new(&cpu_ops, NULL, name);
 }

@@ -293,7 +293,7 @@ int main(void) {
     CHECK(b != NULL, "cpu backend");
     if (!b) return test_finish("test_backend");
     CHECK(strcmp(pgcl_backend_kind(b), "cpu") == 0, "kind %s", pgcl_backend_kind(b));
-    CHECK(strncmp(pgcl_backend_name(b), "cpu (OpenBLAS", 13) == 0, "name %s", pgcl_backend_name(b));
+    CHECK(strncmp(pgcl_backend_name(b), "cpu (packed kernel, ", 20) == 0, "name %s", pgcl_backend_name(b));
     for (int i = 0; i < N_MODELS; i++) test_cpu_bitwise(b, g_models[i]);
     test_cpu_workers(b);
     test_cache(b);
