@@ -32,10 +32,13 @@ void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcl
     if (!rep.intact)
         pgcl_log_warn("audit verify: NOT INTACT (first bad entry %lld): %s", (long long)rep.first_bad_seq, rep.reason);
     reply->status = 200;
-    reply->body = json_pack("{s:b, s:I, s:o, s:o, s:I, s:o}", "intact", rep.intact, "events", (json_int_t)rep.events,
-                            "first_bad_seq", rep.intact ? json_null() : json_integer(rep.first_bad_seq), "reason",
+    reply->body = json_pack("{s:b, s:I, s:o, s:o, s:I, s:o, s:o, s:I}", "intact", rep.intact, "events",
+                            (json_int_t)rep.events, "first_bad_seq",
+                            rep.intact ? json_null() : json_integer(rep.first_bad_seq), "reason",
                             rep.intact ? json_null() : json_string(rep.reason), "head_seq", (json_int_t)rep.head_seq,
-                            "head_hash", rep.head_hash[0] ? json_string(rep.head_hash) : json_null());
+                            "head_hash", rep.head_hash[0] ? json_string(rep.head_hash) : json_null(),
+                            "archive_cut_seq", rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(),
+                            "archived_rows", (json_int_t)rep.archived_rows);
 }
 
 /* The directory of the database file ("." when it has none). */
