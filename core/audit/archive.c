@@ -10,6 +10,7 @@
 
 #include "chain.h"
 #include "db.h"
+#include "time_cursor.h"
 
 #define ERR_CAP 512
 
@@ -565,6 +566,10 @@ pgcl_status pgcl_archive_run(const char *db_path, const char *horizon, const cha
                              const char *checkpoint_dir, pgcl_archive_result *out, char *err, int cap) {
     char sub[ERR_CAP], dir[PGCL_CHECKPOINT_PATH_MAX];
     memset(out, 0, sizeof *out);
+    if (access(archive_path, F_OK) == 0) { /* before anything is signed or written */
+        pgcl_errorf(err, cap, "%s exists: the archive is always a new file", archive_path);
+        return PGCL_ERR_INVALID;
+    }
     sqlite3 *db = open_writer(db_path, err, cap);
     if (!db) return PGCL_ERR_IO;
     pgcl_status st = PGCL_ERR_DB;
@@ -610,4 +615,56 @@ pgcl_status pgcl_archive_run(const char *db_path, const char *horizon, const cha
 done:
     sqlite3_close(db);
     return st;
+}
+
+/* ---- where an archived decision went ---- */
+
+/* The Unix milliseconds of a UUIDv7 (its first 48 bits); false when id is not one. */
+static bool uuid7_ms(const char *id, int64_t *ms) {
+    if (!id || strlen(id) != 36 || id[8] != '-' || id[13] != '-' || id[14] != '7') return false;
+    int64_t v = 0;
+    for (int i = 0; i < 13; i++) {
+        if (i == 8) continue;
+        char c = id[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return false;
+        v = v * 16 + d;
+    }
+    *ms = v;
+    return true;
+}
+
+pgcl_status pgcl_archive_where_is(sqlite3 *db, const char *decision_id, pgcl_archive_where *out, char *err, int cap) {
+    memset(out, 0, sizeof *out);
+    int64_t ms = 0;
+    if (!uuid7_ms(decision_id, &ms)) return PGCL_OK;
+    char made[PGCL_QTIME_LEN + 1];
+    pgcl_time_format(ms * 1000, made);
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT entry_seq, archived_before, created_at, archive_name FROM audit_cuts WHERE"
+                           " archived_before > ?1 ORDER BY seq LIMIT 1",
+                           -1, &s, NULL) != SQLITE_OK) {
+        if (strstr(sqlite3_errmsg(db), "no such table")) return PGCL_OK; /* before migration 0010 */
+        pgcl_errorf(err, cap, "audit_cuts: %s", sqlite3_errmsg(db));
+        return PGCL_ERR_DB;
+    }
+    sqlite3_bind_text(s, 1, made, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        out->archived = true;
+        out->entry_seq = sqlite3_column_int64(s, 0);
+        for (int i = 0; i < 3; i++) {
+            const char *text = (const char *)sqlite3_column_text(s, 1 + i);
+            char *dst = i == 0 ? out->before : i == 1 ? out->created_at : out->archive_name;
+            size_t dst_cap = i == 2 ? sizeof out->archive_name : sizeof out->before;
+            snprintf(dst, dst_cap, "%s", text ? text : "");
+        }
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "audit_cuts: %s", sqlite3_errmsg(db));
+        return PGCL_ERR_DB;
+    }
+    return PGCL_OK;
 }

@@ -61,4 +61,18 @@ pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, pgcl_archive_cut
 pgcl_status pgcl_archive_run(const char *db_path, const char *horizon, const char *key_path, const char *archive_path,
                              const char *checkpoint_dir, pgcl_archive_result *out, char *err, int cap);
 
+/* Where a decision that is not in the live database would be: the first cut whose horizon lies
+ * after the time in its id (a UUIDv7 carries its Unix milliseconds). */
+typedef struct pgcl_archive_where {
+    bool archived;       /* the id's time is before a cut's horizon: it was archived (or never made) */
+    int64_t entry_seq;   /* that cut's entry */
+    char before[32];     /* its horizon */
+    char created_at[32]; /* when it was made */
+    char archive_name[256];
+} pgcl_archive_where;
+
+/* Looks decision_id up against audit_cuts on db (any connection; no transaction needed). A schema
+ * without audit_cuts, an id that is not a UUIDv7 or a time after every horizon: archived false. */
+pgcl_status pgcl_archive_where_is(sqlite3 *db, const char *decision_id, pgcl_archive_where *out, char *err, int cap);
+
 #endif
