@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "chain.h"
@@ -422,6 +423,10 @@ static pgcl_status export_archive(sqlite3 *live, const char *archive_path, const
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) {
         pgcl_errorf(err, cap, "copying the database to %s: %s", archive_path, sqlite3_errmsg(live));
+        return PGCL_ERR_IO;
+    }
+    if (chmod(archive_path, 0600) != 0) { /* decisions, inputs: personal data, like the live database */
+        pgcl_errorf(err, cap, "%s: cannot restrict the archive to its owner (chmod 600)", archive_path);
         return PGCL_ERR_IO;
     }
     sqlite3 *copy = open_writer(archive_path, err, cap);

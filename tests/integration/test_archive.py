@@ -116,6 +116,7 @@ class ArchiveTest(LiveValidationMixin, unittest.TestCase):
         a = self.verify(self.archive, "--checkpoint", self.cut["checkpoint"], "--public-key", self.public)
         self.assertTrue(a["intact"], a)
         self.assertEqual((a["head_seq"], a["head_hash"]), (cp["head_seq"], cp["head_hash"]), a)
+        self.assertEqual(os.stat(self.archive).st_mode & 0o777, 0o600)  # personal data: its owner only
         with open(self.archive, "rb") as f:
             self.assertEqual(hashlib.sha256(f.read()).hexdigest(), self.cut["archive_sha256"])
         self.assertEqual(H.db_scalar(self.archive, "SELECT count(*) FROM decisions"), 4)
