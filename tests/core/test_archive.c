@@ -1,7 +1,8 @@
 /* Archival past a horizon (core/audit/archive.h; docs/audit.md, "Archival past a horizon"), on real
  * SQLite files written by an encoding-2 writer like the audit store's:
  *  - the cut is the last commit entry older than the horizon, lowered below a decision with an open
- *    contest; nothing to archive (a horizon before every entry, the same horizon twice) is refused;
+ *    contest; nothing to archive (a horizon before every entry, the same horizon twice) and a cut on
+ *    an encoding-1 entry are refused;
  *  - the archive verifies intact with head = the cut and the checkpoint signed at it; it holds no
  *    API keys; the pruned live database verifies intact, says how many rows were archived and up to
  *    which entry, and a live decision's proof still checks;
@@ -298,6 +299,21 @@ static void test_archive(const char *base, const fixture *f) {
     free(res);
 }
 
+/* A chain in encoding 1 (the fixture's base): a cut there is refused, naming the entry. */
+static void test_encoding_1_refused(void) {
+    const char *path = tmp_path("v1.db");
+    base_info info;
+    build_base(path, &info);
+    char horizon[PGCL_TIMESTAMP_LEN + 1], err[512] = "";
+    mark_time(horizon);
+    sqlite3 *db = pgcl_db_open_reader(path, NULL, 0);
+    pgcl_archive_cut cut;
+    CHECK(pgcl_archive_plan(db, horizon, &cut, err, sizeof err) == PGCL_ERR_UNSUPPORTED &&
+              strstr(err, "an encoding-1 entry"),
+          "encoding 1: %s", err);
+    sqlite3_close(db);
+}
+
 int main(void) {
     if (!chain_fixture_setup()) return 1;
     fixture f;
@@ -306,6 +322,7 @@ int main(void) {
     CHECK(verify(base, NULL, 0).intact, "the base verifies");
     test_plan(base, &f);
     test_archive(base, &f);
+    test_encoding_1_refused();
     chain_fixture_cleanup();
     return test_finish("test_archive");
 }
