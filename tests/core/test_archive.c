@@ -166,6 +166,9 @@ static void test_tampering(const char *live, const char *archive, const char *ot
                  NULL, 0);
     CHECK_BAD(rep, 3, "entry 3: its 7 stored leaf hashes do not give its Merkle root");
 
+    rep = verify(tampered_cut(live, "entry_deleted.db", "DELETE FROM audit_chain WHERE seq = 2"), NULL, 0);
+    CHECK_BAD(rep, 2, "entry 2 missing (sequence jumps from 1 to 3)");
+
     rep = verify(tampered_cut(live, "deleted_above.db", "DELETE FROM decisions WHERE seq = 15"), NULL, 0);
     CHECK_BAD(rep, 5, "entry 5, leaf 0: decisions row 15 is missing");
 
