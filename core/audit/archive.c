@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "chain.h"
+#include "clock.h"
 #include "db.h"
 #include "time_cursor.h"
 
@@ -610,7 +611,10 @@ pgcl_status pgcl_archive_run(const char *db_path, const char *horizon, const cha
     if ((st = file_sha256(archive_path, out->archive_sha256, err, cap)) != PGCL_OK) goto done;
     /* 4. pruning */
     prune_ctx ctx = {.horizon = horizon, .archive_path = archive_path, .out = out};
-    if (pgcl_db_write_transaction(db, prune_live, &ctx, sub, sizeof sub) != SQLITE_OK) {
+    int64_t t0 = pgcl_monotonic_us();
+    int prc = pgcl_db_write_transaction(db, prune_live, &ctx, sub, sizeof sub);
+    out->prune_us = pgcl_monotonic_us() - t0;
+    if (prc != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: the archive %s was written and verified, but pruning the live database failed "
                               "(nothing was deleted): %s", db_path, archive_path, sub);
         st = PGCL_ERR_DB;

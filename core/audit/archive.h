@@ -45,6 +45,7 @@ typedef struct pgcl_archive_cut {
 typedef struct pgcl_archive_result {
     pgcl_archive_cut cut;
     int64_t rows_archived; /* event rows deleted from the live database */
+    int64_t prune_us;      /* how long the pruning transaction held the write lock */
     char archive_sha256[PGCL_CHAIN_HEX_LEN + 1];
     pgcl_checkpoint checkpoint; /* signed at the cut (checkpoint.file: where it was written) */
 } pgcl_archive_result;

@@ -42,15 +42,11 @@ static const char USAGE[] =
     "  checkpoint  signs the chain's current head with the Ed25519 key in --signing-key and writes\n"
     "              the checkpoint file --out atomically; prints it as one JSON line. Keep the files\n"
     "              away from the database (another machine, write-once storage).\n"
-    "  archive     moves the decisions, admin events, contests and resolutions older than the\n"
-    "              horizon (--before, or --older-than-days before now) out of the database: signs a\n"
-    "              checkpoint at the cut (a commit entry; lowered below any decision whose contest is\n"
-    "              open or came later) into --checkpoint-dir (default: the database's directory),\n"
-    "              writes the new file --out, a pgcld database of the log up to the cut that verify\n"
-    "              checks, then deletes those rows in one transaction and records the cut in\n"
-    "              audit_cuts. The chain entries stay. Safe while the daemon runs. Prints one JSON\n"
-    "              line: entry_seq, entry_hash, log_root, rows_archived, archive, archive_sha256,\n"
-    "              checkpoint. Exit 3: nothing to archive.\n"
+    "  archive     moves the events older than the horizon (--before, or --older-than-days)\n"
+    "              to the new database --out, after signing a checkpoint at the cut into\n"
+    "              --checkpoint-dir (default: the database's); verify checks both files. Safe\n"
+    "              beside the daemon. Prints one JSON line (entry_seq, rows_archived, archive,\n"
+    "              checkpoint, prune_ms...). Exit 3: nothing to archive. See docs/audit.md.\n"
     "  keygen      writes a new secret signing key to --out (mode 0600, never overwritten) and\n"
     "              prints its public key (64 hex digits) for verify --public-key.\n"
     "  verify-proof  checks the inclusion proof PROOF (the answer of GET /v1/decisions/{id}/proof,\n"
@@ -215,14 +211,15 @@ static int cmd_archive(const cli_opts *o) {
         fprintf(stderr, "pgcld audit archive: %s\n", err);
         rc = st == PGCL_ERR_NOT_FOUND ? 3 : 1;
     } else {
-        json_t *out = json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s}", "entry_seq",
+        json_t *out = json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:f}", "entry_seq",
                                 (json_int_t)res->cut.entry_seq, "entry_hash", res->cut.entry_hash, "log_root",
                                 res->checkpoint.log_root, "before", horizon, "decisions_through",
                                 (json_int_t)res->cut.through[0], "admin_events_through",
                                 (json_int_t)res->cut.through[1], "contests_through", (json_int_t)res->cut.through[2],
                                 "resolutions_through", (json_int_t)res->cut.through[3], "rows_archived",
                                 (json_int_t)res->rows_archived, "archive", o->out, "archive_sha256",
-                                res->archive_sha256, "checkpoint", res->checkpoint.file);
+                                res->archive_sha256, "checkpoint", res->checkpoint.file, "prune_ms",
+                                (double)res->prune_us / 1000.0);
         rc = print_line(out, "archive");
         json_decref(out);
     }
