@@ -199,7 +199,28 @@ static pgcl_status rows_to_delete(sqlite3 *db, pgcl_archive_cut *cut, const int6
     return PGCL_OK;
 }
 
-pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, pgcl_archive_cut *cut, char *err, int cap) {
+/* Step 1b: e lowered so that the cut archives at most max_decisions decisions after the previous
+ * cut's (the entry before the one that chains the first decision over the bound; that entry itself
+ * when it is the first after the previous cut). */
+static pgcl_status bound_decisions(sqlite3 *db, int64_t max_decisions, int64_t previous_entry,
+                                   int64_t previous_through, int64_t *e, char *err, int cap) {
+    char sub[ERR_CAP];
+    int64_t chained = 0, over_entry = 0;
+    bool is_null = true;
+    if (max_decisions <= 0) return PGCL_OK;
+    if (query_int(db, CHAINED_MAX_SQL, *e, "decisions", 0, &chained, NULL, sub, sizeof sub) != SQLITE_OK)
+        return db_failed("audit_chain_runs", sub, err, cap);
+    if (chained - previous_through <= max_decisions) return PGCL_OK;
+    if (query_int(db, ENTRY_OF_DECISION_SQL, previous_through + max_decisions + 1, NULL, 0, &over_entry, &is_null,
+                  sub, sizeof sub) != SQLITE_OK)
+        return db_failed("audit_chain_runs", sub, err, cap);
+    if (is_null) return PGCL_OK; /* a gap in the decisions: keep the horizon's cut */
+    *e = over_entry - 1 > previous_entry && over_entry - 1 >= 2 ? over_entry - 1 : over_entry;
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, int64_t max_decisions, pgcl_archive_cut *cut,
+                              char *err, int cap) {
     char sub[ERR_CAP];
     memset(cut, 0, sizeof *cut);
     int64_t previous[PGCL_CHAIN_TABLES] = {0}, has_cuts = 0;
@@ -233,6 +254,8 @@ pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, pgcl_archive_cut
                     (long long)(cut->previous_entry_seq ? cut->previous_entry_seq : 1), horizon);
         return PGCL_ERR_NOT_FOUND;
     }
+    if ((st = bound_decisions(db, max_decisions, cut->previous_entry_seq, previous[0], &e, err, cap)) != PGCL_OK)
+        return st;
     /* Lower the cut below any decision that must stay for its contests. */
     for (;;) {
         bool commit = false;
@@ -568,8 +591,9 @@ static int prune_live(sqlite3 *db, void *vctx, char *err, int cap) {
     return SQLITE_OK;
 }
 
-pgcl_status pgcl_archive_run(const char *db_path, const char *horizon, const char *key_path, const char *archive_path,
-                             const char *checkpoint_dir, pgcl_archive_result *out, char *err, int cap) {
+pgcl_status pgcl_archive_run(const char *db_path, const char *horizon, int64_t max_decisions, const char *key_path,
+                             const char *archive_path, const char *checkpoint_dir, pgcl_archive_result *out, char *err,
+                             int cap) {
     char sub[ERR_CAP], dir[PGCL_CHECKPOINT_PATH_MAX];
     memset(out, 0, sizeof *out);
     if (access(archive_path, F_OK) == 0) { /* before anything is signed or written */
@@ -584,7 +608,7 @@ pgcl_status pgcl_archive_run(const char *db_path, const char *horizon, const cha
         pgcl_errorf(err, cap, "%s: %s", db_path, sub);
         goto done;
     }
-    st = pgcl_archive_plan(db, horizon, &out->cut, sub, sizeof sub);
+    st = pgcl_archive_plan(db, horizon, max_decisions, &out->cut, sub, sizeof sub);
     pgcl_db_exec(db, "COMMIT", NULL, 0);
     if (st != PGCL_OK) {
         pgcl_errorf(err, cap, "%s: %s", db_path, sub);

@@ -24,7 +24,7 @@ static const char USAGE[] =
     "       pgcld audit checkpoint --db FILE --signing-key FILE --out FILE\n"
     "       pgcld audit keygen     --out FILE\n"
     "       pgcld audit archive    --db FILE (--before RFC3339 | --older-than-days N) --out ARCHIVE\n"
-    "                              --signing-key FILE [--checkpoint-dir DIR]\n"
+    "                              --signing-key FILE [--checkpoint-dir DIR] [--max-decisions N]\n"
     "       pgcld audit verify-proof PROOF [--entry-hash HEX] [--checkpoint FILE]... [--public-key HEX]\n"
     "       pgcld audit verify-consistency PROOF [--checkpoint OLD --checkpoint NEW] [--public-key HEX]\n"
     "\n"
@@ -45,7 +45,8 @@ static const char USAGE[] =
     "  archive     moves the events older than the horizon (--before, or --older-than-days)\n"
     "              to the new database --out, after signing a checkpoint at the cut into\n"
     "              --checkpoint-dir (default: the database's); verify checks both files. Safe\n"
-    "              beside the daemon. Prints one JSON line (entry_seq, rows_archived, archive,\n"
+    "              beside the daemon; at most --max-decisions (50000; 0: all) per run. Prints\n"
+    "              one JSON line (entry_seq, rows_archived, archive,\n"
     "              checkpoint, prune_ms...). Exit 3: nothing to archive. See docs/audit.md.\n"
     "  keygen      writes a new secret signing key to --out (mode 0600, never overwritten) and\n"
     "              prints its public key (64 hex digits) for verify --public-key.\n"
@@ -72,6 +73,7 @@ static const char USAGE[] =
 
 typedef struct cli_opts {
     const char *db, *signing_key, *out, *public_key, *entry_hash, *before, *older_than_days, *checkpoint_dir;
+    const char *max_decisions;
     const char *checkpoints[MAX_CHECKPOINTS];
     int n_checkpoints;
 } cli_opts;
@@ -85,7 +87,8 @@ enum {
     OPT_ENTRY_HASH = 32,
     OPT_BEFORE = 64,
     OPT_OLDER_THAN_DAYS = 128,
-    OPT_CHECKPOINT_DIR = 256
+    OPT_CHECKPOINT_DIR = 256,
+    OPT_MAX_DECISIONS = 512
 };
 
 static const pgcld_cli_option OPTIONS[] = {
@@ -97,6 +100,7 @@ static const pgcld_cli_option OPTIONS[] = {
     {.name = "before", .bit = OPT_BEFORE, .offset = offsetof(cli_opts, before)},
     {.name = "older-than-days", .bit = OPT_OLDER_THAN_DAYS, .offset = offsetof(cli_opts, older_than_days)},
     {.name = "checkpoint-dir", .bit = OPT_CHECKPOINT_DIR, .offset = offsetof(cli_opts, checkpoint_dir)},
+    {.name = "max-decisions", .bit = OPT_MAX_DECISIONS, .offset = offsetof(cli_opts, max_decisions)},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
      .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints"}};
 
@@ -199,6 +203,16 @@ static bool archive_horizon(const cli_opts *o, char out[PGCL_QTIME_LEN + 1]) {
 static int cmd_archive(const cli_opts *o) {
     char horizon[PGCL_QTIME_LEN + 1], err[1024];
     if (!archive_horizon(o, horizon)) return 2;
+    int64_t max_decisions = PGCL_ARCHIVE_MAX_DECISIONS_DEFAULT;
+    if (o->max_decisions) {
+        char *end = NULL;
+        long long v = strtoll(o->max_decisions, &end, 10);
+        if (!end || *end || v < 0) {
+            pgcld_cli_usage_error(&CLI, "--max-decisions must be a whole number (0: no bound)");
+            return 2;
+        }
+        max_decisions = v;
+    }
     pgcl_archive_result *res = malloc(sizeof *res);
     if (!res) {
         fprintf(stderr, "pgcld audit archive: out of memory\n");
@@ -206,7 +220,7 @@ static int cmd_archive(const cli_opts *o) {
     }
     int rc = 1;
     pgcl_status st =
-        pgcl_archive_run(o->db, horizon, o->signing_key, o->out, o->checkpoint_dir, res, err, sizeof err);
+        pgcl_archive_run(o->db, horizon, max_decisions, o->signing_key, o->out, o->checkpoint_dir, res, err, sizeof err);
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld audit archive: %s\n", err);
         rc = st == PGCL_ERR_NOT_FOUND ? 3 : 1;
@@ -467,7 +481,8 @@ int pgcld_cli_audit(int argc, char **argv) {
     else if (strcmp(cmd, "keygen") == 0)
         allowed = OPT_OUT;
     else if (strcmp(cmd, "archive") == 0)
-        allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT | OPT_BEFORE | OPT_OLDER_THAN_DAYS | OPT_CHECKPOINT_DIR;
+        allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT | OPT_BEFORE | OPT_OLDER_THAN_DAYS | OPT_CHECKPOINT_DIR |
+                  OPT_MAX_DECISIONS;
     else
         return pgcld_cli_usage_error(
             &CLI, "unknown subcommand '%s' (verify, checkpoint, keygen, archive, verify-proof or verify-consistency)", cmd);

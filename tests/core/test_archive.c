@@ -99,15 +99,22 @@ static void test_plan(const char *base, const fixture *f) {
     CHECK(db != NULL, "open %s", base);
     pgcl_archive_cut cut;
     char err[512] = "";
-    CHECK(pgcl_archive_plan(db, f->horizon_none, &cut, err, sizeof err) == PGCL_ERR_NOT_FOUND &&
+    CHECK(pgcl_archive_plan(db, f->horizon_none, 0, &cut, err, sizeof err) == PGCL_ERR_NOT_FOUND &&
               strstr(err, "nothing to archive"),
           "a horizon before every entry: %s", err);
     /* entry 5 is the last older one, but decision 12 (entry 4) has an open contest: cut at 3 */
-    CHECK(pgcl_archive_plan(db, f->horizon_all, &cut, err, sizeof err) == PGCL_OK, "plan: %s", err);
+    CHECK(pgcl_archive_plan(db, f->horizon_all, 0, &cut, err, sizeof err) == PGCL_OK, "plan: %s", err);
     CHECK(cut.entry_seq == 3, "cut lowered below the open contest: %lld", (long long)cut.entry_seq);
     CHECK(cut.through[0] == 10 && cut.through[1] == 1 && cut.through[2] == 1 && cut.through[3] == 1,
           "maxima %lld %lld %lld %lld", (long long)cut.through[0], (long long)cut.through[1],
           (long long)cut.through[2], (long long)cut.through[3]);
+    /* a bound of 7 decisions ends inside commit 3: the cut would be commit 2, whose decision 2 was
+     * contested in commit 3, so nothing can be archived; a bound of 10 is commit 3 */
+    CHECK(pgcl_archive_plan(db, f->horizon_all, 7, &cut, err, sizeof err) == PGCL_ERR_NOT_FOUND &&
+              strstr(err, "decisions row 2 has a contest"),
+          "bounded to 7 decisions: %s", err);
+    CHECK(pgcl_archive_plan(db, f->horizon_all, 10, &cut, err, sizeof err) == PGCL_OK && cut.entry_seq == 3,
+          "bounded to 10 decisions: entry %lld", (long long)cut.entry_seq);
     sqlite3_close(db);
 }
 
@@ -191,7 +198,7 @@ static void test_archive(const char *base, const fixture *f) {
     long long decisions = query_int(live, "SELECT count(*) FROM decisions");
 
     pgcl_archive_result *res = calloc(1, sizeof *res);
-    CHECK(pgcl_archive_run(live, f->horizon_all, key, archive, g_dir, res, err, sizeof err) == PGCL_OK, "archive: %s",
+    CHECK(pgcl_archive_run(live, f->horizon_all, 0, key, archive, g_dir, res, err, sizeof err) == PGCL_OK, "archive: %s",
           err);
     CHECK(res->cut.entry_seq == 3 && res->rows_archived == 13, "cut %lld, %lld rows", (long long)res->cut.entry_seq,
           (long long)res->rows_archived);
@@ -255,9 +262,9 @@ static void test_archive(const char *base, const fixture *f) {
 
     /* nothing more to archive at the same horizon */
     const char *archive2 = tmp_path("archive2.db");
-    CHECK(pgcl_archive_run(live, f->horizon_all, key, archive2, g_dir, res, err, sizeof err) == PGCL_ERR_NOT_FOUND,
+    CHECK(pgcl_archive_run(live, f->horizon_all, 0, key, archive2, g_dir, res, err, sizeof err) == PGCL_ERR_NOT_FOUND,
           "the same horizon again: %s", err);
-    CHECK(pgcl_archive_run(live, f->horizon_all, key, archive, g_dir, res, err, sizeof err) != PGCL_OK,
+    CHECK(pgcl_archive_run(live, f->horizon_all, 0, key, archive, g_dir, res, err, sizeof err) != PGCL_OK,
           "an existing archive file is refused");
 
     test_tampering(live, archive, other_pk);
@@ -284,7 +291,7 @@ static void test_archive(const char *base, const fixture *f) {
         commit_v2(&w);
         writer_close(&w);
     }
-    CHECK(pgcl_archive_run(live, later, key, archive2, g_dir, res, err, sizeof err) == PGCL_OK, "second cut: %s", err);
+    CHECK(pgcl_archive_run(live, later, 0, key, archive2, g_dir, res, err, sizeof err) == PGCL_OK, "second cut: %s", err);
     /* every table keeps its last row (decision 21, event 3, contest 4 and resolution 4, all newer) */
     CHECK(res->cut.entry_seq == 7 && res->cut.previous_entry_seq == 3 && res->rows_archived == 10 + 1 + 2 + 2,
           "second cut %lld after %lld, %lld rows", (long long)res->cut.entry_seq,
@@ -302,6 +309,37 @@ static void test_archive(const char *base, const fixture *f) {
     free(res);
 }
 
+/* The bound on decisions per cut, on a chain of three commits (entries 2, 3, 4) of 4 decisions and no
+ * contest: the cut is the last commit within the bound, or the first commit whole when it is larger. */
+static void test_bounded(void) {
+    const char *path = tmp_path("bounded.db");
+    writer w;
+    char err[512] = "", horizon[PGCL_TIMESTAMP_LEN + 1];
+    if (writer_open(&w, path, true) != 0) return;
+    pgcl_chain_destroy(w.chain);
+    w.chain = pgcl_chain_create_encoding(w.db, 2, err, sizeof err);
+    for (int c = 0; c < 3; c++) {
+        txn_begin(&w);
+        for (int i = 0; i < 4; i++) add_decision(&w, true);
+        commit_v2(&w);
+    }
+    writer_close(&w);
+    mark_time(horizon);
+    sqlite3 *db = pgcl_db_open_reader(path, NULL, 0);
+    pgcl_archive_cut cut;
+    static const struct {
+        int64_t bound, entry, through;
+    } cases[] = {{0, 4, 11}, {12, 4, 11}, {11, 3, 8}, {10, 3, 8}, {8, 3, 8}, {7, 2, 4}, {5, 2, 4}, {4, 2, 4},
+                 {3, 2, 4}, {1, 2, 4}}; /* through 11 at entry 4: the last decision stays (the table's last row) */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pgcl_status st = pgcl_archive_plan(db, horizon, cases[i].bound, &cut, err, sizeof err);
+        CHECK(st == PGCL_OK && cut.entry_seq == cases[i].entry && cut.through[0] == cases[i].through,
+              "bound %lld: entry %lld, through %lld (%s)", (long long)cases[i].bound, (long long)cut.entry_seq,
+              (long long)cut.through[0], err);
+    }
+    sqlite3_close(db);
+}
+
 /* A chain in encoding 1 (the fixture's base): a cut there is refused, naming the entry. */
 static void test_encoding_1_refused(void) {
     const char *path = tmp_path("v1.db");
@@ -311,7 +349,7 @@ static void test_encoding_1_refused(void) {
     mark_time(horizon);
     sqlite3 *db = pgcl_db_open_reader(path, NULL, 0);
     pgcl_archive_cut cut;
-    CHECK(pgcl_archive_plan(db, horizon, &cut, err, sizeof err) == PGCL_ERR_UNSUPPORTED &&
+    CHECK(pgcl_archive_plan(db, horizon, 0, &cut, err, sizeof err) == PGCL_ERR_UNSUPPORTED &&
               strstr(err, "an encoding-1 entry"),
           "encoding 1: %s", err);
     sqlite3_close(db);
@@ -326,6 +364,7 @@ int main(void) {
     test_plan(base, &f);
     test_archive(base, &f);
     test_encoding_1_refused();
+    test_bounded();
     chain_fixture_cleanup();
     return test_finish("test_archive");
 }
