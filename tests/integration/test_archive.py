@@ -184,7 +184,8 @@ class ArchiveTest(LiveValidationMixin, unittest.TestCase):
         self.assertIn("nothing to archive", again.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "again.db")))
         for args in (("--out", "x.db"), ("--before", self.horizon, "--older-than-days", "1", "--out", "x.db"),
-                     ("--before", "yesterday", "--out", "x.db"), ("--older-than-days", "-1", "--out", "x.db")):
+                     ("--before", "yesterday", "--out", "x.db"), ("--older-than-days", "-1", "--out", "x.db"),
+                     ("--older-than-days", "1", "--max-decisions", "-5", "--out", "x.db")):
             c = self.run_archive(*args)
             self.assertEqual(c.returncode, 2, (args, c.stdout + c.stderr))
         size = os.path.getsize(self.archive)
