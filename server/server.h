@@ -161,6 +161,9 @@ void pgcld_handle_keys_revoke(pgcld_server *srv, const pgcld_request *req, pgcld
  * routes_chain.c: verification and signed checkpoints). */
 void pgcld_handle_decision_get(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+/* 404 decision_not_found for decision_id; its message says so when the decision was archived
+ * (audit_cuts: the cut whose horizon lies after the time in its UUIDv7). */
+void pgcld_reply_decision_not_found(pgcld_server *srv, const char *decision_id, pgcld_reply *reply);
 void pgcld_handle_audit_consistency(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);

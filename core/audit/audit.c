@@ -98,6 +98,11 @@ pgcl_status pgcl_audit_read_proof(pgcl_audit *a, const char *decision_id, pgcl_c
     return a->ops->read_proof(a, decision_id, out, err, cap);
 }
 
+pgcl_status pgcl_audit_read_archive_where(pgcl_audit *a, const char *decision_id, pgcl_archive_where *out, char *err,
+                                          int cap) {
+    return a->ops->read_archive_where(a, decision_id, out, err, cap);
+}
+
 pgcl_status pgcl_audit_read_consistency(pgcl_audit *a, int64_t first, int64_t second, pgcl_log_consistency *out,
                                         char *err, int cap) {
     return a->ops->read_consistency(a, first, second, out, err, cap);

@@ -161,6 +161,18 @@ pgcl_status pgcl_sqlite_read_proof(pgcl_audit *store, const char *decision_id, p
     return st;
 }
 
+pgcl_status pgcl_sqlite_read_archive_where(pgcl_audit *store, const char *decision_id, pgcl_archive_where *out,
+                                           char *err, int cap) {
+    pgcl_qpool *p = readers_of(store, err, cap);
+    sqlite3 *db = NULL;
+    if (!p) return PGCL_ERR_NOMEM;
+    pgcl_status st = pgcl_qpool_acquire(p, &db, err, cap);
+    if (st != PGCL_OK) return st;
+    st = pgcl_archive_where_is(db, decision_id, out, err, cap);
+    pgcl_qpool_release(p, db);
+    return st;
+}
+
 pgcl_status pgcl_sqlite_read_consistency(pgcl_audit *store, int64_t first, int64_t second, pgcl_log_consistency *out,
                                          char *err, int cap) {
     pgcl_qpool *p = readers_of(store, err, cap);

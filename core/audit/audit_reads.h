@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "archive.h"
 #include "audit.h"
 #include "chain.h"
 #include "chain_proof.h"
@@ -88,6 +89,11 @@ pgcl_status pgcl_audit_read_idempotency_key(pgcl_audit *a, const char *scope, co
  * pgcl_chain_proof_release). PGCL_ERR_NOT_FOUND: no such decision; PGCL_ERR_UNSUPPORTED: chained
  * in encoding version 1 or before the chain. */
 pgcl_status pgcl_audit_read_proof(pgcl_audit *a, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
+
+/* Whether decision_id, not found, was archived: the first archive cut whose horizon lies after the
+ * time in its id (archive.h, pgcl_archive_where_is). */
+pgcl_status pgcl_audit_read_archive_where(pgcl_audit *a, const char *decision_id, pgcl_archive_where *out, char *err,
+                                          int cap);
 
 /* The consistency proof between the log trees of first and second entries (chain_proof.h,
  * pgcl_chain_prove_consistency: PGCL_ERR_INVALID for sizes out of order, PGCL_ERR_NOT_FOUND beyond

@@ -81,6 +81,8 @@ typedef struct pgcl_chain_report {
     char reason[512];        /* what is wrong at first_bad_seq, or "" */
     int64_t head_seq;
     char head_hash[65];
+    int64_t archive_cut_seq; /* the latest archive cut's entry E (audit_cuts, migration 0010), 0 for none */
+    int64_t archived_rows;   /* event rows archived by the cuts (their audit_cuts.rows_archived) */
 } pgcl_chain_report;
 
 /* Verifies the whole chain of the database at path (read-only connection): sequence without gaps,
@@ -99,7 +101,15 @@ pgcl_status pgcl_chain_verify(const char *path, const char *const *checkpoint_fi
  * at the first bad entry). A row that no entry refers to is reported at first_bad_seq N + 1, where
  * its entry is missing; so is a checkpoint whose head lies beyond the chain's end. A checkpoint
  * whose head entry has another hash is reported at its head_seq. Rows with seq at most the genesis
- * entry's maxima predate the chain and are not checked (legacy rows). */
+ * entry's maxima predate the chain and are not checked (legacy rows).
+ *
+ * Archive cuts (audit_cuts, archive.h): entries 1..E of the latest cut are checked as a hash chain
+ * (hashes, links, commit roots from their stored leaves, runs, log tree nodes), and against the rows
+ * they chain only above the cut's per-table maxima (the rows at or below were archived; the few
+ * above, kept so that a table never empties, are checked as usual); a row at or below the maxima
+ * that is present is reported at E; each cut's entry_hash must be its entry's hash, its log_root the
+ * log tree's root over 1..E, and its signed statement must verify (by public_key_hex when given,
+ * else by the key it records). */
 pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkpoint_files, int n_checkpoints,
                                      const char *public_key_hex, pgcl_chain_report *report, char *err, int cap);
 

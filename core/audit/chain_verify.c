@@ -31,6 +31,9 @@ typedef struct verifier {
     bool has_commits;                    /* the schema has encoding version 2's columns (migration 0007) */
     sqlite3_stmt *runs;                  /* a commit entry's runs, in leaf order */
     bool has_log_nodes;                  /* the schema has the log tree's stored subtrees (migration 0009) */
+    int64_t cut_seq;                     /* the latest archive cut's entry (0: none): rows up to it are archived */
+    int64_t cut_through[PGCL_CHAIN_TABLES]; /* its per-table maxima */
+    const char *public_key_hex;          /* the expected signer of checkpoints and cuts, or NULL */
     char *err;
     int cap;
 } verifier;
@@ -117,6 +120,8 @@ static pgcl_status check_commit(verifier *v, int64_t seq, int64_t leaf_count, co
             goto done;
         }
         for (int64_t i = 0; i < n; i++) {
+            if (seq <= v->cut_seq && first_row + i <= v->cut_through[t]) continue; /* archived: not compared */
+            chained[t]++;
             pgcl_merkle_hash leaf;
             int hrc = pgcl_chain_leaf_of_row(t, v->row_select[t], first_row + i, &leaf);
             if (hrc == SQLITE_DONE) {
@@ -138,7 +143,6 @@ static pgcl_status check_commit(verifier *v, int64_t seq, int64_t leaf_count, co
                 goto done;
             }
         }
-        chained[t] += n;
         next_leaf += n;
     }
     if (rc != SQLITE_DONE) {
@@ -246,6 +250,7 @@ static pgcl_status walk(verifier *v) {
                 note_bad(r, seq, "entry %lld: unknown kind '%.32s'", (long long)seq, (const char *)kind);
                 goto stop;
             }
+            if (seq <= v->cut_seq && row_seq <= v->cut_through[t]) goto next; /* its row was archived */
             int hrc = pgcl_chain_hash_row(t, v->row_select[t], row_seq, computed);
             if (hrc == SQLITE_DONE) {
                 note_bad(r, seq, "entry %lld: %s row %lld is missing", (long long)seq, pgcl_chain_tables[t].name,
@@ -263,6 +268,7 @@ static pgcl_status walk(verifier *v) {
             }
             v->per_kind[t]++;
         }
+    next:
         memcpy(prev, hash, PGCL_CHAIN_HEX_LEN + 1);
         v->n_entries = seq;
         expected++;
@@ -500,6 +506,142 @@ done:
     return st;
 }
 
+/* ---- archive cuts (audit_cuts, migration 0010; archive.h) ---- */
+
+/* Present rows at or below the cut's maxima, per table (pgcl_chain_tables order); then stored inputs. */
+static const char *const ARCHIVED_PRESENT_SQL[PGCL_CHAIN_TABLES + 1] = {
+    "SELECT min(seq) FROM decisions WHERE seq <= ?1", "SELECT min(seq) FROM admin_events WHERE seq <= ?1",
+    "SELECT min(seq) FROM contests WHERE seq <= ?1", "SELECT min(seq) FROM resolutions WHERE seq <= ?1",
+    "SELECT min(decision_seq) FROM decision_inputs WHERE decision_seq <= ?1"};
+
+/* The latest cut's entry and maxima into v (none: cut_seq 0), and the rows all cuts archived. */
+static pgcl_status load_cut(verifier *v) {
+    int64_t has_cuts = 0;
+    pgcl_status st = query_int(v, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'audit_cuts'",
+                               false, 0, NULL, &has_cuts, NULL);
+    if (st != PGCL_OK || has_cuts != 1) return st;
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(v->db,
+                           "SELECT entry_seq, decisions_through, admin_events_through, contests_through,"
+                           " resolutions_through, (SELECT sum(rows_archived) FROM audit_cuts) FROM audit_cuts"
+                           " ORDER BY seq DESC LIMIT 1",
+                           -1, &s, NULL) != SQLITE_OK)
+        return db_error(v, "audit_cuts");
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        v->cut_seq = sqlite3_column_int64(s, 0);
+        for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+            v->cut_through[t] = sqlite3_column_int64(s, 1 + t);
+        v->rep->archive_cut_seq = v->cut_seq;
+        v->rep->archived_rows = sqlite3_column_int64(s, 5);
+        if (v->cut_seq < 1) v->cut_seq = 1; /* a malformed cut is reported by check_cuts */
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_error(v, "audit_cuts");
+    return PGCL_OK;
+}
+
+/* Each cut: its entry is in the chain with its entry_hash, its log_root is the log tree's root over
+ * entries 1..E, and its statement is that checkpoint's, signed by its key (and by the expected one). */
+static pgcl_status check_cuts(verifier *v, int64_t chain_end) {
+    sqlite3_stmt *s = NULL, *entry = NULL;
+    pgcl_status st = PGCL_OK;
+    if (sqlite3_prepare_v2(v->db,
+                           "SELECT entry_seq, entry_hash, log_root, created_at, statement, public_key, signature"
+                           " FROM audit_cuts ORDER BY seq",
+                           -1, &s, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(v->db, "SELECT hash FROM audit_chain WHERE seq = ?1", -1, &entry, NULL) != SQLITE_OK) {
+        st = db_error(v, "audit_cuts");
+        goto done;
+    }
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t e = sqlite3_column_int64(s, 0);
+        const char *f[6];
+        for (int i = 0; i < 6; i++)
+            f[i] = sqlite3_column_text(s, 1 + i) ? (const char *)sqlite3_column_text(s, 1 + i) : "";
+        if (e < 2 || e > chain_end) {
+            note_bad(v->rep, e < 2 ? 1 : chain_end + 1,
+                     "audit_cuts: the archive cut at entry %lld lies outside the chain (entries 1..%lld)", (long long)e,
+                     (long long)chain_end);
+            continue;
+        }
+        sqlite3_reset(entry);
+        sqlite3_bind_int64(entry, 1, e);
+        int erc = sqlite3_step(entry);
+        bool same = erc == SQLITE_ROW && sqlite3_column_text(entry, 0) &&
+                    strcmp((const char *)sqlite3_column_text(entry, 0), f[0]) == 0;
+        if (erc != SQLITE_ROW && erc != SQLITE_DONE) {
+            st = db_error(v, "audit_chain");
+            goto done;
+        }
+        if (!same) {
+            note_bad(v->rep, e, "audit_cuts: the archive cut at entry %lld: its entry_hash is not entry %lld's hash",
+                     (long long)e, (long long)e);
+            continue;
+        }
+        pgcl_merkle_hash root;
+        char root_hex[PGCL_CHAIN_HEX_LEN + 1], sub[ERR_CAP];
+        st = pgcl_chain_log_tree(v->db, e, -1, &root, NULL, NULL, sub, sizeof sub);
+        if (st == PGCL_ERR_FORMAT) { /* entries below the cut are missing or malformed: the walk said where */
+            note_bad(v->rep, e, "audit_cuts: the archive cut at entry %lld: the log tree over entries 1..%lld cannot "
+                     "be computed (%.200s)", (long long)e, (long long)e, sub);
+            st = PGCL_OK;
+            continue;
+        }
+        if (st != PGCL_OK) {
+            pgcl_errorf(v->err, v->cap, "%s: %s", v->path, sub);
+            goto done;
+        }
+        pgcl_merkle_to_hex(&root, root_hex);
+        if (strcmp(root_hex, f[1]) != 0) {
+            note_bad(v->rep, e,
+                     "audit_cuts: the archive cut at entry %lld: its log_root is not the root of the log tree over "
+                     "entries 1..%lld",
+                     (long long)e, (long long)e);
+            continue;
+        }
+        pgcl_checkpoint cp = {.version = 2, .head_seq = e};
+        snprintf(cp.head_hash, sizeof cp.head_hash, "%s", f[0]);
+        snprintf(cp.log_root, sizeof cp.log_root, "%s", f[1]);
+        snprintf(cp.created_at, sizeof cp.created_at, "%s", f[2]);
+        snprintf(cp.public_key, sizeof cp.public_key, "%s", f[4]);
+        snprintf(cp.signature, sizeof cp.signature, "%s", f[5]);
+        snprintf(cp.file, sizeof cp.file, "audit_cuts (entry %lld)", (long long)e);
+        char statement[1024];
+        int n = pgcl_checkpoint_statement(&cp, statement, sizeof statement);
+        bool signed_ok = n > 0 && strcmp(statement, f[3]) == 0 && strlen(f[2]) < sizeof cp.created_at &&
+                         pgcl_checkpoint_verify(&cp, v->public_key_hex, sub, sizeof sub) == PGCL_OK;
+        if (!signed_ok)
+            note_bad(v->rep, e,
+                     "audit_cuts: the archive cut at entry %lld: its signed checkpoint statement does not verify%s",
+                     (long long)e, v->public_key_hex ? " (by the expected public key)" : "");
+    }
+    if (rc != SQLITE_DONE) st = db_error(v, "audit_cuts");
+done:
+    sqlite3_finalize(s);
+    sqlite3_finalize(entry);
+    return st;
+}
+
+/* No row at or below the latest cut's maxima is present: they were archived; one that is (a row
+ * put back, or one never deleted) is reported at the cut's entry. */
+static pgcl_status check_archived_absent(verifier *v) {
+    for (int t = 0; t <= PGCL_CHAIN_TABLES; t++) {
+        int64_t through = v->cut_through[t < PGCL_CHAIN_TABLES ? t : 0], first = 0;
+        bool is_null = true;
+        pgcl_status st = query_int(v, ARCHIVED_PRESENT_SQL[t], true, through, NULL, &first, &is_null);
+        if (st != PGCL_OK) return st;
+        if (!is_null) {
+            note_bad(v->rep, v->cut_seq, "%s row %lld is below the archive cut at entry %lld but present",
+                     t < PGCL_CHAIN_TABLES ? pgcl_chain_tables[t].name : "decision_inputs", (long long)first,
+                     (long long)v->cut_seq);
+            return PGCL_OK;
+        }
+    }
+    return PGCL_OK;
+}
+
 /* Each signed checkpoint's head must be in the chain with the same hash. */
 /* The log tree's leaves over entries 1..size for the version-2 checkpoints (read once, however many
  * checkpoints there are): the largest head among those within the chain. *leaves stays NULL when
@@ -580,7 +722,7 @@ pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkp
                                      const char *public_key_hex, pgcl_chain_report *report, char *err, int cap) {
     memset(report, 0, sizeof *report);
     report->intact = true;
-    verifier v = {.path = path, .rep = report, .err = err, .cap = cap};
+    verifier v = {.path = path, .rep = report, .public_key_hex = public_key_hex, .err = err, .cap = cap};
     pgcl_checkpoint *cps = NULL;
     pgcl_status st = PGCL_ERR_NOMEM;
     bool in_tx = false;
@@ -650,10 +792,18 @@ pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkp
         db_error(&v, "audit_chain_runs");
         goto done;
     }
+    if ((st = load_cut(&v)) != PGCL_OK) goto done;
+    st = PGCL_ERR_DB;
     if ((st = walk(&v)) != PGCL_OK) goto done;
     int64_t legacy[PGCL_CHAIN_TABLES];
     bool legacy_ok = false;
-    if (v.genesis_ok && (st = check_legacy(&v, legacy, &legacy_ok)) != PGCL_OK) goto done;
+    if (v.cut_seq > 0) { /* the genesis entry's rows are archived: the cut's maxima take their place */
+        memcpy(legacy, v.cut_through, sizeof legacy);
+        legacy_ok = v.genesis_ok;
+        if ((st = check_cuts(&v, v.walk_clean ? v.n_entries : report->head_seq)) != PGCL_OK) goto done;
+        if ((st = check_archived_absent(&v)) != PGCL_OK) goto done;
+    } else if (v.genesis_ok && (st = check_legacy(&v, legacy, &legacy_ok)) != PGCL_OK)
+        goto done;
     if (report->head_seq > 0 && (st = check_duplicates(&v)) != PGCL_OK) goto done;
     if (v.walk_clean && legacy_ok && (st = check_unchained(&v, legacy)) != PGCL_OK) goto done;
     if (v.walk_clean && v.has_log_nodes && (st = check_log_nodes(&v, v.n_entries)) != PGCL_OK) goto done;

@@ -295,10 +295,11 @@ static pgcl_status write_file_atomic(const char *path, const char *text, char *e
     return PGCL_OK;
 }
 
-/* Reads the chain head and the log tree's root over entries 1..head in one read transaction.
- * PGCL_ERR_NOT_FOUND when the chain is empty. */
-static pgcl_status read_head(sqlite3 *db, const char *db_path, int64_t *seq, char hash[65], char log_root[65],
-                             char *err, int cap) {
+/* Reads the chain head (or, when at_seq > 0, entry at_seq) and the log tree's root over entries
+ * 1..that entry in one read transaction. PGCL_ERR_NOT_FOUND when the chain is empty or has no entry
+ * at_seq. */
+static pgcl_status read_head(sqlite3 *db, const char *db_path, int64_t at_seq, int64_t *seq, char hash[65],
+                             char log_root[65], char *err, int cap) {
     sqlite3_stmt *s = NULL;
     char sub[ERR_CAP];
     pgcl_status st = PGCL_ERR_DB;
@@ -306,13 +307,20 @@ static pgcl_status read_head(sqlite3 *db, const char *db_path, int64_t *seq, cha
         pgcl_errorf(err, cap, "%s: %s", db_path, sub);
         return PGCL_ERR_DB;
     }
-    if (sqlite3_prepare_v2(db, "SELECT seq, hash FROM audit_chain ORDER BY seq DESC LIMIT 1", -1, &s, NULL) !=
-        SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, "SELECT seq, hash FROM audit_chain WHERE seq <= ?1 ORDER BY seq DESC LIMIT 1", -1, &s,
+                           NULL) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: %s", db_path, sqlite3_errmsg(db));
         if (strstr(sqlite3_errmsg(db), "no such table")) st = PGCL_ERR_FORMAT;
         goto done;
     }
+    sqlite3_bind_int64(s, 1, at_seq > 0 ? at_seq : INT64_MAX);
     int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW && at_seq > 0 && sqlite3_column_int64(s, 0) != at_seq) rc = SQLITE_DONE;
+    if (rc == SQLITE_DONE && at_seq > 0) {
+        pgcl_errorf(err, cap, "%s: the audit chain has no entry %lld", db_path, (long long)at_seq);
+        st = PGCL_ERR_NOT_FOUND;
+        goto done;
+    }
     if (rc == SQLITE_DONE) {
         pgcl_errorf(err, cap, "%s: the audit chain is empty (no event has been recorded since it began)", db_path);
         st = PGCL_ERR_NOT_FOUND;
@@ -384,6 +392,11 @@ static pgcl_status record_checkpoint(sqlite3 *db, const pgcl_checkpoint *cp, cha
 
 pgcl_status pgcl_checkpoint_create(const char *db_path, const char *key_path, const char *out_file,
                                    const char *out_dir, pgcl_checkpoint *out, char *err, int cap) {
+    return pgcl_checkpoint_create_at(db_path, key_path, 0, out_file, out_dir, out, err, cap);
+}
+
+pgcl_status pgcl_checkpoint_create_at(const char *db_path, const char *key_path, int64_t at_seq, const char *out_file,
+                                      const char *out_dir, pgcl_checkpoint *out, char *err, int cap) {
     unsigned char sk[crypto_sign_SECRETKEYBYTES], pk[crypto_sign_PUBLICKEYBYTES], sig[crypto_sign_BYTES];
     char statement[STATEMENT_MAX], sub[ERR_CAP];
     sqlite3 *db = NULL;
@@ -401,7 +414,7 @@ pgcl_status pgcl_checkpoint_create(const char *db_path, const char *key_path, co
     sqlite3_extended_result_codes(db, 1);
     sqlite3_busy_timeout(db, PGCL_DB_BUSY_TIMEOUT_MS);
     out->version = PGCL_CHECKPOINT_VERSION;
-    if ((st = read_head(db, db_path, &out->head_seq, out->head_hash, out->log_root, err, cap)) != PGCL_OK) goto done;
+    if ((st = read_head(db, db_path, at_seq, &out->head_seq, out->head_hash, out->log_root, err, cap)) != PGCL_OK) goto done;
 
     pgcl_timestamp_now(out->created_at);
     int n = pgcl_checkpoint_statement(out, statement, sizeof statement);

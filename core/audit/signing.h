@@ -62,6 +62,11 @@ int pgcl_checkpoint_statement(const pgcl_checkpoint *cp, char *buf, int cap);
 pgcl_status pgcl_checkpoint_create(const char *db_path, const char *key_path, const char *out_file,
                                    const char *out_dir, pgcl_checkpoint *out, char *err, int cap);
 
+/* As pgcl_checkpoint_create(), signing entry at_seq (its hash and the log tree's root over entries
+ * 1..at_seq) instead of the head; at_seq 0 is the head. PGCL_ERR_NOT_FOUND: no such entry. The
+ * file name from out_dir is then checkpoint-<at_seq>.json. Used by the archive at its cut. */
+pgcl_status pgcl_checkpoint_create_at(const char *db_path, const char *key_path, int64_t at_seq, const char *out_file,
+                                      const char *out_dir, pgcl_checkpoint *out, char *err, int cap);
 /* Reads and checks the checkpoint file at path: its format, and its signature by its own public key,
  * which must equal expected_public_hex unless that is NULL. PGCL_ERR_IO (unreadable),
  * PGCL_ERR_FORMAT (not a checkpoint file), PGCL_ERR_UNSUPPORTED (another version), PGCL_ERR_MISMATCH

@@ -12,15 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "archive.h"
 #include "chain.h"
 #include "chain_proof.h"
 #include "cli_options.h"
 #include "signing.h"
+#include "time_cursor.h"
 
 static const char USAGE[] =
     "usage: pgcld audit verify     --db FILE [--checkpoint FILE]... [--public-key HEX]\n"
     "       pgcld audit checkpoint --db FILE --signing-key FILE --out FILE\n"
     "       pgcld audit keygen     --out FILE\n"
+    "       pgcld audit archive    --db FILE (--before RFC3339 | --older-than-days N) --out ARCHIVE\n"
+    "                              --signing-key FILE [--checkpoint-dir DIR] [--max-decisions N]\n"
     "       pgcld audit verify-proof PROOF [--entry-hash HEX] [--checkpoint FILE]... [--public-key HEX]\n"
     "       pgcld audit verify-consistency PROOF [--checkpoint OLD --checkpoint NEW] [--public-key HEX]\n"
     "\n"
@@ -33,10 +37,17 @@ static const char USAGE[] =
     "              each signed checkpoint must verify and its head must still be in the chain with\n"
     "              the same hash (this is what detects a truncated or rewritten history); with\n"
     "              --public-key, every checkpoint must be signed by that key. Prints one JSON line:\n"
-    "              intact, events, first_bad_seq, reason, head_seq, head_hash, checkpoints.\n"
+    "              intact, events, first_bad_seq, reason, head_seq, head_hash, checkpoints,\n"
+    "              archive_cut_seq, archived_rows.\n"
     "  checkpoint  signs the chain's current head with the Ed25519 key in --signing-key and writes\n"
     "              the checkpoint file --out atomically; prints it as one JSON line. Keep the files\n"
     "              away from the database (another machine, write-once storage).\n"
+    "  archive     moves the events older than the horizon (--before, or --older-than-days)\n"
+    "              to the new database --out, after signing a checkpoint at the cut into\n"
+    "              --checkpoint-dir (default: the database's); verify checks both files. Safe\n"
+    "              beside the daemon; at most --max-decisions (50000; 0: all) per run. Prints\n"
+    "              one JSON line (entry_seq, rows_archived, archive,\n"
+    "              checkpoint, prune_ms...). Exit 3: nothing to archive. See docs/audit.md.\n"
     "  keygen      writes a new secret signing key to --out (mode 0600, never overwritten) and\n"
     "              prints its public key (64 hex digits) for verify --public-key.\n"
     "  verify-proof  checks the inclusion proof PROOF (the answer of GET /v1/decisions/{id}/proof,\n"
@@ -61,12 +72,24 @@ static const char USAGE[] =
 #define MAX_CHECKPOINTS 1024
 
 typedef struct cli_opts {
-    const char *db, *signing_key, *out, *public_key, *entry_hash;
+    const char *db, *signing_key, *out, *public_key, *entry_hash, *before, *older_than_days, *checkpoint_dir;
+    const char *max_decisions;
     const char *checkpoints[MAX_CHECKPOINTS];
     int n_checkpoints;
 } cli_opts;
 
-enum { OPT_DB = 1, OPT_SIGNING_KEY = 2, OPT_OUT = 4, OPT_PUBLIC_KEY = 8, OPT_CHECKPOINT = 16, OPT_ENTRY_HASH = 32 };
+enum {
+    OPT_DB = 1,
+    OPT_SIGNING_KEY = 2,
+    OPT_OUT = 4,
+    OPT_PUBLIC_KEY = 8,
+    OPT_CHECKPOINT = 16,
+    OPT_ENTRY_HASH = 32,
+    OPT_BEFORE = 64,
+    OPT_OLDER_THAN_DAYS = 128,
+    OPT_CHECKPOINT_DIR = 256,
+    OPT_MAX_DECISIONS = 512
+};
 
 static const pgcld_cli_option OPTIONS[] = {
     {.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db)},
@@ -74,6 +97,10 @@ static const pgcld_cli_option OPTIONS[] = {
     {.name = "out", .bit = OPT_OUT, .offset = offsetof(cli_opts, out)},
     {.name = "public-key", .bit = OPT_PUBLIC_KEY, .offset = offsetof(cli_opts, public_key)},
     {.name = "entry-hash", .bit = OPT_ENTRY_HASH, .offset = offsetof(cli_opts, entry_hash)},
+    {.name = "before", .bit = OPT_BEFORE, .offset = offsetof(cli_opts, before)},
+    {.name = "older-than-days", .bit = OPT_OLDER_THAN_DAYS, .offset = offsetof(cli_opts, older_than_days)},
+    {.name = "checkpoint-dir", .bit = OPT_CHECKPOINT_DIR, .offset = offsetof(cli_opts, checkpoint_dir)},
+    {.name = "max-decisions", .bit = OPT_MAX_DECISIONS, .offset = offsetof(cli_opts, max_decisions)},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
      .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints"}};
 
@@ -111,12 +138,14 @@ static int cmd_verify(const cli_opts *o) {
         fprintf(stderr, "pgcld audit verify: %s\n", err);
         return 1;
     }
-    json_t *out = json_pack("{s:b, s:I, s:o, s:o, s:I, s:o, s:i}", "intact", rep.intact, "events",
+    json_t *out = json_pack("{s:b, s:I, s:o, s:o, s:I, s:o, s:i, s:o, s:I}", "intact", rep.intact, "events",
                             (json_int_t)rep.events, "first_bad_seq",
                             rep.intact ? json_null() : json_integer(rep.first_bad_seq), "reason",
                             rep.intact ? json_null() : json_string(rep.reason), "head_seq", (json_int_t)rep.head_seq,
                             "head_hash", rep.head_hash[0] ? json_string(rep.head_hash) : json_null(), "checkpoints",
-                            o->n_checkpoints);
+                            o->n_checkpoints, "archive_cut_seq",
+                            rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(), "archived_rows",
+                            (json_int_t)rep.archived_rows);
     int rc = print_line(out, "verify");
     json_decref(out);
     if (rc != 0) return 1;
@@ -146,6 +175,69 @@ static int cmd_checkpoint(const cli_opts *o) {
         json_decref(out);
     }
     free(cp);
+    return rc;
+}
+
+/* The horizon of --before (RFC 3339) or --older-than-days (a non-negative number of days) in the
+ * audit columns' format; false with the reason printed as a usage error. */
+static bool archive_horizon(const cli_opts *o, char out[PGCL_QTIME_LEN + 1]) {
+    int64_t us = 0;
+    if (o->before) {
+        if (!pgcl_time_parse(o->before, &us)) {
+            pgcld_cli_usage_error(&CLI, "--before must be an RFC 3339 date-time, e.g. 2026-11-01T00:00:00Z");
+            return false;
+        }
+    } else {
+        char *end = NULL;
+        double days = strtod(o->older_than_days, &end);
+        if (!end || *end || !(days >= 0) || days > 36500) {
+            pgcld_cli_usage_error(&CLI, "--older-than-days must be a number of days from 0 to 36500");
+            return false;
+        }
+        us = pgcl_time_now_us() - (int64_t)(days * 86400e6);
+    }
+    pgcl_time_format(us, out);
+    return true;
+}
+
+static int cmd_archive(const cli_opts *o) {
+    char horizon[PGCL_QTIME_LEN + 1], err[1024];
+    if (!archive_horizon(o, horizon)) return 2;
+    int64_t max_decisions = PGCL_ARCHIVE_MAX_DECISIONS_DEFAULT;
+    if (o->max_decisions) {
+        char *end = NULL;
+        long long v = strtoll(o->max_decisions, &end, 10);
+        if (!end || *end || v < 0) {
+            pgcld_cli_usage_error(&CLI, "--max-decisions must be a whole number (0: no bound)");
+            return 2;
+        }
+        max_decisions = v;
+    }
+    pgcl_archive_result *res = malloc(sizeof *res);
+    if (!res) {
+        fprintf(stderr, "pgcld audit archive: out of memory\n");
+        return 1;
+    }
+    int rc = 1;
+    pgcl_status st =
+        pgcl_archive_run(o->db, horizon, max_decisions, o->signing_key, o->out, o->checkpoint_dir, res, err, sizeof err);
+    if (st != PGCL_OK) {
+        fprintf(stderr, "pgcld audit archive: %s\n", err);
+        rc = st == PGCL_ERR_NOT_FOUND ? 3 : 1;
+    } else {
+        json_t *out = json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:f}", "entry_seq",
+                                (json_int_t)res->cut.entry_seq, "entry_hash", res->cut.entry_hash, "log_root",
+                                res->checkpoint.log_root, "before", horizon, "decisions_through",
+                                (json_int_t)res->cut.through[0], "admin_events_through",
+                                (json_int_t)res->cut.through[1], "contests_through", (json_int_t)res->cut.through[2],
+                                "resolutions_through", (json_int_t)res->cut.through[3], "rows_archived",
+                                (json_int_t)res->rows_archived, "archive", o->out, "archive_sha256",
+                                res->archive_sha256, "checkpoint", res->checkpoint.file, "prune_ms",
+                                (double)res->prune_us / 1000.0);
+        rc = print_line(out, "archive");
+        json_decref(out);
+    }
+    free(res);
     return rc;
 }
 
@@ -388,9 +480,12 @@ int pgcld_cli_audit(int argc, char **argv) {
         allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT;
     else if (strcmp(cmd, "keygen") == 0)
         allowed = OPT_OUT;
+    else if (strcmp(cmd, "archive") == 0)
+        allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT | OPT_BEFORE | OPT_OLDER_THAN_DAYS | OPT_CHECKPOINT_DIR |
+                  OPT_MAX_DECISIONS;
     else
         return pgcld_cli_usage_error(
-            &CLI, "unknown subcommand '%s' (verify, checkpoint, keygen, verify-proof or verify-consistency)", cmd);
+            &CLI, "unknown subcommand '%s' (verify, checkpoint, keygen, archive, verify-proof or verify-consistency)", cmd);
     cli_opts *o = calloc(1, sizeof *o);
     if (!o) {
         fprintf(stderr, "pgcld audit: out of memory\n");
@@ -401,6 +496,8 @@ int pgcld_cli_audit(int argc, char **argv) {
     if (rc == 0 && (allowed & OPT_SIGNING_KEY) && !o->signing_key)
         rc = pgcld_cli_usage_error(&CLI, "%s needs --signing-key FILE", cmd);
     if (rc == 0 && (allowed & OPT_OUT) && !o->out) rc = pgcld_cli_usage_error(&CLI, "%s needs --out FILE", cmd);
+    if (rc == 0 && strcmp(cmd, "archive") == 0 && !o->before == !o->older_than_days)
+        rc = pgcld_cli_usage_error(&CLI, "%s", "archive needs one horizon: --before RFC3339 or --older-than-days N");
     if (rc == 0 && strcmp(cmd, "verify-consistency") == 0 && o->n_checkpoints != 0 && o->n_checkpoints != 2)
         rc = pgcld_cli_usage_error(&CLI, "%s", "verify-consistency takes no --checkpoint or two: the older, the newer");
     if (rc == 0 && o->public_key && strlen(o->public_key) != PGCL_PUBLIC_KEY_HEX_LEN)
@@ -416,6 +513,7 @@ int pgcld_cli_audit(int argc, char **argv) {
             rc = cmd_verify_proof(proof_file, o);
         else if (strcmp(cmd, "verify") == 0) rc = cmd_verify(o);
         else if (strcmp(cmd, "checkpoint") == 0) rc = cmd_checkpoint(o);
+        else if (strcmp(cmd, "archive") == 0) rc = cmd_archive(o);
         else rc = cmd_keygen(o);
     }
     free(o);

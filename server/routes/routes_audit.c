@@ -168,7 +168,7 @@ static bool load_decision(pgcld_server *srv, const pgcld_request *req, pgcl_row_
     char err[ERR_CAP];
     pgcl_status st = pgcl_audit_read_decision(srv->audit, req->params[0], a, rec, err, sizeof err);
     if (st == PGCL_ERR_NOT_FOUND) {
-        pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id '%.64s'", req->params[0]);
+        pgcld_reply_decision_not_found(srv, req->params[0], reply);
         return false;
     }
     if (st != PGCL_OK) {

@@ -32,10 +32,13 @@ void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcl
     if (!rep.intact)
         pgcl_log_warn("audit verify: NOT INTACT (first bad entry %lld): %s", (long long)rep.first_bad_seq, rep.reason);
     reply->status = 200;
-    reply->body = json_pack("{s:b, s:I, s:o, s:o, s:I, s:o}", "intact", rep.intact, "events", (json_int_t)rep.events,
-                            "first_bad_seq", rep.intact ? json_null() : json_integer(rep.first_bad_seq), "reason",
+    reply->body = json_pack("{s:b, s:I, s:o, s:o, s:I, s:o, s:o, s:I}", "intact", rep.intact, "events",
+                            (json_int_t)rep.events, "first_bad_seq",
+                            rep.intact ? json_null() : json_integer(rep.first_bad_seq), "reason",
                             rep.intact ? json_null() : json_string(rep.reason), "head_seq", (json_int_t)rep.head_seq,
-                            "head_hash", rep.head_hash[0] ? json_string(rep.head_hash) : json_null());
+                            "head_hash", rep.head_hash[0] ? json_string(rep.head_hash) : json_null(),
+                            "archive_cut_seq", rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(),
+                            "archived_rows", (json_int_t)rep.archived_rows);
 }
 
 /* The directory of the database file ("." when it has none). */
@@ -97,6 +100,24 @@ void pgcld_handle_audit_checkpoint(pgcld_server *srv, const pgcld_request *req, 
     free(cp);
 }
 
+/* ---- 404 decision_not_found, and where an archived decision went ---- */
+
+void pgcld_reply_decision_not_found(pgcld_server *srv, const char *decision_id, pgcld_reply *reply) {
+    pgcl_archive_where where;
+    char err[ERR_CAP];
+    if (pgcl_audit_read_archive_where(srv->audit, decision_id, &where, err, sizeof err) != PGCL_OK) {
+        pgcl_log_warn("archive lookup of %.64s: %s", decision_id, err);
+        where.archived = false;
+    }
+    if (where.archived)
+        pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL,
+                          "no decision with id '%.64s' in the live log: decisions made before %s were archived at the "
+                          "cut at chain entry %lld on %s (archive %.200s); one made then is in that archive",
+                          decision_id, where.before, (long long)where.entry_seq, where.created_at, where.archive_name);
+    else
+        pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id '%.64s'", decision_id);
+}
+
 /* ---- GET /v1/decisions/{id}/proof ---- */
 
 void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
@@ -104,7 +125,7 @@ void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pg
     char err[ERR_CAP];
     pgcl_status st = pgcl_audit_read_proof(srv->audit, req->params[0], &proof, err, sizeof err);
     if (st == PGCL_ERR_NOT_FOUND) {
-        pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id '%.64s'", req->params[0]);
+        pgcld_reply_decision_not_found(srv, req->params[0], reply);
         return;
     }
     if (st == PGCL_ERR_UNSUPPORTED) {

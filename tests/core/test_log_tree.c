@@ -322,7 +322,8 @@ static void test_backfill_and_fallback(const char *base) {
 static void test_upgrade_from_before_0009(const char *base) {
     char *want = node_dump(base);
     const char *p =
-        tampered(base, "before0009.db", "DROP TABLE audit_log_nodes; DELETE FROM schema_migrations WHERE version >= 9");
+        tampered(base, "before0009.db",
+                 "DROP TABLE audit_log_nodes; DROP TABLE audit_cuts; DELETE FROM schema_migrations WHERE version >= 9");
     CHECK(query_int(p, "SELECT count(*) FROM sqlite_schema WHERE name = 'audit_log_nodes'") == 0, "no table");
     char key[128], key_id[32], err[512] = "";
     int64_t head = query_int(p, "SELECT max(seq) FROM audit_chain");

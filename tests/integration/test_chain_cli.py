@@ -157,7 +157,8 @@ class ChainCliTest(unittest.TestCase):
         r = self.verify_http
         self.assertEqual(r.status, 200, r)
         body = r.json
-        self.assertEqual(set(body), {"intact", "events", "first_bad_seq", "reason", "head_seq", "head_hash"})
+        self.assertEqual(set(body), {"intact", "events", "first_bad_seq", "reason", "head_seq", "head_hash",
+                                     "archive_cut_seq", "archived_rows"})
         self.assertIs(body["intact"], True, body)
         self.assertIsNone(body["first_bad_seq"])
         self.assertIsNone(body["reason"])
@@ -199,7 +200,8 @@ class ChainCliTest(unittest.TestCase):
         rc, rep, err = self.verify(self.copy())
         self.assertEqual(rc, 0, err)
         self.assertEqual(rep, {"intact": True, "events": self.n_entries, "first_bad_seq": None, "reason": None,
-                               "head_seq": self.n_entries, "head_hash": rep["head_hash"], "checkpoints": 0})
+                               "head_seq": self.n_entries, "head_hash": rep["head_hash"], "checkpoints": 0,
+                               "archive_cut_seq": None, "archived_rows": 0})
         self.assertRegex(rep["head_hash"], HEX64)
 
     def test_edit_score(self):

@@ -626,7 +626,8 @@ class LiveReviewStatesTest(LiveValidationMixin, unittest.TestCase):
         # nothing recorded yet: an empty chain, empty lists
         report = self.expect("GET", "/v1/audit/verify", 200)
         self.assertEqual(report, {"intact": True, "events": 0, "first_bad_seq": None,
-                                  "reason": None, "head_seq": 0, "head_hash": None})
+                                  "reason": None, "head_seq": 0, "head_hash": None, "archive_cut_seq": None,
+                                  "archived_rows": 0})
         self.expect("POST", "/v1/audit/checkpoints", 409, "empty_chain")
         self.assertEqual(self.expect("GET", "/v1/decisions", 200),
                          {"decisions": [], "next_cursor": None})
