@@ -609,10 +609,15 @@ class Daemon:
         out = {}
         for i in range(0, len(ids), 500):
             chunk = ids[i:i + 500]
-            q = ("SELECT * FROM decisions WHERE decision_id IN (%s)" %
-                 ",".join("?" * len(chunk)))
+            # "input": the stored input wherever it is kept (inline before migration 0008, in
+            # decision_inputs since)
+            q = ("SELECT d.*, coalesce(d.input, (SELECT i.input FROM decision_inputs AS i"
+                 " WHERE i.decision_seq = d.seq)) AS stored_input FROM decisions AS d"
+                 " WHERE d.decision_id IN (%s)" % ",".join("?" * len(chunk)))
             for r in self.query(q, chunk):
-                out[r["decision_id"]] = r
+                row = dict(r)
+                row["input"] = row.pop("stored_input")
+                out[row["decision_id"]] = row
         return out
 
 
