@@ -1,4 +1,5 @@
-/* The HTTP server: libmicrohttpd in thread-per-connection mode, a route table with path
+/* The HTTP server: libmicrohttpd with a pool of threads and suspended connections for deferred
+ * answers (docs/architecture.md, "Threads"), a route table with path
  * parameters and the roles allowed on each route, JSON replies and errors, and the shared state
  * every handler sees. Handlers are plain functions that fill a pgcld_reply; they never touch
  * libmicrohttpd directly. */

@@ -1,10 +1,11 @@
-/* The memory budget for request bodies (--max-body-memory). Every connection thread buffers its
+/* The memory budget for request bodies (--max-body-memory). Every connection buffers its
  * whole request body before parsing it, so without a bound the daemon's memory grows with
  * connections x body size (64 connections sending 256-embedding JSON batches held 160 MiB). A
  * scoring request reserves its body's size here before buffering it, and grows the reservation by
  * its arrays once it is parsed (pgcld_request_hold_memory); while the requests already admitted
- * hold the budget, the next one waits, and since its thread then reads nothing more from its socket,
- * TCP flow control holds the client back. Admitted bodies make progress on their own (they only
+ * hold the budget, the next one waits (a blocked thread in pgcld_body_budget_reserve, or a
+ * suspended connection with pgcld_body_budget_reserve_async, as the server does), and since
+ * nothing more is read from its socket, TCP flow control holds the client back. Admitted bodies make progress on their own (they only
  * need their client, the compute workers and the audit writer), so waiting cannot deadlock.
  *
  * Requests are admitted first come, first served. The first in line is admitted when nothing is
