@@ -43,7 +43,8 @@ typedef struct pgcld_server {
     /* Refusals by --max-connections, from whichever server thread admitted the socket. */
     _Atomic unsigned long long connections_refused;
     _Atomic int64_t connection_limit_logged_us; /* monotonic time of the last warning; 0 = never */
-    _Atomic int suspended;             /* requests whose deferred work runs (pgcld_request_defer) */
+    _Atomic int suspended;             /* connections suspended (a deferred answer, a body waiting) */
+    _Atomic int deferred_open;         /* requests that deferred their answer and have not completed */
 } pgcld_server;
 
 #define PGCLD_MAX_PARAMS 4

@@ -50,6 +50,7 @@ struct pgcld_deferred {
     void *state;
     bool done;      /* pgcld_deferred_resume was called */
     bool suspended; /* the connection is suspended, waiting for that call */
+    bool counted;   /* in srv->deferred_open until the request completes */
 };
 
 static pthread_mutex_t g_suspend_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -295,6 +296,8 @@ pgcld_deferred *pgcld_request_defer(const pgcld_request *req, pgcld_finish_fn fi
     PGCL_ASSERT(d != NULL && d->finish == NULL && finish != NULL); /* once per request */
     d->finish = finish;
     d->state = state;
+    d->counted = true;
+    atomic_fetch_add(&d->srv->deferred_open, 1);
     return d;
 }
 
@@ -592,6 +595,56 @@ static void run_finish(request_ctx *ctx, pgcld_reply *reply) {
     ctx->scoring_admitted = false;
 }
 
+/* ---- Staff routes on a thread of their own ----
+ * Routes that need a key and do not score (reviewer, admin, /v1/models) may wait for the audit
+ * writer (one commit, or the busy timeout of a locked database: 5 s), the reader pool or a compute
+ * slot (a re-score). On a pool thread such a wait would hold up every connection of that thread,
+ * scoring answers included, so the handler runs on a thread made for it (staff calls are few)
+ * while the connection is suspended like a deferred answer; the reply it wrote is sent on the pool
+ * thread. Public routes (probes, /metrics, the console's files) are quick and run inline. */
+typedef struct staff_call {
+    request_ctx *ctx;
+    pgcld_request req; /* what it points to lives until the request completes */
+    pgcld_reply reply;
+} staff_call;
+
+static void *staff_call_main(void *arg) {
+    staff_call *call = arg;
+    request_ctx *ctx = call->ctx;
+    ctx->route->fn(ctx->srv, &call->req, &call->reply);
+    pgcld_deferred_resume(&ctx->deferred); /* the last touch: the request may complete at once */
+    return NULL;
+}
+
+/* The deferred finish of a staff call: its reply, written on its thread. */
+static void staff_call_finish(pgcld_server *srv, void *state, pgcld_reply *reply) {
+    staff_call *call = state;
+    *reply = call->reply;
+    free(call);
+}
+
+/* Runs the staff route's handler on a thread of its own; the request's answer is deferred to it.
+ * Out of memory or threads: the handler runs here. */
+static void start_staff_call(request_ctx *ctx, const pgcld_request *req, pgcld_reply *reply) {
+    staff_call *call = malloc(sizeof *call);
+    pthread_attr_t attr;
+    if (!call || pthread_attr_init(&attr) != 0) {
+        free(call);
+        ctx->route->fn(ctx->srv, req, reply);
+        return;
+    }
+    *call = (staff_call){.ctx = ctx, .req = *req, .reply = {.status = 200}};
+    call->req.deferred = NULL; /* staff handlers answer when they return */
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pgcld_request_defer(req, staff_call_finish, call);
+    pthread_t thread;
+    if (pthread_create(&thread, &attr, staff_call_main, call) != 0) {
+        ctx->route->fn(ctx->srv, &call->req, &call->reply);
+        pgcld_deferred_resume(&ctx->deferred);
+    }
+    pthread_attr_destroy(&attr);
+}
+
 /* Sends the answer a handler (or its deferred finish) wrote. */
 static enum MHD_Result send_answer(request_ctx *ctx, struct MHD_Connection *conn, pgcld_reply *reply) {
     if (!reply->body && !reply->text && !reply->stream_fn && !reply->data)
@@ -707,7 +760,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_reply(srv, conn, &reply);
     }
     ctx->scoring_admitted = scoring;
-    ctx->route->fn(srv, &req, &reply);
+    if (!scoring && ctx->route->roles != PGCLD_ROUTE_ANYONE) start_staff_call(ctx, &req, &reply);
+    else ctx->route->fn(srv, &req, &reply);
     if (ctx->deferred.finish) { /* the handler deferred its answer */
         PGCL_ASSERT(!reply.body && !reply.text && !reply.stream_fn && !reply.data);
         if (suspend_unless_over(srv, conn, &ctx->deferred.done, &ctx->deferred.suspended)) return MHD_YES;
@@ -751,6 +805,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         discard_reply(&unsent);
     }
     if (ctx->scoring_admitted) atomic_fetch_sub(&ctx->srv->score_in_flight, 1);
+    if (ctx->deferred.counted) atomic_fetch_sub(&ctx->srv->deferred_open, 1);
     pgcld_reaper_next(ctx->srv->reaper, connection_watch(conn));
     if (ctx->started) atomic_fetch_sub(&ctx->srv->in_flight, 1);
     pgcld_body_budget_release(ctx->srv->body_budget, ctx->reserved);
@@ -918,13 +973,17 @@ void pgcld_server_stop(pgcld_server *srv, int grace_s) {
     }
     int left = atomic_load(&srv->in_flight);
     if (left > 0) pgcl_log_warn("shutdown: %d requests still running after %d s; closing them", left, grace_s);
-    /* A suspended request's work (a forward pass, a commit) always ends, and libmicrohttpd must
-     * not stop with a connection suspended: wait for every one to be resumed, as the threads of
-     * blocked handlers were waited for when each connection had its own. */
-    for (int64_t logged = pgcl_monotonic_us(); atomic_load(&srv->suspended) > 0;) {
+    /* A deferred answer's work (a forward pass, a commit) always ends, and libmicrohttpd must not
+     * stop with a connection suspended: wait for every such request to be resumed and answered
+     * (or its connection to close: a client that reads nothing is timed out), as the threads of
+     * blocked handlers were waited for when each connection had its own. Bodies waiting for
+     * --max-body-memory are resumed by its timer within 10 s. */
+    for (int64_t logged = pgcl_monotonic_us();
+         atomic_load(&srv->suspended) > 0 || atomic_load(&srv->deferred_open) > 0;) {
         if (pgcl_monotonic_us() - logged >= 5 * 1000000) {
             logged = pgcl_monotonic_us();
-            pgcl_log_warn("shutdown: waiting for %d suspended requests' work to end", atomic_load(&srv->suspended));
+            pgcl_log_warn("shutdown: waiting for %d requests' deferred answers (%d suspended)",
+                          atomic_load(&srv->deferred_open), atomic_load(&srv->suspended));
         }
         struct timespec ts = {0, 2 * 1000 * 1000};
         nanosleep(&ts, NULL);
