@@ -596,12 +596,13 @@ static void run_finish(request_ctx *ctx, pgcld_reply *reply) {
 }
 
 /* ---- Staff routes on a thread of their own ----
- * Routes that need a key and do not score (reviewer, admin, /v1/models) may wait for the audit
+ * Routes only reviewer and admin keys may call (pgcld_route_is_staff) may wait for the audit
  * writer (one commit, or the busy timeout of a locked database: 5 s), the reader pool or a compute
  * slot (a re-score). On a pool thread such a wait would hold up every connection of that thread,
  * scoring answers included, so the handler runs on a thread made for it (staff calls are few)
  * while the connection is suspended like a deferred answer; the reply it wrote is sent on the pool
- * thread. Public routes (probes, /metrics, the console's files) are quick and run inline. */
+ * thread. Public routes (probes, /metrics, the console's files) and model metadata are quick and
+ * run inline. */
 typedef struct staff_call {
     request_ctx *ctx;
     pgcld_request req; /* what it points to lives until the request completes */
@@ -760,7 +761,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_reply(srv, conn, &reply);
     }
     ctx->scoring_admitted = scoring;
-    if (!scoring && ctx->route->roles != PGCLD_ROUTE_ANYONE) start_staff_call(ctx, &req, &reply);
+    if (pgcld_route_is_staff(ctx->route)) start_staff_call(ctx, &req, &reply);
     else ctx->route->fn(srv, &req, &reply);
     if (ctx->deferred.finish) { /* the handler deferred its answer */
         PGCL_ASSERT(!reply.body && !reply.text && !reply.stream_fn && !reply.data);
