@@ -2,7 +2,8 @@
 scoring request that waits (for the audit commit, held back by a lock this test takes on the
 database, or for a batch held open by --batch-max-wait-us) are all answered correctly, and the
 daemon's thread count (/proc/PID/status Threads:) does not grow with them: a waiting request is a
-suspended connection, not a thread.
+suspended connection, not a thread. A staff call waiting for a locked database holds no pool
+thread either (it runs on its own).
 
 Run: /usr/bin/python3 tests/integration/test_event_server.py (PGCLD_BIN selects the binary).
 """
@@ -128,6 +129,35 @@ class EventServerTest(unittest.TestCase):
         self.assertLessEqual(max(samples), idle_threads + 2,
                              "the daemon's threads grew with the connections waiting")
         self.check_answers(d, clients, "batch")
+
+    def test_a_staff_call_waiting_for_a_locked_database_holds_no_pool_thread(self):
+        # one pool thread; a reviewer's contest waits for the locked database (up to the writer's
+        # 5 s busy timeout) on a thread of its own, so the pool keeps answering meanwhile
+        d = self.start("--http-threads", "1")
+        scored = d.score({"items": H.json_items(H.random_embeddings(1, D, 2), "contested-")})
+        decision_id = scored.json["results"][0]["decision_id"]
+        locker = sqlite3.connect(d.db_path, timeout=30, isolation_level=None)
+        self.addCleanup(locker.close)
+        locker.execute("BEGIN EXCLUSIVE")
+        answers = {}
+        staff = threading.Thread(target=lambda: answers.update(
+            r=d.post(f"/v1/decisions/{decision_id}/contests", {"reason": "while locked"}, key=d.keys["reviewer"],
+                     timeout=WAIT_S)), daemon=True)
+        staff.start()
+        try:
+            self.assertTrue(H.wait_until(lambda: (H.metric(d, "pgcld_audit_queue_rows") or 0) >= 1, 4),
+                            "the contest did not reach the audit writer")
+            t0 = time.monotonic()
+            ready = d.get("/v1/models")
+            took = time.monotonic() - t0
+            still_waiting = staff.is_alive()
+        finally:
+            locker.execute("ROLLBACK")
+        staff.join(WAIT_S)
+        self.assertEqual(ready.status, 200, ready)
+        self.assertTrue(still_waiting, "the staff call was not waiting when the pool answered")
+        self.assertLess(took, 2.0, "the pool thread waited with the staff call")
+        self.assertIn(answers["r"].status, (201, 503), answers["r"])
 
 
 if __name__ == "__main__":
