@@ -58,7 +58,7 @@ def score_body(n, seed, prefix):
 
 class HeldRequest:
     """A POST /v1/score whose headers and first half of its body have been sent on a raw socket:
-    pgcld holds it in flight (its thread waits for the rest of the body)."""
+    pgcld holds it in flight (its connection waits for the rest of the body)."""
 
     def __init__(self, d, n, seed, prefix):
         self.body, self.ids = score_body(n, seed, prefix)
