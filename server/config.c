@@ -83,6 +83,8 @@ static const opt_def g_opts[] = {
      .help = "largest model upload accepted"},
     {.name = "max-connections", L(max_connections, 1, 65536), .def = "512",
      .help = "simultaneous client connections"},
+    {.name = "http-threads", L(http_threads, 0, 256), .def = "0",
+     .help = "threads serving every connection (event-driven; 0 = number of CPUs, at most 8)"},
     {.name = "connection-timeout", L(connection_timeout_s, 1, 3600), .def = "30",
      .help = "seconds an idle connection is kept"},
     {.name = "max-connections-per-ip", L(max_connections_per_ip, 0, 65536), .def = "0",

@@ -53,6 +53,7 @@ typedef struct pgcld_config {
     _Atomic long max_body_memory; /* scoring bodies held at once (bytes); 0 = no bound; reloadable */
     _Atomic long max_batch;      /* reloadable */
     _Atomic long max_connections;
+    _Atomic long http_threads;   /* libmicrohttpd's thread pool; 0 = CPUs, at most 8 */
     _Atomic long connection_timeout_s;
     _Atomic long max_connections_per_ip; /* 0 = no limit */
     _Atomic long request_timeout_s;      /* to receive a whole request; 0 = none; reloadable */

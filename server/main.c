@@ -245,7 +245,7 @@ static void remember_activation(const char *model, const char *version, void *ct
 
 static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     /* Request bodies and their arrays (1.4 MB for 64 JSON embeddings) are allocated on many
-     * connection threads: with glibc's adaptive threshold they come from per-thread arenas, which
+     * threads (server pool, batcher workers): with glibc's adaptive threshold they come from per-thread arenas, which
      * keep the memory after the request (RSS grew with connections x largest body ever seen). A
      * fixed threshold maps every block over 256 KiB and unmaps it on free. */
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);

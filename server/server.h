@@ -1,4 +1,5 @@
-/* The HTTP server: libmicrohttpd in thread-per-connection mode, a route table with path
+/* The HTTP server: libmicrohttpd with a pool of threads and suspended connections for deferred
+ * answers (docs/architecture.md, "Threads"), a route table with path
  * parameters and the roles allowed on each route, JSON replies and errors, and the shared state
  * every handler sees. Handlers are plain functions that fill a pgcld_reply; they never touch
  * libmicrohttpd directly. */
@@ -39,10 +40,11 @@ typedef struct pgcld_server {
     struct pgcld_body_budget *body_budget; /* --max-body-memory */
     _Atomic int score_in_flight;       /* scoring requests being handled: --max-score-in-flight */
     _Atomic int open_connections;      /* accepted and not yet closed: --max-connections */
-    /* Refusals by --max-connections: touched only where sockets are admitted (libmicrohttpd's
-     * listening thread). */
-    unsigned long long connections_refused;
-    int64_t connection_limit_logged_us; /* monotonic time of the last warning; 0 = never */
+    /* Refusals by --max-connections, from whichever server thread admitted the socket. */
+    _Atomic unsigned long long connections_refused;
+    _Atomic int64_t connection_limit_logged_us; /* monotonic time of the last warning; 0 = never */
+    _Atomic int suspended;             /* connections suspended (a deferred answer, a body waiting) */
+    _Atomic int deferred_open;         /* requests that deferred their answer and have not completed */
 } pgcld_server;
 
 #define PGCLD_MAX_PARAMS 4
@@ -60,7 +62,29 @@ typedef struct pgcld_request {
     const char *actor;                    /* "name (key_id)" or "anonymous": who, for the audit log */
     void *connection;                     /* for pgcld_request_query() only */
     size_t *memory_held;                  /* a scoring request's share of --max-body-memory; else NULL */
+    struct pgcld_deferred *deferred;      /* http.c's, for pgcld_request_defer() only */
 } pgcld_request;
+
+/* ---- Deferred answers (the event-driven server, docs/architecture.md "Threads") ----
+ * A handler whose work finishes on another thread (the scoring routes: a forward pass on a batcher
+ * worker, then the audit writer's commit) does not wait for it on the server thread, which serves
+ * many connections: it calls d = pgcld_request_defer(req, finish, state), starts the work, and
+ * returns without filling its reply. The work's completion calls pgcld_deferred_resume(d), once, from
+ * any thread (the audit writer: it only marks the request done and wakes its connection). Meanwhile
+ * the connection is suspended and holds no thread. Then finish(srv, state, reply) runs on a server
+ * thread: it writes the answer (JSON building belongs here) and releases state. If the connection
+ * ends first (the server stopping once the work finished), finish runs all the same and its reply
+ * is discarded. The work must always complete (it is never abandoned): shutdown waits for it. */
+typedef struct pgcld_deferred pgcld_deferred;
+struct pgcld_reply;
+typedef void (*pgcld_finish_fn)(pgcld_server *srv, void *state, struct pgcld_reply *reply);
+
+/* Defers req's answer to finish(srv, state, …) after pgcld_deferred_resume; see above. Called at
+ * most once per request, by its handler, which must then start work that resumes it. */
+pgcld_deferred *pgcld_request_defer(const pgcld_request *req, pgcld_finish_fn finish, void *state);
+
+/* The deferred work is over: finish may run. Any thread; exactly once per pgcld_request_defer. */
+void pgcld_deferred_resume(pgcld_deferred *d);
 
 /* Value of a request header (case-insensitive name), or NULL. */
 const char *pgcld_request_header(const pgcld_request *req, const char *name);
@@ -135,6 +159,9 @@ pgcl_status pgcld_checkpoint_now(pgcld_server *srv, struct pgcl_checkpoint *out,
 /* Route patterns, for metrics labels. */
 extern const char *const pgcld_route_names[];
 extern const int pgcld_route_count;
+
+/* The threads of the server's pool: --http-threads, or the CPUs (at most 8) when it is 0. */
+unsigned pgcld_http_threads(const pgcld_config *cfg);
 
 /* Starts listening on cfg->listen. Returns 0, or -1 with a message in err. */
 int pgcld_server_start(pgcld_server *srv, char *err, int cap);

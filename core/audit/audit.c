@@ -26,6 +26,16 @@ pgcl_status pgcl_audit_append_with(pgcl_audit *a, const pgcl_decision_row *rows,
     return a->ops->append(a, rows, n, also, also_ctx, err, cap);
 }
 
+void pgcl_audit_append_async(pgcl_audit *a, const pgcl_decision_row *rows, int n, pgcl_audit_fn also, void *also_ctx,
+                             pgcl_audit_done_fn done, void *done_ctx) {
+    PGCL_ASSERT(done != NULL);
+    if (n <= 0) {
+        done(done_ctx, PGCL_OK, "");
+        return;
+    }
+    a->ops->append_async(a, rows, n, also, also_ctx, done, done_ctx);
+}
+
 pgcl_status pgcl_audit_append_shadow(pgcl_audit *a, const pgcl_shadow_row *rows, int n, char *err, int cap) {
     if (n <= 0) return PGCL_OK;
     return a->ops->append_shadow(a, rows, n, err, cap);

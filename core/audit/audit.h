@@ -108,6 +108,21 @@ pgcl_status pgcl_audit_run(pgcl_audit *a, pgcl_audit_fn fn, void *ctx, char *err
 pgcl_status pgcl_audit_append_with(pgcl_audit *a, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
                                    void *also_ctx, char *err, int cap);
 
+/* What pgcl_audit_append_async calls once its rows are committed durably (st PGCL_OK, err "") or
+ * refused / failed (st as pgcl_audit_append would return it, err the reason; no row recorded). */
+typedef void (*pgcl_audit_done_fn)(void *ctx, pgcl_status st, const char *err);
+
+/* The asynchronous form of pgcl_audit_append_with, for callers that must not hold a thread while
+ * the group commit runs: queues the rows and returns at once. done(ctx, ...) is called exactly once:
+ * on the writer thread right after the commit that made the rows durable (or failed), or before
+ * this call returns when the rows are refused at once (PGCL_ERR_BUSY, PGCL_ERR_CLOSED,
+ * PGCL_ERR_NOMEM). The same all-or-nothing guarantee as pgcl_audit_append_with. rows (and what they
+ * point to) and also_ctx stay borrowed until done is called. done runs on the writer thread, which
+ * every commit waits for: it must be cheap and never block (mark done, wake someone). n <= 0 calls
+ * done(ctx, PGCL_OK, "") at once. */
+void pgcl_audit_append_async(pgcl_audit *a, const pgcl_decision_row *rows, int n, pgcl_audit_fn also, void *also_ctx,
+                             pgcl_audit_done_fn done, void *done_ctx);
+
 /* Records one administrative event durably (same writer, same guarantees as append). */
 pgcl_status pgcl_audit_record_event(pgcl_audit *a, const pgcl_admin_event *ev, char *err, int cap);
 

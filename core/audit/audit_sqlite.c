@@ -21,7 +21,8 @@
 
 #define ERR_CAP 512
 
-/* A caller's unit of work, queued for the writer; lives on the caller's stack. */
+/* A caller's unit of work, queued for the writer; lives on the caller's stack, or (an
+ * asynchronous append, with on_done set) in an async_append the writer frees after on_done. */
 typedef struct audit_job {
     pgcl_audit_fn fn;
     void *ctx;
@@ -30,6 +31,8 @@ typedef struct audit_job {
     pgcl_status status;
     bool done;
     pthread_cond_t done_cond; /* signalled for this job alone: no herd of waiters per commit */
+    pgcl_audit_done_fn on_done; /* asynchronous: called by the writer, outside the lock, instead */
+    void *on_done_ctx;
     char err[ERR_CAP];
     struct audit_job *next;
 } audit_job;
@@ -514,6 +517,8 @@ static void probe_write(sqlite_store *a) {
     pgcl_log_warn("audit: probe write failed (retrying every %d s): %s", PROBE_INTERVAL_S, err);
 }
 
+static void finish_async_jobs(audit_job *list);
+
 static void *writer_main(void *arg) {
     sqlite_store *a = arg;
     pthread_mutex_lock(&a->lock);
@@ -546,28 +551,37 @@ static void *writer_main(void *arg) {
         if (db_ok && !a->healthy) pgcl_log_info("audit: writes succeed again");
         a->healthy = db_ok;
 
+        audit_job *async_jobs = NULL;
         pthread_mutex_lock(&a->lock);
         for (audit_job *j = batch, *next; j; j = next) {
-            next = j->next; /* j belongs to its caller once done is set */
+            next = j->next; /* a blocking job belongs to its caller once done is set */
             a->pending_rows -= j->n_rows;
+            if (j->on_done) {
+                j->next = async_jobs;
+                async_jobs = j;
+                continue;
+            }
             j->done = true;
             pthread_cond_signal(&j->done_cond); /* under the lock: the caller cannot return before */
+        }
+        if (async_jobs) {
+            pthread_mutex_unlock(&a->lock); /* a callback may append again */
+            finish_async_jobs(async_jobs);
+            pthread_mutex_lock(&a->lock);
         }
     }
     pthread_mutex_unlock(&a->lock);
     return NULL;
 }
 
-/* Queues a job and waits until the writer has committed (or failed) it. */
-static pgcl_status submit(sqlite_store *a, audit_job *job, char *err, int cap) {
-    pthread_mutex_lock(&a->lock);
+/* Queues a job for the writer; the caller holds a->lock. PGCL_OK, or the refusal (closing,
+ * backlog full) with its reason in err and the job not queued. */
+static pgcl_status enqueue_locked(sqlite_store *a, audit_job *job, char *err, int cap) {
     if (a->closing) {
-        pthread_mutex_unlock(&a->lock);
         pgcl_errorf(err, cap, "audit store is closing");
         return PGCL_ERR_CLOSED;
     }
     if (job->bounded && a->pending_rows > 0 && a->pending_rows + job->n_rows > a->max_pending_rows) {
-        pthread_mutex_unlock(&a->lock);
         pgcl_errorf(err, cap, "audit backlog is full (%d rows pending)", a->pending_rows);
         return PGCL_ERR_BUSY;
     }
@@ -575,13 +589,56 @@ static pgcl_status submit(sqlite_store *a, audit_job *job, char *err, int cap) {
     if (a->tail) a->tail->next = job;
     else a->head = job;
     a->tail = job;
-    pthread_cond_init(&job->done_cond, NULL);
     pthread_cond_signal(&a->work);
-    while (!job->done) pthread_cond_wait(&job->done_cond, &a->lock);
+    return PGCL_OK;
+}
+
+/* Queues a job and waits until the writer has committed (or failed) it. */
+static pgcl_status submit(sqlite_store *a, audit_job *job, char *err, int cap) {
+    pthread_mutex_lock(&a->lock);
+    pthread_cond_init(&job->done_cond, NULL);
+    pgcl_status st = enqueue_locked(a, job, err, cap);
+    while (st == PGCL_OK && !job->done) pthread_cond_wait(&job->done_cond, &a->lock);
     pthread_mutex_unlock(&a->lock);
     pthread_cond_destroy(&job->done_cond);
+    if (st != PGCL_OK) return st;
     if (job->status != PGCL_OK) pgcl_errorf(err, cap, "%s", job->err);
     return job->status;
+}
+
+/* An asynchronous append: the job and what its callback reads, in one allocation. */
+typedef struct async_append {
+    audit_job job; /* first: the writer's list links the jobs */
+    rows_ctx rows;
+} async_append;
+
+/* The writer's end of asynchronous appends: each callback, then the job's memory. */
+static void finish_async_jobs(audit_job *list) {
+    for (audit_job *j = list, *next; j; j = next) {
+        next = j->next;
+        j->on_done(j->on_done_ctx, j->status, j->status == PGCL_OK ? "" : j->err);
+        free(j); /* the async_append that begins with it */
+    }
+}
+
+static void sqlite_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
+                                void *also_ctx, pgcl_audit_done_fn done, void *done_ctx) {
+    sqlite_store *a = sqlite_store_of(store);
+    async_append *job = calloc(1, sizeof *job);
+    if (!job) {
+        done(done_ctx, PGCL_ERR_NOMEM, "out of memory");
+        return;
+    }
+    job->rows = (rows_ctx){rows, n, also, also_ctx};
+    job->job = (audit_job){.fn = decisions_fn, .ctx = &job->rows, .n_rows = n, .bounded = true,
+                           .status = PGCL_ERR_DB, .on_done = done, .on_done_ctx = done_ctx};
+    char err[ERR_CAP];
+    pthread_mutex_lock(&a->lock);
+    pgcl_status st = enqueue_locked(a, &job->job, err, sizeof err);
+    pthread_mutex_unlock(&a->lock);
+    if (st == PGCL_OK) return;
+    free(job);
+    done(done_ctx, st, err);
 }
 
 static pgcl_status sqlite_run(pgcl_audit *store, pgcl_audit_fn fn, void *ctx, char *err, int cap) {
@@ -758,6 +815,7 @@ const pgcl_audit_store_ops pgcl_audit_sqlite_ops = {
     .name = "sqlite",
     .close = sqlite_close,
     .append = sqlite_append,
+    .append_async = sqlite_append_async,
     .append_shadow = sqlite_append_shadow,
     .record_event = sqlite_record_event,
     .run = sqlite_run,

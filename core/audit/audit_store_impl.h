@@ -18,6 +18,9 @@ typedef struct pgcl_audit_store_ops {
     /* n >= 1; `also` may be NULL. */
     pgcl_status (*append)(pgcl_audit *store, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
                           void *also_ctx, char *err, int cap);
+    /* n >= 1; `also` may be NULL; done is never NULL. */
+    void (*append_async)(pgcl_audit *store, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
+                         void *also_ctx, pgcl_audit_done_fn done, void *done_ctx);
     /* n >= 1. */
     pgcl_status (*append_shadow)(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap);
     pgcl_status (*record_event)(pgcl_audit *store, const pgcl_admin_event *ev, char *err, int cap);

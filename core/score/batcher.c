@@ -19,7 +19,11 @@ typedef struct batch_job {
     int batch_rows;
     pgcl_status status;
     bool done;
-    pthread_cond_t done_cond; /* the submitter waits on its own condition */
+    pthread_cond_t done_cond; /* the blocking submitter waits on its own condition */
+    /* An asynchronous job (pgcl_batcher_submit): malloc'd, owned by the batcher, finished by
+     * calling on_done (outside the lock) instead of signalling done_cond. NULL for a blocking one. */
+    pgcl_batcher_done_fn on_done;
+    void *on_done_ctx;
     struct batch_job *next;
 } batch_job;
 
@@ -100,16 +104,27 @@ static void run_batch(worker *w, batch_job *list, int rows) {
             r += (size_t)j->n;
         }
     }
+    batch_job *async_jobs = NULL;
     pthread_mutex_lock(&b->lock);
     for (batch_job *j = list, *next; j; j = next) {
-        next = j->next; /* j belongs to its submitter once done is set */
+        next = j->next; /* a blocking job belongs to its submitter once done is set */
         j->status = st;
         j->t_start_us = t_start;
         j->batch_rows = rows;
+        if (j->on_done) {
+            j->next = async_jobs;
+            async_jobs = j;
+            continue;
+        }
         j->done = true;
         pthread_cond_signal(&j->done_cond);
     }
     pthread_mutex_unlock(&b->lock);
+    for (batch_job *j = async_jobs, *next; j; j = next) { /* outside the lock: a callback may submit */
+        next = j->next;
+        j->on_done(j->on_done_ctx, j->status, j->t_start_us, j->batch_rows);
+        free(j);
+    }
 }
 
 static void *worker_main(void *arg) {
@@ -209,4 +224,28 @@ pgcl_status pgcl_batcher_forward(pgcl_batcher *b, const pgcl_model *m, const flo
     if (t_start_us) *t_start_us = job.t_start_us;
     if (batch_rows) *batch_rows = job.batch_rows;
     return job.status;
+}
+
+void pgcl_batcher_submit(pgcl_batcher *b, const pgcl_model *m, const float *z, int n, float *vectors, float *probs,
+                         pgcl_batcher_done_fn done, void *ctx) {
+    PGCL_ASSERT(done != NULL && n >= 1);
+    batch_job *job = malloc(sizeof *job);
+    if (!job) {
+        done(ctx, PGCL_ERR_NOMEM, 0, 0);
+        return;
+    }
+    *job = (batch_job){.m = m, .z = z, .n = n, .vectors = vectors, .probs = probs, .status = PGCL_ERR_CLOSED,
+                       .on_done = done, .on_done_ctx = ctx};
+    pthread_mutex_lock(&b->lock);
+    if (b->stopping) {
+        pthread_mutex_unlock(&b->lock);
+        free(job);
+        done(ctx, PGCL_ERR_CLOSED, 0, 0);
+        return;
+    }
+    if (b->tail) b->tail->next = job;
+    else b->head = job;
+    b->tail = job;
+    pthread_cond_signal(&b->work);
+    pthread_mutex_unlock(&b->lock);
 }

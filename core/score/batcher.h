@@ -26,4 +26,19 @@ void pgcl_batcher_destroy(pgcl_batcher *b);
 pgcl_status pgcl_batcher_forward(pgcl_batcher *b, const pgcl_model *m, const float *z, int n, float *vectors,
                                   float *probs, int64_t *t_start_us, int *batch_rows);
 
+/* What pgcl_batcher_submit calls when its forward pass is over: st (PGCL_OK, or why it failed:
+ * PGCL_ERR_CLOSED when the batcher is stopping, PGCL_ERR_NOMEM, a backend error), the time the
+ * batch started computing and the rows of the batch it ran in. */
+typedef void (*pgcl_batcher_done_fn)(void *ctx, pgcl_status st, int64_t t_start_us, int batch_rows);
+
+/* The asynchronous form of pgcl_batcher_forward, for callers that must not hold a thread while
+ * they wait (the event-driven HTTP server): queues the job and returns at once. done(ctx, ...) is
+ * called exactly once, on a batcher worker right after the batch's forward pass (it delays that
+ * worker's next batch, so it should hand heavy work on rather than block), or before submit returns
+ * when the job cannot be queued (stopping, out of memory). z must stay valid and vectors, probs
+ * writable until then. Jobs of max_rows rows or more are queued too (they run alone, without
+ * copies), never on the submitter's thread. */
+void pgcl_batcher_submit(pgcl_batcher *b, const pgcl_model *m, const float *z, int n, float *vectors, float *probs,
+                         pgcl_batcher_done_fn done, void *ctx);
+
 #endif

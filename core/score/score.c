@@ -1,9 +1,12 @@
-/* The scoring call; see score.h. Read top to bottom, the steps of pgcl_score_run in order: carve
- * the result's arrays, run the forward pass, check the outputs, decide and fill the rows, choose
- * the stored inputs, append the rows, hand the shadow its copy. */
+/* The scoring call; see score.h. Read top to bottom: the result's arrays, the steps (check the
+ * outputs, decide and fill the rows, choose the stored inputs, hand the shadow its copy), then the
+ * continuation that runs them in order across threads (pgcl_score_start: forward pass on a batcher
+ * worker → decide and fill the rows there → asynchronous append → the audit writer's commit → the
+ * caller's callback), and pgcl_score_run, which waits for it. */
 #include "score.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -80,19 +83,6 @@ static bool result_alloc(pgcl_score_result *res, const pgcl_model *m, int n, boo
 
 /* ---- the steps ---- */
 
-/* The forward pass of the request's rows, possibly batched with other requests'. *t_compute gets
- * the time its batch started computing. */
-static bool run_forward(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *res,
-                        int64_t *t_compute) {
-    int64_t t_queue = pgcl_monotonic_us();
-    *t_compute = 0;
-    if (pgcl_batcher_forward(env->batcher, in->model, in->z, in->n, res->vectors, res->probs, t_compute,
-                             &res->timings.forward_rows) != PGCL_OK)
-        return false;
-    res->timings.queue_us = *t_compute - t_queue;
-    return true;
-}
-
 /* Finite inputs of huge magnitude (1e38) overflow inside the model: such an item has no decision
  * to record (NaN probabilities would decide "allow"). Returns the first such item, or -1. */
 static int first_item_not_finite(const pgcl_model *m, const pgcl_score_result *res) {
@@ -150,26 +140,6 @@ static void attach_stored_inputs(const pgcl_score_env *env, const pgcl_score_inp
     }
 }
 
-/* Appends the rows durably, with the idempotency key and its answer when the request has one
- * (the answer is built first: it is stored with the rows). */
-static pgcl_score_failure append_rows(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *res) {
-    char err[512];
-    pgcl_status st;
-    if (in->idem) {
-        PGCL_ASSERT(in->answer_fn != NULL);
-        if (!(res->answer = in->answer_fn(res, in->answer_ctx))) return PGCL_SCORE_NO_MEMORY;
-        pgcl_idem_entry idem = *in->idem;
-        idem.request_id = res->request_id;
-        idem.answer = res->answer;
-        st = pgcl_audit_append_with(env->audit, res->rows, res->n, pgcl_idem_store, &idem, err, sizeof err);
-    } else {
-        st = pgcl_audit_append(env->audit, res->rows, res->n, err, sizeof err);
-    }
-    if (st == PGCL_OK) return PGCL_SCORE_OK;
-    pgcl_log_error("score: audit append failed (%s): %s", pgcl_status_str(st), err);
-    return st == PGCL_ERR_BUSY ? PGCL_SCORE_AUDIT_BEHIND : PGCL_SCORE_AUDIT_FAILED;
-}
-
 /* Hands the shadow (its reference included) a copy of the inputs and the primary outcomes. */
 static void submit_shadow(const pgcl_score_env *env, const pgcl_score_input *in, const pgcl_score_result *res) {
     pgcl_shadow_submit(env->shadow, pgcl_model_retain(in->model), in->shadow, res->n, in->z,
@@ -177,30 +147,136 @@ static void submit_shadow(const pgcl_score_env *env, const pgcl_score_input *in,
                        res->probs);
 }
 
-/* Every step but the shadow's; the shadow reference stays the caller's. */
-static pgcl_score_failure score_and_record(const pgcl_score_env *env, const pgcl_score_input *in,
-                                           pgcl_score_result *res) {
-    const pgcl_model *m = in->model;
-    if (!result_alloc(res, m, in->n, env->store_inputs == PGCL_STORE_INPUTS_FLOAT16)) return PGCL_SCORE_NO_MEMORY;
-    int64_t t_compute;
-    if (!run_forward(env, in, res, &t_compute)) return PGCL_SCORE_FORWARD_FAILED;
-    if ((res->failed_item = first_item_not_finite(m, res)) >= 0) return PGCL_SCORE_OUTPUT_NOT_FINITE;
-    int64_t t_computed = pgcl_monotonic_us();
+/* ---- the continuation: start → forward done → commit done → the caller's callback ----
+ * One call in flight, on the heap from pgcl_score_start until its callback has run. */
+typedef struct score_call {
+    pgcl_score_env env;
+    pgcl_score_input in;
+    pgcl_score_result *res;
+    pgcl_score_done_fn done;
+    void *done_ctx;
+    int64_t t_queue;    /* when the forward pass was asked for */
+    int64_t t_computed; /* when it was over */
+    pgcl_idem_entry idem; /* the Idempotency-Key entry stored with the rows (in.idem, with ours filled) */
+} score_call;
+
+/* The end of every call: the shadow gets its copy when the rows were recorded (its reference is
+ * released otherwise), the caller's callback runs, the call's memory goes. */
+static void finish(score_call *call, pgcl_score_failure f) {
+    if (f == PGCL_SCORE_OK && call->in.shadow) submit_shadow(&call->env, &call->in, call->res);
+    else pgcl_model_release(call->in.shadow);
+    pgcl_score_done_fn done = call->done;
+    void *done_ctx = call->done_ctx;
+    free(call);
+    done(done_ctx, f);
+}
+
+/* The writer's callback (audit.h: cheap, never blocking): the rows are durable, or nothing was. */
+static void on_committed(void *ctx, pgcl_status st, const char *err) {
+    score_call *call = ctx;
+    if (st != PGCL_OK) {
+        pgcl_log_error("score: audit append failed (%s): %s", pgcl_status_str(st), err);
+        finish(call, st == PGCL_ERR_BUSY ? PGCL_SCORE_AUDIT_BEHIND : PGCL_SCORE_AUDIT_FAILED);
+        return;
+    }
+    call->res->timings.audit_us = pgcl_monotonic_us() - call->t_computed;
+    finish(call, PGCL_SCORE_OK);
+}
+
+/* Appends the rows (with the idempotency key and its answer when the request has one: the answer
+ * is built first, here, off the writer's thread, since it is stored with the rows). The call
+ * continues in on_committed. */
+static void append_rows(score_call *call) {
+    const pgcl_score_input *in = &call->in;
+    pgcl_score_result *res = call->res;
+    if (!in->idem) {
+        pgcl_audit_append_async(call->env.audit, res->rows, res->n, NULL, NULL, on_committed, call);
+        return;
+    }
+    PGCL_ASSERT(in->answer_fn != NULL);
+    if (!(res->answer = in->answer_fn(res, in->answer_ctx))) {
+        finish(call, PGCL_SCORE_NO_MEMORY);
+        return;
+    }
+    call->idem = *in->idem;
+    call->idem.request_id = res->request_id;
+    call->idem.answer = res->answer;
+    pgcl_audit_append_async(call->env.audit, res->rows, res->n, pgcl_idem_store, &call->idem, on_committed, call);
+}
+
+/* The batcher's callback, on its worker: checks the outputs, decides, digests and fills the rows
+ * (nothing is recorded unless every output is finite), then appends them. */
+static void on_forward_done(void *ctx, pgcl_status st, int64_t t_compute, int batch_rows) {
+    score_call *call = ctx;
+    pgcl_score_result *res = call->res;
+    if (st != PGCL_OK) {
+        finish(call, PGCL_SCORE_FORWARD_FAILED);
+        return;
+    }
+    res->timings.queue_us = t_compute - call->t_queue;
+    res->timings.forward_rows = batch_rows;
+    if ((res->failed_item = first_item_not_finite(call->in.model, res)) >= 0) {
+        finish(call, PGCL_SCORE_OUTPUT_NOT_FINITE);
+        return;
+    }
+    call->t_computed = pgcl_monotonic_us();
     res->timings.computed = true;
-    res->timings.compute_us = t_computed - t_compute;
+    res->timings.compute_us = call->t_computed - t_compute;
     pgcl_uuid7(res->request_id);
-    if (!decide_items(in, res)) return PGCL_SCORE_NO_MEMORY;
-    attach_stored_inputs(env, in, res);
-    pgcl_score_failure f = append_rows(env, in, res);
-    if (f == PGCL_SCORE_OK) res->timings.audit_us = pgcl_monotonic_us() - t_computed;
-    return f;
+    if (!decide_items(&call->in, res)) {
+        finish(call, PGCL_SCORE_NO_MEMORY);
+        return;
+    }
+    attach_stored_inputs(&call->env, &call->in, res);
+    append_rows(call);
+}
+
+void pgcl_score_start(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *out,
+                      pgcl_score_done_fn done, void *done_ctx) {
+    PGCL_ASSERT(in->n >= 1 && in->model != NULL && in->z != NULL && in->ids != NULL && done != NULL);
+    out->failed_item = -1;
+    score_call *call = malloc(sizeof *call);
+    if (!call) {
+        pgcl_model_release(in->shadow);
+        done(done_ctx, PGCL_SCORE_NO_MEMORY);
+        return;
+    }
+    *call = (score_call){.env = *env, .in = *in, .res = out, .done = done, .done_ctx = done_ctx};
+    if (!result_alloc(out, in->model, in->n, env->store_inputs == PGCL_STORE_INPUTS_FLOAT16)) {
+        finish(call, PGCL_SCORE_NO_MEMORY);
+        return;
+    }
+    call->t_queue = pgcl_monotonic_us();
+    pgcl_batcher_submit(env->batcher, in->model, in->z, in->n, out->vectors, out->probs, on_forward_done, call);
+}
+
+/* ---- the blocking form: the continuation, waited for ---- */
+
+typedef struct score_wait {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+    pgcl_score_failure f;
+} score_wait;
+
+static void on_score_done(void *ctx, pgcl_score_failure f) {
+    score_wait *w = ctx;
+    pthread_mutex_lock(&w->lock);
+    w->f = f;
+    w->done = true;
+    pthread_cond_signal(&w->cond); /* under the lock: the waiter cannot return (and free w) before */
+    pthread_mutex_unlock(&w->lock);
 }
 
 pgcl_score_failure pgcl_score_run(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *out) {
-    PGCL_ASSERT(in->n >= 1 && in->model != NULL && in->z != NULL && in->ids != NULL);
-    out->failed_item = -1;
-    pgcl_score_failure f = score_and_record(env, in, out);
-    if (f == PGCL_SCORE_OK && in->shadow) submit_shadow(env, in, out);
-    else pgcl_model_release(in->shadow);
-    return f;
+    score_wait w = {.done = false};
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.cond, NULL);
+    pgcl_score_start(env, in, out, on_score_done, &w);
+    pthread_mutex_lock(&w.lock);
+    while (!w.done) pthread_cond_wait(&w.cond, &w.lock);
+    pthread_mutex_unlock(&w.lock);
+    pthread_cond_destroy(&w.cond);
+    pthread_mutex_destroy(&w.lock);
+    return w.f;
 }

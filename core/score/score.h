@@ -103,10 +103,27 @@ struct pgcl_score_result {
     uint16_t *inputs_f16;                    /* (n, D) with PGCL_STORE_INPUTS_FLOAT16, else NULL */
 };
 
+/* What pgcl_score_start calls when the call is over: f is what pgcl_score_run would return, and
+ * the result holds what it would hold. */
+typedef void (*pgcl_score_done_fn)(void *ctx, pgcl_score_failure f);
+
+/* Scores, decides and records one request without holding the caller's thread: returns at once,
+ * and done(ctx, f) is called exactly once when the call is over (PGCL_SCORE_OK only once the rows
+ * are durable): on the audit writer's thread after the commit, on a batcher worker when the call
+ * ended before the append (a failed forward pass, an output that is not finite), or before this
+ * function returns when it could not start (out of memory, the batcher closing, the backlog full).
+ * done must therefore be cheap and never block (the writer runs it between commits). *env and *in
+ * are copied; what `in` points to (model, ids, z, idem and the answer builder's context) and *out
+ * must stay valid until done is called. The shadow reference of `in` is consumed either way. The
+ * answer builder (in->answer_fn), when there is one, runs on a batcher worker. */
+void pgcl_score_start(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *out,
+                      pgcl_score_done_fn done, void *ctx);
+
 /* Scores, decides and records one request (see the top of this file). Returns PGCL_SCORE_OK with
  * *out filled and the rows committed; or a failure with nothing recorded, out->failed_item and
  * out->timings set as far as the call got. The shadow reference of `in` is consumed either way.
- * Thread-safe (env's parts are); blocks for the forward pass and the commit. */
+ * Thread-safe (env's parts are); blocks for the forward pass and the commit (pgcl_score_start,
+ * waited for). */
 pgcl_score_failure pgcl_score_run(const pgcl_score_env *env, const pgcl_score_input *in, pgcl_score_result *out);
 
 /* Frees what a result holds and zeroes it. Accepts a zeroed result. */

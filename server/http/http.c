@@ -1,12 +1,20 @@
 /* libmicrohttpd glue: a request's life from its request line to its completion (head checks,
  * routing through route_table.c, authentication, overload protection, body accumulation with
- * limits, the handler's call, sending its reply and counting the outcome), and start/stop. One
- * thread per connection: a handler may block on the audit commit without holding up other
- * clients. Error bodies and media types are reply.c's; request accessors and fingerprints
- * request.c's. */
+ * limits, the handler's call, sending its reply and counting the outcome), and start/stop.
+ *
+ * Event-driven: a fixed pool of --http-threads libmicrohttpd threads (epoll where available)
+ * serves every connection. A handler that would wait for another thread (the scoring routes: the
+ * forward pass, the audit commit) defers its answer instead (pgcld_request_defer): the connection
+ * is suspended (MHD_suspend_connection) and holds no thread until the work's completion resumes it
+ * (MHD_resume_connection, from the batcher worker or the audit writer); then the handler is called
+ * again and the deferred finish writes the answer on a pool thread. Other handlers run to the end
+ * on the pool thread (short reads, single commits). A body waiting for --max-body-memory is
+ * suspended the same way (bodybudget.h). Error bodies and media types are reply.c's; request
+ * accessors and fingerprints request.c's. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -31,6 +39,22 @@
 /* The first buffer of a body without Content-Length, doubled as it grows. */
 #define BODY_FIRST_CAP 16384
 
+/* A request whose answer waits for deferred work (pgcld_request_defer). `done` and `suspended`
+ * are read and written under g_suspend_lock, so that the connection is resumed exactly when it was
+ * suspended: the work may end before the handler has returned (then the connection is never
+ * suspended and the answer is written at once), or after (then its completion resumes it). */
+struct pgcld_deferred {
+    pgcld_server *srv;
+    struct MHD_Connection *conn;
+    pgcld_finish_fn finish; /* NULL once the answer was written (or none was deferred) */
+    void *state;
+    bool done;      /* pgcld_deferred_resume was called */
+    bool suspended; /* the connection is suspended, waiting for that call */
+    bool counted;   /* in srv->deferred_open until the request completes */
+};
+
+static pthread_mutex_t g_suspend_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Per-request state kept by libmicrohttpd between calls of the access handler. */
 typedef struct request_ctx {
     pgcld_server *srv;
@@ -51,6 +75,12 @@ typedef struct request_ctx {
     int status; /* of the answer sent, for metrics; 0 while none was sent */
     bool started;              /* the handler's first call (headers in) has run */
     pgcld_raw_target target;   /* what the request target said before it was decoded */
+    bool scoring_admitted;     /* counted in score_in_flight until the answer is written */
+    pgcld_deferred deferred;   /* the handler's deferred answer, if it deferred one; its conn too */
+    /* A scoring body waiting for --max-body-memory (reserve_body): */
+    pgcld_body_wait body_wait;
+    bool body_queued;          /* in the budget's queue, or its wait just ended */
+    bool body_wait_over, body_wait_suspended; /* under g_suspend_lock */
 } request_ctx;
 
 
@@ -220,15 +250,89 @@ static void client_name(const request_ctx *ctx, struct MHD_Connection *conn, cha
  * at most MAX_BODY_WAIT_S. */
 #define MAX_BODY_WAIT_S 10
 
-/* Reserves `bytes` of the body budget for ctx's body, waiting while other scoring bodies hold it
- * (bodybudget.h); false when the wait ran out. */
-static bool reserve_body(request_ctx *ctx, size_t bytes) {
+/* ---- Suspension: a connection waiting for another thread holds none ----
+ * Two waits suspend a connection: a scoring body waiting for --max-body-memory, and a deferred
+ * answer (pgcld_request_defer). Each has a pair of flags under g_suspend_lock: `over` (set by the
+ * thread that ends the wait) and `suspended` (set by the pool thread that suspends). */
+
+/* Suspends conn for a wait unless it is over already (it may end before the handler returns).
+ * True when suspended: the handler returns, and is called again after end_wait resumes it. */
+static bool suspend_unless_over(pgcld_server *srv, struct MHD_Connection *conn, const bool *over, bool *suspended) {
+    pthread_mutex_lock(&g_suspend_lock);
+    bool suspend = !*over;
+    if (suspend) {
+        *suspended = true;
+        atomic_fetch_add(&srv->suspended, 1);
+        MHD_suspend_connection(conn);
+    }
+    pthread_mutex_unlock(&g_suspend_lock);
+    return suspend;
+}
+
+/* Ends a wait (from any thread): resumes conn if the wait had suspended it. Touches nothing of
+ * the request once the lock is released (a resumed request may complete at once). */
+static void end_wait(pgcld_server *srv, struct MHD_Connection *conn, bool *over, bool *suspended) {
+    pthread_mutex_lock(&g_suspend_lock);
+    PGCL_ASSERT(!*over); /* each wait ends once */
+    *over = true;
+    if (*suspended) {
+        *suspended = false;
+        MHD_resume_connection(conn);
+        atomic_fetch_sub(&srv->suspended, 1);
+    }
+    pthread_mutex_unlock(&g_suspend_lock);
+}
+
+/* Whether a wait is over (its flag read under the lock). */
+static bool wait_over(const bool *over) {
+    pthread_mutex_lock(&g_suspend_lock);
+    bool v = *over;
+    pthread_mutex_unlock(&g_suspend_lock);
+    return v;
+}
+
+pgcld_deferred *pgcld_request_defer(const pgcld_request *req, pgcld_finish_fn finish, void *state) {
+    pgcld_deferred *d = req->deferred;
+    PGCL_ASSERT(d != NULL && d->finish == NULL && finish != NULL); /* once per request */
+    d->finish = finish;
+    d->state = state;
+    d->counted = true;
+    atomic_fetch_add(&d->srv->deferred_open, 1);
+    return d;
+}
+
+void pgcld_deferred_resume(pgcld_deferred *d) { end_wait(d->srv, d->conn, &d->done, &d->suspended); }
+
+/* The body budget's wake (bodybudget.h): the scoring body's wait for --max-body-memory is over. */
+static void on_body_wait_over(void *arg) {
+    request_ctx *ctx = arg;
+    end_wait(ctx->srv, ctx->deferred.conn, &ctx->body_wait_over, &ctx->body_wait_suspended);
+}
+
+/* Reserves ctx's body (`bytes`) in --max-body-memory for the first chunk of a scoring body. 1:
+ * reserved; 0: the wait is over without room (deadline: the body is shed); -1: the connection is
+ * suspended until the budget makes room or gives up (the chunk stays unconsumed: libmicrohttpd
+ * hands it again after the resume, and reads nothing more meanwhile, so TCP flow control holds
+ * the client back). */
+static int reserve_body(request_ctx *ctx, struct MHD_Connection *conn, size_t bytes) {
     pgcld_server *srv = ctx->srv;
-    long timeout_s = srv->cfg->request_timeout_s;
-    int64_t wait_us = timeout_s > 0 && timeout_s < 2 * MAX_BODY_WAIT_S ? timeout_s * 500000 : MAX_BODY_WAIT_S * 1000000;
-    if (!pgcld_body_budget_reserve(srv->body_budget, bytes, ctx->t_start_us + wait_us)) return false;
-    ctx->reserved = bytes;
-    return true;
+    if (!ctx->body_queued) {
+        long timeout_s = srv->cfg->request_timeout_s;
+        int64_t wait_us = timeout_s > 0 && timeout_s < 2 * MAX_BODY_WAIT_S ? timeout_s * 500000
+                                                                            : MAX_BODY_WAIT_S * 1000000;
+        if (pgcld_body_budget_reserve_async(srv->body_budget, &ctx->body_wait, bytes, ctx->t_start_us + wait_us,
+                                            on_body_wait_over, ctx)) {
+            ctx->reserved = bytes;
+            return 1;
+        }
+        ctx->body_queued = true;
+        if (suspend_unless_over(srv, conn, &ctx->body_wait_over, &ctx->body_wait_suspended)) return -1;
+    }
+    PGCL_ASSERT(wait_over(&ctx->body_wait_over));
+    ctx->body_queued = false;
+    if (!ctx->body_wait.admitted) return 0;
+    ctx->reserved = ctx->body_wait.bytes;
+    return 1;
 }
 
 void pgcld_request_hold_memory(pgcld_server *srv, const pgcld_request *req, size_t bytes) {
@@ -280,16 +384,27 @@ static int admit(request_ctx *ctx, struct MHD_Connection *conn, pgcld_reply *rep
  * been joined, which the margin absorbs. */
 #define MHD_LIMIT_MARGIN 16
 
+static void refuse_connection(pgcld_server *srv, int open);
+
 /* MHD_OPTION_NOTIFY_CONNECTION: counts the open connections (for accept_connection) and watches
- * each for the --request-timeout deadline. STARTED comes on the listening thread right after
- * accept_connection admitted the socket; CLOSED on the connection's own thread. */
+ * each for the --request-timeout deadline. STARTED comes on the pool thread that accepted the
+ * socket, right after accept_connection admitted it; CLOSED on the thread that served it.
+ *
+ * Pool threads accept on their own, so two may admit a socket each at the last free place: the
+ * count taken here settles it. A connection counted past --max-connections is shut down at once,
+ * before a byte is read (libmicrohttpd then sees end of stream and closes it): the client sees
+ * what accept_connection's refusal shows, and no more than --max-connections are ever served. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
     pgcld_server *srv = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        atomic_fetch_add(&srv->open_connections, 1);
-        if (!srv->reaper) return;
+        int before = atomic_fetch_add(&srv->open_connections, 1);
         const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (before >= srv->cfg->max_connections && info) {
+            refuse_connection(srv, before);
+            shutdown(info->connect_fd, SHUT_RDWR);
+        }
+        if (!srv->reaper) return;
         *socket_context = info ? pgcld_reaper_open(srv->reaper, info->connect_fd) : NULL;
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         atomic_fetch_sub(&srv->open_connections, 1);
@@ -299,13 +414,11 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     }
 }
 
-/* MHD's accept policy, called on the listening thread for every accepted socket that passed
+/* MHD's accept policy, called on the accepting pool thread for every accepted socket that passed
  * --max-connections-per-ip: refuses it (libmicrohttpd closes it at once, before reading a byte, so
  * the client sees end of stream or a reset and no HTTP answer) while --max-connections connections
- * are open. For sockets accepted by the listening thread, admission and the STARTED count both
- * happen on it, one socket after the other, so the open connections never exceed the limit
- * (sockets handed in with MHD_add_connection, as the fuzzer does, get no such guarantee, since
- * libmicrohttpd may start them on its own thread later). Refusals are counted in
+ * are open. Two pool threads may both admit a socket at the last free place; on_connection's count
+ * shuts the second down the same way. Refusals are counted in
  * pgcld_rejected_total{reason="connection_limit"} and logged at most once every 10 s. */
 static enum MHD_Result accept_connection(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
     (void)addr;
@@ -313,15 +426,19 @@ static enum MHD_Result accept_connection(void *cls, const struct sockaddr *addr,
     pgcld_server *srv = cls;
     int open = atomic_load(&srv->open_connections);
     if (open < srv->cfg->max_connections) return MHD_YES;
-    pgcld_metrics_rejected(srv->metrics, PGCLD_REJECT_CONNECTION_LIMIT);
-    srv->connections_refused++;
-    int64_t now = pgcl_monotonic_us();
-    if (srv->connection_limit_logged_us == 0 || now - srv->connection_limit_logged_us >= 10 * 1000000) {
-        srv->connection_limit_logged_us = now;
-        pgcl_log_warn("http: %d connections open (max-connections): closing new connections unanswered "
-                      "(%llu refused since start)", open, srv->connections_refused);
-    }
+    refuse_connection(srv, open);
     return MHD_NO;
+}
+
+/* Counts (and, at most every 10 s, logs) a connection refused by --max-connections. */
+static void refuse_connection(pgcld_server *srv, int open) {
+    pgcld_metrics_rejected(srv->metrics, PGCLD_REJECT_CONNECTION_LIMIT);
+    unsigned long long refused = atomic_fetch_add(&srv->connections_refused, 1) + 1;
+    int64_t now = pgcl_monotonic_us(), logged = atomic_load(&srv->connection_limit_logged_us);
+    if ((logged == 0 || now - logged >= 10 * 1000000) &&
+        atomic_compare_exchange_strong(&srv->connection_limit_logged_us, &logged, now))
+        pgcl_log_warn("http: %d connections open (max-connections): closing new connections unanswered "
+                      "(%llu refused since start)", open, refused);
 }
 
 /* A request's context, made when libmicrohttpd has read its request line. */
@@ -458,6 +575,110 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
     return MHD_YES;
 }
 
+/* Releases what a reply holds without sending it. */
+static void discard_reply(pgcld_reply *reply) {
+    json_decref(reply->body);
+    free(reply->text);
+    if (reply->stream_fn && reply->stream_free) reply->stream_free(reply->stream_ctx);
+    *reply = (pgcld_reply){0};
+}
+
+/* Runs a deferred answer's finish into reply (its work is over) and ends the request's scoring
+ * count. */
+static void run_finish(request_ctx *ctx, pgcld_reply *reply) {
+    pgcld_deferred *d = &ctx->deferred;
+    PGCL_ASSERT(d->finish != NULL && wait_over(&d->done));
+    pgcld_finish_fn finish = d->finish;
+    d->finish = NULL;
+    finish(ctx->srv, d->state, reply);
+    if (ctx->scoring_admitted) atomic_fetch_sub(&ctx->srv->score_in_flight, 1);
+    ctx->scoring_admitted = false;
+}
+
+/* ---- Staff routes on a thread of their own ----
+ * Routes only reviewer and admin keys may call (pgcld_route_is_staff) may wait for the audit
+ * writer (one commit, or the busy timeout of a locked database: 5 s), the reader pool or a compute
+ * slot (a re-score). On a pool thread such a wait would hold up every connection of that thread,
+ * scoring answers included, so the handler runs on a thread made for it (staff calls are few)
+ * while the connection is suspended like a deferred answer; the reply it wrote is sent on the pool
+ * thread. Public routes (probes, /metrics, the console's files) and model metadata are quick and
+ * run inline. */
+typedef struct staff_call {
+    request_ctx *ctx;
+    pgcld_request req; /* what it points to lives until the request completes */
+    pgcld_reply reply;
+} staff_call;
+
+static void *staff_call_main(void *arg) {
+    staff_call *call = arg;
+    request_ctx *ctx = call->ctx;
+    ctx->route->fn(ctx->srv, &call->req, &call->reply);
+    pgcld_deferred_resume(&ctx->deferred); /* the last touch: the request may complete at once */
+    return NULL;
+}
+
+/* The deferred finish of a staff call: its reply, written on its thread. */
+static void staff_call_finish(pgcld_server *srv, void *state, pgcld_reply *reply) {
+    staff_call *call = state;
+    *reply = call->reply;
+    free(call);
+}
+
+/* Runs the staff route's handler on a thread of its own; the request's answer is deferred to it.
+ * Out of memory or threads: the handler runs here. */
+static void start_staff_call(request_ctx *ctx, const pgcld_request *req, pgcld_reply *reply) {
+    staff_call *call = malloc(sizeof *call);
+    pthread_attr_t attr;
+    if (!call || pthread_attr_init(&attr) != 0) {
+        free(call);
+        ctx->route->fn(ctx->srv, req, reply);
+        return;
+    }
+    *call = (staff_call){.ctx = ctx, .req = *req, .reply = {.status = 200}};
+    call->req.deferred = NULL; /* staff handlers answer when they return */
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pgcld_request_defer(req, staff_call_finish, call);
+    pthread_t thread;
+    if (pthread_create(&thread, &attr, staff_call_main, call) != 0) {
+        ctx->route->fn(ctx->srv, &call->req, &call->reply);
+        pgcld_deferred_resume(&ctx->deferred);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+/* Sends the answer a handler (or its deferred finish) wrote. */
+static enum MHD_Result send_answer(request_ctx *ctx, struct MHD_Connection *conn, pgcld_reply *reply) {
+    if (!reply->body && !reply->text && !reply->stream_fn && !reply->data)
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "handler produced no answer");
+    ctx->status = reply->status;
+    return send_reply(ctx->srv, conn, reply);
+}
+
+/* Appends an upload chunk to ctx's body (its budget reserved when it is a scoring body). */
+static enum MHD_Result take_chunk(request_ctx *ctx, const char *data, size_t n) {
+    pgcld_server *srv = ctx->srv;
+    /* Exactly Content-Length when the client sent one (checked against the limit at the
+     * headers): doubling would hold up to twice every body in flight. */
+    unsigned long long declared = ctx->declared >= ctx->len + n ? ctx->declared : 0;
+    if (ctx->len + n + 1 > ctx->cap) {
+        size_t cap = ctx->cap ? ctx->cap : BODY_FIRST_CAP;
+        if (declared) cap = (size_t)declared + 1;
+        while (cap < ctx->len + n + 1) cap *= 2;
+        char *grown = realloc(ctx->body, cap);
+        if (!grown) return MHD_NO;
+        ctx->body = grown;
+        ctx->cap = cap;
+        if (ctx->reserved && cap > ctx->reserved) { /* a body without Content-Length grows */
+            pgcld_body_budget_grow(srv->body_budget, cap - ctx->reserved);
+            ctx->reserved = cap;
+        }
+    }
+    memcpy(ctx->body + ctx->len, data, n);
+    ctx->len += n;
+    ctx->body[ctx->len] = 0;
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -467,41 +688,40 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!(ctx = request_ctx_create(srv, NULL))) return MHD_NO;
         *con_cls = ctx;
     }
-    if (!ctx->started) return start_request(ctx, conn, url, method, version);
+    if (!ctx->started) {
+        ctx->deferred.srv = srv;
+        ctx->deferred.conn = conn;
+        return start_request(ctx, conn, url, method, version);
+    }
+    if (ctx->deferred.finish) { /* resumed: the deferred work is over */
+        pgcld_reply reply = {.status = 200};
+        run_finish(ctx, &reply);
+        return send_answer(ctx, conn, &reply);
+    }
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
-        *upload_data_size = 0;
         long limit = ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes;
         if (ctx->too_large || ctx->len + n > (size_t)limit) {
+            *upload_data_size = 0;
             ctx->too_large = true; /* keep reading and discarding; answer 413 at the end */
             return MHD_YES;
         }
-        if (ctx->shed) return MHD_YES; /* discarding; 503 at the end */
-        /* Exactly Content-Length when the client sent one (checked against the limit at the
-         * headers): doubling would hold up to twice every body in flight. */
-        unsigned long long declared = ctx->declared >= ctx->len + n ? ctx->declared : 0;
-        if (ctx->len == 0 && pgcld_route_is_scoring(ctx->route) &&
-            !reserve_body(ctx, declared ? declared + 1 : BODY_FIRST_CAP)) {
-            ctx->shed = true;
+        if (ctx->shed) { /* discarding; 503 at the end */
+            *upload_data_size = 0;
             return MHD_YES;
         }
-        if (ctx->len + n + 1 > ctx->cap) {
-            size_t cap = ctx->cap ? ctx->cap : BODY_FIRST_CAP;
-            if (declared) cap = (size_t)declared + 1;
-            while (cap < ctx->len + n + 1) cap *= 2;
-            char *grown = realloc(ctx->body, cap);
-            if (!grown) return MHD_NO;
-            ctx->body = grown;
-            ctx->cap = cap;
-            if (ctx->reserved && cap > ctx->reserved) { /* a body without Content-Length grows */
-                pgcld_body_budget_grow(srv->body_budget, cap - ctx->reserved);
-                ctx->reserved = cap;
+        if (ctx->len == 0 && !ctx->reserved && pgcld_route_is_scoring(ctx->route)) {
+            unsigned long long declared = ctx->declared >= n ? ctx->declared : 0;
+            int reserved = reserve_body(ctx, conn, declared ? declared + 1 : BODY_FIRST_CAP);
+            if (reserved < 0) return MHD_YES; /* suspended, the chunk unconsumed */
+            if (reserved == 0) {
+                *upload_data_size = 0;
+                ctx->shed = true;
+                return MHD_YES;
             }
         }
-        memcpy(ctx->body + ctx->len, upload_data, n);
-        ctx->len += n;
-        ctx->body[ctx->len] = 0;
-        return MHD_YES;
+        *upload_data_size = 0;
+        return take_chunk(ctx, upload_data, n);
     }
     if (ctx->too_large) {
         char msg[128];
@@ -530,6 +750,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .actor = ctx->actor,
         .connection = conn,
         .memory_held = ctx->reserved ? &ctx->reserved : NULL,
+        .deferred = &ctx->deferred,
     };
     for (int i = 0; i < ctx->path_params.n; i++) req.params[i] = ctx->path_params.values[i];
     pgcld_reply reply = {.status = 200};
@@ -539,12 +760,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         ctx->status = reply.status;
         return send_reply(srv, conn, &reply);
     }
-    ctx->route->fn(srv, &req, &reply);
-    if (scoring) atomic_fetch_sub(&srv->score_in_flight, 1);
-    if (!reply.body && !reply.text && !reply.stream_fn && !reply.data)
-        pgcld_reply_error(&reply, 500, "internal_error", -1, NULL, "handler produced no answer");
-    ctx->status = reply.status;
-    return send_reply(srv, conn, &reply);
+    ctx->scoring_admitted = scoring;
+    if (pgcld_route_is_staff(ctx->route)) start_staff_call(ctx, &req, &reply);
+    else ctx->route->fn(srv, &req, &reply);
+    if (ctx->deferred.finish) { /* the handler deferred its answer */
+        PGCL_ASSERT(!reply.body && !reply.text && !reply.stream_fn && !reply.data);
+        if (suspend_unless_over(srv, conn, &ctx->deferred.done, &ctx->deferred.suspended)) return MHD_YES;
+        run_finish(ctx, &reply); /* the work was over before the handler returned */
+        return send_answer(ctx, conn, &reply);
+    }
+    if (ctx->scoring_admitted) atomic_fetch_sub(&srv->score_in_flight, 1);
+    ctx->scoring_admitted = false;
+    return send_answer(ctx, conn, &reply);
 }
 
 /* Why a request ended without an answer. */
@@ -573,6 +800,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (queued) status = (int)queued->http_status;
     if (status) pgcld_metrics_request(ctx->srv->metrics, ctx->route_index, status);
     else pgcld_metrics_unanswered(ctx->srv->metrics, ctx->route_index, unanswered_reason(ctx, conn, toe));
+    if (ctx->deferred.finish) { /* resumed, then closed before its answer was written */
+        pgcld_reply unsent = {0};
+        run_finish(ctx, &unsent);
+        discard_reply(&unsent);
+    }
+    if (ctx->scoring_admitted) atomic_fetch_sub(&ctx->srv->score_in_flight, 1);
+    if (ctx->deferred.counted) atomic_fetch_sub(&ctx->srv->deferred_open, 1);
     pgcld_reaper_next(ctx->srv->reaper, connection_watch(conn));
     if (ctx->started) atomic_fetch_sub(&ctx->srv->in_flight, 1);
     pgcld_body_budget_release(ctx->srv->body_budget, ctx->reserved);
@@ -644,6 +878,13 @@ static void register_redactions(const pgcld_server *srv) {
     redact_path(cfg->tls_key, "the TLS key file");
 }
 
+unsigned pgcld_http_threads(const pgcld_config *cfg) {
+    long n = cfg->http_threads;
+    if (n > 0) return (unsigned)n;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus < 1 ? 1 : cpus > 8 ? 8 : (unsigned)cpus;
+}
+
 int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
     register_redactions(srv);
     struct sockaddr_storage ss = {0};
@@ -653,9 +894,12 @@ int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
      * MHD_add_connection(). */
     bool no_listen = srv->cfg->listen[0] == 0;
     if (!no_listen && resolve_listen(srv->cfg->listen, &ss, &sslen, err, cap) != 0) return -1;
-    /* poll, not select: select cannot watch a socket numbered 1024 or above */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG |
-                     MHD_USE_ITC;
+    /* A pool of threads each polling its share of the connections (epoll where libmicrohttpd has
+     * it, else poll; never select, which cannot watch a socket numbered 1024 or above), with
+     * suspend/resume for deferred answers (which needs the inter-thread channel, MHD_USE_ITC). */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_ITC |
+                     (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_POLL);
+    unsigned threads = pgcld_http_threads(srv->cfg);
     if (no_listen) flags |= MHD_USE_NO_LISTEN_SOCKET;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     /* HTTPS when main.c has read --tls-cert and --tls-key (and checked them with a trial daemon):
@@ -692,8 +936,9 @@ int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
     srv->daemon = MHD_start_daemon(flags, 0, accept_connection, srv, on_request, srv,
                                    MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                                    MHD_OPTION_SOCK_ADDR, no_listen ? NULL : (struct sockaddr *)&ss,
+                                   MHD_OPTION_THREAD_POOL_SIZE, threads,
                                    MHD_OPTION_CONNECTION_LIMIT,
-                                   (unsigned)srv->cfg->max_connections + MHD_LIMIT_MARGIN,
+                                   (unsigned)srv->cfg->max_connections + MHD_LIMIT_MARGIN * threads,
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg->connection_timeout_s,
                                    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
                                    MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
@@ -729,6 +974,21 @@ void pgcld_server_stop(pgcld_server *srv, int grace_s) {
     }
     int left = atomic_load(&srv->in_flight);
     if (left > 0) pgcl_log_warn("shutdown: %d requests still running after %d s; closing them", left, grace_s);
+    /* A deferred answer's work (a forward pass, a commit) always ends, and libmicrohttpd must not
+     * stop with a connection suspended: wait for every such request to be resumed and answered
+     * (or its connection to close: a client that reads nothing is timed out), as the threads of
+     * blocked handlers were waited for when each connection had its own. Bodies waiting for
+     * --max-body-memory are resumed by its timer within 10 s. */
+    for (int64_t logged = pgcl_monotonic_us();
+         atomic_load(&srv->suspended) > 0 || atomic_load(&srv->deferred_open) > 0;) {
+        if (pgcl_monotonic_us() - logged >= 5 * 1000000) {
+            logged = pgcl_monotonic_us();
+            pgcl_log_warn("shutdown: waiting for %d requests' deferred answers (%d suspended)",
+                          atomic_load(&srv->deferred_open), atomic_load(&srv->suspended));
+        }
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
     pgcld_reaper_destroy(srv->reaper); /* every connection is closed now */

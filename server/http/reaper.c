@@ -38,7 +38,7 @@ static void scan(pgcld_reaper *r, int64_t now) {
     if (t <= 0) return;
     for (pgcld_reaper_conn *c = r->head; c; c = c->next) {
         if (!c->receiving || c->cut || now - c->since_us < (int64_t)t * 1000000) continue;
-        /* The connection thread's recv() sees end of stream and closes the connection. */
+        /* The serving thread's recv() sees end of stream and closes the connection. */
         shutdown(c->fd, SHUT_RDWR);
         c->cut = true;
         atomic_fetch_add_explicit(&r->cut, 1, memory_order_relaxed);

@@ -2,7 +2,7 @@
  * end of its previous answer, to deliver a complete request (headers and body). A client that
  * trickles its request (slowloris: a header byte every second, or a body that never ends) is
  * never idle, so libmicrohttpd's idle timeout (--connection-timeout) does not catch it; a reaper
- * thread does, by shutting the socket down, which libmicrohttpd's connection thread sees as the
+ * thread does, by shutting the socket down, which the libmicrohttpd thread serving it sees as the
  * client going away (it then closes and frees the connection itself).
  *
  * While a request is being handled and answered there is no deadline (a long export streams for

@@ -132,6 +132,10 @@ bool pgcld_route_is_scoring(const pgcld_route *r) {
     return r->fn == pgcld_handle_score || r->fn == pgcld_handle_v2_infer;
 }
 
+bool pgcld_route_is_staff(const pgcld_route *r) {
+    return r->roles != ANYONE && !(r->roles & PGCL_ROLE_SCORER);
+}
+
 typedef struct param_check {
     const char *const *allowed; /* NULL-terminated */
     unsigned seen;              /* bit i: allowed[i] was given */

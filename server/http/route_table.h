@@ -46,6 +46,11 @@ const pgcld_route *pgcld_route_at(int index);
  * their bodies against --max-body-memory. */
 bool pgcld_route_is_scoring(const pgcld_route *route);
 
+/* True for the staff routes: those only reviewer or admin keys may call. Their handlers may wait
+ * (for the audit writer, the reader pool, a compute slot), so http.c runs each call on a thread
+ * of its own. Public routes and those scorer keys may call (scoring, model metadata) never wait. */
+bool pgcld_route_is_staff(const pgcld_route *route);
+
 /* Checks the query parameters of the request on conn against the route: each one the route reads,
  * given once, with a value (an empty value is the handler's to refuse). Routes whose parameters
  * are not checked (console, probes) pass. Returns 0, or -1 with a 400 invalid_request naming the

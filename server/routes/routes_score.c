@@ -1,5 +1,6 @@
-/* POST /v1/score: parse (score_parse.c), score (core/score/score.c, through pgcld_score_run, which the
- * Open Inference Protocol's route shares), answer.
+/* POST /v1/score: parse (score_parse.c), score (core/score/score.c, through pgcld_score_begin, which
+ * the Open Inference Protocol's route shares: the request is suspended until the rows are durable),
+ * answer.
  *
  * Order matters for the audit guarantee: nothing is computed until the whole request validated
  * (a rejected request writes no row), and the answer is built only after the rows are durable
@@ -13,7 +14,14 @@
 #include "score_job.h"
 #include "server.h"
 
+score_job *pgcld_score_job_create(char *(*answer_fn)(const score_job *job, const void *ctx)) {
+    score_job *job = calloc(1, sizeof *job);
+    if (job) job->answer_fn = answer_fn;
+    return job;
+}
+
 void pgcld_score_job_free(score_job *j) {
+    if (!j) return;
     pgcl_score_result_clear(&j->result);
     free(j->ids);
     free(j->z);
@@ -21,6 +29,9 @@ void pgcld_score_job_free(score_job *j) {
     pgcl_model_release(j->model);
     pgcl_model_release(j->shadow);
     json_decref(j->root);
+    json_decref(j->header);
+    pgcld_score_idempotency_end(j->claim);
+    free(j);
 }
 
 /* ---- the scoring call, shared with routes_v2.c ---- */
@@ -84,7 +95,36 @@ static void count_stages(pgcld_server *srv, const pgcl_model *m, pgcl_score_fail
     pgcld_metrics_scored(srv->metrics, m->name, m->version, res->n);
 }
 
-int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply) {
+/* The core call's callback (on the audit writer or a batcher worker, or in pgcld_score_begin):
+ * keeps the outcome and wakes the request; the answer is written in score_finish. */
+static void on_scored(void *ctx, pgcl_score_failure f) {
+    score_job *job = ctx;
+    job->failure = f;
+    pgcld_deferred_resume(job->deferred);
+}
+
+/* The deferred answer of a scoring request (pgcld_finish_fn), on a server thread. */
+static void score_finish(pgcld_server *srv, void *state, pgcld_reply *reply) {
+    score_job *job = state;
+    count_stages(srv, job->model, job->failure, &job->result);
+    if (job->failure != PGCL_SCORE_OK) {
+        reply_failure(job->failure, &job->result, reply);
+        pgcld_score_job_free(job);
+        return;
+    }
+    reply->status = 200;
+    if (job->result.answer) { /* built before the commit, for the Idempotency-Key */
+        reply->text = job->result.answer;
+        job->result.answer = NULL;
+    } else {
+        reply->text = job->answer_fn(job, job->answer_ctx);
+    }
+    if (!reply->text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+    pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - job->t_start_us) * 1e-6);
+    pgcld_score_job_free(job);
+}
+
+void pgcld_score_begin(pgcld_server *srv, const pgcld_request *req, score_job *job) {
     pgcld_request_hold_memory(srv, req, (size_t)job->n * job_bytes_per_item(srv, job));
     pgcl_score_env env = {.batcher = srv->batcher, .audit = srv->audit, .shadow = srv->shadow,
                           .store_inputs = pgcl_store_inputs_parse(srv->cfg->store_inputs)};
@@ -92,11 +132,9 @@ int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job,
                            .ids = (const char *const *)job->ids, .z = job->z, .t_start_us = req->t_start_us,
                            .idem = job->idem.key ? &job->idem : NULL, .answer_fn = job_answer, .answer_ctx = job};
     job->shadow = NULL; /* the call takes the reference */
-    pgcl_score_failure f = pgcl_score_run(&env, &in, &job->result);
-    count_stages(srv, job->model, f, &job->result);
-    if (f == PGCL_SCORE_OK) return 0;
-    reply_failure(f, &job->result, reply);
-    return -1;
+    job->t_start_us = req->t_start_us;
+    job->deferred = pgcld_request_defer(req, score_finish, job);
+    pgcl_score_start(&env, &in, &job->result, on_scored, job);
 }
 
 /* ---- the answer ---- */
@@ -169,21 +207,15 @@ static char *score_answer(const score_job *job, const void *ctx) {
 }
 
 void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    score_job job = {.answer_fn = score_answer};
-    pgcld_idem_claim *claim = NULL;
-    if (pgcld_score_idempotency_begin(srv, req, &job, &claim, reply) != 0) goto done;
-    if (pgcld_score_parse_v1(srv, req, &job, reply) != 0) goto done;
-    if (pgcld_score_run(srv, req, &job, reply) != 0) goto done;
-    reply->status = 200;
-    if (job.result.answer) { /* built before the commit, for the Idempotency-Key */
-        reply->text = job.result.answer;
-        job.result.answer = NULL;
-    } else {
-        reply->text = score_answer(&job, NULL);
+    score_job *job = pgcld_score_job_create(score_answer);
+    if (!job) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return;
     }
-    pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - req->t_start_us) * 1e-6);
-    if (!reply->text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
-done:
-    pgcld_score_job_free(&job);
-    pgcld_score_idempotency_end(claim);
+    if (pgcld_score_idempotency_begin(srv, req, job, &job->claim, reply) != 0 ||
+        pgcld_score_parse_v1(srv, req, job, reply) != 0) {
+        pgcld_score_job_free(job);
+        return;
+    }
+    pgcld_score_begin(srv, req, job); /* answered when the rows are durable */
 }

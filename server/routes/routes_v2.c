@@ -294,11 +294,8 @@ static char *v2_answer(const score_job *job, const void *ctx) {
                                   : infer_answer(job, job->result.request_id, strlen(job->result.request_id));
 }
 
-void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    score_job job = {.answer_fn = v2_answer};
-    json_t *hdr = NULL;
-    pgcld_idem_claim *claim = NULL;
-    if (pgcld_score_idempotency_begin(srv, req, &job, &claim, reply) != 0) goto done;
+/* The infer handler's checks and parse, into job; 0, or -1 with reply set. */
+static int parse_infer(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply) {
     const char *hlen = pgcld_request_header(req, "Inference-Header-Content-Length");
     size_t header_len = req->body_len;
     if (hlen) {
@@ -307,20 +304,20 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
         if (!(*hlen >= '0' && *hlen <= '9') || *end || v > req->body_len) {
             pgcld_reply_error(reply, 400, "invalid_request", -1, "Inference-Header-Content-Length",
                               "Inference-Header-Content-Length must be a byte count within the body");
-            goto done;
+            return -1;
         }
         header_len = (size_t)v;
     } else if (!pgcld_is_json_type(req->content_type)) {
         pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
                           "Content-Type must be application/json (or use Inference-Header-Content-Length)");
-        goto done;
+        return -1;
     }
     json_error_t jerr;
-    hdr = json_loadb(req->body, header_len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *hdr = job->header = json_loadb(req->body, header_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!hdr || !json_is_object(hdr)) {
         pgcld_reply_error(reply, 400, hdr ? "invalid_request" : "invalid_json", -1, NULL, "inference header: %s",
                           hdr ? "must be a JSON object" : jerr.text);
-        goto done;
+        return -1;
     }
     const char *key;
     json_t *val;
@@ -328,26 +325,26 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
         if (strcmp(key, "id") && strcmp(key, "inputs") && strcmp(key, "outputs") && strcmp(key, "parameters")) {
             pgcld_reply_error(reply, 400, "invalid_request", -1, key, "unknown member '%.64s' of the inference request",
                               key);
-            goto done;
+            return -1;
         }
     }
-    if (!(job.model = pgcld_score_acquire(srv, req->params[0], &job.shadow, NULL, reply))) goto done;
-    if (take_inputs(srv, hdr, (const unsigned char *)req->body + header_len, req->body_len - header_len, &job, reply) != 0)
-        goto done;
-    job.answer_ctx = hdr;
-    if (pgcld_score_run(srv, req, &job, reply) != 0) goto done;
+    if (!(job->model = pgcld_score_acquire(srv, req->params[0], &job->shadow, NULL, reply))) return -1;
+    if (take_inputs(srv, hdr, (const unsigned char *)req->body + header_len, req->body_len - header_len, job, reply) != 0)
+        return -1;
+    job->answer_ctx = hdr;
+    return 0;
+}
 
-    reply->status = 200;
-    if (job.result.answer) { /* built before the commit, for the Idempotency-Key */
-        reply->text = job.result.answer;
-        job.result.answer = NULL;
-    } else {
-        reply->text = v2_answer(&job, hdr);
+void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    score_job *job = pgcld_score_job_create(v2_answer);
+    if (!job) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return;
     }
-    if (!reply->text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
-    pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - req->t_start_us) * 1e-6);
-done:
-    json_decref(hdr);
-    pgcld_score_job_free(&job);
-    pgcld_score_idempotency_end(claim);
+    if (pgcld_score_idempotency_begin(srv, req, job, &job->claim, reply) != 0 ||
+        parse_infer(srv, req, job, reply) != 0) {
+        pgcld_score_job_free(job);
+        return;
+    }
+    pgcld_score_begin(srv, req, job); /* answered when the rows are durable */
 }

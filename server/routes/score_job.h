@@ -1,9 +1,11 @@
 /* A scoring request as the routes that score hold it (JSON, base64, octet-stream, the Open
  * Inference Protocol). A route's parser fills a score_job's model, n, ids and z (score_parse.c for
- * /v1/score, routes_v2.c for the Open Inference Protocol); pgcld_score_run() hands it to the one
- * scoring call in core (core/score/score.h), which computes, decides, records and fills job->result; the
- * route then writes its own answer from the job. The data path of a score:
- *   http.c → route → parser → core/score/score.c → backend → core/score/score.c → route's answer writer. */
+ * /v1/score, routes_v2.c for the Open Inference Protocol); pgcld_score_begin() hands it to the one
+ * scoring call in core (core/score/score.h), which computes, decides, records and fills
+ * job->result while the request is suspended; the route's answer writer then writes the answer
+ * from the job. The data path of a score:
+ *   http.c → route → parser → core/score/score.c → batcher worker (forward pass, decisions) →
+ *   audit writer (commit) → resume → the job's answer writer on a server thread. */
 #ifndef PGCLD_SCORE_JOB_H
 #define PGCLD_SCORE_JOB_H
 
@@ -16,7 +18,12 @@
 #include "score.h"
 #include "server.h"
 
-/* Everything one request holds, in one place for one cleanup (pgcld_score_job_free). */
+/* An Idempotency-Key being answered: held from pgcld_score_idempotency_begin to _end. */
+typedef struct pgcld_idem_claim pgcld_idem_claim;
+
+/* Everything one request holds, in one place for one cleanup (pgcld_score_job_free). A route's
+ * handler makes it (pgcld_score_job_create), fills it, and either answers at once (a refusal: it
+ * frees the job) or hands it to pgcld_score_begin, after which the job is the request's. */
 typedef struct score_job {
     json_t *root;             /* the DOM parser's document (ids point into it), or NULL */
     pgcl_model *model;        /* retained */
@@ -33,17 +40,21 @@ typedef struct score_job {
     /* The route's answer text for a scored job (its wire format), or NULL when out of memory. */
     char *(*answer_fn)(const struct score_job *job, const void *ctx);
     const void *answer_ctx;
-    pgcl_score_result result; /* filled by pgcld_score_run */
+    pgcl_score_result result; /* filled by the core call */
+    /* Between pgcld_score_begin and the answer (the request is suspended meanwhile): */
+    pgcld_idem_claim *claim;      /* the Idempotency-Key held, or NULL (released by the free) */
+    json_t *header;               /* a document the answer reads (v2's inference header), or NULL */
+    pgcld_deferred *deferred;     /* the request to resume when the call is over */
+    pgcl_score_failure failure;   /* the call's outcome, set before the resume */
+    int64_t t_start_us;           /* the request's arrival */
 } score_job;
 
-/* An Idempotency-Key being answered: held from pgcld_score_idempotency_begin to _end. */
-typedef struct pgcld_idem_claim pgcld_idem_claim;
 
 /* Handles the Idempotency-Key header of a scoring request, if it has one. Returns 1 when reply is
  * complete (an invalid key, 409 while the same key is being answered, 422 when the key was used
  * for a request that asked something else, or the stored answer of the same request, byte for
  * byte, with Idempotent-Replayed: true), or 0 to score the request: then, when it has a key,
- * *claim holds it and job->idem is filled, so that pgcld_score_run stores the answer with the
+ * *claim holds it and job->idem is filled, so that the scoring call stores the answer with the
  * rows. "The same request" is the same route, path, query, media type, the headers the routes read
  * and body (pgcld_request_fingerprint). */
 int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, score_job *job,
@@ -57,10 +68,16 @@ void pgcld_score_idempotency_end(pgcld_idem_claim *claim);
  * model and shadow retained, n, ids, z and return_vector. Returns 0, or -1 with reply set. */
 int pgcld_score_parse_v1(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply);
 
-/* Runs a parsed job (model retained, n, ids, z filled) through the core scoring call, counting
- * its stages in the metrics. Returns 0 with job->result filled and the rows committed; or -1 with
- * reply set. The job's shadow reference is consumed. */
-int pgcld_score_run(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply);
+/* A zeroed job on the heap whose answer answer_fn writes; NULL when out of memory. */
+score_job *pgcld_score_job_create(char *(*answer_fn)(const score_job *job, const void *ctx));
+
+/* Starts a parsed job (model retained, n, ids, z filled) through the core scoring call
+ * (pgcl_score_start) and defers the request's answer (pgcld_request_defer): the handler returns
+ * at once, its reply untouched, and no server thread waits. When the call is over (the rows
+ * durable, or a failure with nothing recorded), the request is resumed and the answer written on a
+ * server thread: the job's answer (answer_fn, or the one stored for the Idempotency-Key), or the
+ * failure's error; the stages are counted in the metrics; the job is freed. Takes the job. */
+void pgcld_score_begin(pgcld_server *srv, const pgcld_request *req, score_job *job);
 
 /* The active version of model `name` (and its shadow, when shadow is not NULL), retained; or NULL
  * with reply set: 404 model_not_found, or 503 not_ready when the model exists without a loaded
@@ -83,7 +100,8 @@ int pgcld_score_adopt_floats(score_job *job, float *z, int n, const char *field,
  * "0".."n-1" when ids_json is NULL. Returns 0, or -1 with reply set. */
 int pgcld_score_take_ids(score_job *job, const char *ids_json, const char *field, pgcld_reply *reply);
 
-/* Releases everything a job holds (its result included). */
+/* Releases everything a job holds (its result, Idempotency-Key claim and header included) and
+ * the job. Accepts NULL. */
 void pgcld_score_job_free(score_job *job);
 
 #endif

@@ -1,10 +1,12 @@
 /* Audit store: migrations on a new and on an existing database, refusal of an edited or newer
  * schema, WAL mode, rows that survive close/reopen, group commit under concurrent appenders, and
  * all-or-nothing appends (a failing batch leaves none of its rows while its neighbours commit, also
- * inside one shared transaction), and the checkpointer keeping the WAL bounded.
+ * inside one shared transaction), the checkpointer keeping the WAL bounded, and the asynchronous
+ * append's callback (once, after the commit, or at once when refused).
  * Also the UUIDv7 format and ordering the decision ids rely on. */
 #include <pthread.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -180,6 +182,95 @@ static void test_checkpointer_bounds_the_wal(const char *dir) {
     CHECK(query_int(path, "SELECT count(*) FROM decisions") == 800, "800 rows");
 }
 
+/* ---- pgcl_audit_append_async ---- */
+
+typedef struct async_done {
+    const char *path, *request_id;
+    pthread_t caller;
+    _Atomic int calls;
+    pgcl_status st;
+    bool on_caller_thread;
+    int rows_seen; /* rows of request_id readable from another connection when done ran */
+    char err[256];
+} async_done;
+
+static void on_async_done(void *ctx, pgcl_status st, const char *err) {
+    async_done *d = ctx;
+    d->st = st;
+    d->on_caller_thread = pthread_equal(pthread_self(), d->caller);
+    snprintf(d->err, sizeof d->err, "%s", err);
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM decisions WHERE request_id = '%s'", d->request_id);
+    d->rows_seen = (int)query_int(d->path, sql);
+    atomic_fetch_add(&d->calls, 1);
+}
+
+static void wait_calls(async_done *d) {
+    for (int i = 0; i < 60000 && atomic_load(&d->calls) == 0; i++) usleep(1000); /* 60 s: only when failing */
+}
+
+/* The asynchronous append calls its callback exactly once: on the writer thread once the rows are
+ * durable (readable from another connection), with the error and nothing recorded when its job
+ * fails, and at once on the caller's thread when the backlog refuses it. Jobs queued while the
+ * writer is held share its next commit. */
+static void test_async_append(const char *dir) {
+    char path[256], err[512] = "";
+    snprintf(path, sizeof path, "%s/async.db", dir);
+    pgcl_audit *a = open_at(path, err, sizeof err);
+    CHECK(a != NULL, "open: %s", err);
+    if (!a) return;
+    row_store *rs = calloc(3, sizeof *rs);
+    async_done done[3] = {{.path = path, .request_id = "async-0"}, {.path = path, .request_id = "async-1"},
+                          {.path = path, .request_id = "async-dup"}};
+    gate_ctx gate = {a, 1 + 5 + 5 + 5};
+    append_arg gate_arg = {.a = a, .gate = &gate};
+    pthread_t gate_thread;
+    pthread_create(&gate_thread, NULL, append_once, &gate_arg);
+    wait_pending(a, 1); /* the writer is held by the gate */
+    make_rows(&rs[0], 5, "async-0");
+    make_rows(&rs[1], 5, "async-1");
+    make_rows(&rs[2], 5, "async-dup");
+    memcpy(rs[2].ids[4], rs[0].ids[0], sizeof rs[2].ids[4]); /* a decision_id already used: the job fails */
+    for (int k = 0; k < 3; k++) {
+        done[k].caller = pthread_self();
+        pgcl_audit_append_async(a, rs[k].rows, 5, NULL, NULL, on_async_done, &done[k]);
+    }
+    pthread_join(gate_thread, NULL);
+    for (int k = 0; k < 3; k++) wait_calls(&done[k]);
+    for (int k = 0; k < 2; k++) {
+        CHECK(done[k].calls == 1 && done[k].st == PGCL_OK, "async %d: %d calls, status %d (%s)", k, done[k].calls,
+              done[k].st, done[k].err);
+        CHECK(!done[k].on_caller_thread, "async %d: called on the writer thread", k);
+        CHECK(done[k].rows_seen == 5, "async %d: its 5 rows were durable when done ran (%d)", k, done[k].rows_seen);
+    }
+    CHECK(done[2].calls == 1 && done[2].st == PGCL_ERR_DB && strstr(done[2].err, "UNIQUE"),
+          "the failing job reports its error: %d %s", done[2].st, done[2].err);
+    CHECK(done[2].rows_seen == 0, "nothing of the failing job recorded (%d)", done[2].rows_seen);
+
+    /* the backlog full: refused at once, on the caller's thread, nothing recorded */
+    pgcl_audit_set_max_pending_rows(a, 6); /* the gate's 1 row + 5 */
+    gate = (gate_ctx){a, 1 + 5};
+    pthread_create(&gate_thread, NULL, append_once, &gate_arg);
+    wait_pending(a, 1);
+    async_done queued = {.path = path, .request_id = "async-q", .caller = pthread_self()};
+    async_done refused = {.path = path, .request_id = "async-busy", .caller = pthread_self()};
+    make_rows(&rs[0], 5, "async-q");
+    make_rows(&rs[1], 5, "async-busy");
+    pgcl_audit_append_async(a, rs[0].rows, 5, NULL, NULL, on_async_done, &queued);
+    pgcl_audit_append_async(a, rs[1].rows, 5, NULL, NULL, on_async_done, &refused);
+    CHECK(refused.calls == 1 && refused.st == PGCL_ERR_BUSY && refused.on_caller_thread,
+          "a full backlog refuses at once: %d calls, status %d", refused.calls, refused.st);
+    pthread_join(gate_thread, NULL);
+    wait_calls(&queued);
+    CHECK(queued.calls == 1 && queued.st == PGCL_OK && queued.rows_seen == 5, "the queued one commits: %d %d %d",
+          queued.calls, queued.st, queued.rows_seen);
+    pgcl_audit_close(a);
+    CHECK(query_int(path, "SELECT count(*) FROM decisions") == 15, "15 rows in all");
+    pgcl_chain_report rep;
+    CHECK(pgcl_chain_verify(path, NULL, 0, &rep, err, sizeof err) == PGCL_OK && rep.intact, "chain intact: %s", err);
+    free(rs);
+}
+
 static void test_uuid7(void) {
     char prev[PGCL_UUID_LEN + 1] = "", cur[PGCL_UUID_LEN + 1];
     for (int i = 0; i < 10000; i++) {
@@ -251,6 +342,7 @@ int main(void) {
 
     test_shared_commit_isolates_a_failing_job(path);
     test_checkpointer_bounds_the_wal(g_dir);
+    test_async_append(g_dir);
 
     /* an edited migration and a newer schema are refused with a reason */
     exec_on(path, "UPDATE schema_migrations SET sha256 = 'x' WHERE version = 1");

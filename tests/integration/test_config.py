@@ -43,6 +43,7 @@ DEFAULTS = {
     "max-batch": "1024",
     "max-upload-bytes": "268435456",
     "max-connections": "512",
+    "http-threads": "0",
     "connection-timeout": "30",
     "max-connections-per-ip": "0",
     "request-timeout": "60",

@@ -1,8 +1,8 @@
 /* The request-body memory budget (server/http/bodybudget.c): reservations that fit go ahead, the next one
  * waits until a release makes room or its deadline passes, first come first served, a request
  * finding the budget empty is always admitted (even past the budget), growth never waits, 0 means
- * no bound, a raised limit applies to the next reservation, and many threads reserving and
- * releasing leave nothing behind. */
+ * no bound, a raised limit applies to the next reservation, many threads reserving and
+ * releasing leave nothing behind, and the asynchronous form shares the line. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -243,11 +243,61 @@ static void test_concurrent_churn(void) {
     pgcld_body_budget_destroy(b);
 }
 
+/* ---- the asynchronous form (the event-driven server's) ---- */
+
+typedef struct async_waiter {
+    pgcld_body_wait w;
+    _Atomic int wakes;
+} async_waiter;
+
+static void on_wake(void *ctx) {
+    async_waiter *a = ctx;
+    atomic_fetch_add(&a->wakes, 1);
+}
+
+static bool wait_for_wake(async_waiter *a) {
+    for (int i = 0; i < POLL_LIMIT_MS && atomic_load(&a->wakes) == 0; i++) sleep_ms(1);
+    return atomic_load(&a->wakes) == 1;
+}
+
+/* Reserved at once when it fits; else queued in the same first-come-first-served line as blocked
+ * threads, woken once: admitted (reserved for it) by the release that makes room, in order, or
+ * not admitted at its deadline by the budget's timer. */
+static void test_async_reserve(void) {
+    _Atomic long limit = 100;
+    pgcld_body_budget *b = pgcld_body_budget_create(&limit);
+    async_waiter first = {0}, second = {0}, late = {0};
+    CHECK(pgcld_body_budget_reserve_async(b, &first.w, 80, FAR_US + pgcl_monotonic_us(), on_wake, &first),
+          "fits: reserved at once");
+    CHECK(atomic_load(&first.wakes) == 0, "no wake when reserved at once");
+    CHECK(!pgcld_body_budget_reserve_async(b, &second.w, 50, pgcl_monotonic_us() + FAR_US, on_wake, &second),
+          "does not fit: queued");
+    /* a thread blocked behind the asynchronous waiter keeps its place in line */
+    waiter blocked = {.b = b, .bytes = 10, .deadline_us = pgcl_monotonic_us() + FAR_US};
+    pthread_t t;
+    pthread_create(&t, NULL, reserve_main, &blocked);
+    CHECK(wait_for_waiting(b, 2), "two waiting");
+    CHECK(!pgcld_body_budget_reserve_async(b, &late.w, 1, pgcl_monotonic_us() + 50 * 1000, on_wake, &late),
+          "a small one behind them waits too (first come, first served)");
+    CHECK(wait_for_wake(&late) && !late.w.admitted, "its deadline passed: woken by the timer, not admitted");
+    CHECK(atomic_load(&second.wakes) == 0 && atomic_load(&blocked.done) == 0, "the others still wait");
+    pgcld_body_budget_release(b, 80);
+    CHECK(wait_for_wake(&second) && second.w.admitted, "the release admits the first in line");
+    CHECK(wait_for_outcome(&blocked) == 1, "then the blocked thread behind it");
+    pthread_join(t, NULL);
+    CHECK(reserved_now(b) == 60 && waiting_now(b) == 0, "50 + 10 reserved, no one waiting: %lld",
+          reserved_now(b));
+    pgcld_body_budget_release(b, 60);
+    CHECK(atomic_load(&second.wakes) == 1 && atomic_load(&late.wakes) == 1, "each woken once");
+    pgcld_body_budget_destroy(b);
+}
+
 int main(void) {
     test_wait_then_admit_on_release();
     test_deadline();
     test_alone_admitted_growth_and_limits();
     test_first_come_first_served();
     test_concurrent_churn();
+    test_async_reserve();
     return test_finish("test_bodybudget");
 }
