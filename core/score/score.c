@@ -14,6 +14,7 @@
 
 #include "f16.h"
 #include "log.h"
+#include "sha256.h"
 
 pgcl_store_inputs pgcl_store_inputs_parse(const char *text) {
     if (text && strcmp(text, "float16") == 0) return PGCL_STORE_INPUTS_FLOAT16;
@@ -60,6 +61,7 @@ static bool result_alloc(pgcl_score_result *res, const pgcl_model *m, int n, boo
     size_t off_decision = reserve(&used, items * sizeof *res->decision);
     size_t off_id = reserve(&used, items * sizeof *res->decision_id);
     size_t off_sha = reserve(&used, items * sizeof *res->input_sha);
+    size_t off_digest = reserve(&used, items * sizeof *res->input_digest);
     size_t zeroed = used;
     size_t off_vec = reserve(&used, items * (size_t)m->d * sizeof(float));
     size_t off_probs = reserve(&used, items * (size_t)m->K * sizeof(float));
@@ -75,6 +77,7 @@ static bool result_alloc(pgcl_score_result *res, const pgcl_model *m, int n, boo
     res->decision = (pgcl_decision *)(a + off_decision);
     res->decision_id = (char(*)[PGCL_UUID_LEN + 1])(a + off_id);
     res->input_sha = (char(*)[65])(a + off_sha);
+    res->input_digest = (unsigned char(*)[PGCL_SHA256_BYTES])(a + off_digest);
     res->vectors = (float *)(a + off_vec);
     res->probs = (float *)(a + off_probs);
     res->inputs_f16 = keep_f16 ? (uint16_t *)(a + off_f16) : NULL;
@@ -106,7 +109,10 @@ static bool decide_items(const pgcl_score_input *in, pgcl_score_result *res) {
         res->decision[i] = pgcl_model_decide(m, p, &res->label_index[i]);
         PGCL_ASSERT(res->label_index[i] >= 0 && res->label_index[i] < m->K);
         pgcl_uuid7(res->decision_id[i]);
-        pgcl_sha256_hex(in->z + (size_t)i * m->D, (size_t)m->D * sizeof(float), res->input_sha[i]);
+        /* the SHA-256 of the float32 values: the row's input_sha256, and the stored input's digest
+         * when the input is kept as float32 (attach_stored_inputs replaces it for float16) */
+        pgcl_sha256(in->z + (size_t)i * m->D, (size_t)m->D * sizeof(float), res->input_digest[i]);
+        pgcl_sha256_to_hex(res->input_digest[i], res->input_sha[i]);
         if (!(res->probs_json[i] = pgcl_model_probabilities_json(m, p))) return false;
         res->rows[i] = (pgcl_decision_row){
             .decision_id = res->decision_id[i], .request_id = res->request_id,
@@ -137,6 +143,9 @@ static void attach_stored_inputs(const pgcl_score_env *env, const pgcl_score_inp
         res->rows[i].input = half ? (const void *)row_f16 : (const void *)(in->z + i * D);
         res->rows[i].input_bytes = (int)D * (half ? 2 : 4);
         res->rows[i].input_dtype = half ? "f16" : "f32";
+        /* the digest the audit row records, hashed here rather than on the single writer thread */
+        if (half) pgcl_sha256(row_f16, D * 2, res->input_digest[i]);
+        res->rows[i].input_digest = res->input_digest[i];
     }
 }
 

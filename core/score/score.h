@@ -98,6 +98,7 @@ struct pgcl_score_result {
     /* private: what the rows point to until the commit */
     unsigned char *arena;
     char (*input_sha)[65];                   /* (n) */
+    unsigned char (*input_digest)[32];       /* (n) SHA-256 of each stored input's bytes */
     char **probs_json;                       /* (n) owned strings */
     pgcl_decision_row *rows;                 /* (n) */
     uint16_t *inputs_f16;                    /* (n, D) with PGCL_STORE_INPUTS_FLOAT16, else NULL */
