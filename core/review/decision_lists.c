@@ -57,13 +57,15 @@ static bool contest_driven(const pgcl_decision_filter *f) {
            f->contest == PGCL_CONTEST_CONTESTED;
 }
 
-/* The decision filter as a literal, for one of the three decisions: SQLite can use a partial index
- * only for a condition it sees when it prepares the query, and decisions_flagged (migration 0008)
- * holds the 'review' and 'block' rows only. False for any other text (then bound as a value). */
+/* The decision filter as a literal, for one of the three decisions: decisions_flagged (migration
+ * 0008) holds the 'review' and 'block' rows only, and SQLite uses a partial index only when the
+ * query states the index's own condition (it does not infer decision <> 'allow' from
+ * decision = 'block'), so that condition is written out too. False for any other text (then bound
+ * as a value, and the plan walks seq). */
 static bool qb_decision_literal(qbuild *q, const char *decision) {
     if (strcmp(decision, "allow") == 0) qb_sql(q, " AND d.decision = 'allow'");
-    else if (strcmp(decision, "review") == 0) qb_sql(q, " AND d.decision = 'review'");
-    else if (strcmp(decision, "block") == 0) qb_sql(q, " AND d.decision = 'block'");
+    else if (strcmp(decision, "review") == 0) qb_sql(q, " AND d.decision = 'review' AND d.decision <> 'allow'");
+    else if (strcmp(decision, "block") == 0) qb_sql(q, " AND d.decision = 'block' AND d.decision <> 'allow'");
     else return false;
     return true;
 }

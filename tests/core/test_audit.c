@@ -14,7 +14,10 @@
 #include "audit.h"
 #include "chain.h"
 #include "ids.h"
+#include "decision_lists.h"
 #include "migrations.h"
+#include "reader_pool.h"
+#include "row_arena.h"
 #include "test_sqlite.h"
 #include "test_util.h"
 
@@ -281,6 +284,35 @@ static void test_uuid7(void) {
     }
 }
 
+/* The plan of a decisions list filtered by decision: 'review' and 'block' read the partial index
+ * decisions_flagged (migration 0008; SQLite uses it only when the query states its condition),
+ * 'allow' walks seq, and no plan sorts. */
+static void test_decision_plans(const char *path) {
+    char err[512] = "";
+    pgcl_qpool *pool = pgcl_qpool_create(path, 1, err, sizeof err);
+    CHECK(pool != NULL, "reader pool: %s", err);
+    if (!pool) return;
+    static const struct {
+        const char *decision, *index;
+    } cases[] = {{"block", "decisions_flagged"}, {"review", "decisions_flagged"}, {"allow", NULL}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        pgcl_decision_filter f = {.decision = cases[c].decision};
+        pgcl_row_arena arena = {0};
+        pgcl_decisions_plan plan;
+        CHECK(pgcl_decisions_explain(pool, &f, 0, 50, &arena, &plan, err, sizeof err) == PGCL_OK, "explain: %s", err);
+        bool uses_index = false, sorts = false;
+        for (int i = 0; i < plan.n_lines; i++) {
+            uses_index = uses_index || strstr(plan.lines[i], "decisions_flagged") != NULL;
+            sorts = sorts || strstr(plan.lines[i], "TEMP B-TREE") != NULL;
+        }
+        CHECK(uses_index == (cases[c].index != NULL), "decision=%s: decisions_flagged %s used", cases[c].decision,
+              uses_index ? "is" : "is not");
+        CHECK(!sorts, "decision=%s: no sort", cases[c].decision);
+        pgcl_row_arena_release(&arena);
+    }
+    pgcl_qpool_destroy(pool);
+}
+
 int main(void) {
     if (sodium_init() < 0 || !mkdtemp(g_dir)) return 1;
     test_uuid7();
@@ -311,6 +343,7 @@ int main(void) {
     }
     CHECK(query_int(path, "SELECT count(*) FROM schema_migrations") == pgcl_migration_count, "not re-applied");
     CHECK(query_int(path, "SELECT count(*) FROM decisions") == 13, "13 rows");
+    test_decision_plans(path);
 
     /* concurrent appenders share commits and lose nothing */
     a = open_at(path, err, sizeof err);
