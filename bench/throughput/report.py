@@ -6,7 +6,7 @@ import re
 
 from plan import NOISY, SMALL_BODY_MEMORY
 
-SECTION = "## Throughput (issue 6)"
+SECTION = "## Throughput (issue 16)"
 
 
 # --------------------------------------------------------------------------- report
@@ -157,7 +157,9 @@ def markdown(res):
             f"run {res['date']}, whole bench {res['elapsed_s'] / 60:.1f} min.",
             f"- **Machine:** {m['cpus']} vCPUs ({m['cpu']}, {', '.join(m['isa'])}; {m['hypervisor'] or 'bare metal'} "
             f"guest), {m['mem_gib']} GiB RAM, {m['os']}, kernel {m['kernel']}, {m['filesystem']} on a virtual disk; "
-            f"OpenBLAS {m['packages']['libopenblas0-pthread']} (kernel {res.get('forward', {}).get('kernel', '?')}), "
+            f"forward pass: pgcld's packed-weight kernel ({res.get('forward', {}).get('gemm_kernel', '?')}); OpenBLAS "
+            f"{m['packages']['libopenblas0-pthread']} (kernel {res.get('forward', {}).get('kernel', '?')}) only for the "
+            f"SGEMM reference; "
             f"SQLite {m['packages']['libsqlite3-0']}, libmicrohttpd {m['packages']['libmicrohttpd12']}; peer: Python "
             f"{m['python']}, torch {m['packages']['python3-torch']}, FastAPI {m['packages']['python3-fastapi']}, "
             f"uvicorn {m['packages']['python3-uvicorn']} + uvloop {m['packages']['python3-uvloop']} + httptools "
@@ -394,8 +396,8 @@ def markdown(res):
         if prof.get("threads_cores"):
             out.append("CPU by thread name over the same seconds (cores): " +
                        ", ".join(f"`{k}` {v:.2f}" for k, v in prof["threads_cores"].items() if v >= 0.005) +
-                       " (`MHD-connection`: libmicrohttpd's thread per connection, which receives, parses, builds and "
-                       "sends; `pgcld`: main, compute workers and the audit writer).")
+                       " (`MHD-worker`: libmicrohttpd's pool threads (`--http-threads`), which receive, parse, build "
+                       "and send; `pgcld`: main, compute workers (forward pass, decisions, rows) and the audit writer).")
             out.append("")
         if prof.get("by_dso"):
             out.append("Samples by object: " +
@@ -423,10 +425,10 @@ def markdown(res):
     pf = res.get("profile_forward")
     if pf and pf.get("top"):
         out += [f"**perf, the forward pass alone** (`forward --only forward`, batch {pf['batch']}, one thread; the "
-                "forward-vs-SGEMM target) — self: " +
+                "packed-weight kernel, `core/model/gemm_packed.c`) — self: " +
                 ", ".join(f"`{t['symbol']}` ({t['dso']}) {t['percent']:.1f} %" for t in pf["top"][:6]) +
-                ". Everything outside the SGEMM kernels and their packing routines is pgcld's own element-wise work "
-                "between GEMMs (`forward_chunk`: bias, activation, attention softmax, fusion, normalisation, head).",
+                ". Everything outside the GEMM microkernels is pgcld's own element-wise work between GEMMs "
+                "(`forward_chunk`: bias, activation, attention softmax, fusion, normalisation, head).",
                 ""]
     for key, what in (("smaps_at_ready", "the default build"), ("smaps_at_ready_cpu_only", "the build without CUDA")):
         sm = res.get(key)
