@@ -629,6 +629,22 @@ def start_daemon(testcase_cls, *args, **kwargs):
     return d
 
 
+def start_signing_daemon(testcase_cls, prefix, models=("toxicity",)):
+    """A daemon that signs checkpoints: a fresh Ed25519 key (pgcld audit keygen) and checkpoint
+    directory in a temporary directory. Sets on the class: tmp, key (the key file), public (its
+    public key, hex) and cp_dir; returns the Daemon."""
+    testcase_cls.tmp = tempfile.mkdtemp(prefix=prefix)
+    testcase_cls.addClassCleanup(shutil.rmtree, testcase_cls.tmp, True)
+    testcase_cls.key = os.path.join(testcase_cls.tmp, "signing.key")
+    p = subprocess.run([PGCLD_BIN, "audit", "keygen", "--out", testcase_cls.key], capture_output=True, text=True,
+                       timeout=60, check=True)
+    testcase_cls.public = p.stdout.strip().splitlines()[-1]
+    testcase_cls.cp_dir = os.path.join(testcase_cls.tmp, "checkpoints")
+    os.mkdir(testcase_cls.cp_dir)
+    return start_daemon(testcase_cls, models=models,
+                        args=["--signing-key", testcase_cls.key, "--checkpoint-dir", testcase_cls.cp_dir])
+
+
 def parse_metrics(text):
     """Prometheus text as {series: value}, a series written as in the text: 'name' or
     'name{labels}'. Comment lines are skipped."""

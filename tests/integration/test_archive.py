@@ -44,15 +44,7 @@ class ArchiveTest(LiveValidationMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         H.require_models("toxicity")
-        cls.tmp = tempfile.mkdtemp(prefix="pgcld-archive-")
-        cls.key = os.path.join(cls.tmp, "signing.key")
-        p = subprocess.run([H.PGCLD_BIN, "audit", "keygen", "--out", cls.key], capture_output=True, text=True,
-                           timeout=60, check=True)
-        cls.public = p.stdout.strip().splitlines()[-1]
-        cls.cp_dir = os.path.join(cls.tmp, "checkpoints")
-        os.mkdir(cls.cp_dir)
-        cls.daemon = cls.d = H.start_daemon(cls, models=("toxicity",),
-                                            args=["--signing-key", cls.key, "--checkpoint-dir", cls.cp_dir])
+        cls.daemon = cls.d = H.start_signing_daemon(cls, "pgcld-archive-")
         cls.D = H.load_config("toxicity")["dims"]["D"]
         cls.seed = 0
         cls.old = [cls.score_batch(2) for _ in range(3)]  # three commits, older than the horizon

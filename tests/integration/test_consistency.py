@@ -37,15 +37,7 @@ class ConsistencyTest(LiveValidationMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         H.require_models("toxicity")
-        cls.tmp = tempfile.mkdtemp(prefix="pgcld-consistency-")
-        cls.key = os.path.join(cls.tmp, "signing.key")
-        p = subprocess.run([H.PGCLD_BIN, "audit", "keygen", "--out", cls.key], capture_output=True, text=True,
-                           timeout=60, check=True)
-        cls.public = p.stdout.strip().splitlines()[-1]
-        cls.cp_dir = os.path.join(cls.tmp, "checkpoints")
-        os.mkdir(cls.cp_dir)
-        cls.daemon = cls.d = H.start_daemon(cls, models=("toxicity",),
-                                            args=["--signing-key", cls.key, "--checkpoint-dir", cls.cp_dir])
+        cls.daemon = cls.d = H.start_signing_daemon(cls, "pgcld-consistency-")
         D = H.load_config("toxicity")["dims"]["D"]
         cls.cps, cls.decisions = [], []
         seed = 0
@@ -145,7 +137,7 @@ class ConsistencyTest(LiveValidationMixin, unittest.TestCase):
         self.assertEqual((py_rc, c_rc), (1, 1))
 
     def test_bad_parameters(self):
-        d, rk = self.d, self.d.keys["reviewer"]
+        rk = self.d.keys["reviewer"]
         head = self.cps[2]["head_seq"]
         for query, field in (("second=3", "first"), ("first=1", "second"), ("first=0&second=3", "first"),
                              ("first=-1&second=3", "first"), ("first=x&second=3", "first"),

@@ -171,15 +171,7 @@ class CheckpointTest(ProofMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         H.require_models("toxicity")
-        cls.tmp = tempfile.mkdtemp(prefix="pgcld-proof-")
-        cls.key = os.path.join(cls.tmp, "signing.key")
-        p = subprocess.run([H.PGCLD_BIN, "audit", "keygen", "--out", cls.key], capture_output=True, text=True,
-                           timeout=60, check=True)
-        cls.public = p.stdout.strip().splitlines()[-1]
-        cls.cp_dir = os.path.join(cls.tmp, "checkpoints")
-        os.mkdir(cls.cp_dir)
-        cls.d = H.start_daemon(cls, models=("toxicity",), args=["--signing-key", cls.key, "--checkpoint-dir",
-                                                                  cls.cp_dir])
+        cls.d = H.start_signing_daemon(cls, "pgcld-proof-")
         D = H.load_config("toxicity")["dims"]["D"]
         cls.before = [cls.d.score({"items": H.json_items(H.random_embeddings(n, D, seed=20 + n), f"c{n}-")})
                       .json["results"][0]["decision_id"] for n in (2, 3)]
