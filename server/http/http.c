@@ -309,6 +309,21 @@ static void on_body_wait_over(void *arg) {
     end_wait(ctx->srv, ctx->deferred.conn, &ctx->body_wait_over, &ctx->body_wait_suspended);
 }
 
+/* A scoring request's body once its handler has parsed it and deferred its answer: the job holds
+ * its own copies (the embeddings as float32, the ids), so the body's bytes and their share of
+ * --max-body-memory go back now rather than when the answer is sent — a request waiting for its
+ * commit holds its arrays, not its body (for a JSON body, several times their size). */
+static void drop_body(request_ctx *ctx) {
+    size_t share = ctx->cap < ctx->reserved ? ctx->cap : ctx->reserved;
+    free(ctx->body);
+    ctx->body = NULL;
+    ctx->len = ctx->cap = 0;
+    if (share) {
+        pgcld_body_budget_release(ctx->srv->body_budget, share);
+        ctx->reserved -= share;
+    }
+}
+
 /* Reserves ctx's body (`bytes`) in --max-body-memory for the first chunk of a scoring body. 1:
  * reserved; 0: the wait is over without room (deadline: the body is shed); -1: the connection is
  * suspended until the budget makes room or gives up (the chunk stays unconsumed: libmicrohttpd
@@ -765,6 +780,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     else ctx->route->fn(srv, &req, &reply);
     if (ctx->deferred.finish) { /* the handler deferred its answer */
         PGCL_ASSERT(!reply.body && !reply.text && !reply.stream_fn && !reply.data);
+        if (scoring) drop_body(ctx);
         if (suspend_unless_over(srv, conn, &ctx->deferred.done, &ctx->deferred.suspended)) return MHD_YES;
         run_finish(ctx, &reply); /* the work was over before the handler returned */
         return send_answer(ctx, conn, &reply);
