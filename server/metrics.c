@@ -277,6 +277,8 @@ char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, cons
             "pgcld_audit_queue_rows %d\n", g->audit_pending_rows);
     put(&t, "# HELP pgcld_in_flight_requests Requests being served.\n# TYPE pgcld_in_flight_requests gauge\n"
             "pgcld_in_flight_requests %d\n", g->in_flight);
+    put(&t, "# HELP pgcld_open_connections Client connections accepted and not yet closed (--max-connections).\n"
+            "# TYPE pgcld_open_connections gauge\npgcld_open_connections %d\n", g->open_connections);
     put(&t, "# HELP pgcld_body_bytes_reserved Bytes of scoring request bodies held in memory (--max-body-memory).\n"
             "# TYPE pgcld_body_bytes_reserved gauge\npgcld_body_bytes_reserved %lld\n", g->body_bytes_reserved);
     put(&t, "# HELP pgcld_body_waiting_requests Scoring requests waiting, unread, for --max-body-memory.\n"

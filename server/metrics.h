@@ -56,6 +56,7 @@ void pgcld_metrics_inputs_dropped(int64_t n, void *metrics);
 typedef struct pgcld_metrics_gauges {
     int audit_pending_rows;
     int in_flight;
+    int open_connections;          /* accepted and not yet closed (--max-connections) */
     long long body_bytes_reserved; /* --max-body-memory in use */
     int body_waiting;              /* scoring requests waiting for it */
     int models_ready;

@@ -57,6 +57,7 @@ void pgcld_handle_metrics(pgcld_server *srv, const pgcld_request *req, pgcld_rep
     pgcl_registry_foreach_active(srv->registry, append_active_info, &extra);
     pgcld_metrics_gauges g = {.audit_pending_rows = pgcl_audit_pending_rows(srv->audit),
                               .in_flight = atomic_load(&srv->in_flight),
+                              .open_connections = atomic_load(&srv->open_connections),
                               .models_ready = pgcl_registry_ready_count(srv->registry),
                               .draining = atomic_load(&srv->draining)};
     if (srv->body_budget) pgcld_body_budget_stats(srv->body_budget, &g.body_bytes_reserved, &g.body_waiting);

@@ -267,10 +267,18 @@ class TotalConnectionLimitTest(unittest.TestCase):
                 s = open_socket(d.port)
                 s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
                 slow.append(s)
-            # The next connection (sockets are accepted in arrival order, so the four above were
-            # admitted first) is accepted by the kernel, then closed before any answer, while the
-            # four are still open: refused, not left waiting for a free slot (which only a held
-            # connection closing would give it).
+            # The pool threads accept on their own, so the four are counted once the daemon says
+            # so (pgcld_open_connections, read over a connection that is already counted) ...
+            deadline = time.monotonic() + ANSWER_TIMEOUT_S
+            while time.monotonic() < deadline:
+                m = re.search(rb"^pgcld_open_connections (\d+)$", self.keep_alive_get(idle[0], "/metrics")[1], re.M)
+                if m and int(m.group(1)) >= self.LIMIT:
+                    break
+                time.sleep(0.02)
+            self.assertEqual(int(m.group(1)), self.LIMIT, "the four held connections are counted")
+            # ... then the next connection is accepted by the kernel, then closed before any
+            # answer, while the four are still open: refused, not left waiting for a free slot
+            # (which only a held connection closing would give it).
             extra = open_socket(d.port)
             try:
                 try:
