@@ -137,10 +137,11 @@ class BodyBudgetRefusedTest(BodyBudgetCase, unittest.TestCase):
 
 
 class WorkingMemoryTest(unittest.TestCase):
-    """A parsed scoring request holds its arrays in the budget too, not only its body
-    (pgcld_request_hold_memory): while A waits in a held-open forward batch (--batch-max-wait-us),
-    the reservation is its body plus at least its float32 inputs, and B, whose body fits beside A's
-    body but not beside A's body and arrays, waits until A is answered."""
+    """A parsed scoring request holds its arrays in the budget (pgcld_request_hold_memory) and gives
+    its body back once parsed (http.c, drop_body): while A waits in a held-open forward batch
+    (--batch-max-wait-us), the reservation is at least A's float32 and float16 inputs but no longer
+    A's body, and B, whose body fits beside A's body but not beside A's arrays, waits until A is
+    answered."""
 
     N_ITEMS = 8
     HOLD_US = 1000000  # the longest batch wait allowed: A sits parsed in the batcher for 1 s
@@ -149,9 +150,10 @@ class WorkingMemoryTest(unittest.TestCase):
     def setUpClass(cls):
         cls.body_a = H.encode_body(b64_body(cls.N_ITEMS, 511))
         cls.body_b = H.encode_body(b64_body(1, 512))
-        cls.arrays = cls.N_ITEMS * 1024 * 4  # A's float32 inputs alone
-        # A's body and B's fit together; A's body, A's arrays and B's do not
-        cls.budget = len(cls.body_a) + len(cls.body_b) + cls.arrays // 2
+        cls.arrays = cls.N_ITEMS * 1024 * (4 + 2)  # A's float32 inputs and their float16 copy, at least
+        assert len(cls.body_a) < cls.arrays, "the test needs A's arrays to outweigh its body"
+        # A's body fits, and so does B's beside it; A's arrays and B's body do not
+        cls.budget = cls.arrays + len(cls.body_b) // 2
         cls.d = H.start_daemon(cls, args=["--max-body-memory", str(cls.budget), "--compute-workers", "1",
                                           "--batch-max-wait-us", str(cls.HOLD_US), "--max-batch", "64"])
 
@@ -168,9 +170,14 @@ class WorkingMemoryTest(unittest.TestCase):
                 head, body = raw_score_request(self.d.keys["scorer"], self.body_a)
                 a.sendall(head + body)
                 self.assertTrue(H.wait_until(lambda: (metric(self.d, "pgcld_body_bytes_reserved") or 0)
-                                             >= len(self.body_a) + self.arrays, interval=0.01),
-                                "A's parsed arrays are not in the budget: reserved %s, body %d" %
-                                (metric(self.d, "pgcld_body_bytes_reserved"), len(self.body_a)))
+                                             >= self.arrays, interval=0.01),
+                                "A's parsed arrays are not in the budget: reserved %s, arrays %d" %
+                                (metric(self.d, "pgcld_body_bytes_reserved"), self.arrays))
+                # the body goes back right after the handler (A then sits in its batch for a second)
+                self.assertTrue(H.wait_until(lambda: self.arrays <= (metric(self.d, "pgcld_body_bytes_reserved") or 0)
+                                             < self.arrays + len(self.body_a), interval=0.01),
+                                "A's body is still in the budget once parsed: reserved %s" %
+                                metric(self.d, "pgcld_body_bytes_reserved"))
                 head, body = raw_score_request(self.d.keys["scorer"], self.body_b)
                 b.sendall(head + body)
                 seen = {"b_waited": False}
