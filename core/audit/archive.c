@@ -57,25 +57,29 @@ static const char *const LEGACY_MAX_SQL[PGCL_CHAIN_TABLES] = {
     "SELECT c.seq, c.kind, c.row_seq, u.kind, u.first_row_seq FROM audit_chain AS c LEFT JOIN audit_chain_runs" \
     " AS u ON u.entry_seq = c.seq AND u.first_leaf = 0 WHERE c.seq > ?1 ORDER BY c.seq"
 
-/* Runs sql with ?1 = a, ?2 = a text b (when given), ?3 = c; one integer out (*is_null when NULL). */
+/* ?1 = a, ?2 = a text b (when given), ?3 = c (when the statement has it). */
+typedef struct query_args {
+    int64_t a;
+    const char *b;
+    int64_t c;
+} query_args;
+
+static int bind_args(sqlite3_stmt *s, void *ctx) {
+    const query_args *q = ctx;
+    int n = sqlite3_bind_parameter_count(s), rc = SQLITE_OK;
+    if (n >= 1) rc = sqlite3_bind_int64(s, 1, q->a);
+    if (rc == SQLITE_OK && n >= 2 && q->b) rc = sqlite3_bind_text(s, 2, q->b, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK && sqlite3_bind_parameter_count(s) >= 3) rc = sqlite3_bind_int64(s, 3, q->c);
+    return rc;
+}
+
+/* Runs sql with those parameters; one integer out (*is_null when NULL or no row): pgcl_db_query_int. */
 static int query_int(sqlite3 *db, const char *sql, int64_t a, const char *b, int64_t c, int64_t *out, bool *is_null,
                      char *err, int cap) {
-    sqlite3_stmt *s = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
-    if (rc != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s", sqlite3_errmsg(db));
-        return rc;
-    }
-    sqlite3_bind_int64(s, 1, a);
-    if (b) sqlite3_bind_text(s, 2, b, -1, SQLITE_STATIC);
-    if (sqlite3_bind_parameter_count(s) >= 3) sqlite3_bind_int64(s, 3, c);
-    rc = sqlite3_step(s);
-    bool null = rc != SQLITE_ROW || sqlite3_column_type(s, 0) == SQLITE_NULL;
-    *out = null ? 0 : sqlite3_column_int64(s, 0);
-    if (is_null) *is_null = null;
-    if (rc == SQLITE_ROW || rc == SQLITE_DONE) rc = SQLITE_OK;
-    else pgcl_errorf(err, cap, "%s", sqlite3_errmsg(db));
-    sqlite3_finalize(s);
+    query_args q = {a, b, c};
+    bool found = false;
+    int rc = pgcl_db_query_int(db, sql, bind_args, &q, out, &found, err, cap);
+    if (is_null) *is_null = !found;
     return rc;
 }
 

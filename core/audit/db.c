@@ -61,6 +61,37 @@ int pgcl_db_each_row(sqlite3 *db, const char *sql, pgcl_db_bind_fn bind, pgcl_db
     return SQLITE_OK;
 }
 
+typedef struct int_query {
+    pgcl_db_bind_fn bind;
+    void *ctx;
+    int64_t value;
+    bool found;
+} int_query;
+
+static int bind_int_query(sqlite3_stmt *stmt, void *ctx) {
+    const int_query *q = ctx;
+    return q->bind ? q->bind(stmt, q->ctx) : SQLITE_OK;
+}
+
+static int take_int(sqlite3_stmt *stmt, void *ctx, char *err, int cap) {
+    (void)err;
+    (void)cap;
+    int_query *q = ctx;
+    q->found = sqlite3_column_type(stmt, 0) != SQLITE_NULL;
+    q->value = q->found ? sqlite3_column_int64(stmt, 0) : 0;
+    return SQLITE_DONE; /* the first row only */
+}
+
+int pgcl_db_query_int(sqlite3 *db, const char *sql, pgcl_db_bind_fn bind, void *ctx, int64_t *out, bool *found,
+                      char *err, int cap) {
+    int_query q = {.bind = bind, .ctx = ctx};
+    int rc = pgcl_db_each_row(db, sql, bind_int_query, take_int, &q, err, cap);
+    if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    *out = q.value;
+    if (found) *found = q.found;
+    return rc;
+}
+
 int pgcl_db_write_transaction(sqlite3 *db, pgcl_db_tx_fn work, void *ctx, char *err, int cap) {
     int rc = pgcl_db_exec(db, "BEGIN IMMEDIATE", err, cap);
     if (rc != SQLITE_OK) return rc;

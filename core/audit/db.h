@@ -5,6 +5,8 @@
 #define PGCL_DB_H
 
 #include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #define PGCL_DB_BUSY_TIMEOUT_MS 5000
 
@@ -28,6 +30,12 @@ typedef int (*pgcl_db_row_fn)(sqlite3_stmt *stmt, void *ctx, char *err, int cap)
  * Nothing is left prepared whatever happens. */
 int pgcl_db_each_row(sqlite3 *db, const char *sql, pgcl_db_bind_fn bind, pgcl_db_row_fn on_row, void *ctx,
                      char *err, int cap);
+
+/* The first column of the first row of sql (bound by bind(ctx), which may be NULL) into *out;
+ * *found (may be NULL) false, and *out 0, when there is no row or the value is NULL. Returns as
+ * pgcl_db_each_row, on which it is built. */
+int pgcl_db_query_int(sqlite3 *db, const char *sql, pgcl_db_bind_fn bind, void *ctx, int64_t *out, bool *found,
+                      char *err, int cap);
 
 /* The work of one write transaction. Returns SQLITE_OK to commit; anything else rolls back. */
 typedef int (*pgcl_db_tx_fn)(sqlite3 *db, void *ctx, char *err, int cap);

@@ -45,50 +45,33 @@ static const char DROP_RESOLVED_SQL[] =
     "DELETE FROM decision_inputs WHERE decision_seq IN (SELECT d.seq FROM contests AS c JOIN decisions AS d ON"
     " d.decision_id = c.decision_id WHERE d.seq <= ?2)" KEPT_DECISIONS_SQL;
 
-/* Steps s (bound by the caller) once; SQLITE_ROW or SQLITE_DONE, anything else sets err. */
-static int step_once(sqlite3 *db, sqlite3_stmt *s, const char *what, char *err, int cap) {
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) pgcl_errorf(err, cap, "input retention: %s: %s", what, sqlite3_errmsg(db));
+/* A query's parameters: ?1 and ?2 the integers lo and hi and ?3 the text (when not NULL) — or ?1
+ * the text when the query has one parameter. */
+typedef struct query_args {
+    int64_t lo, hi;
+    const char *text;
+} query_args;
+
+static int bind_args(sqlite3_stmt *s, void *ctx) {
+    const query_args *a = ctx;
+    if (sqlite3_bind_parameter_count(s) == 0) return SQLITE_OK;
+    if (sqlite3_bind_parameter_count(s) == 1 && a->text) return sqlite3_bind_text(s, 1, a->text, -1, SQLITE_STATIC);
+    int rc = sqlite3_bind_int64(s, 1, a->lo);
+    if (rc == SQLITE_OK && sqlite3_bind_parameter_count(s) >= 2) rc = sqlite3_bind_int64(s, 2, a->hi);
+    if (rc == SQLITE_OK && sqlite3_bind_parameter_count(s) >= 3) rc = sqlite3_bind_text(s, 3, a->text, -1, SQLITE_STATIC);
     return rc;
 }
 
-/* The single integer a query answers; *found false when it answers no row or NULL. Parameters:
- * ?1 and ?2 the integers lo and hi, ?3 the text (when not NULL) — or ?1 the text when the query
- * has one parameter. */
-static pgcl_status query_int(sqlite3 *db, const char *sql, int64_t lo, int64_t hi, const char *text, int64_t *out,
-                             bool *found, char *err, int cap) {
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "input retention: %s", sqlite3_errmsg(db));
-        return PGCL_ERR_DB;
-    }
-    if (sqlite3_bind_parameter_count(s) == 1) {
-        sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
-    } else if (sqlite3_bind_parameter_count(s) == 3) {
-        sqlite3_bind_int64(s, 1, lo);
-        sqlite3_bind_int64(s, 2, hi);
-        sqlite3_bind_text(s, 3, text, -1, SQLITE_STATIC);
-    }
-    int rc = step_once(db, s, "read", err, cap);
-    *found = rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL;
-    if (*found) *out = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? PGCL_OK : PGCL_ERR_DB;
+/* The single integer a query answers (pgcl_db_query_int); *found false when no row or NULL. */
+static pgcl_status query_int(sqlite3 *db, const char *sql, query_args args, int64_t *out, bool *found, char *err,
+                             int cap) {
+    return pgcl_db_query_int(db, sql, bind_args, &args, out, found, err, cap) == SQLITE_OK ? PGCL_OK : PGCL_ERR_DB;
 }
 
-/* Runs a DELETE over (lo, hi]; adds the rows it deleted to *dropped. */
-static pgcl_status drop(sqlite3 *db, const char *sql, int64_t lo, int64_t hi, int64_t *dropped, char *err, int cap) {
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "input retention: %s", sqlite3_errmsg(db));
-        return PGCL_ERR_DB;
-    }
-    sqlite3_bind_int64(s, 1, lo);
-    sqlite3_bind_int64(s, 2, hi);
-    int rc = step_once(db, s, "delete", err, cap);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) return PGCL_ERR_DB;
-    *dropped += sqlite3_changes(db);
+/* Runs a statement for its effect with args; adds the rows it changed to *changed (may be NULL). */
+static pgcl_status run_statement(sqlite3 *db, const char *sql, query_args args, int64_t *changed, char *err, int cap) {
+    if (pgcl_db_each_row(db, sql, bind_args, NULL, &args, err, cap) != SQLITE_OK) return PGCL_ERR_DB;
+    if (changed) *changed += sqlite3_changes(db);
     return PGCL_OK;
 }
 
@@ -99,29 +82,23 @@ pgcl_status pgcl_sqlite_drop_inputs_fn(pgcl_audit_txn *t, void *ctx, char *err, 
     job->more = false;
     int64_t last_seq = 0, cursor = 0, first_recent = 0;
     bool any = false, have_cursor = false, recent = false;
-    pgcl_status st = query_int(db, CURSOR_SQL, 0, 0, NULL, &cursor, &have_cursor, err, cap);
-    if (st == PGCL_OK) st = query_int(db, LAST_SEQ_SQL, 0, 0, NULL, &last_seq, &any, err, cap);
+    pgcl_status st = query_int(db, CURSOR_SQL, (query_args){0}, &cursor, &have_cursor, err, cap);
+    if (st == PGCL_OK) st = query_int(db, LAST_SEQ_SQL, (query_args){0}, &last_seq, &any, err, cap);
     if (st != PGCL_OK) return st;
     PGCL_ASSERT(have_cursor); /* migration 0008 inserts the one row, and nothing deletes it */
     int64_t hi = any && last_seq - cursor > job->max_rows ? cursor + job->max_rows : last_seq;
     if (any && hi > cursor &&
-        (st = query_int(db, FIRST_RECENT_SQL, cursor, hi, job->older_than, &first_recent, &recent, err, cap)) !=
+        (st = query_int(db, FIRST_RECENT_SQL, (query_args){cursor, hi, job->older_than}, &first_recent, &recent, err,
+                        cap)) !=
             PGCL_OK)
         return st;
     if (recent) hi = first_recent - 1; /* the walk ends there */
     job->more = !recent && hi < last_seq;
     if (!any || hi <= cursor) /* nothing new past the horizon: catch up behind the cursor */
-        return drop(db, DROP_RESOLVED_SQL, 0, cursor, &job->dropped, err, cap);
-    if ((st = drop(db, DROP_RANGE_SQL, cursor, hi, &job->dropped, err, cap)) != PGCL_OK) return st;
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(db, ADVANCE_SQL, -1, &s, NULL) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "input retention: %s", sqlite3_errmsg(db));
-        return PGCL_ERR_DB;
-    }
-    sqlite3_bind_int64(s, 1, hi);
-    int rc = step_once(db, s, "advance", err, cap);
-    sqlite3_finalize(s);
-    return rc == SQLITE_DONE ? PGCL_OK : PGCL_ERR_DB;
+        return run_statement(db, DROP_RESOLVED_SQL, (query_args){0, cursor, NULL}, &job->dropped, err, cap);
+    st = run_statement(db, DROP_RANGE_SQL, (query_args){cursor, hi, NULL}, &job->dropped, err, cap);
+    if (st != PGCL_OK) return st;
+    return run_statement(db, ADVANCE_SQL, (query_args){.lo = hi}, NULL, err, cap);
 }
 
 /* ---- the daemon's thread ---- */
@@ -149,7 +126,8 @@ static bool anything_to_drop(pgcl_audit *store, const char *horizon) {
     if (!db) return true;
     int64_t oldest_is_older = 0;
     bool have_input = false;
-    bool answered = query_int(db, OLDEST_INPUT_SQL, 0, 0, horizon, &oldest_is_older, &have_input, err, sizeof err) ==
+    bool answered = query_int(db, OLDEST_INPUT_SQL, (query_args){.text = horizon}, &oldest_is_older, &have_input, err,
+                              sizeof err) ==
                     PGCL_OK;
     sqlite3_close(db);
     return !answered || (have_input && oldest_is_older);
