@@ -133,25 +133,6 @@ static bool anything_to_drop(pgcl_audit *store, const char *horizon) {
     return !answered || (have_input && oldest_is_older);
 }
 
-/* One step with the horizon `days` before now. */
-static pgcl_status step(pgcl_audit *store, double days, pgcl_drop_inputs *job, char *err, int cap) {
-    char horizon[PGCL_TIMESTAMP_LEN + 1];
-    pgcl_timestamp_after(-(int64_t)(days * 86400.0), horizon);
-    *job = (pgcl_drop_inputs){.older_than = horizon, .max_rows = STEP_ROWS};
-    if (!anything_to_drop(store, horizon)) return PGCL_OK;
-    return pgcl_audit_run(store, pgcl_sqlite_drop_inputs_fn, job, err, cap);
-}
-
-int64_t pgcl_retention_run_once(pgcl_audit *store, double days, char *err, int cap) {
-    int64_t total = 0;
-    pgcl_drop_inputs job;
-    do {
-        if (step(store, days, &job, err, cap) != PGCL_OK) return -1;
-        total += job.dropped;
-    } while (job.more);
-    return total;
-}
-
 static bool stopping(pgcl_retention *r) {
     pthread_mutex_lock(&r->lock);
     bool s = r->stopping;
@@ -159,21 +140,36 @@ static bool stopping(pgcl_retention *r) {
     return s;
 }
 
+/* One pass with the horizon `days` before now: the read-only check, then steps on the writer until
+ * nothing older than the horizon is left, or until r (the daemon's thread; NULL for a single pass)
+ * is asked to stop. The number of inputs dropped, or -1 (err set). */
+static int64_t drop_pass(pgcl_audit *store, double days, pgcl_retention *r, char *err, int cap) {
+    char horizon[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_timestamp_after(-(int64_t)(days * 86400.0), horizon);
+    if (!anything_to_drop(store, horizon)) return 0;
+    pgcl_drop_inputs job = {.older_than = horizon, .max_rows = STEP_ROWS};
+    int64_t total = 0;
+    do {
+        if (pgcl_audit_run(store, pgcl_sqlite_drop_inputs_fn, &job, err, cap) != PGCL_OK) return -1;
+        total += job.dropped;
+        if (job.dropped && r && r->on_dropped) r->on_dropped(job.dropped, r->ctx);
+    } while (job.more && !(r && stopping(r)));
+    return total;
+}
+
+int64_t pgcl_retention_run_once(pgcl_audit *store, double days, char *err, int cap) {
+    return drop_pass(store, days, NULL, err, cap);
+}
+
 static void *retention_main(void *arg) {
     pgcl_retention *r = arg;
     for (;;) {
-        pgcl_drop_inputs job = {0};
-        int64_t pass = 0;
         char err[512];
-        do {
-            if (step(r->store, r->days, &job, err, sizeof err) != PGCL_OK) {
-                pgcl_log_warn("input retention: %s (retrying in %lld s)", err, (long long)(r->interval_us / 1000000));
-                break;
-            }
-            pass += job.dropped;
-            if (job.dropped && r->on_dropped) r->on_dropped(job.dropped, r->ctx);
-        } while (job.more && !stopping(r));
-        if (pass) pgcl_log_info("input retention: dropped the stored inputs of %lld decisions", (long long)pass);
+        int64_t pass = drop_pass(r->store, r->days, r, err, sizeof err);
+        if (pass < 0)
+            pgcl_log_warn("input retention: %s (retrying in %lld s)", err, (long long)(r->interval_us / 1000000));
+        else if (pass)
+            pgcl_log_info("input retention: dropped the stored inputs of %lld decisions", (long long)pass);
         pthread_mutex_lock(&r->lock);
         struct timespec until = pgcl_monotonic_timespec(pgcl_monotonic_us() + r->interval_us);
         while (!r->stopping && pthread_cond_timedwait(&r->wake, &r->lock, &until) != ETIMEDOUT) {
