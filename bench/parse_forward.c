@@ -13,20 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "blas.h"
+#include "clock.h"
 #include "fastjson.h"
 #include "model.h"
 
 #define MAX_BODIES 8
 #define MAX_ITEMS 1024
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return (double)pgcl_monotonic_us() * 1e-6; }
 
 typedef struct worker {
     const pgcl_model *m;
@@ -101,8 +96,6 @@ int main(int argc, char **argv) {
         else goto usage;
     }
     if (!model_dir || !n_bodies || seconds <= 0) goto usage;
-    pgcl_blas_ensure_fast_kernel(argv);
-    pgcl_blas_set_threads(1);
     pgcl_model *m = NULL;
     char err[512];
     if (pgcl_model_load(model_dir, "bench", "1", &m, err, sizeof err) != PGCL_OK) {
