@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Embed the numbered migrations/*.sql files into a C source file.
 
-Usage: embed_sql.py OUT.c FILE.sql...  The files must be named NNNN_name.sql; they are emitted in
+Usage: embed_sql.py [--prefix=NAME] OUT.c FILE.sql...  (NAME: the C names' prefix, default pgcl;
+migrations/pg/ is embedded as pgcl_pg_migrations for the PostgreSQL store, core/audit/pg/.)  The files must be named NNNN_name.sql; they are emitted in
 numeric order as a table of {version, name, sql} that core/audit/audit_sqlite.c applies at start-up. Embedding
 keeps the installed daemon self-contained: its schema cannot drift from the files it was built from.
 """
@@ -18,7 +19,11 @@ def c_bytes(text):
 
 
 def main():
-    out_path, paths = sys.argv[1], sys.argv[2:]
+    args = sys.argv[1:]
+    prefix = 'pgcl'
+    if args and args[0].startswith('--prefix='):
+        prefix = args.pop(0)[len('--prefix='):]
+    out_path, paths = args[0], args[1:]
     entries = []
     for path in paths:
         base = os.path.basename(path)
@@ -36,11 +41,11 @@ def main():
         f.write('#include "migrations.h"\n\n')
         for version, name, sql in entries:
             f.write('static const char sql_%04d[] = %s;\n\n' % (version, c_bytes(sql)))
-        f.write('const pgcl_migration pgcl_migrations[] = {\n')
+        f.write('const pgcl_migration %s_migrations[] = {\n' % prefix)
         for version, name, sql in entries:
             f.write('  {%d, "%s", sql_%04d},\n' % (version, name, version))
         f.write('};\n')
-        f.write('const int pgcl_migration_count = %d;\n' % len(entries))
+        f.write('const int %s_migration_count = %d;\n' % (prefix, len(entries)))
 
 
 if __name__ == '__main__':

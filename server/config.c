@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "log.h"
+#include "pg_db.h"
 #include "status.h"
 
 typedef enum { OPT_STRING, OPT_LONG } opt_type;
@@ -57,8 +58,10 @@ static const opt_def g_opts[] = {
      .help = "HOST:PORT to listen on (port 0 picks a free port)"},
     {.name = "models", S(models_dir, "DIR"), .def = "models",
      .help = "model repository: DIR/<model>/<version>/{config.json,model.safetensors}"},
-    {.name = "db", S(db_path, "FILE"), .def = "pgcld-audit.db",
-     .help = "SQLite audit database (created if missing)"},
+    {.name = "db", S(db_path, "FILE|URI"), .def = "pgcld-audit.db",
+     .help = "audit store: a SQLite file (created if missing) or a PostgreSQL URI postgresql://... shared by a fleet"},
+    {.name = "writer-id", S(writer_id, "NAME"), .def = "",
+     .help = "PostgreSQL store: this process's chain (default: the host name); unique in the fleet"},
     {.name = "default-model", S(default_model, "NAME"), .def = "toxicity",
      .help = "model used when a request names none"},
     {.name = "port-file", S(port_file, "FILE"), .def = "",
@@ -601,6 +604,14 @@ static const char *source_text(const pgcld_config *cfg, int i, char *buf, size_t
     return buf;
 }
 
+/* value_text for a log line: a PostgreSQL URI's password (--db) shows as "***". */
+static const char *shown_text(const pgcld_config *cfg, int i, char *buf, int cap) {
+    char small[32];
+    const char *v = value_text(cfg, i, small, sizeof small);
+    pgcl_pg_redact(v, buf, cap);
+    return buf;
+}
+
 int pgcld_config_reload(pgcld_config *cfg, char *err, int cap) {
     pgcld_config fresh;
     pgcld_config_defaults(&fresh);
@@ -612,9 +623,9 @@ int pgcld_config_reload(pgcld_config *cfg, char *err, int cap) {
     int changed = 0;
     for (int i = 0; i < N_OPTS; i++) {
         const opt_def *o = &g_opts[i];
-        char old_buf[32], new_buf[32], src[4200];
-        const char *old_text = value_text(cfg, i, old_buf, sizeof old_buf);
-        const char *new_text = value_text(&fresh, i, new_buf, sizeof new_buf);
+        char old_buf[1024], new_buf[1024], src[4200];
+        const char *old_text = shown_text(cfg, i, old_buf, sizeof old_buf);
+        const char *new_text = shown_text(&fresh, i, new_buf, sizeof new_buf);
         bool same = strcmp(old_text, new_text) == 0;
         if (!same && !o->reload) {
             pgcl_log_warn("config: reload: %s changed to '%s' (%s) but takes effect only after a restart; "
@@ -744,10 +755,10 @@ void pgcld_config_print_help(FILE *out) {
 }
 
 void pgcld_config_log(const pgcld_config *cfg) {
-    char line[4096], buf[32];
+    char line[4096], buf[1024];
     int off = 0;
     for (int i = 0; i < N_OPTS && off < (int)sizeof line; i++)
         off += snprintf(line + off, sizeof line - (size_t)off, " %s=%s", g_opts[i].name,
-                        value_text(cfg, i, buf, sizeof buf));
+                        shown_text(cfg, i, buf, sizeof buf));
     pgcl_log_info("config:%s", line);
 }

@@ -32,6 +32,7 @@ typedef struct pgcld_config {
     char *listen; /* HOST:PORT */
     char *models_dir;
     char *db_path;
+    char *writer_id;             /* PostgreSQL store: "" = the host name (core/audit/pg/audit_pg.h) */
     char *default_model;
     char *port_file;             /* written with the bound port once listening; "" = none */
     char *synchronous;           /* FULL or NORMAL */

@@ -21,6 +21,7 @@
 #include "head_signer.h"
 #include "log.h"
 #include "model.h"
+#include "pg_db.h"
 #include "audit_reads.h"
 #include "reader_pool.h"
 #include "retention.h"
@@ -298,6 +299,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         goto out;
     }
     pgcl_audit_options aopts = {.path = cfg.db_path,
+                                .writer_id = cfg.writer_id,
                                 .synchronous_full = strcmp(cfg.synchronous, "FULL") == 0,
                                 .busy_timeout_ms = 5000,
                                 .max_pending_rows = (int)cfg.max_pending_rows,
@@ -306,8 +308,14 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         pgcl_log_error("audit: %s", err);
         goto out;
     }
-    pgcl_log_info("audit: %s open (WAL, synchronous=%s, schema version %d)", cfg.db_path, cfg.synchronous,
-                  pgcl_audit_schema_version(srv.audit));
+    char db_shown[512]; /* a PostgreSQL URI may hold a password */
+    pgcl_pg_redact(cfg.db_path, db_shown, sizeof db_shown);
+    if (strcmp(pgcl_audit_store_name(srv.audit), "sqlite") == 0)
+        pgcl_log_info("audit: %s open (WAL, synchronous=%s, schema version %d)", db_shown, cfg.synchronous,
+                      pgcl_audit_schema_version(srv.audit));
+    else
+        pgcl_log_info("audit: %s open (PostgreSQL, writer %s, schema version %d)", db_shown,
+                      *cfg.writer_id ? cfg.writer_id : "= host name", pgcl_audit_schema_version(srv.audit));
     if (*cfg.signing_key) { /* a bad key file is an operator error: say so now, not at the first checkpoint */
         char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1];
         if (pgcl_signing_public_key(cfg.signing_key, public_hex, err, sizeof err) != PGCL_OK) {
@@ -323,7 +331,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         }
         int n_keys = pgcl_keyring_count_active(srv.keyring);
         pgcl_log_info("keys: %d active API keys; create one with: pgcld keys create --db %s --role scorer --name NAME",
-                      n_keys, cfg.db_path);
+                      n_keys, db_shown);
     } else {
         pgcl_log_warn("keys: --auth off: every endpoint is open to anyone who can reach %s", cfg.listen);
     }

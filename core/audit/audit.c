@@ -2,11 +2,14 @@
  * operations (audit_store_impl.h). See audit.h for the contract. */
 #include "audit_store_impl.h"
 
+#include "audit_pg.h"
+
 #include <stddef.h>
 #include <stdlib.h>
 
 pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap) {
-    pgcl_status st = pgcl_audit_sqlite_open(opts, out, err, cap);
+    pgcl_status st = pgcl_pg_is_uri(opts->path) ? pgcl_audit_pg_open(opts, out, err, cap)
+                                                : pgcl_audit_sqlite_open(opts, out, err, cap);
     /* Always on: a store that reports success must hand back a usable handle. */
     PGCL_ASSERT(st != PGCL_OK || (*out && (*out)->ops));
     return st;
@@ -17,23 +20,23 @@ void pgcl_audit_close(pgcl_audit *a) {
 }
 
 pgcl_status pgcl_audit_append(pgcl_audit *a, const pgcl_decision_row *rows, int n, char *err, int cap) {
-    return pgcl_audit_append_with(a, rows, n, NULL, NULL, err, cap);
+    return pgcl_audit_append_with(a, rows, n, NULL, err, cap);
 }
 
-pgcl_status pgcl_audit_append_with(pgcl_audit *a, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
-                                   void *also_ctx, char *err, int cap) {
+pgcl_status pgcl_audit_append_with(pgcl_audit *a, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                                   char *err, int cap) {
     if (n <= 0) return PGCL_OK;
-    return a->ops->append(a, rows, n, also, also_ctx, err, cap);
+    return a->ops->append(a, rows, n, idem, err, cap);
 }
 
-void pgcl_audit_append_async(pgcl_audit *a, const pgcl_decision_row *rows, int n, pgcl_audit_fn also, void *also_ctx,
+void pgcl_audit_append_async(pgcl_audit *a, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
                              pgcl_audit_done_fn done, void *done_ctx) {
     PGCL_ASSERT(done != NULL);
     if (n <= 0) {
         done(done_ctx, PGCL_OK, "");
         return;
     }
-    a->ops->append_async(a, rows, n, also, also_ctx, done, done_ctx);
+    a->ops->append_async(a, rows, n, idem, done, done_ctx);
 }
 
 pgcl_status pgcl_audit_append_shadow(pgcl_audit *a, const pgcl_shadow_row *rows, int n, char *err, int cap) {

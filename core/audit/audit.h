@@ -19,9 +19,13 @@
 #include "status.h"
 
 typedef struct pgcl_audit pgcl_audit;
+typedef struct pgcl_idem_entry pgcl_idem_entry; /* idempotency.h */
 
 typedef struct pgcl_audit_options {
-    const char *path;
+    const char *path;       /* a SQLite file, or a libpq URI (postgresql://, postgres://): the PostgreSQL store */
+    const char *writer_id;  /* PostgreSQL: the name of this process's chain (NULL: the host name) */
+    int writer_lock_wait_ms; /* PostgreSQL: how long to wait for another process to release writer_id (0: fail
+                              * at once when it is in use) */
     bool synchronous_full;  /* FULL (fsync on every commit) or NORMAL (WAL: durable on checkpoint) */
     int busy_timeout_ms;
     int max_pending_rows;   /* append() fails with PGCL_ERR_BUSY beyond this backlog */
@@ -84,7 +88,8 @@ const char *pgcl_audit_store_name(pgcl_audit *a);
 
 /* ---- arbitrary work in the writer's transaction ----
  * Jobs are the SQLite store's extension point: they see the SQLite connection of the open
- * transaction (pgcl_audit_txn_db). */
+ * transaction (pgcl_audit_txn_db). Other stores answer pgcl_audit_run with PGCL_ERR_UNSUPPORTED;
+ * work every store must do is an operation of the store interface (audit_store_impl.h). */
 
 /* The open transaction a job runs in. */
 typedef struct pgcl_audit_txn pgcl_audit_txn;
@@ -103,10 +108,10 @@ typedef pgcl_status (*pgcl_audit_fn)(pgcl_audit_txn *t, void *ctx, char *err, in
  * status (or PGCL_ERR_DB if the commit failed). Thread-safe. */
 pgcl_status pgcl_audit_run(pgcl_audit *a, pgcl_audit_fn fn, void *ctx, char *err, int cap);
 
-/* pgcl_audit_append(), and `also` (may be NULL) run after the rows in the same all-or-nothing
- * unit: e.g. the idempotency key that answers for them (idempotency.h). */
-pgcl_status pgcl_audit_append_with(pgcl_audit *a, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
-                                   void *also_ctx, char *err, int cap);
+/* pgcl_audit_append(), and the idempotency key that answers for the rows (idempotency.h; may be
+ * NULL) stored in the same all-or-nothing unit. */
+pgcl_status pgcl_audit_append_with(pgcl_audit *a, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                                   char *err, int cap);
 
 /* What pgcl_audit_append_async calls once its rows are committed durably (st PGCL_OK, err "") or
  * refused / failed (st as pgcl_audit_append would return it, err the reason; no row recorded). */
@@ -117,10 +122,10 @@ typedef void (*pgcl_audit_done_fn)(void *ctx, pgcl_status st, const char *err);
  * on the writer thread right after the commit that made the rows durable (or failed), or before
  * this call returns when the rows are refused at once (PGCL_ERR_BUSY, PGCL_ERR_CLOSED,
  * PGCL_ERR_NOMEM). The same all-or-nothing guarantee as pgcl_audit_append_with. rows (and what they
- * point to) and also_ctx stay borrowed until done is called. done runs on the writer thread, which
+ * point to) and idem stay borrowed until done is called. done runs on the writer thread, which
  * every commit waits for: it must be cheap and never block (mark done, wake someone). n <= 0 calls
  * done(ctx, PGCL_OK, "") at once. */
-void pgcl_audit_append_async(pgcl_audit *a, const pgcl_decision_row *rows, int n, pgcl_audit_fn also, void *also_ctx,
+void pgcl_audit_append_async(pgcl_audit *a, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
                              pgcl_audit_done_fn done, void *done_ctx);
 
 /* Records one administrative event durably (same writer, same guarantees as append). */

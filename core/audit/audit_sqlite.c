@@ -329,8 +329,7 @@ static int insert_row(sqlite_store *a, const pgcl_decision_row *r, const char *c
 typedef struct rows_ctx {
     const pgcl_decision_row *rows;
     int n;
-    pgcl_audit_fn also; /* optional: runs after the rows, in the same savepoint */
-    void *also_ctx;
+    const pgcl_idem_entry *idem; /* optional: stored after the rows, in the same savepoint */
 } rows_ctx;
 
 static pgcl_status decisions_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
@@ -345,7 +344,7 @@ static pgcl_status decisions_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap
         pgcl_status st = pgcl_chain_record_decision(t->a->chain, &v, err, cap);
         if (st != PGCL_OK) return st;
     }
-    return rc->also ? rc->also(t, rc->also_ctx, err, cap) : PGCL_OK;
+    return rc->idem ? pgcl_idem_store(t, (void *)rc->idem, err, cap) : PGCL_OK;
 }
 
 static pgcl_status event_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
@@ -621,15 +620,15 @@ static void finish_async_jobs(audit_job *list) {
     }
 }
 
-static void sqlite_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
-                                void *also_ctx, pgcl_audit_done_fn done, void *done_ctx) {
+static void sqlite_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int n,
+                                const pgcl_idem_entry *idem, pgcl_audit_done_fn done, void *done_ctx) {
     sqlite_store *a = sqlite_store_of(store);
     async_append *job = calloc(1, sizeof *job);
     if (!job) {
         done(done_ctx, PGCL_ERR_NOMEM, "out of memory");
         return;
     }
-    job->rows = (rows_ctx){rows, n, also, also_ctx};
+    job->rows = (rows_ctx){rows, n, idem};
     job->job = (audit_job){.fn = decisions_fn, .ctx = &job->rows, .n_rows = n, .bounded = true,
                            .status = PGCL_ERR_DB, .on_done = done, .on_done_ctx = done_ctx};
     char err[ERR_CAP];
@@ -646,9 +645,9 @@ static pgcl_status sqlite_run(pgcl_audit *store, pgcl_audit_fn fn, void *ctx, ch
     return submit(sqlite_store_of(store), &job, err, cap);
 }
 
-static pgcl_status sqlite_append(pgcl_audit *store, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
-                                 void *also_ctx, char *err, int cap) {
-    rows_ctx ctx = {rows, n, also, also_ctx};
+static pgcl_status sqlite_append(pgcl_audit *store, const pgcl_decision_row *rows, int n,
+                                 const pgcl_idem_entry *idem, char *err, int cap) {
+    rows_ctx ctx = {rows, n, idem};
     audit_job job = {.fn = decisions_fn, .ctx = &ctx, .n_rows = n, .bounded = true, .status = PGCL_ERR_DB};
     return submit(sqlite_store_of(store), &job, err, cap);
 }
@@ -840,4 +839,7 @@ const pgcl_audit_store_ops pgcl_audit_sqlite_ops = {
     .read_keys = pgcl_sqlite_read_keys,
     .read_activations = pgcl_sqlite_read_activations,
     .read_shadow_report = pgcl_sqlite_read_shadow_report,
+    .file_contest = pgcl_sqlite_file_contest,
+    .resolve_contest = pgcl_sqlite_resolve_contest,
+    .drop_inputs = pgcl_sqlite_drop_inputs,
 };

@@ -5,22 +5,24 @@
  * table and does the checks common to every store (an empty append is a no-op, never a
  * transaction). Each operation keeps the contract of its public counterpart in audit.h.
  *
- * Stores: audit_sqlite.c (the embedded default, one file, one writer with group commit). */
+ * Stores: audit_sqlite.c (the embedded default, one file, one writer with group commit) and
+ * core/audit/pg/ (PostgreSQL, for a fleet of replicas on one database; pg/audit_pg.h). */
 #ifndef PGCL_AUDIT_STORE_IMPL_H
 #define PGCL_AUDIT_STORE_IMPL_H
 
 #include "audit.h"
 #include "audit_reads.h"
+#include "review.h"
 
 typedef struct pgcl_audit_store_ops {
     const char *name; /* "sqlite" */
     void (*close)(pgcl_audit *store);
-    /* n >= 1; `also` may be NULL. */
-    pgcl_status (*append)(pgcl_audit *store, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
-                          void *also_ctx, char *err, int cap);
-    /* n >= 1; `also` may be NULL; done is never NULL. */
-    void (*append_async)(pgcl_audit *store, const pgcl_decision_row *rows, int n, pgcl_audit_fn also,
-                         void *also_ctx, pgcl_audit_done_fn done, void *done_ctx);
+    /* n >= 1; idem may be NULL. */
+    pgcl_status (*append)(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                          char *err, int cap);
+    /* n >= 1; idem may be NULL; done is never NULL. */
+    void (*append_async)(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                         pgcl_audit_done_fn done, void *done_ctx);
     /* n >= 1. */
     pgcl_status (*append_shadow)(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap);
     pgcl_status (*record_event)(pgcl_audit *store, const pgcl_admin_event *ev, char *err, int cap);
@@ -59,6 +61,14 @@ typedef struct pgcl_audit_store_ops {
                                     int cap);
     pgcl_status (*read_shadow_report)(pgcl_audit *store, const char *model, const char *shadow_version,
                                       pgcl_shadow_report *out, char *err, int cap);
+    /* the reviewers' writes (review.h), each one transaction of the writer, its rules checked inside it */
+    pgcl_status (*file_contest)(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap);
+    pgcl_status (*resolve_contest)(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap);
+    /* input retention (retention.h): one step, dropping at most max_rows stored inputs of decisions
+     * created before older_than (RFC 3339) in one write transaction; *dropped how many, *more whether
+     * some are left. A step with nothing to drop writes nothing. */
+    pgcl_status (*drop_inputs)(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped, bool *more,
+                               char *err, int cap);
 } pgcl_audit_store_ops;
 
 /* What every store begins with. */
@@ -101,6 +111,10 @@ pgcl_status pgcl_sqlite_open_keyring(pgcl_audit *store, pgcl_keyring **out, char
 pgcl_status pgcl_sqlite_read_keys(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap);
 pgcl_status pgcl_sqlite_read_activations(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
                                          int cap);
+pgcl_status pgcl_sqlite_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap);
+pgcl_status pgcl_sqlite_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap);
+pgcl_status pgcl_sqlite_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped,
+                                    bool *more, char *err, int cap);
 pgcl_status pgcl_sqlite_read_shadow_report(pgcl_audit *store, const char *model, const char *shadow_version,
                                            pgcl_shadow_report *out, char *err, int cap);
 

@@ -349,3 +349,52 @@ int pgcl_chain_leaf_data_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, u
     sqlite3_reset(sel);
     return rc;
 }
+
+/* ---- leaves from values ---- */
+
+static void encode_values_leaf(int table, const pgcl_chain_value *values, int n, encoder *e) {
+    PGCL_ASSERT(table >= 0 && table < PGCL_CHAIN_TABLES);
+    enc_init(e);
+    enc_text(e, pgcl_chain_tables[table].name);
+    for (int i = 0; i < n; i++) {
+        const pgcl_chain_value *v = &values[i];
+        switch (v->type) {
+        case PGCL_CHAIN_VALUE_INTEGER:
+            enc_integer(e, v->integer);
+            break;
+        case PGCL_CHAIN_VALUE_REAL:
+            enc_real(e, v->real);
+            break;
+        case PGCL_CHAIN_VALUE_TEXT:
+            enc_bytes(e, TAG_TEXT, v->bytes, v->len);
+            break;
+        case PGCL_CHAIN_VALUE_BLOB:
+            enc_bytes(e, TAG_BLOB, v->bytes, v->len);
+            break;
+        default: {
+            unsigned char tag = TAG_NULL;
+            enc_put(e, &tag, 1);
+        }
+        }
+    }
+}
+
+void pgcl_chain_leaf_data_of_values(int table, const pgcl_chain_value *values, int n, unsigned char **data,
+                                    size_t *len) {
+    encoder e;
+    encode_values_leaf(table, values, n, &e);
+    *len = 0;
+    if ((*data = malloc(e.n ? e.n : 1))) {
+        memcpy(*data, e.buf, e.n);
+        *len = e.n;
+    }
+    if (e.buf != e.inline_buf) free(e.buf);
+}
+
+pgcl_merkle_hash pgcl_chain_leaf_of_values(int table, const pgcl_chain_value *values, int n) {
+    encoder e;
+    encode_values_leaf(table, values, n, &e);
+    pgcl_merkle_hash leaf = pgcl_merkle_leaf_hash(e.buf, e.n);
+    if (e.buf != e.inline_buf) free(e.buf);
+    return leaf;
+}

@@ -102,4 +102,32 @@ pgcl_merkle_hash pgcl_chain_decision_leaf(const pgcl_chain_decision_values *v);
  * SQLITE_NOMEM. */
 int pgcl_chain_leaf_data_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, unsigned char **data, size_t *len);
 
+/* ---- leaves from values: what a store that is not SQLite (core/audit/pg/) hashes ----
+ * One column's value, typed as the encoding types it (the SQLite storage classes). */
+typedef enum pgcl_chain_value_type {
+    PGCL_CHAIN_VALUE_NULL,
+    PGCL_CHAIN_VALUE_INTEGER,
+    PGCL_CHAIN_VALUE_REAL,
+    PGCL_CHAIN_VALUE_TEXT,
+    PGCL_CHAIN_VALUE_BLOB
+} pgcl_chain_value_type;
+
+typedef struct pgcl_chain_value {
+    pgcl_chain_value_type type;
+    int64_t integer;
+    double real;
+    const void *bytes; /* TEXT (UTF-8, no NUL needed) or BLOB */
+    size_t len;
+} pgcl_chain_value;
+
+/* The version-2 leaf data of a row of table `table` (pgcl_chain_tables order) from its n encoded
+ * columns in the row SELECT's order, malloc'd into *data (NULL when out of memory). For decisions,
+ * the digest column (PGCL_CHAIN_DECISIONS_INPUT_COLUMN) must already be the BLOB SHA-256 of the
+ * stored input (or NULL): what the leaf holds in the input's place. Equals the leaf data of
+ * pgcl_chain_leaf_data_of_row() for the same row (test_chain_values checks it). */
+void pgcl_chain_leaf_data_of_values(int table, const pgcl_chain_value *values, int n, unsigned char **data,
+                                    size_t *len);
+/* Its leaf hash: SHA-256(0x00 ‖ leaf data). */
+pgcl_merkle_hash pgcl_chain_leaf_of_values(int table, const pgcl_chain_value *values, int n);
+
 #endif

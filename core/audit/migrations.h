@@ -12,4 +12,8 @@ typedef struct pgcl_migration {
 extern const pgcl_migration pgcl_migrations[];
 extern const int pgcl_migration_count;
 
+/* The PostgreSQL store's migrations (migrations/pg/NNNN_name.sql, core/audit/pg/). */
+extern const pgcl_migration pgcl_pg_migrations[];
+extern const int pgcl_pg_migration_count;
+
 #endif

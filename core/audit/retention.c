@@ -146,15 +146,27 @@ static bool stopping(pgcl_retention *r) {
 static int64_t drop_pass(pgcl_audit *store, double days, pgcl_retention *r, char *err, int cap) {
     char horizon[PGCL_TIMESTAMP_LEN + 1];
     pgcl_timestamp_after(-(int64_t)(days * 86400.0), horizon);
-    if (!anything_to_drop(store, horizon)) return 0;
-    pgcl_drop_inputs job = {.older_than = horizon, .max_rows = STEP_ROWS};
     int64_t total = 0;
+    bool more = true;
     do {
-        if (pgcl_audit_run(store, pgcl_sqlite_drop_inputs_fn, &job, err, cap) != PGCL_OK) return -1;
-        total += job.dropped;
-        if (job.dropped && r && r->on_dropped) r->on_dropped(job.dropped, r->ctx);
-    } while (job.more && !(r && stopping(r)));
+        int64_t dropped = 0;
+        if (store->ops->drop_inputs(store, horizon, STEP_ROWS, &dropped, &more, err, cap) != PGCL_OK) return -1;
+        total += dropped;
+        if (dropped && r && r->on_dropped) r->on_dropped(dropped, r->ctx);
+    } while (more && !(r && stopping(r)));
     return total;
+}
+
+pgcl_status pgcl_sqlite_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped,
+                                    bool *more, char *err, int cap) {
+    *dropped = 0;
+    *more = false;
+    if (!anything_to_drop(store, older_than)) return PGCL_OK;
+    pgcl_drop_inputs job = {.older_than = older_than, .max_rows = max_rows};
+    pgcl_status st = pgcl_audit_run(store, pgcl_sqlite_drop_inputs_fn, &job, err, cap);
+    *dropped = job.dropped;
+    *more = job.more;
+    return st;
 }
 
 int64_t pgcl_retention_run_once(pgcl_audit *store, double days, char *err, int cap) {

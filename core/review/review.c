@@ -1,6 +1,8 @@
 /* Contest and resolution transactions; see review.h. */
 #include "review.h"
 
+#include "audit_store_impl.h"
+
 #include <jansson.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -79,7 +81,11 @@ done:
 
 pgcl_status pgcl_review_file_contest(pgcl_audit *a, pgcl_contest_request *r, char *err, int cap) {
     r->code = NULL;
-    return pgcl_audit_run(a, contest_fn, r, err, cap);
+    return a->ops->file_contest(a, r, err, cap);
+}
+
+pgcl_status pgcl_sqlite_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap) {
+    return pgcl_audit_run(store, contest_fn, r, err, cap);
 }
 
 static pgcl_status resolve_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
@@ -151,5 +157,9 @@ done:
 
 pgcl_status pgcl_review_resolve(pgcl_audit *a, pgcl_resolution_request *r, char *err, int cap) {
     r->code = NULL;
-    return pgcl_audit_run(a, resolve_fn, r, err, cap);
+    return a->ops->resolve_contest(a, r, err, cap);
+}
+
+pgcl_status pgcl_sqlite_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap) {
+    return pgcl_audit_run(store, resolve_fn, r, err, cap);
 }

@@ -199,7 +199,7 @@ static void append_rows(score_call *call) {
     const pgcl_score_input *in = &call->in;
     pgcl_score_result *res = call->res;
     if (!in->idem) {
-        pgcl_audit_append_async(call->env.audit, res->rows, res->n, NULL, NULL, on_committed, call);
+        pgcl_audit_append_async(call->env.audit, res->rows, res->n, NULL, on_committed, call);
         return;
     }
     PGCL_ASSERT(in->answer_fn != NULL);
@@ -210,7 +210,7 @@ static void append_rows(score_call *call) {
     call->idem = *in->idem;
     call->idem.request_id = res->request_id;
     call->idem.answer = res->answer;
-    pgcl_audit_append_async(call->env.audit, res->rows, res->n, pgcl_idem_store, &call->idem, on_committed, call);
+    pgcl_audit_append_async(call->env.audit, res->rows, res->n, &call->idem, on_committed, call);
 }
 
 /* The batcher's callback, on its worker: checks the outputs, decides, digests and fills the rows

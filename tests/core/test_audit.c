@@ -236,7 +236,7 @@ static void test_async_append(const char *dir) {
     memcpy(rs[2].ids[4], rs[0].ids[0], sizeof rs[2].ids[4]); /* a decision_id already used: the job fails */
     for (int k = 0; k < 3; k++) {
         done[k].caller = pthread_self();
-        pgcl_audit_append_async(a, rs[k].rows, 5, NULL, NULL, on_async_done, &done[k]);
+        pgcl_audit_append_async(a, rs[k].rows, 5, NULL, on_async_done, &done[k]);
     }
     pthread_join(gate_thread, NULL);
     for (int k = 0; k < 3; k++) wait_calls(&done[k]);
@@ -259,8 +259,8 @@ static void test_async_append(const char *dir) {
     async_done refused = {.path = path, .request_id = "async-busy", .caller = pthread_self()};
     make_rows(&rs[0], 5, "async-q");
     make_rows(&rs[1], 5, "async-busy");
-    pgcl_audit_append_async(a, rs[0].rows, 5, NULL, NULL, on_async_done, &queued);
-    pgcl_audit_append_async(a, rs[1].rows, 5, NULL, NULL, on_async_done, &refused);
+    pgcl_audit_append_async(a, rs[0].rows, 5, NULL, on_async_done, &queued);
+    pgcl_audit_append_async(a, rs[1].rows, 5, NULL, on_async_done, &refused);
     CHECK(refused.calls == 1 && refused.st == PGCL_ERR_BUSY && refused.on_caller_thread,
           "a full backlog refuses at once: %d calls, status %d", refused.calls, refused.st);
     pthread_join(gate_thread, NULL);

@@ -1,0 +1,142 @@
+/* The PostgreSQL audit store (issue 17; docs/scaling.md): a fleet of pgcld replicas on one
+ * PostgreSQL database, each with its own writer thread and its own chain (writer_id), every read
+ * answered for the whole fleet. A second implementation of the store interface
+ * (audit_store_impl.h); nothing outside core/audit knows which store is in use.
+ *
+ * Files:
+ *   audit_pg.c         open (migrations under an advisory lock, the writer id's lock), close, the
+ *                      operations table
+ *   audit_pg_writer.c  the writer thread: group commit, one transaction per group in pipeline mode,
+ *                      fleet order through fleet_counters, the writer's chain (encoding 2) and log
+ *                      tree; decisions, shadows, admin events, idempotency keys; jobs (pgcl_pg_run)
+ *   audit_pg_reads.c   the reviewers' reads, idempotency lookups, activations, the shadow report
+ *   audit_pg_chain.c   proofs, consistency proofs, verify over every writer's chain, checkpoints
+ *   audit_pg_admin.c   contests and resolutions, API keys and the keyring, input retention
+ * Schema: migrations/pg/. Connections: pg_db.h. */
+#ifndef PGCL_AUDIT_PG_H
+#define PGCL_AUDIT_PG_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "audit_store_impl.h"
+#include "chain_encoding.h"
+#include "pg_db.h"
+
+#define PGCL_PG_WRITER_ID_MAX 128
+#define PGCL_PG_READERS 8          /* read connections per process */
+#define PGCL_PG_READ_WAIT_MS 5000  /* how long a read waits for a free connection */
+
+/* The advisory lock keys (pg_advisory_lock's two-int form: class, object). */
+#define PGCL_PG_LOCK_CLASS 0x70676364 /* "pgcd" */
+#define PGCL_PG_LOCK_MIGRATIONS 1     /* held while one process applies migrations */
+/* a writer id's lock: (PGCL_PG_LOCK_CLASS, hashtext(writer_id)), held by its writer's session */
+
+typedef struct pgcl_pg_writer pgcl_pg_writer; /* audit_pg_writer.c */
+
+typedef struct pgcl_audit_pg {
+    pgcl_audit base;                      /* first: the interface's view */
+    char *uri;                            /* as given: may hold a password, never log it */
+    char redacted[512];                   /* the URI for logs and errors (pgcl_pg_redact) */
+    char writer_id[PGCL_PG_WRITER_ID_MAX + 1];
+    pgcl_audit_options opts;              /* as opened (opts.path and opts.writer_id point at uri, writer_id) */
+    int schema_version;
+    pgcl_pg_pool *readers;                /* the read side's connections */
+    pgcl_pg_writer *writer;               /* the writer thread and its connection */
+} pgcl_audit_pg;
+
+/* The PostgreSQL store behind a handle; always-on check of the operations table. */
+pgcl_audit_pg *pgcl_audit_pg_of(pgcl_audit *store);
+
+/* Opens the store at opts->path (a URI): connects, applies pending migrations under the
+ * migrations lock, starts the writer (which takes writer_id's lock). */
+pgcl_status pgcl_audit_pg_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap);
+
+/* Applies the pending migrations of migrations/pg on conn under the migrations lock (blocking
+ * while another process holds it), each in its own transaction, recorded in schema_migrations with
+ * its SHA-256; a recorded migration whose SHA-256 differs is an error. *version: the highest
+ * applied. Also `pgcld migrate`. */
+pgcl_status pgcl_pg_migrate(PGconn *conn, int *version, char *err, int cap);
+
+/* ---- audit_pg_writer.c ---- */
+
+/* Starts the writer: its own connection, writer_id's advisory lock (waiting up to
+ * opts.writer_lock_wait_ms; PGCL_ERR_BUSY with err naming the id when another process holds it),
+ * the writers row, the chain head (genesis entry when the chain is new), the thread. */
+pgcl_status pgcl_pg_writer_start(pgcl_audit_pg *s, char *err, int cap);
+/* Commits what is queued, stops the thread, closes its connection. Accepts s->writer NULL. */
+void pgcl_pg_writer_stop(pgcl_audit_pg *s);
+
+pgcl_status pgcl_pg_append(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                           char *err, int cap);
+void pgcl_pg_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                          pgcl_audit_done_fn done, void *done_ctx);
+pgcl_status pgcl_pg_append_shadow(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap);
+pgcl_status pgcl_pg_record_event(pgcl_audit *store, const pgcl_admin_event *ev, char *err, int cap);
+void pgcl_pg_set_max_pending_rows(pgcl_audit *store, int max_pending_rows);
+int pgcl_pg_pending_rows(pgcl_audit *store);
+bool pgcl_pg_healthy(pgcl_audit *store);
+
+/* Jobs: work of other files in the writer's transaction (contests, resolutions, keys, retention).
+ * A job runs on the writer's connection inside the group's transaction, after the fleet order lock
+ * (fleet_counters' row) is held — so a rule it checks holds fleet-wide until COMMIT — inside a
+ * savepoint: anything but PGCL_OK undoes exactly its own writes and leaves. It must not block on
+ * anything but its own statements. pgcl_pg_run returns once the transaction committed, with the
+ * job's status (PGCL_ERR_DB / PGCL_ERR_CLOSED when the commit failed). */
+typedef struct pgcl_pg_txn pgcl_pg_txn;
+typedef pgcl_status (*pgcl_pg_job_fn)(pgcl_pg_txn *t, void *ctx, char *err, int cap);
+pgcl_status pgcl_pg_run(pgcl_audit_pg *s, pgcl_pg_job_fn fn, void *ctx, char *err, int cap);
+/* The connection, inside the open transaction (synchronous statements only). */
+PGconn *pgcl_pg_txn_conn(pgcl_pg_txn *t);
+/* The transaction's timestamp (RFC 3339 UTC, never earlier than this writer's previous one). */
+const char *pgcl_pg_txn_now(pgcl_pg_txn *t);
+/* The writer's id. */
+const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t);
+/* Hands out the next seq of event table `table` ("decisions", "admin_events", "contests",
+ * "resolutions", "shadow_decisions") in fleet order. */
+pgcl_status pgcl_pg_txn_next_seq(pgcl_pg_txn *t, const char *table, int64_t *seq, char *err, int cap);
+/* Chains row row_seq of chain table `table` (chain_encoding.h's index) with its leaf hash
+ * (pgcl_chain_leaf_of_values) in this transaction's commit entry. */
+pgcl_status pgcl_pg_txn_chain(pgcl_pg_txn *t, int table, int64_t row_seq, pgcl_merkle_hash leaf, char *err, int cap);
+
+/* ---- audit_pg_reads.c ---- */
+pgcl_status pgcl_pg_read_decision(pgcl_audit *store, const char *decision_id, pgcl_row_arena *arena,
+                                  pgcl_decision_record *out, char *err, int cap);
+pgcl_status pgcl_pg_read_decisions(pgcl_audit *store, const pgcl_decision_filter *f, int64_t before_seq, int limit,
+                                   pgcl_row_arena *arena, pgcl_decision_page *out, char *err, int cap);
+pgcl_status pgcl_pg_read_contests(pgcl_audit *store, bool open, int64_t after_seq, int limit, int window_days,
+                                  int64_t now_us, pgcl_row_arena *arena, pgcl_contest_page *out, char *err, int cap);
+pgcl_status pgcl_pg_read_stats(pgcl_audit *store, const char *since, const char *until, pgcl_row_arena *arena,
+                               pgcl_audit_stats *out, char *err, int cap);
+pgcl_status pgcl_pg_open_export(pgcl_audit *store, const char *since, const char *until, pgcl_export_format fmt,
+                                pgcl_export **out, char *err, int cap);
+pgcl_status pgcl_pg_read_stored_decision(pgcl_audit *store, const char *decision_id, pgcl_stored_decision *out,
+                                         char *err, int cap);
+pgcl_status pgcl_pg_read_idempotency_key(pgcl_audit *store, const char *scope, const char *key, const char *now,
+                                         bool *found, pgcl_idem_record *out, char *err, int cap);
+pgcl_status pgcl_pg_read_activations(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
+                                     int cap);
+pgcl_status pgcl_pg_read_shadow_report(pgcl_audit *store, const char *model, const char *shadow_version,
+                                       pgcl_shadow_report *out, char *err, int cap);
+pgcl_status pgcl_pg_read_archive_where(pgcl_audit *store, const char *decision_id, pgcl_archive_where *out, char *err,
+                                       int cap);
+
+/* ---- audit_pg_chain.c ---- */
+pgcl_status pgcl_pg_read_proof(pgcl_audit *store, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
+pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, int64_t first, int64_t second, pgcl_log_consistency *out,
+                                     char *err, int cap);
+pgcl_status pgcl_pg_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap);
+
+/* ---- audit_pg_admin.c ---- */
+pgcl_status pgcl_pg_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap);
+pgcl_status pgcl_pg_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap);
+pgcl_status pgcl_pg_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
+                               char key_out[128], char key_id_out[32], char *err, int cap);
+pgcl_status pgcl_pg_revoke_key(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap);
+pgcl_status pgcl_pg_open_keyring(pgcl_audit *store, pgcl_keyring **out, char *err, int cap);
+pgcl_status pgcl_pg_read_keys(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap);
+pgcl_status pgcl_pg_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped, bool *more,
+                                char *err, int cap);
+
+#endif
