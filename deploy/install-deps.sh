@@ -6,7 +6,7 @@
 # Why each package is here: see "Dependencies" in README.md.
 set -eu
 packages="ca-certificates build-essential pkg-config meson ninja-build python3
-  libmicrohttpd-dev libjansson-dev libopenblas-dev libsqlite3-dev libsodium-dev libssl-dev"
+  libmicrohttpd-dev libjansson-dev libopenblas-dev libsqlite3-dev libsodium-dev libssl-dev libpq-dev"
 if [ "${1:-}" = "--test" ]; then
   packages="$packages sqlite3 curl openssl python3-numpy python3-yaml python3-jsonschema python3-torch python3-sklearn
     clang libclang-rt-14-dev"
@@ -14,6 +14,9 @@ if [ "${1:-}" = "--test" ]; then
   # does not replace the init system, and in a container its maintainer scripts start nothing.
   # procps: /bin/kill, the unit's ExecReload, which `systemd-analyze verify` requires to exist
   packages="$packages systemd procps"
+  # the PostgreSQL store's tests: a real server (throw-away clusters made with pg_createcluster,
+  # tests/integration/pg_cluster.py) and psycopg2 to read what the daemons wrote
+  packages="$packages postgresql-15 postgresql-common python3-psycopg2"
   # the console's browser test: Debian's Chromium driven by playwright-core (npm, tests/browser)
   # (npm only where no npm is installed: a nodejs package that bundles npm conflicts with Debian's)
   packages="$packages chromium nodejs fonts-dejavu-core"

@@ -1,0 +1,97 @@
+"""Throw-away PostgreSQL clusters for the PostgreSQL store's tests (issue 17).
+
+Each PgCluster is a real PostgreSQL 15 server from Debian's packages, made with pg_createcluster
+(postgresql-common; works as root: the server runs as the postgres user) under a unique name on a
+free port, with trust authentication on the loopback, and dropped at the end. A test makes its
+databases with new_database(); restart()/stop(mode='immediate') let fault tests take the server
+away under load.
+
+Without pg_createcluster (postgresql-15 not installed) the tests skip (77), and fail under
+tests/run_all.sh, where deploy/install-deps.sh --test has installed it (skips.py).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+
+import skips
+
+PG_VERSION = "15"
+PG_CREATECLUSTER = shutil.which("pg_createcluster") or "/usr/bin/pg_createcluster"
+AVAILABLE = os.path.exists(PG_CREATECLUSTER) and os.path.exists(f"/usr/lib/postgresql/{PG_VERSION}/bin/postgres")
+
+try:
+    import psycopg2  # noqa: F401  (python3-psycopg2)
+    HAVE_PSYCOPG2 = True
+except ImportError:  # pragma: no cover - installed by deploy/install-deps.sh --test
+    HAVE_PSYCOPG2 = False
+
+
+def require():
+    """Skips (77) the whole test program when PostgreSQL or psycopg2 is not installed."""
+    if not AVAILABLE:
+        skips.missing_for_program("PostgreSQL 15 (postgresql-15)")
+    if not HAVE_PSYCOPG2:
+        skips.missing_for_program("psycopg2 (python3-psycopg2)")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PgCluster:
+    """A running throw-away cluster; use as a context manager (or call drop())."""
+
+    def __init__(self, settings=None):
+        self.name = "pgcld_" + uuid.uuid4().hex[:12]
+        self.port = _free_port()
+        opts = ["-o", "listen_addresses=localhost", "-o", "fsync=on", "-o", "max_connections=200",
+                "-o", "shared_buffers=64MB"]
+        for k, v in (settings or {}).items():
+            opts += ["-o", f"{k}={v}"]
+        subprocess.run([PG_CREATECLUSTER, PG_VERSION, self.name, "-p", str(self.port), "--start"] + opts +
+                       ["--", "--auth-host=trust", "--auth-local=trust"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.drop()
+
+    def uri(self, dbname="postgres", user="postgres"):
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
+
+    def connect(self, dbname="postgres"):
+        import psycopg2
+        conn = psycopg2.connect(self.uri(dbname))
+        conn.autocommit = True
+        return conn
+
+    def new_database(self):
+        """Creates an empty database; returns its URI."""
+        name = "d" + uuid.uuid4().hex[:16]
+        conn = self.connect()
+        try:
+            conn.cursor().execute(f"CREATE DATABASE {name}")
+        finally:
+            conn.close()
+        return self.uri(name)
+
+    def ctl(self, action, *args):
+        subprocess.run(["pg_ctlcluster", PG_VERSION, self.name, action] + list(args), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def stop(self, mode="fast"):
+        self.ctl("stop", "-m", mode)
+
+    def start(self):
+        self.ctl("start")
+
+    def drop(self):
+        subprocess.run(["pg_dropcluster", "--stop", PG_VERSION, self.name], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
