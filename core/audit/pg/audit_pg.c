@@ -141,7 +141,7 @@ pgcl_status pgcl_audit_pg_open(const pgcl_audit_options *opts, pgcl_audit **out,
     char sub[512];
     PGconn *conn = pgcl_pg_connect(s->uri, err, cap);
     if (!conn) {
-        st = PGCL_ERR_CLOSED;
+        st = PGCL_ERR_DB;
         goto fail;
     }
     st = pgcl_pg_migrate(conn, &s->schema_version, sub, sizeof sub);

@@ -83,7 +83,7 @@ bool pgcl_pg_healthy(pgcl_audit *store);
  * (fleet_counters' row) is held — so a rule it checks holds fleet-wide until COMMIT — inside a
  * savepoint: anything but PGCL_OK undoes exactly its own writes and leaves. It must not block on
  * anything but its own statements. pgcl_pg_run returns once the transaction committed, with the
- * job's status (PGCL_ERR_DB / PGCL_ERR_CLOSED when the commit failed). */
+ * job's status (PGCL_ERR_DB when the commit failed or its outcome is unknown). */
 typedef struct pgcl_pg_txn pgcl_pg_txn;
 typedef pgcl_status (*pgcl_pg_job_fn)(pgcl_pg_txn *t, void *ctx, char *err, int cap);
 pgcl_status pgcl_pg_run(pgcl_audit_pg *s, pgcl_pg_job_fn fn, void *ctx, char *err, int cap);

@@ -80,7 +80,7 @@ PGresult *pgcl_pg_query(PGconn *conn, const char *what, const char *sql, int n, 
     first_line(res ? PQresultErrorMessage(res) : PQerrorMessage(conn), msg, sizeof msg);
     if (!msg[0]) first_line(PQerrorMessage(conn), msg, sizeof msg);
     pgcl_errorf(err, cap, "%s: %s", what, msg);
-    *st = pgcl_pg_broken(conn) ? PGCL_ERR_CLOSED : PGCL_ERR_DB;
+    *st = PGCL_ERR_DB;
     PQclear(res);
     return NULL;
 }
@@ -222,7 +222,7 @@ pgcl_status pgcl_pg_pool_acquire(pgcl_pg_pool *p, int wait_ms, PGconn **out, cha
         p->out--;
         pthread_cond_signal(&p->freed);
         pthread_mutex_unlock(&p->lock);
-        return PGCL_ERR_CLOSED;
+        return PGCL_ERR_DB;
     }
     *out = conn;
     return PGCL_OK;

@@ -3,8 +3,10 @@
  * happens, and a small pool of read connections that reconnects by itself.
  *
  * Error convention: every call that can fail returns a pgcl_status and writes "<what>: <message>"
- * into err. PGCL_ERR_DB means the statement failed on a live connection; PGCL_ERR_CLOSED means the
- * connection is gone (the server is down or restarting): retry later, on a new connection. */
+ * into err. PGCL_ERR_DB means the statement failed or the server could not be reached (the routes
+ * answer 503 audit_unavailable); pgcl_pg_broken() tells whether the connection itself is gone (the
+ * server is down or restarting: retry later, on a new connection). PGCL_ERR_CLOSED keeps the store
+ * interface's meaning, "shutting down", and is never a database error. */
 #ifndef PGCL_PG_DB_H
 #define PGCL_PG_DB_H
 
@@ -32,8 +34,7 @@ bool pgcl_pg_broken(const PGconn *conn);
 /* Runs sql with n text parameters (values[i] NULL: SQL NULL; no binary parameters here; n = 0: the
  * simple protocol, which runs several ;-separated statements and returns the last result) and
  * returns its result, which the caller PQclear()s, when its status is PGRES_COMMAND_OK or
- * PGRES_TUPLES_OK. NULL otherwise, with err "<what>: <message>" and *st PGCL_ERR_CLOSED when the
- * connection is broken, PGCL_ERR_DB otherwise. */
+ * PGRES_TUPLES_OK. NULL otherwise, with err "<what>: <message>" and *st PGCL_ERR_DB. */
 PGresult *pgcl_pg_query(PGconn *conn, const char *what, const char *sql, int n, const char *const *values,
                         pgcl_status *st, char *err, int cap);
 
@@ -66,7 +67,7 @@ pgcl_pg_pool *pgcl_pg_pool_create(const char *uri, int size, char *err, int cap)
 void pgcl_pg_pool_destroy(pgcl_pg_pool *p); /* accepts NULL; no connection may be out */
 
 /* A connection for one read (or one short transaction), waiting up to wait_ms for one to be free:
- * PGCL_ERR_BUSY when none is, PGCL_ERR_CLOSED when the server cannot be reached (err says why). */
+ * PGCL_ERR_BUSY when none is, PGCL_ERR_DB when the server cannot be reached (err says why). */
 pgcl_status pgcl_pg_pool_acquire(pgcl_pg_pool *p, int wait_ms, PGconn **out, char *err, int cap);
 
 /* Gives conn back; a broken one (or one left inside a transaction) is closed instead. */
