@@ -23,6 +23,8 @@ import shutil
 import sqlite3
 import struct
 import sys
+import threading
+import time
 import unittest
 import urllib.parse
 
@@ -311,10 +313,10 @@ UPDATE fleet_counters SET decisions = 100000, contests = 2000, resolutions = 700
 """
 
 
-class PgListPlansTest(unittest.TestCase):
-    """Every page of every list query uses an index and sorts at most a few pages of rows, on 100k
-    decisions: the plans of the daemon's own statements, logged by auto_explain (with actual row
-    counts) in the cluster's log."""
+class PgListsAtScaleTest(unittest.TestCase):
+    """On 100k decisions: every page of every list query uses an index and sorts at most a few
+    pages of rows (the plans of the daemon's own statements, logged by auto_explain with actual row
+    counts in the cluster's log); a cursor walk skips no row while writers commit."""
 
     @classmethod
     def setUpClass(cls):
@@ -367,6 +369,57 @@ class PgListPlansTest(unittest.TestCase):
         yield node
         for child in node.get("Plans", []):
             yield from self.nodes(child)
+
+    def test_cursor_walk_while_writers_commit(self):
+        """Two writers commit rows through the fleet order (fleet_counters' lock held until COMMIT,
+        as audit_pg_writer.c does) while a reviewer walks the list newest first: the walk gives every
+        seq below its first page's top exactly once, in order, none skipped."""
+        import psycopg2
+        stop = threading.Event()
+
+        def writer(name):
+            conn = psycopg2.connect(self.uri)
+            try:
+                while not stop.is_set():
+                    with conn, conn.cursor() as cur:
+                        cur.execute("UPDATE fleet_counters SET decisions = decisions + 3 RETURNING decisions")
+                        last = cur.fetchone()[0]
+                        for seq in range(last - 2, last + 1):
+                            cur.execute("INSERT INTO decisions SELECT %s, %s, '2026-02-01T00:00:00.000000Z', 'r', 'i',"
+                                        " 'tox', '9', 's', 'ok', 0, '{}', NULL, 'allow', '{}', NULL, NULL, '', 'x',"
+                                        " 1, NULL, NULL", (seq, "late-%s-%d" % (name, seq)))
+                        time.sleep(0.02)  # commits late, holding the fleet order
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in ("a", "b")]
+        for t in threads:
+            t.start()
+        check = psycopg2.connect(self.uri)
+        check.autocommit = True
+
+        def newest():
+            with check.cursor() as cur:
+                cur.execute("SELECT max(seq) FROM decisions")
+                return cur.fetchone()[0]
+
+        try:
+            H.wait_until(lambda: newest() > 100000, timeout=10)
+            seqs, cursor = [], None
+            for _ in range(12):
+                page = json.loads(self.d.get("/v1/decisions" + q(limit=150, **({"cursor": cursor} if cursor else {})))
+                                  .body)
+                seqs += [r["seq"] for r in page["decisions"]]
+                cursor = page["next_cursor"]
+                time.sleep(0.03)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        self.assertGreater(newest(), seqs[0], "rows committed during the walk")
+        check.close()
+        self.assertGreater(seqs[0], 100000)
+        self.assertEqual(seqs, list(range(seqs[0], seqs[0] - len(seqs), -1)))
 
     def test_every_list_page_uses_an_index(self):
         cursor_seq = 30000  # a page deep in the table, below rows of every kind
