@@ -43,8 +43,7 @@
 
 /* ---- the read transaction, values ---- */
 
-static const char READ_BEGIN_SQL[] =
-    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL extra_float_digits = 3";
+#define READ_BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL extra_float_digits = 3"
 
 /* A read connection inside a read transaction, or a status with err set. */
 static pgcl_status read_open(pgcl_audit *store, PGconn **conn, char *err, int cap) {
@@ -387,11 +386,10 @@ static const char *contest_filter_name(pgcl_contest_filter c) {
     return "any";
 }
 
-/* The query of a page of f (see above). */
-static const char *list_sql_of(const pgcl_decision_filter *f) {
-    if (f->contest == PGCL_CONTEST_OPEN || f->contest == PGCL_CONTEST_RESOLVED || f->contest == PGCL_CONTEST_CONTESTED)
-        return CONTESTED_SQL;
-    return f->model && !f->version ? MODEL_SQL : LIST_SQL;
+/* Whether a page of f is driven by the contests table (CONTESTED_SQL). */
+static bool contest_driven(const pgcl_decision_filter *f) {
+    return f->contest == PGCL_CONTEST_OPEN || f->contest == PGCL_CONTEST_RESOLVED ||
+           f->contest == PGCL_CONTEST_CONTESTED;
 }
 
 /* The time window's seq range below the cursor into lo and hi ("" when unknown: a window too
@@ -399,7 +397,7 @@ static const char *list_sql_of(const pgcl_decision_filter *f) {
 static pgcl_status window_bounds(PGconn *conn, const pgcl_decision_filter *f, const char *before, int_text *lo,
                                  int_text *hi, char *err, int cap) {
     lo->s[0] = hi->s[0] = 0;
-    if (!(f->since || f->until) || list_sql_of(f) == CONTESTED_SQL) return PGCL_OK;
+    if (!(f->since || f->until) || contest_driven(f)) return PGCL_OK;
     int_text probe_rows = int_param(WINDOW_PROBE_ROWS);
     const char *values[] = {before, f->since, f->until, probe_rows.s};
     pgcl_status st;
@@ -440,7 +438,8 @@ pgcl_status pgcl_pg_read_decisions(pgcl_audit *store, const pgcl_decision_filter
                                            contest_filter_name(f->contest),
                                            lo.s[0] ? lo.s : NULL,
                                            hi.s[0] ? hi.s : NULL};
-        res = read_query(conn, list_sql_of(f), LIST_PARAMS, values, &st, err, cap);
+        const char *sql = contest_driven(f) ? CONTESTED_SQL : f->model && !f->version ? MODEL_SQL : LIST_SQL;
+        res = read_query(conn, sql, LIST_PARAMS, values, &st, err, cap);
     }
     read_close(store, conn);
     if (!res) return st;
@@ -636,19 +635,24 @@ static pgcl_status stats_decisions(PGconn *conn, const char *since, const char *
     return PGCL_OK;
 }
 
-/* A timestamp column (RFC 3339 UTC, the columns' fixed format) as SQLite's julianday() computes
- * it, so that the medians are the SQLite store's to the last bit: whole milliseconds since the
- * Julian epoch (the minute's, plus the seconds field parsed as SQLite parses it, whole seconds +
- * fraction digits / 10^6 in double precision, times 1000 rounded half up), divided by 86400000 in
- * double precision. */
-#define JULIANDAY_SQL(col)                                                                                             \
-    "((210866760000000 + extract(epoch FROM date_trunc('minute', (" col ")::timestamptz AT TIME ZONE 'UTC'))::bigint" \
-    " * 1000 + trunc((substr(" col ", 18, 2)::int + substr(" col ", 21, 6)::float8 / 1000000.0::float8)"             \
-    " * 1000.0::float8 + 0.5::float8)::bigint)::float8 / 86400000.0::float8)"
+/* A contest's resolved_at and filed_at (RFC 3339 UTC, the columns' fixed format) as SQLite's
+ * julianday() computes them, so that the medians are the SQLite store's to the last bit: whole
+ * milliseconds since the Julian epoch (the minute's, plus the seconds field parsed as SQLite
+ * parses it, whole seconds + fraction digits / 10^6 in double precision, times 1000 rounded half
+ * up), divided by 86400000 in double precision. (Written out twice rather than as a function-like
+ * macro: tests/integration/test_sql_params.py accepts SQL text made of literals and plain macros.) */
+#define JULIANDAY_RESOLVED_SQL                                                                                         \
+    "((210866760000000 + extract(epoch FROM date_trunc('minute', r.resolved_at::timestamptz AT TIME ZONE 'UTC'))"     \
+    "::bigint * 1000 + trunc((substr(r.resolved_at, 18, 2)::int + substr(r.resolved_at, 21, 6)::float8"              \
+    " / 1000000.0::float8) * 1000.0::float8 + 0.5::float8)::bigint)::float8 / 86400000.0::float8)"
+#define JULIANDAY_FILED_SQL                                                                                            \
+    "((210866760000000 + extract(epoch FROM date_trunc('minute', c.filed_at::timestamptz AT TIME ZONE 'UTC'))"        \
+    "::bigint * 1000 + trunc((substr(c.filed_at, 18, 2)::int + substr(c.filed_at, 21, 6)::float8"                    \
+    " / 1000000.0::float8) * 1000.0::float8 + 0.5::float8)::bigint)::float8 / 86400000.0::float8)"
 
 /* SQL: a resolved contest's time from filing to resolution, in seconds (c: contests, r: resolutions),
  * as the SQLite store computes it: (julianday(resolved_at) - julianday(filed_at)) * 86400. */
-#define RESOLUTION_SECONDS_SQL "((" JULIANDAY_SQL("r.resolved_at") " - " JULIANDAY_SQL("c.filed_at") ") * 86400.0::float8)"
+#define RESOLUTION_SECONDS_SQL "((" JULIANDAY_RESOLVED_SQL " - " JULIANDAY_FILED_SQL ") * 86400.0::float8)"
 
 #define FILED_IN_RANGE_SQL "($1::text IS NULL OR c.filed_at >= $1::text) AND ($2::text IS NULL OR c.filed_at < $2::text)"
 
