@@ -38,9 +38,10 @@ MODELS = [("tox", "1"), ("tox", "2"), ("tox", "10"), ("spam", "1"), ("spam", "b"
 LABELS = ["ok", "insult", "threat", "Zeta", "é-accent"]
 
 
-def tiny_models_dir(parent):
+def tiny_models_dir(parent, versions=("1",)):
     root = os.path.join(parent, "models")
-    shutil.copytree(H.version_dir(TINY), os.path.join(root, "tiny", "1"))
+    for v in versions:
+        shutil.copytree(H.version_dir(TINY), os.path.join(root, "tiny", v))
     return root
 
 
@@ -311,15 +312,21 @@ class ScoredThroughBothTest(unittest.TestCase):
         cls.addClassCleanup(cls.cluster.drop)
         cls.daemons = {}
         for name, db in (("sqlite", None), ("pg", cls.cluster.new_database())):
-            d = H.Daemon(models=tiny_models_dir(H.tempfile.mkdtemp(prefix="pgcld-pgscored-")), auth=False,
+            d = H.Daemon(models=tiny_models_dir(H.tempfile.mkdtemp(prefix="pgcld-pgscored-"), ("1", "2")), auth=False,
                          db_path=db, default_model="tiny", args=["--store-inputs", "float32"])
             cls.addClassCleanup(d.cleanup)
             d.start()
             cls.daemons[name] = d
+            r = d.post("/v1/admin/models/tiny/activate", {"version": "1"})
+            assert r.status == 200, r
         rng = np.random.default_rng(5)
         golden = [np.frombuffer(base64.b64decode(g["embedding_b64"]), "<f4")
                   for g in H.load_config(TINY)["golden"]]
-        for batch in range(12):
+        for batch in range(16):
+            if batch == 8:  # version 2 in shadow from here on
+                for d in cls.daemons.values():
+                    r = d.post("/v1/admin/models/tiny/shadow", {"version": "2"})
+                    assert r.status == 200, r
             items = []
             for k in range(1 + batch % 4):
                 z = golden[(batch + k) % 3] + rng.normal(0, 0.05, golden[0].shape).astype("<f4")
@@ -327,6 +334,19 @@ class ScoredThroughBothTest(unittest.TestCase):
             for d in cls.daemons.values():
                 r = d.score({"items": items})
                 assert r.status == 200, r
+        cls.shadows = sum(1 + b % 4 for b in range(8, 16))
+        import psycopg2
+        conn = psycopg2.connect(cls.daemons["pg"].db_path)
+        conn.autocommit = True
+
+        def pg_shadows():
+            with conn.cursor() as cur:
+                cur.execute("SELECT count(*) FROM shadow_decisions")
+                return cur.fetchone()[0]
+
+        assert H.wait_until(lambda: pg_shadows() == cls.shadows and
+                            cls.daemons["sqlite"].scalar("SELECT count(*) FROM shadow_decisions") == cls.shadows)
+        conn.close()
 
     def normal(self, v):
         """v without what each daemon makes up itself."""
@@ -376,6 +396,9 @@ class ScoredThroughBothTest(unittest.TestCase):
             self.assertNotIn("writer_id", s_rec.json["chain"])
         s, p = self.get_both("/v1/audit/stats")
         self.assertEqual(s.json, p.json)
+        s, p = self.get_both("/v1/admin/models/tiny/shadow")
+        self.assertEqual(s.json["items"], self.shadows)
+        self.assertEqual(s.json, p.json)
         for fmt in ("ndjson", "csv"):
             s, p = self.get_both("/v1/audit/export?format=" + fmt)
             if fmt == "ndjson":
@@ -384,6 +407,19 @@ class ScoredThroughBothTest(unittest.TestCase):
                 self.assertEqual(s_lines, p_lines)
             else:
                 self.assertEqual(len(s.body.splitlines()), len(p.body.splitlines()))
+
+    def test_z_restart_comes_back_with_the_activated_version(self):
+        """The activations read back at start-up (admin_events, details as JSON text)."""
+        d = self.daemons["pg"]
+        self.assertEqual(d.post("/v1/admin/models/tiny/activate", {"version": "2"}).status, 200)
+        d.restart()
+        r = d.score({"items": [{"id": "after-restart", "embedding_b64": H.embedding_b64([0.0] * 32)}]})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json["model"]["version"], "2")
+        self.assertEqual(d.post("/v1/admin/models/tiny/activate", {"version": "1"}).status, 200)
+        d.restart()
+        r = d.score({"items": [{"id": "after-restart", "embedding_b64": H.embedding_b64([0.0] * 32)}]})
+        self.assertEqual(r.json["model"]["version"], "1")
 
 
 POPULATE_100K_SQL = """
