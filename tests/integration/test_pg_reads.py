@@ -31,6 +31,7 @@ import urllib.parse
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
 import pg_cluster  # noqa: E402
+from openapi_contract import LiveValidationMixin  # noqa: E402
 
 TINY = "tiny_binary"
 N_DECISIONS = 420
@@ -295,10 +296,11 @@ class PgReadsTest(unittest.TestCase):
                     self.assertEqual(s_body, p_body)
 
 
-class ScoredThroughBothTest(unittest.TestCase):
+class ScoredThroughBothTest(LiveValidationMixin, unittest.TestCase):
     """The same scoring requests sent to a SQLite daemon and to a PostgreSQL daemon (its writer
     committing them): every reviewer read answers the same but for what each daemon makes up
-    itself (decision and request ids, times, latencies, chain entries)."""
+    itself (decision and request ids, times, latencies, chain entries); the PostgreSQL daemon's
+    answers as openapi.yaml documents them."""
 
     VOLATILE = {"decision_id", "request_id", "created_at", "latency_us", "chain", "puid", "application_date"}
 
@@ -393,9 +395,12 @@ class ScoredThroughBothTest(unittest.TestCase):
             self.assertEqual(self.normal(s_rec.json), self.normal(p_rec.json))
             self.assertIsNotNone(p_rec.json["chain"], "the writer chains every decision")
             self.assertIn("writer_id", p_rec.json["chain"])
+            self.check_live("get", "/v1/decisions/" + p_row["decision_id"], p_rec)
             self.assertNotIn("writer_id", s_rec.json["chain"])
         s, p = self.get_both("/v1/audit/stats")
         self.assertEqual(s.json, p.json)
+        self.check_live("get", "/v1/audit/stats", p)
+        self.check_live("get", "/v1/decisions", self.get_both("/v1/decisions?limit=5")[1])
         s, p = self.get_both("/v1/admin/models/tiny/shadow")
         self.assertEqual(s.json["items"], self.shadows)
         self.assertEqual(s.json, p.json)
