@@ -257,6 +257,16 @@ class PgReadsTest(unittest.TestCase):
                 self.assertEqual(rec["input_dropped"], seq % 3 != 0 and seq % 5 == 0)
                 self.same_json("/v1/decisions/%s/statement" % decision_id)
 
+    def test_rescore_reads_the_stored_input(self):
+        """Stored, dropped (digest set, input row gone) and never stored inputs answer alike; the
+        decisions' model is not loaded, so a stored input gets as far as the model lookup."""
+        for seq in (1, 2, 3, 5, 10, 15, 400):
+            decision_id = self.rows[0][seq - 1]["decision_id"]
+            answers = [self.daemons[name].post("/v1/decisions/%s/rescore" % decision_id) for name in ("sqlite", "pg")]
+            self.assertEqual([(a.status, a.body) for a in answers][0], [(a.status, a.body) for a in answers][1], seq)
+        r = self.daemons["pg"].post("/v1/decisions/%s/rescore" % self.rows[0][4]["decision_id"])  # seq 5: dropped
+        self.assertEqual((r.status, r.json["error"]["code"]), (410, "input_dropped"))
+
     def test_chain_entry_names_its_writer(self):
         rec = json.loads(self.daemons["pg"].get("/v1/decisions/" + self.rows[0][160]["decision_id"]).body)
         self.assertEqual(rec["chain"], {"seq": 2, "hash": "%064x" % 2, "writer_id": "replica-b"})
@@ -412,6 +422,27 @@ class ScoredThroughBothTest(LiveValidationMixin, unittest.TestCase):
                 self.assertEqual(s_lines, p_lines)
             else:
                 self.assertEqual(len(s.body.splitlines()), len(p.body.splitlines()))
+
+    def test_rescore_and_an_idempotent_retry(self):
+        """Re-score reads the stored input back (decision_inputs, bytea); a retry with the same
+        Idempotency-Key is answered from idempotency_keys: both as with SQLite."""
+        rows = {name: json.loads(self.daemons[name].get("/v1/decisions?limit=6").body)["decisions"]
+                for name in ("sqlite", "pg")}
+        for s_row, p_row in zip(rows["sqlite"], rows["pg"]):
+            s = self.daemons["sqlite"].post("/v1/decisions/%s/rescore" % s_row["decision_id"])
+            p = self.daemons["pg"].post("/v1/decisions/%s/rescore" % p_row["decision_id"])
+            self.assertEqual((s.status, p.status), (200, 200), p.body[:300])
+            self.assertEqual(self.normal(s.json), self.normal(p.json))
+            self.assertTrue(p.json["same_label"] and p.json["same_decision"])  # float32 inputs, same version
+        z = H.embedding_b64([0.25] * 32)
+        for name in ("sqlite", "pg"):
+            d = self.daemons[name]
+            body = {"items": [{"id": "retried", "embedding_b64": z}]}
+            first = d.score(body, headers={"Idempotency-Key": "retry-1"})
+            again = d.score(body, headers={"Idempotency-Key": "retry-1"})
+            self.assertEqual((first.status, again.status), (200, 200), (name, again.body[:300]))
+            self.assertEqual(first.json["results"][0]["decision_id"], again.json["results"][0]["decision_id"], name)
+            self.assertEqual(first.json["request_id"], again.json["request_id"], name)
 
     def test_z_restart_comes_back_with_the_activated_version(self):
         """The activations read back at start-up (admin_events, details as JSON text)."""
