@@ -267,6 +267,24 @@ class PgReadsTest(unittest.TestCase):
         r = self.daemons["pg"].post("/v1/decisions/%s/rescore" % self.rows[0][4]["decision_id"])  # seq 5: dropped
         self.assertEqual((r.status, r.json["error"]["code"]), (410, "input_dropped"))
 
+    def test_z_reads_come_back_after_a_server_restart(self):
+        """The server restarts between two reads: the next read answers at once, on a new
+        connection (the pooled one is gone, which libpq notices only when it is used). The server
+        down: reads answer 503 audit_unavailable, and come back with it."""
+        d = self.daemons["pg"]
+        for _ in range(3):
+            self.assertEqual(d.get("/v1/decisions?limit=3").status, 200)
+        self.cluster.stop("fast")
+        self.cluster.start()
+        self.assertEqual(self.both("/v1/decisions?limit=3")[1], self.both("/v1/decisions?limit=3")[0])
+        self.cluster.stop("fast")
+        try:
+            r = d.get("/v1/decisions?limit=3")
+            self.assertEqual((r.status, r.json["error"]["code"]), (503, "audit_unavailable"), r.body[:300])
+        finally:
+            self.cluster.start()
+        self.same_json("/v1/audit/stats")
+
     def test_chain_entry_names_its_writer(self):
         rec = json.loads(self.daemons["pg"].get("/v1/decisions/" + self.rows[0][160]["decision_id"]).body)
         self.assertEqual(rec["chain"], {"seq": 2, "hash": "%064x" % 2, "writer_id": "replica-b"})

@@ -45,16 +45,23 @@
 
 #define READ_BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL extra_float_digits = 3"
 
-/* A read connection inside a read transaction, or a status with err set. */
+/* A read connection inside a read transaction, or a status with err set. A pooled connection
+ * that turns out to be gone (the server restarted since it was last used: libpq only notices on
+ * the next statement) is dropped and the read starts again on the next one (each idle connection
+ * of the pool may be gone: at most PGCL_PG_READERS of them, then a new one). */
 static pgcl_status read_open(pgcl_audit *store, PGconn **conn, char *err, int cap) {
     pgcl_pg_pool *pool = pgcl_audit_pg_of(store)->readers;
-    pgcl_status st = pgcl_pg_pool_acquire(pool, PGCL_PG_READ_WAIT_MS, conn, err, cap);
-    if (st != PGCL_OK) return st;
-    char sub[PGCL_READ_ERR_CAP];
-    if ((st = pgcl_pg_exec(*conn, "starting a read", READ_BEGIN_SQL, 0, NULL, sub, sizeof sub)) != PGCL_OK) {
+    pgcl_status st = PGCL_ERR_DB;
+    for (int attempt = 0; attempt <= PGCL_PG_READERS; attempt++) {
+        if ((st = pgcl_pg_pool_acquire(pool, PGCL_PG_READ_WAIT_MS, conn, err, cap)) != PGCL_OK) return st;
+        char sub[PGCL_READ_ERR_CAP];
+        if ((st = pgcl_pg_exec(*conn, "starting a read", READ_BEGIN_SQL, 0, NULL, sub, sizeof sub)) == PGCL_OK)
+            return PGCL_OK;
         pgcl_errorf(err, cap, "reading the audit database: %s", sub);
-        pgcl_pg_pool_release(pool, *conn);
+        bool gone = pgcl_pg_broken(*conn);
+        pgcl_pg_pool_release(pool, *conn); /* a broken connection is closed, not pooled */
         *conn = NULL;
+        if (!gone) break;
     }
     return st;
 }
@@ -916,13 +923,12 @@ pgcl_status pgcl_pg_read_idempotency_key(pgcl_audit *store, const char *scope, c
     *found = false;
     memset(out, 0, sizeof *out);
     PGconn *conn = NULL;
-    pgcl_pg_pool *pool = pgcl_audit_pg_of(store)->readers;
-    pgcl_status st = pgcl_pg_pool_acquire(pool, PGCL_PG_READ_WAIT_MS, &conn, err, cap);
+    pgcl_status st = read_open(store, &conn, err, cap);
     if (st != PGCL_OK) return st;
     const char *values[] = {scope, key, now};
     char sub[PGCL_READ_ERR_CAP];
     PGresult *res = pgcl_pg_query(conn, "query", IDEMPOTENCY_SQL, 3, values, &st, sub, sizeof sub);
-    pgcl_pg_pool_release(pool, conn);
+    read_close(store, conn);
     if (!res) {
         pgcl_errorf(err, cap, "idempotency lookup: %s", sub);
         return st;
