@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
 #include "read_sql.h" /* PGCL_READ_ERR_CAP */
 
 /* Whether a decision has been contested, derived from its contests (alias d in the query): the
@@ -32,8 +31,8 @@
  * PostgreSQL probes contests_decision per row (its NOT EXISTS forms get hashed over the whole
  * contests table). */
 #define PG_CONTEST_STATUS_SQL                                                                                          \
-    "(SELECT CASE WHEN count(*) = 0 THEN 'none' WHEN count(*) FILTER (WHERE r1.seq IS NULL) > 0 THEN 'open'"          \
-    " ELSE 'resolved' END FROM contests c1 LEFT JOIN resolutions r1 ON r1.contest_id = c1.contest_id"                 \
+    "(SELECT CASE WHEN count(*) = 0 THEN 'none' WHEN count(*) FILTER (WHERE r1.seq IS NULL) > 0 THEN 'open'"           \
+    " ELSE 'resolved' END FROM contests c1 LEFT JOIN resolutions r1 ON r1.contest_id = c1.contest_id"                  \
     " WHERE c1.decision_id = d.decision_id)"
 
 /* The summary of a decision: columns 0..10 of every list and export query (read_sql.h's SUMMARY_COLS). */
@@ -77,8 +76,8 @@ static void read_close(pgcl_audit *store, PGconn *conn) {
 }
 
 /* Runs a query of the read; NULL with err "reading the audit database: …" and *st on failure. */
-static PGresult *read_query(PGconn *conn, const char *sql, int n, const char *const *values, pgcl_status *st,
-                            char *err, int cap) {
+static PGresult *read_query(PGconn *conn, const char *sql, int n, const char *const *values, pgcl_status *st, char *err,
+                            int cap) {
     char sub[PGCL_READ_ERR_CAP];
     PGresult *res = pgcl_pg_query(conn, "query", sql, n, values, st, sub, sizeof sub);
     if (!res) pgcl_errorf(err, cap, "reading the audit database: %s", sub);
@@ -158,8 +157,8 @@ static const char RECORD_SQL[] =
     "SELECT d.seq, d.decision_id, d.created_at, d.request_id, d.item_id, d.model_name, d.model_version,"
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
     " d.t_block, d.vector, d.input_sha256, d.latency_us, d.input_dtype,"
-    " EXISTS (SELECT 1 FROM decision_inputs AS i WHERE i.decision_seq = d.seq), d.input_digest IS NOT NULL, "
-    PG_CONTEST_STATUS_SQL " FROM decisions d WHERE d.decision_id = $1";
+    " EXISTS (SELECT 1 FROM decision_inputs AS i WHERE i.decision_seq = d.seq), d.input_digest IS NOT NULL,"
+    " " PG_CONTEST_STATUS_SQL " FROM decisions d WHERE d.decision_id = $1";
 /* The entry of the commit that chained the row: the run of decisions holding its seq (the last run
  * starting at or before it, through the runs' primary key), in its writer's chain. */
 static const char CHAIN_SQL[] =
@@ -384,11 +383,16 @@ static const char WINDOW_PROBE_SQL[] =
 
 static const char *contest_filter_name(pgcl_contest_filter c) {
     switch (c) {
-    case PGCL_CONTEST_OPEN: return "open";
-    case PGCL_CONTEST_RESOLVED: return "resolved";
-    case PGCL_CONTEST_CONTESTED: return "contested";
-    case PGCL_CONTEST_NONE: return "none";
-    case PGCL_CONTEST_ANY: break;
+    case PGCL_CONTEST_OPEN:
+        return "open";
+    case PGCL_CONTEST_RESOLVED:
+        return "resolved";
+    case PGCL_CONTEST_CONTESTED:
+        return "contested";
+    case PGCL_CONTEST_NONE:
+        return "none";
+    case PGCL_CONTEST_ANY:
+        break;
     }
     return "any";
 }
@@ -492,9 +496,9 @@ pgcl_status pgcl_pg_read_contests(pgcl_audit *store, bool open, int64_t after_se
     const char *values[] = {from.s, n.s};
     PGconn *conn = NULL;
     pgcl_status st = read_open(store, &conn, err, cap);
-    PGresult *res =
-        st == PGCL_OK ? read_query(conn, open ? CONTESTS_OPEN_SQL : CONTESTS_RESOLVED_SQL, 2, values, &st, err, cap)
-                      : NULL;
+    PGresult *res = st == PGCL_OK
+                        ? read_query(conn, open ? CONTESTS_OPEN_SQL : CONTESTS_RESOLVED_SQL, 2, values, &st, err, cap)
+                        : NULL;
     read_close(store, conn);
     if (!res) return st;
     int n_rows = PQntuples(res) > limit ? limit : PQntuples(res);
@@ -649,19 +653,20 @@ static pgcl_status stats_decisions(PGconn *conn, const char *since, const char *
  * up), divided by 86400000 in double precision. (Written out twice rather than as a function-like
  * macro: tests/integration/test_sql_params.py accepts SQL text made of literals and plain macros.) */
 #define JULIANDAY_RESOLVED_SQL                                                                                         \
-    "((210866760000000 + extract(epoch FROM date_trunc('minute', r.resolved_at::timestamptz AT TIME ZONE 'UTC'))"     \
-    "::bigint * 1000 + trunc((substr(r.resolved_at, 18, 2)::int + substr(r.resolved_at, 21, 6)::float8"              \
+    "((210866760000000 + extract(epoch FROM date_trunc('minute', r.resolved_at::timestamptz AT TIME ZONE 'UTC'))"      \
+    "::bigint * 1000 + trunc((substr(r.resolved_at, 18, 2)::int + substr(r.resolved_at, 21, 6)::float8"                \
     " / 1000000.0::float8) * 1000.0::float8 + 0.5::float8)::bigint)::float8 / 86400000.0::float8)"
 #define JULIANDAY_FILED_SQL                                                                                            \
-    "((210866760000000 + extract(epoch FROM date_trunc('minute', c.filed_at::timestamptz AT TIME ZONE 'UTC'))"        \
-    "::bigint * 1000 + trunc((substr(c.filed_at, 18, 2)::int + substr(c.filed_at, 21, 6)::float8"                    \
+    "((210866760000000 + extract(epoch FROM date_trunc('minute', c.filed_at::timestamptz AT TIME ZONE 'UTC'))"         \
+    "::bigint * 1000 + trunc((substr(c.filed_at, 18, 2)::int + substr(c.filed_at, 21, 6)::float8"                      \
     " / 1000000.0::float8) * 1000.0::float8 + 0.5::float8)::bigint)::float8 / 86400000.0::float8)"
 
 /* SQL: a resolved contest's time from filing to resolution, in seconds (c: contests, r: resolutions),
  * as the SQLite store computes it: (julianday(resolved_at) - julianday(filed_at)) * 86400. */
 #define RESOLUTION_SECONDS_SQL "((" JULIANDAY_RESOLVED_SQL " - " JULIANDAY_FILED_SQL ") * 86400.0::float8)"
 
-#define FILED_IN_RANGE_SQL "($1::text IS NULL OR c.filed_at >= $1::text) AND ($2::text IS NULL OR c.filed_at < $2::text)"
+#define FILED_IN_RANGE_SQL                                                                                             \
+    "($1::text IS NULL OR c.filed_at >= $1::text) AND ($2::text IS NULL OR c.filed_at < $2::text)"
 
 /* One row per model version of the contested decisions: contests filed, resolved and overturned,
  * and the median time to resolution of its resolved ones (the middle row, or the mean of the two
@@ -768,8 +773,8 @@ static const char EXPORT_CHUNK_SQL[] =
 static int export_next_chunk(void *ctx, pgcl_export *out, bool *done, char *err, int cap) {
     pg_export *e = ctx;
     int_text max_seq = int_param(e->max_seq), last_seq = int_param(e->last_seq), n = int_param(EXPORT_CHUNK_ROWS);
-    const char *values[] = {e->has_since ? e->since : NULL, e->has_until ? e->until : NULL, max_seq.s, e->last_ts,
-                            last_seq.s, n.s};
+    const char *values[] = {
+        e->has_since ? e->since : NULL, e->has_until ? e->until : NULL, max_seq.s, e->last_ts, last_seq.s, n.s};
     PGconn *conn = NULL;
     pgcl_status st = read_open(e->store, &conn, err, cap);
     PGresult *res = st == PGCL_OK ? read_query(conn, EXPORT_CHUNK_SQL, 6, values, &st, err, cap) : NULL;
@@ -804,7 +809,9 @@ static int export_next_chunk(void *ctx, pgcl_export *out, bool *done, char *err,
     return result;
 }
 
-static void export_free(void *ctx) { free(ctx); }
+static void export_free(void *ctx) {
+    free(ctx);
+}
 
 static const pgcl_export_source PG_EXPORT_SOURCE = {.next_chunk = export_next_chunk, .destroy = export_free};
 
@@ -835,8 +842,18 @@ pgcl_status pgcl_pg_open_export(pgcl_audit *store, const char *since, const char
 /* ---- a decision as recorded, with its stored input (re-score) ---- */
 
 /* The columns of STORED_DECISION_SQL, in this order. */
-enum { COL_MODEL_NAME, COL_MODEL_VERSION, COL_MODEL_SHA256, COL_LABEL, COL_DECISION, COL_PROBABILITIES,
-       COL_TOXICITY, COL_INPUT, COL_INPUT_DTYPE, COL_WAS_STORED };
+enum {
+    COL_MODEL_NAME,
+    COL_MODEL_VERSION,
+    COL_MODEL_SHA256,
+    COL_LABEL,
+    COL_DECISION,
+    COL_PROBABILITIES,
+    COL_TOXICITY,
+    COL_INPUT,
+    COL_INPUT_DTYPE,
+    COL_WAS_STORED
+};
 
 static const char STORED_DECISION_SQL[] =
     "SELECT d.model_name, d.model_version, d.model_sha256, d.label, d.decision, d.probabilities, d.toxicity,"
@@ -857,8 +874,8 @@ static pgcl_status take_stored_decision(const PGresult *res, pgcl_stored_decisio
     bool input_stored = input && dtype;
     /* stored once (its digest is recorded), dropped by retention */
     out->input_dropped = !input && (bool_of(res, 0, COL_WAS_STORED) || dtype);
-    static const int text_cols[] = {COL_MODEL_NAME, COL_MODEL_VERSION, COL_MODEL_SHA256, COL_LABEL, COL_DECISION,
-                                    COL_PROBABILITIES};
+    static const int text_cols[] = {COL_MODEL_NAME, COL_MODEL_VERSION, COL_MODEL_SHA256,
+                                    COL_LABEL,      COL_DECISION,      COL_PROBABILITIES};
     enum { N_TEXTS = sizeof text_cols / sizeof text_cols[0] };
     size_t total = input_stored ? input_bytes : 0;
     for (int t = 0; t < N_TEXTS; t++)
@@ -876,9 +893,9 @@ static pgcl_status take_stored_decision(const PGresult *res, pgcl_stored_decisio
         p += input_bytes;
     }
     free(input);
-    const char **texts[N_TEXTS] = {&out->original.model_name, &out->original.model_version,
-                                   &out->original.model_sha256, &out->original.label, &out->original.decision,
-                                   &out->original.probabilities_json};
+    const char **texts[N_TEXTS] = {&out->original.model_name,   &out->original.model_version,
+                                   &out->original.model_sha256, &out->original.label,
+                                   &out->original.decision,     &out->original.probabilities_json};
     for (int t = 0; t < N_TEXTS; t++) {
         const char *text = pgcl_pg_text(res, 0, text_cols[t]);
         size_t len = (size_t)PQgetlength(res, 0, text_cols[t]);
@@ -948,9 +965,8 @@ pgcl_status pgcl_pg_read_idempotency_key(pgcl_audit *store, const char *scope, c
     return st;
 }
 
-static const char ACTIVATIONS_SQL[] =
-    "SELECT (details::jsonb)->>'model', (details::jsonb)->>'version'"
-    " FROM admin_events WHERE action = 'model.activate' ORDER BY seq";
+static const char ACTIVATIONS_SQL[] = "SELECT (details::jsonb)->>'model', (details::jsonb)->>'version'"
+                                      " FROM admin_events WHERE action = 'model.activate' ORDER BY seq";
 
 pgcl_status pgcl_pg_read_activations(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
                                      int cap) {
