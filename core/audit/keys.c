@@ -24,7 +24,8 @@
 #define KEY_B64_VARIANT sodium_base64_VARIANT_URLSAFE_NO_PADDING
 #define ACTOR_MAX 256
 
-#define RECHECK_US 1000000 /* the keyring looks at data_version at most this often */
+#define RECHECK_US 1000000 /* the SQLite keyring looks at data_version at most this often */
+#define WARN_US 1000000    /* a keyring warns of failed checks at most this often */
 #define ERR_CAP 512
 #define CREATE_ATTEMPTS PGCL_KEYS_CREATE_ATTEMPTS
 
@@ -603,6 +604,7 @@ struct pgcl_keyring {
     int n;
     int64_t last_check_us;        /* monotonic time of the last change check */
     int64_t last_forced_check_us; /* ... of the last one forced by an unknown key_id */
+    int64_t last_warning_us;      /* ... of the last failed check's warning */
 };
 
 static int entry_cmp(const void *a, const void *b) {
@@ -672,9 +674,11 @@ static void refresh_locked(pgcl_keyring *kr, bool now_please) {
     pgcl_status st = kr->src.changed(kr->src.ctx, &changed, err, sizeof err);
     if (st == PGCL_OK && !changed) return;
     if (st == PGCL_OK) st = load_locked(kr, err, sizeof err);
-    if (st != PGCL_OK)
+    if (st != PGCL_OK && now - kr->last_warning_us >= WARN_US) { /* one line a second while it lasts */
+        kr->last_warning_us = now;
         pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in %g s", err, kr->n,
                       (double)kr->src.recheck_us / 1e6);
+    }
 }
 
 pgcl_status pgcl_keyring_open_source(const pgcl_keyring_source *src, pgcl_keyring **out, char *err, int cap) {
@@ -696,6 +700,7 @@ pgcl_status pgcl_keyring_open_source(const pgcl_keyring_source *src, pgcl_keyrin
     if ((st = load_locked(kr, err, cap)) != PGCL_OK) goto fail;
     kr->last_check_us = pgcl_monotonic_us();
     kr->last_forced_check_us = kr->last_check_us - kr->src.min_forced_us;
+    kr->last_warning_us = kr->last_check_us - WARN_US;
     *out = kr;
     return PGCL_OK;
 fail:

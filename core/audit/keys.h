@@ -122,7 +122,9 @@ int pgcl_keyring_count_active(pgcl_keyring *kr);
  * connection and re-reads the table when any connection, in this process or another, has committed
  * to the database since; so a key created or revoked elsewhere takes effect here within about a
  * second of the next request, without a restart. If that re-read fails the previous set stays in
- * force, a warning is logged and the next check (a second later) tries again. */
+ * force, a warning is logged and the next check (a second later) tries again. (A keyring over
+ * another source, pgcl_keyring_open_source, checks at its source's pace: the PostgreSQL store's
+ * every 250 ms; its warnings are at most one a second.) */
 pgcl_status pgcl_keyring_verify(pgcl_keyring *kr, const char *token, pgcl_identity *out);
 
 /* ---- keyring sources: where a keyring's keys come from ----
