@@ -218,6 +218,21 @@ class FleetReviewAndKeysTest(unittest.TestCase):
         listed = {k["key_id"]: k for k in b.get("/v1/admin/keys").json["keys"]}
         self.assertIsNotNone(listed[key_id]["revoked_at"])
 
+    def test_zz_every_chain_verifies(self):
+        """Last (unittest runs a class's tests in name order): contests, resolutions and key events
+        of both replicas and of the CLI's writers are chained, and every chain verifies."""
+        for replica in (self.a, self.b):
+            r = replica.get("/v1/audit/verify", key=replica.keys["reviewer"])
+            self.assertEqual(r.status, 200, r)
+            self.assertTrue(r.json["intact"], r.json)
+            writers = [w["writer_id"] for w in r.json["writers"]]
+            self.assertIn("a", writers)
+            self.assertIn("b", writers)
+        for kind in ("contests", "resolutions", "admin_events"):
+            self.assertEqual(self.db_scalar(f"SELECT count(*) FROM {kind}"),
+                             self.db_scalar("SELECT coalesce(sum(n), 0) FROM audit_chain_runs WHERE kind = %s",
+                                            (kind,)), kind)
+
     def test_migrate_command(self):
         p = pgcld("migrate", "--db", self.uri)
         self.assertIn("PostgreSQL schema at version", p.stdout)
