@@ -297,6 +297,13 @@ class FleetRetentionTest(unittest.TestCase):
         self.assertTrue(H.wait_until(lambda: remaining() == 0, timeout=30), remaining())
         r = b.post(f"/v1/decisions/{ids[0]}/rescore", {}, key=b.keys["reviewer"])
         self.assertEqual((r.status, r.error_code()), (410, "input_dropped"), r)
+        rec = b.get(f"/v1/decisions/{ids[1]}", key=b.keys["reviewer"])
+        self.assertEqual(rec.status, 200, rec)
+        self.assertIs(rec.json["input_dropped"], True, rec.json)
+        # the leaves commit to the inputs' digests: every chain still verifies after the drop
+        r = a.get("/v1/audit/verify", key=a.keys["reviewer"])
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue(r.json["intact"], r.json)
         self.assertGreaterEqual(self.db_scalar("SELECT through_seq FROM input_retention"), max(
             self.db_scalar("SELECT seq FROM decisions WHERE decision_id = %s", (i,)) for i in ids))
 
