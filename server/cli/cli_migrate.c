@@ -31,10 +31,8 @@ enum { OPT_DB = 1 };
 
 static const pgcld_cli_option OPTIONS[] = {{.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db)}};
 
-static const pgcld_cli_spec CLI = {.command = "pgcld migrate",
-                                   .usage = USAGE,
-                                   .options = OPTIONS,
-                                   .n_options = sizeof OPTIONS / sizeof OPTIONS[0]};
+static const pgcld_cli_spec CLI = {
+    .command = "pgcld migrate", .usage = USAGE, .options = OPTIONS, .n_options = sizeof OPTIONS / sizeof OPTIONS[0]};
 
 /* PostgreSQL: one connection, the migrations under their lock. */
 static int migrate_postgresql(const char *db, const char *shown) {

@@ -69,11 +69,18 @@ static pgcl_status fake_load(void *ctx, pgcl_keyring_row_fn add, void *sink, cha
     return PGCL_OK;
 }
 
-static void fake_destroy(void *ctx) { ((fake_source *)ctx)->destroy_calls++; }
+static void fake_destroy(void *ctx) {
+    ((fake_source *)ctx)->destroy_calls++;
+}
 
 static pgcl_keyring_source source_of(fake_source *f, int64_t recheck_us, int64_t min_forced_us) {
-    return (pgcl_keyring_source){.name = "fake", .recheck_us = recheck_us, .min_forced_us = min_forced_us, .ctx = f,
-                                 .changed = fake_changed, .load = fake_load, .destroy = fake_destroy};
+    return (pgcl_keyring_source){.name = "fake",
+                                 .recheck_us = recheck_us,
+                                 .min_forced_us = min_forced_us,
+                                 .ctx = f,
+                                 .changed = fake_changed,
+                                 .load = fake_load,
+                                 .destroy = fake_destroy};
 }
 
 static bool valid(pgcl_keyring *kr, const char *key) {
@@ -89,7 +96,8 @@ int main(void) {
     fake_source broken = {.fail_load = true};
     pgcl_keyring_source src = source_of(&broken, 100000, 0);
     pgcl_keyring *kr = (pgcl_keyring *)&broken;
-    CHECK(pgcl_keyring_open_source(&src, &kr, err, sizeof err) == PGCL_ERR_DB && kr == NULL, "open with a failing load");
+    CHECK(pgcl_keyring_open_source(&src, &kr, err, sizeof err) == PGCL_ERR_DB && kr == NULL,
+          "open with a failing load");
     CHECK(broken.destroy_calls == 1, "destroyed once on failure: %d", broken.destroy_calls);
 
     fake_source f = {0};
@@ -159,7 +167,8 @@ int main(void) {
     char unknown[PGCL_KEY_LEN + 1], unknown_id[PGCL_KEY_ID_LEN + 1];
     pgcl_keys_generate(unknown, unknown_id);
     calls = g.changed_calls;
-    for (int i = 0; i < 50; i++) CHECK(!valid(kr, unknown), "an unknown key is refused");
+    for (int i = 0; i < 50; i++)
+        CHECK(!valid(kr, unknown), "an unknown key is refused");
     CHECK(g.changed_calls - calls == 1, "50 unknown key_ids in a burst: %d checks, want 1", g.changed_calls - calls);
     int late = add_key(&g);
     CHECK(!valid(kr, g.key[late]), "within the forced interval a new key waits");

@@ -40,9 +40,13 @@
 
 /* ---- shared pieces ---- */
 
-static void int_text(int64_t v, char out[INT_TEXT]) { snprintf(out, INT_TEXT, "%lld", (long long)v); }
+static void int_text(int64_t v, char out[INT_TEXT]) {
+    snprintf(out, INT_TEXT, "%lld", (long long)v);
+}
 
-static pgcl_chain_value chain_int(int64_t v) { return (pgcl_chain_value){.type = PGCL_CHAIN_VALUE_INTEGER, .integer = v}; }
+static pgcl_chain_value chain_int(int64_t v) {
+    return (pgcl_chain_value){.type = PGCL_CHAIN_VALUE_INTEGER, .integer = v};
+}
 
 /* TEXT, or NULL for a NULL pointer. */
 static pgcl_chain_value chain_text(const char *s) {
@@ -77,7 +81,8 @@ static bool timestamp_us(const char *s, int64_t *out) {
     if (*p == '.') {
         p++;
         if (*p < '0' || *p > '9') return false;
-        for (; *p >= '0' && *p <= '9'; p++, scale /= 10) frac_us += scale * (*p - '0');
+        for (; *p >= '0' && *p <= '9'; p++, scale /= 10)
+            frac_us += scale * (*p - '0');
     }
     int64_t offset_s = 0;
     if (*p == 'Z' || *p == 'z') {
@@ -167,8 +172,7 @@ static pgcl_status contest_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     if (!(res = pgcl_pg_query(conn, "contest", OPEN_CONTEST_SQL, 1, id, &st, err, cap))) return st;
     if (PQntuples(res) > 0) {
         r->code = "contest_open";
-        pgcl_errorf(err, cap, "decision %s already has an open contest (%s)", r->decision_id,
-                    pgcl_pg_text(res, 0, 0));
+        pgcl_errorf(err, cap, "decision %s already has an open contest (%s)", r->decision_id, pgcl_pg_text(res, 0, 0));
         PQclear(res);
         return PGCL_ERR_MISMATCH;
     }
@@ -182,11 +186,11 @@ static pgcl_status contest_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     int_text(seq, seq_text);
     pgcl_uuid7(r->contest_id);
     snprintf(r->filed_at, sizeof r->filed_at, "%s", now);
-    const char *values[] = {seq_text, r->contest_id, r->decision_id, r->filed_at, r->filed_by, r->filer_key_id,
-                            r->reason};
+    const char *values[] = {seq_text,    r->contest_id,   r->decision_id, r->filed_at,
+                            r->filed_by, r->filer_key_id, r->reason};
     if ((st = pgcl_pg_exec(conn, "contest", INSERT_CONTEST_SQL, 7, values, err, cap)) != PGCL_OK) return st;
-    pgcl_chain_value row[] = {chain_int(seq),           chain_text(r->contest_id), chain_text(r->decision_id),
-                              chain_text(r->filed_at),  chain_text(r->filed_by),   chain_text(r->filer_key_id),
+    pgcl_chain_value row[] = {chain_int(seq),          chain_text(r->contest_id), chain_text(r->decision_id),
+                              chain_text(r->filed_at), chain_text(r->filed_by),   chain_text(r->filer_key_id),
                               chain_text(r->reason)};
     return chain_row(t, "contests", seq, row, 7, err, cap);
 }
@@ -227,7 +231,8 @@ static pgcl_status check_resolution(pgcl_resolution_request *r, const PGresult *
         json_decref(probs);
         if (!known) {
             r->code = "invalid_label";
-            pgcl_errorf(err, cap, "corrected_label '%.128s' is not a label of the decision's model", r->corrected_label);
+            pgcl_errorf(err, cap, "corrected_label '%.128s' is not a label of the decision's model",
+                        r->corrected_label);
             return PGCL_ERR_INVALID;
         }
     }
@@ -259,12 +264,17 @@ static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     char seq_text[INT_TEXT];
     int_text(seq, seq_text);
     snprintf(r->resolved_at, sizeof r->resolved_at, "%s", pgcl_pg_txn_now(t));
-    const char *values[] = {seq_text,   r->contest_id,      r->resolved_at, r->resolved_by, r->resolver_key_id,
-                            r->outcome, r->corrected_label, r->note};
+    const char *values[] = {seq_text,           r->contest_id, r->resolved_at,     r->resolved_by,
+                            r->resolver_key_id, r->outcome,    r->corrected_label, r->note};
     if ((st = pgcl_pg_exec(conn, "resolution", INSERT_RESOLUTION_SQL, 8, values, err, cap)) != PGCL_OK) return st;
-    pgcl_chain_value row[] = {chain_int(seq),          chain_text(r->contest_id),      chain_text(r->resolved_at),
-                              chain_text(r->resolved_by), chain_text(r->resolver_key_id), chain_text(r->outcome),
-                              chain_text(r->corrected_label), chain_text(r->note)};
+    pgcl_chain_value row[] = {chain_int(seq),
+                              chain_text(r->contest_id),
+                              chain_text(r->resolved_at),
+                              chain_text(r->resolved_by),
+                              chain_text(r->resolver_key_id),
+                              chain_text(r->outcome),
+                              chain_text(r->corrected_label),
+                              chain_text(r->note)};
     return chain_row(t, "resolutions", seq, row, 8, err, cap);
 }
 
@@ -278,7 +288,8 @@ pgcl_status pgcl_pg_resolve_contest(pgcl_audit *store, pgcl_resolution_request *
 static const char INSERT_KEY_SQL[] =
     "INSERT INTO api_keys (key_id, name, role, key_sha256, created_at, created_by) VALUES ($1, $2, $3, $4, $5, $6)"
     " ON CONFLICT (key_id) DO NOTHING";
-static const char KEY_STATE_SQL[] = "SELECT name, role, revoked_at, revoked_by, key_sha256 FROM api_keys WHERE key_id = $1";
+static const char KEY_STATE_SQL[] =
+    "SELECT name, role, revoked_at, revoked_by, key_sha256 FROM api_keys WHERE key_id = $1";
 static const char REVOKE_KEY_SQL[] =
     "UPDATE api_keys SET revoked_at = $2, revoked_by = $3 WHERE key_id = $1 AND revoked_at IS NULL";
 static const char LIST_KEYS_SQL[] =
@@ -289,11 +300,11 @@ static const char LIST_KEYS_SQL[] =
 typedef struct key_job {
     const pgcl_audit_pg *s;
     const char *zrole, *name, *actor;
-    const char *key_id_in;                 /* revoke, import: the key_id */
-    const char *digest_in;                 /* import: the hex SHA-256 of the key */
-    char key[PGCL_KEY_LEN + 1];            /* create: the new key (wiped by the caller) */
-    char key_id[PGCL_KEY_ID_LEN + 1];      /* create: its key_id */
-    bool created;                          /* import: a row was inserted */
+    const char *key_id_in;            /* revoke, import: the key_id */
+    const char *digest_in;            /* import: the hex SHA-256 of the key */
+    char key[PGCL_KEY_LEN + 1];       /* create: the new key (wiped by the caller) */
+    char key_id[PGCL_KEY_ID_LEN + 1]; /* create: its key_id */
+    bool created;                     /* import: a row was inserted */
 } key_job;
 
 /* Inserts the api_keys row of key_id (ON CONFLICT DO NOTHING): *inserted whether it went in. */
@@ -404,14 +415,17 @@ static pgcl_status check_existing_import(const key_job *j, const PGresult *res, 
     const char *have_role = pgcl_pg_text(res, 0, 1), *have_digest = pgcl_pg_text(res, 0, 4);
     bool same_key = have_digest && strlen(have_digest) == 64 && sodium_memcmp(have_digest, j->digest_in, 64) == 0;
     if (!same_key) {
-        pgcl_errorf(err, cap, "%s already holds another key with key_id %s (a different secret): nothing was "
-                    "changed; make a new key for one of the two holders", j->s->redacted, j->key_id_in);
+        pgcl_errorf(err, cap,
+                    "%s already holds another key with key_id %s (a different secret): nothing was "
+                    "changed; make a new key for one of the two holders",
+                    j->s->redacted, j->key_id_in);
         return PGCL_ERR_MISMATCH;
     }
     if (!have_role || strcmp(have_role, j->zrole) != 0) {
-        pgcl_errorf(err, cap, "key %s is already in %s with role %s, not %s: nothing was changed; a key keeps "
-                    "its role (revoke it and make a new key)", j->key_id_in, j->s->redacted,
-                    have_role ? have_role : "?", j->zrole);
+        pgcl_errorf(err, cap,
+                    "key %s is already in %s with role %s, not %s: nothing was changed; a key keeps "
+                    "its role (revoke it and make a new key)",
+                    j->key_id_in, j->s->redacted, have_role ? have_role : "?", j->zrole);
         return PGCL_ERR_MISMATCH;
     }
     if (pgcl_pg_text(res, 0, 2)) {
@@ -501,8 +515,8 @@ static const char KEYS_MARKER_SQL[] =
 static const char ACTIVE_KEYS_SQL[] = "SELECT key_id, name, role, key_sha256 FROM api_keys WHERE revoked_at IS NULL";
 
 typedef struct pg_key_source {
-    pgcl_pg_pool *pool; /* one connection, this keyring's only */
-    char name[512];     /* the redacted URI */
+    pgcl_pg_pool *pool;      /* one connection, this keyring's only */
+    char name[512];          /* the redacted URI */
     char marker[MARKER_CAP]; /* as read before the rows of the last successful load */
 } pg_key_source;
 
@@ -598,9 +612,9 @@ static const char RET_LAST_SEQ_SQL[] = "SELECT max(seq) FROM decisions";
 static const char RET_FIRST_RECENT_SQL[] =
     "SELECT min(seq) FROM decisions WHERE seq > $1::bigint AND seq <= $2::bigint AND created_at COLLATE \"C\" >= $3";
 /* Decisions whose input stays: under an open contest. $1 < seq <= $2. */
-#define RET_KEPT_SQL                                                                                                 \
-    " AND decision_seq NOT IN (SELECT d.seq FROM contests AS c JOIN decisions AS d ON d.decision_id = c.decision_id" \
-    " WHERE NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id) AND d.seq > $1::bigint"    \
+#define RET_KEPT_SQL                                                                                                   \
+    " AND decision_seq NOT IN (SELECT d.seq FROM contests AS c JOIN decisions AS d ON d.decision_id = c.decision_id"   \
+    " WHERE NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id) AND d.seq > $1::bigint"      \
     " AND d.seq <= $2::bigint)"
 static const char RET_DROP_RANGE_SQL[] =
     "DELETE FROM decision_inputs WHERE decision_seq > $1::bigint AND decision_seq <= $2::bigint" RET_KEPT_SQL;
@@ -631,8 +645,10 @@ static pgcl_status drop_inputs_job(pgcl_pg_txn *t, void *ctx, char *err, int cap
     job->more = false;
     int64_t last_seq = 0, cursor = 0, first_recent = 0;
     bool any = false, have_cursor = false, recent = false;
-    pgcl_status st = pgcl_pg_query_int(conn, "input retention", RET_CURSOR_SQL, 0, NULL, &cursor, &have_cursor, err, cap);
-    if (st == PGCL_OK) st = pgcl_pg_query_int(conn, "input retention", RET_LAST_SEQ_SQL, 0, NULL, &last_seq, &any, err, cap);
+    pgcl_status st =
+        pgcl_pg_query_int(conn, "input retention", RET_CURSOR_SQL, 0, NULL, &cursor, &have_cursor, err, cap);
+    if (st == PGCL_OK)
+        st = pgcl_pg_query_int(conn, "input retention", RET_LAST_SEQ_SQL, 0, NULL, &last_seq, &any, err, cap);
     if (st != PGCL_OK) return st;
     PGCL_ASSERT(have_cursor); /* migration 0001 inserts the one row, and nothing deletes it */
     int64_t hi = any && last_seq - cursor > job->max_rows ? cursor + job->max_rows : last_seq;
