@@ -1,0 +1,397 @@
+#!/usr/bin/python3
+"""The PostgreSQL store's writer (core/audit/pg/audit_pg_writer.c) against a real PostgreSQL 15:
+what it writes (decisions, their chain entries, leaves, runs and log tree nodes, each recomputed
+here in Python from docs/audit.md's encodings), fleet order with two writers, the writer id's lock,
+and the server going away and coming back under a running daemon.
+
+Run: PGCLD_BIN=build-test/server/pgcld /usr/bin/python3 tests/integration/test_pg_writer.py
+"""
+
+import hashlib
+import os
+import struct
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness as H  # noqa: E402
+import pg_cluster  # noqa: E402
+
+ZERO_HASH = "0" * 64
+
+
+# ---- the chain's encodings (docs/audit.md), written out again from the document ----
+
+def enc_int(v):
+    return b"\x01" + struct.pack(">q", v)
+
+
+def enc_real(v):
+    return b"\x02" + struct.pack(">d", v)
+
+
+def enc_text(s):
+    b = s.encode()
+    return b"\x03" + struct.pack(">I", len(b)) + b
+
+
+def enc_blob(b):
+    b = bytes(b)
+    return b"\x04" + struct.pack(">I", len(b)) + b
+
+
+NULL = b"\x00"
+
+
+def enc_real_or_null(v):
+    return NULL if v is None else enc_real(v)
+
+
+def entry_hash(seq, kind, row_seq, payload, prev):
+    data = enc_int(seq) + enc_text(kind) + enc_int(row_seq) + enc_text(payload) + enc_text(prev)
+    return hashlib.sha256(data).hexdigest()
+
+
+def leaf_hash(data):
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+def node_hash(left, right):
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def merkle_root(leaves):
+    """RFC 9162 MTH, recursively as the RFC defines it."""
+    n = len(leaves)
+    if n == 0:
+        return hashlib.sha256(b"").digest()
+    if n == 1:
+        return leaves[0]
+    k = 1
+    while k * 2 < n:
+        k *= 2
+    return node_hash(merkle_root(leaves[:k]), merkle_root(leaves[k:]))
+
+
+def decision_leaf(row):
+    """The version-2 leaf hash of a decisions row as read back (with its stored input)."""
+    data = enc_text("decisions") + enc_int(row["seq"])
+    for col in ("decision_id", "created_at", "request_id", "item_id", "model_name", "model_version",
+                "model_sha256", "label"):
+        data += enc_text(row[col])
+    data += enc_int(row["label_index"]) + enc_text(row["probabilities"]) + enc_real_or_null(row["toxicity"])
+    data += enc_text(row["decision"]) + enc_text(row["policy"])
+    data += enc_real_or_null(row["t_review"]) + enc_real_or_null(row["t_block"])
+    data += enc_blob(row["vector"]) + enc_text(row["input_sha256"]) + enc_int(row["latency_us"])
+    if row["input"] is not None:
+        digest = hashlib.sha256(bytes(row["input"])).digest()
+        assert row["input_digest"] is None or bytes(row["input_digest"]) == digest, "input_digest differs"
+        data += enc_blob(digest) + enc_text(row["input_dtype"])
+    elif row["input_digest"] is not None:
+        data += enc_blob(row["input_digest"]) + enc_text(row["input_dtype"])
+    else:
+        data += NULL + NULL
+    return leaf_hash(data)
+
+
+def event_leaf(row):
+    data = enc_text("admin_events") + enc_int(row["seq"])
+    for col in ("event_id", "created_at", "actor", "action", "target", "details"):
+        data += enc_text(row[col])
+    return leaf_hash(data)
+
+
+def dict_rows(cur):
+    names = [c.name for c in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+class Fleet:
+    """A database on a throw-away cluster and what the tests read from it."""
+
+    def __init__(self, cluster, uri):
+        self.cluster = cluster
+        self.uri = uri
+        self.dbname = uri.rsplit("/", 1)[1]
+
+    def query(self, sql, params=()):
+        conn = self.cluster.connect(self.dbname)
+        try:
+            cur = conn.cursor()
+            cur.execute(sql, params)
+            return dict_rows(cur)
+        finally:
+            conn.close()
+
+    def decisions(self):
+        return {r["decision_id"]: r for r in self.query(
+            "SELECT d.*, i.input FROM decisions AS d LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq"
+            " ORDER BY d.seq")}
+
+
+def score_body(n, seed, prefix):
+    Z = H.random_embeddings(n, H.load_config("toxicity")["dims"]["D"], seed)
+    return {"items": H.json_items(Z, prefix)}
+
+
+def answered_ids(resp):
+    return [r["decision_id"] for r in resp.json["results"]]
+
+
+class ChainChecks:
+    """Recomputes each writer's chain from the database (a verifier written from the document)."""
+
+    def check_chains(self, fleet, writers):
+        decisions = {r["seq"]: r for r in fleet.decisions().values()}
+        events = {r["seq"]: r for r in fleet.query("SELECT * FROM admin_events")}
+        leaf_of = {"decisions": lambda s: decision_leaf(decisions[s]),
+                   "admin_events": lambda s: event_leaf(events[s])}
+        chained = {"decisions": set(), "admin_events": set()}
+        self.assertEqual({r["writer_id"] for r in fleet.query("SELECT writer_id FROM writers")}, set(writers))
+        for writer in writers:
+            entries = fleet.query("SELECT * FROM audit_chain WHERE writer_id = %s ORDER BY seq", (writer,))
+            self.assertGreaterEqual(len(entries), 1, writer)
+            self.assertEqual([e["seq"] for e in entries], list(range(1, len(entries) + 1)), writer)
+            g = entries[0]
+            self.assertEqual((g["kind"], g["row_seq"], g["prev_hash"], g["leaf_count"], g["leaves"]),
+                             ("genesis", 0, ZERO_HASH, None, None))
+            self.assertEqual(g["payload_sha256"], hashlib.sha256(enc_text(writer)).hexdigest())
+            self.assertEqual(g["hash"], entry_hash(1, "genesis", 0, g["payload_sha256"], ZERO_HASH))
+            runs = fleet.query("SELECT * FROM audit_chain_runs WHERE writer_id = %s ORDER BY entry_seq, first_leaf",
+                               (writer,))
+            for prev, e in zip(entries, entries[1:]):
+                where = f"writer {writer} entry {e['seq']}"
+                leaves = bytes(e["leaves"])
+                self.assertEqual(e["kind"], "commit", where)
+                self.assertEqual(e["prev_hash"], prev["hash"], where)
+                self.assertEqual(e["row_seq"], e["leaf_count"], where)
+                self.assertEqual(len(leaves), 32 * e["leaf_count"], where)
+                split = [leaves[i:i + 32] for i in range(0, len(leaves), 32)]
+                self.assertEqual(e["payload_sha256"], merkle_root(split).hex(), where)
+                self.assertEqual(e["hash"], entry_hash(e["seq"], "commit", e["leaf_count"], e["payload_sha256"],
+                                                       e["prev_hash"]), where)
+                # the runs of this entry cover its leaves 0..leaf_count-1 once each, in order
+                mine = [u for u in runs if u["entry_seq"] == e["seq"]]
+                at = 0
+                for u in mine:
+                    self.assertEqual(u["first_leaf"], at, where)
+                    for k in range(u["n"]):
+                        row_seq = u["first_row_seq"] + k
+                        self.assertNotIn(row_seq, chained[u["kind"]], f"{where}: chained twice")
+                        chained[u["kind"]].add(row_seq)
+                        self.assertEqual(leaf_of[u["kind"]](row_seq), split[at + k],
+                                         f"{where}: leaf {at + k} ({u['kind']} row {row_seq})")
+                    at += u["n"]
+                self.assertEqual(at, e["leaf_count"], where)
+            self.check_log_nodes(fleet, writer, entries)
+        self.assertEqual(chained["decisions"], set(decisions), "every decision is chained exactly once")
+        self.assertEqual(chained["admin_events"], set(events), "every admin event is chained exactly once")
+
+    def check_log_nodes(self, fleet, writer, entries):
+        """Every stored node is the root of its perfect subtree of entry leaves, and every complete
+        subtree of the chain is stored (the naive oracle: hash the entries)."""
+        leaves = [leaf_hash(bytes.fromhex(e["hash"])) for e in entries]
+        stored = {(r["level"], r["idx"]): bytes(r["hash"]) for r in fleet.query(
+            "SELECT level, idx, hash FROM audit_log_nodes WHERE writer_id = %s", (writer,))}
+        want = {}
+        level = 1
+        while (1 << level) <= len(leaves):
+            span = 1 << level
+            for j in range(len(leaves) // span):
+                want[(level, j)] = merkle_root(leaves[j * span:(j + 1) * span])
+            level += 1
+        self.assertEqual(stored, want, f"writer {writer}: audit_log_nodes")
+
+
+class PgWriterTest(ChainChecks, unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        pg_cluster.require()
+        H.require_models("toxicity")
+        cls.cluster = pg_cluster.PgCluster()
+        cls.addClassCleanup(cls.cluster.drop)
+
+    def new_fleet(self):
+        return Fleet(self.cluster, self.cluster.new_database())
+
+    def start(self, fleet, writer, check=True):
+        d = H.Daemon(db_path=fleet.uri, auth=False, args=["--writer-id", writer])
+        self.addCleanup(d.cleanup, check)
+        d.start()
+        return d
+
+    def test_rows_chain_and_events(self):
+        fleet = self.new_fleet()
+        d = self.start(fleet, "a")
+        answered = []
+        for i in range(6):
+            r = d.score(score_body(1 + 5 * i, i, f"one-{i}"))
+            self.assertEqual(r.status, 200, r)
+            answered += answered_ids(r)
+        # concurrent requests: group commits of several requests
+        errors = []
+
+        def client(k):
+            for i in range(8):
+                r = d.score(score_body(3, 100 + 10 * k + i, f"c{k}-{i}"))
+                if r.status != 200:
+                    errors.append(r)
+                else:
+                    answered.extend(answered_ids(r))
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        # an administrative event (record_event): the activation of the served version
+        r = d.post("/v1/admin/models/toxicity/activate", {"version": "1"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(d.get("/readyz").status, 200)
+        rows = fleet.decisions()
+        self.assertEqual(set(rows), set(answered))
+        self.assertEqual(sorted(r["seq"] for r in rows.values()), list(range(1, len(answered) + 1)))
+        self.assertEqual(len(fleet.query("SELECT * FROM admin_events WHERE action = 'model.activate'")), 1)
+        # created_at follows seq
+        stamps = [r["created_at"] for r in sorted(rows.values(), key=lambda r: r["seq"])]
+        self.assertEqual(stamps, sorted(stamps))
+        counters = fleet.query("SELECT * FROM fleet_counters")[0]
+        self.assertEqual(counters["decisions"], len(answered))
+        self.check_chains(fleet, ["a"])
+        # a restart continues the same chain (head and log edge read back)
+        d.restart()
+        r = d.score(score_body(4, 999, "after-restart"))
+        self.assertEqual(r.status, 200, r)
+        self.check_chains(fleet, ["a"])
+        self.assertEqual(len(fleet.query("SELECT 1 FROM audit_chain WHERE kind = 'genesis'")), 1)
+
+    def test_two_writers_fleet_order(self):
+        fleet = self.new_fleet()
+        a = self.start(fleet, "a")
+        b = self.start(fleet, "b")
+        answered, errors, gaps = [], [], []
+        stop = threading.Event()
+
+        def client(d, k):
+            for i in range(10):
+                r = d.score(score_body(1 + (i % 4), 1000 + 20 * k + i, f"w{k}-{i}"))
+                if r.status != 200:
+                    errors.append(r)
+                else:
+                    answered.extend(answered_ids(r))
+
+        def watcher():
+            # the committed rows are a prefix of the seqs at every moment
+            conn = self.cluster.connect(fleet.dbname)
+            try:
+                cur = conn.cursor()
+                while not stop.is_set():
+                    cur.execute("SELECT count(*), coalesce(max(seq), 0) FROM decisions")
+                    n, top = cur.fetchone()
+                    if n != top:
+                        gaps.append((n, top))
+                    time.sleep(0.005)
+            finally:
+                conn.close()
+        w = threading.Thread(target=watcher)
+        w.start()
+        threads = [threading.Thread(target=client, args=(d, k)) for k, d in enumerate([a, b, a, b])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stop.set()
+        w.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(gaps, [], "a snapshot saw a gap in the committed seqs")
+        rows = fleet.decisions()
+        self.assertEqual(set(rows), set(answered))
+        self.assertEqual(sorted(r["seq"] for r in rows.values()), list(range(1, len(answered) + 1)))
+        self.check_chains(fleet, ["a", "b"])
+        per_writer = {r["writer_id"]: r["n"] for r in fleet.query(
+            "SELECT writer_id, sum(n) AS n FROM audit_chain_runs GROUP BY writer_id")}
+        self.assertGreater(per_writer.get("a", 0), 0)
+        self.assertGreater(per_writer.get("b", 0), 0)
+
+    def test_same_writer_id_refused(self):
+        fleet = self.new_fleet()
+        self.start(fleet, "a")
+        second = H.Daemon(db_path=fleet.uri, auth=False, args=["--writer-id", "a"])
+        self.addCleanup(second.cleanup, False)
+        with self.assertRaises(H.DaemonError) as ctx:
+            second.start()
+        self.assertIn("writer id a is in use by another process", str(ctx.exception))
+        # another id on the same database is fine
+        third = self.start(fleet, "c")
+        self.assertEqual(third.score(score_body(2, 5, "third")).status, 200)
+
+    def test_server_restart_under_load(self):
+        fleet = self.new_fleet()
+        d = self.start(fleet, "a")
+        answered, statuses, unexpected = [], [], []
+        stop = threading.Event()
+
+        def client(k):
+            i = 0
+            while not stop.is_set():
+                i += 1
+                try:
+                    r = d.score(score_body(2, 5000 + 1000 * k + i, f"l{k}-{i}"))
+                except OSError:
+                    continue
+                statuses.append(r.status)
+                if r.status == 200:
+                    answered.extend(answered_ids(r))
+                elif (r.status, r.error_code()) != (503, "audit_unavailable"):
+                    unexpected.append(r)
+                time.sleep(0.01)
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        self.cluster.stop("immediate")
+        try:
+            # with the server gone: 503 audit_unavailable for scoring, and /readyz 503, promptly
+            deadline = time.monotonic() + 10
+            r = d.score(score_body(1, 1, "down"))
+            while r.status == 200 and time.monotonic() < deadline:  # a commit may finish as it stops
+                r = d.score(score_body(1, 1, "down"))
+            self.assertEqual((r.status, r.error_code()), (503, "audit_unavailable"), r)
+            t0 = time.monotonic()
+            r = d.score(score_body(1, 2, "down2"))
+            self.assertEqual(r.status, 503, r)
+            self.assertLess(time.monotonic() - t0, 5.0, "a request while the database is down must not hang")
+            self.assertEqual(d.get("/readyz").status, 503)
+            time.sleep(1.0)
+        finally:
+            self.cluster.start()
+        # back: scoring works again within a few seconds, without restarting pgcld
+        deadline = time.monotonic() + 15
+        while True:
+            r = d.score(score_body(2, 77, "back"))
+            if r.status == 200:
+                answered.extend(answered_ids(r))
+                break
+            self.assertLess(time.monotonic(), deadline, f"still failing after the server came back: {r}")
+            time.sleep(0.2)
+        time.sleep(0.5)
+        stop.set()
+        for t in threads:
+            t.join()
+        self.assertEqual(d.get("/readyz").status, 200)
+        self.assertIn(503, statuses)
+        self.assertEqual(unexpected, [], "answers other than 200 and 503 audit_unavailable")
+        rows = fleet.decisions()
+        missing = set(answered) - set(rows)
+        self.assertEqual(missing, set(), "a decision answered 200 is not in the database")
+        self.assertEqual(sorted(r["seq"] for r in rows.values()), list(range(1, len(rows) + 1)))
+        self.check_chains(fleet, ["a"])
+        self.assertIn("reconnected", d.logs(20000))
+
+
+if __name__ == "__main__":
+    unittest.main()
