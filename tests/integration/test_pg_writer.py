@@ -317,6 +317,47 @@ class PgWriterTest(ChainChecks, unittest.TestCase):
         self.assertGreater(per_writer.get("a", 0), 0)
         self.assertGreater(per_writer.get("b", 0), 0)
 
+    def test_failed_request_alone_fails(self):
+        """A statement that fails inside a group (here a trigger refuses one request's rows) fails
+        that request alone: the group runs again with each request in a savepoint, the others
+        commit, and no seq is skipped."""
+        fleet = self.new_fleet()
+        d = self.start(fleet, "a")
+        conn = self.cluster.connect(fleet.dbname)
+        try:
+            conn.cursor().execute(
+                "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                " IF NEW.item_id LIKE 'poison%' THEN RAISE EXCEPTION 'poisoned row'; END IF; RETURN NEW; END $$;"
+                " CREATE TRIGGER refuse_poison BEFORE INSERT ON decisions FOR EACH ROW EXECUTE FUNCTION refuse_poison()")
+        finally:
+            conn.close()
+        answered, refused, unexpected = [], [], []
+
+        def client(k):
+            for i in range(12):
+                poison = k == 0 and i % 3 == 0
+                r = d.score(score_body(2, 300 + 20 * k + i, f"poison-{i}" if poison else f"ok{k}-{i}"))
+                if poison:
+                    (refused if (r.status, r.error_code()) == (503, "audit_unavailable") else unexpected).append(r)
+                elif r.status == 200:
+                    answered.extend(answered_ids(r))
+                else:
+                    unexpected.append(r)
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(unexpected, [])
+        self.assertEqual(len(refused), 4)
+        rows = fleet.decisions()
+        self.assertEqual(set(rows), set(answered))
+        self.assertEqual(sorted(r["seq"] for r in rows.values()), list(range(1, len(answered) + 1)))
+        self.check_chains(fleet, ["a"])
+        self.assertEqual(fleet.query("SELECT decisions FROM fleet_counters")[0]["decisions"], len(answered))
+        self.assertIn("each request of the group runs alone", d.logs(100000),
+                      "no poisoned request shared a group with others: the test did not test the fallback")
+
     def test_same_writer_id_refused(self):
         fleet = self.new_fleet()
         self.start(fleet, "a")

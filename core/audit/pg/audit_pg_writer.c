@@ -1026,7 +1026,11 @@ static void commit_group(pgcl_pg_writer *w, pg_job *batch) {
         fail_jobs(batch, PGCL_ERR_DB, err); /* no job ran: each is still PGCL_ERR_DB as queued */
         return;
     }
-    if (run_group(w, batch, false) == GROUP_RETRY_ISOLATED) run_group(w, batch, true);
+    if (run_group(w, batch, false) == GROUP_RETRY_ISOLATED) {
+        pgcl_log_warn("audit: writer %s: a statement of a group failed (%s); each request of the group runs alone",
+                      w->s->writer_id, batch->err);
+        run_group(w, batch, true);
+    }
 }
 
 /* An unhealthy writer's check that writes work again: the writers row's last_seen, committed. */
