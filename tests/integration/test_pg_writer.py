@@ -9,8 +9,10 @@ Run: PGCLD_BIN=build-test/server/pgcld /usr/bin/python3 tests/integration/test_p
 
 import hashlib
 import os
+import shutil
 import struct
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -262,10 +264,12 @@ class PgWriterTest(ChainChecks, unittest.TestCase):
         counters = fleet.query("SELECT * FROM fleet_counters")[0]
         self.assertEqual(counters["decisions"], len(answered))
         self.check_chains(fleet, ["a"])
-        # a restart continues the same chain (head and log edge read back)
+        # a restart continues the same chain (head and log edge read back): one entry per request,
+        # enough of them for new log tree nodes over the nodes read back
         d.restart()
-        r = d.score(score_body(4, 999, "after-restart"))
-        self.assertEqual(r.status, 200, r)
+        for i in range(9):
+            r = d.score(score_body(1 + i, 900 + i, f"after-restart-{i}"))
+            self.assertEqual(r.status, 200, r)
         self.check_chains(fleet, ["a"])
         self.assertEqual(len(fleet.query("SELECT 1 FROM audit_chain WHERE kind = 'genesis'")), 1)
 
@@ -397,6 +401,35 @@ class PgWriterTest(ChainChecks, unittest.TestCase):
               file=sys.stderr)
         self.assertGreater(replays, 0, "no round raced through the commit: the replay path was not tested")
         self.check_chains(fleet, ["a", "b"])
+
+    def test_shadow_rows(self):
+        """Shadow outputs: shadow_decisions rows with seqs from the fleet counters, not chained."""
+        import test_admin
+        fleet = self.new_fleet()
+        tmp = tempfile.mkdtemp(prefix="pgcld-pg-shadow-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        d = H.Daemon(models=test_admin.tiny_models_dir(tmp, ("1", "2")), default_model="tiny", db_path=fleet.uri,
+                     auth=False, args=["--writer-id", "a"])
+        self.addCleanup(d.cleanup)
+        d.start()
+        self.assertEqual(d.post("/v1/admin/models/tiny/activate", {"version": "1"}).status, 200)
+        r = d.post("/v1/admin/models/tiny/shadow", {"version": "2"})
+        self.assertEqual(r.status, 200, r)
+        total = 0
+        for k in range(5):
+            r = d.score({"items": test_admin.tiny_items(4, 40 + k, f"s{k}")})
+            self.assertEqual(r.status, 200, r)
+            total += 4
+        self.assertTrue(H.wait_until(
+            lambda: fleet.query("SELECT count(*) AS n FROM shadow_decisions")[0]["n"] == total),
+            "shadow rows did not all arrive")
+        shadows = fleet.query("SELECT seq, decision_id, shadow_version FROM shadow_decisions ORDER BY seq")
+        self.assertEqual([r["seq"] for r in shadows], list(range(1, total + 1)))
+        self.assertEqual({r["decision_id"] for r in shadows}, set(fleet.decisions()))
+        self.assertEqual(fleet.query("SELECT shadow_decisions FROM fleet_counters")[0]["shadow_decisions"], total)
+        self.assertEqual(fleet.query("SELECT count(*) AS n FROM audit_chain_runs WHERE kind = 'shadow_decisions'")[0]["n"],
+                         0)
+        self.check_chains(fleet, ["a"])
 
     def test_same_writer_id_refused(self):
         fleet = self.new_fleet()
