@@ -809,10 +809,10 @@ typedef enum { GROUP_DONE, GROUP_RETRY_ISOLATED } group_outcome;
 /* After a failure: a connection that is gone is dropped; otherwise the transaction is rolled back.
  * Every job not already failed by itself fails with err. */
 static void abandon_group(pgcl_pg_writer *w, pg_job *batch, const char *err) {
-    if (pgcl_pg_broken(w->conn)) {
-        lose_connection(w, err);
+    if (!pgcl_pg_broken(w->conn) && PQpipelineStatus(w->conn) != PQ_PIPELINE_OFF) PQexitPipelineMode(w->conn);
+    if (pgcl_pg_broken(w->conn) || PQpipelineStatus(w->conn) != PQ_PIPELINE_OFF) {
+        lose_connection(w, err); /* gone, or left with results nobody will read: a new one */
     } else {
-        if (PQpipelineStatus(w->conn) != PQ_PIPELINE_OFF) PQexitPipelineMode(w->conn);
         PQclear(PQexec(w->conn, "ROLLBACK"));
         if (pgcl_pg_broken(w->conn)) lose_connection(w, err);
     }
