@@ -431,6 +431,36 @@ class PgWriterTest(ChainChecks, unittest.TestCase):
                          0)
         self.check_chains(fleet, ["a"])
 
+    def test_connection_killed(self):
+        """The writer's session terminated by the server (pg_terminate_backend): the next request may
+        fail (503), the writer reconnects at once, takes its lock again and continues its chain."""
+        fleet = self.new_fleet()
+        d = self.start(fleet, "a")
+        answered = []
+        for i in range(3):
+            r = d.score(score_body(2, 60 + i, f"before-{i}"))
+            self.assertEqual(r.status, 200, r)
+            answered += answered_ids(r)
+        killed = fleet.query("SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity"
+                             " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        self.assertGreater(len(killed), 0)
+        deadline = time.monotonic() + 10
+        ok = 0
+        while ok < 3:
+            r = d.score(score_body(2, 80 + ok, f"after-{ok}"))
+            if r.status == 200:
+                answered += answered_ids(r)
+                ok += 1
+            else:
+                self.assertEqual((r.status, r.error_code()), (503, "audit_unavailable"), r)
+                self.assertLess(time.monotonic(), deadline, "no reconnection")
+                time.sleep(0.1)
+        self.assertEqual(set(fleet.decisions()), set(answered))
+        self.check_chains(fleet, ["a"])
+        locks = fleet.query("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
+                            (0x70676364,))
+        self.assertEqual(locks[0]["n"], 1, "the writer holds its id's lock again")
+
     def test_same_writer_id_refused(self):
         fleet = self.new_fleet()
         self.start(fleet, "a")
