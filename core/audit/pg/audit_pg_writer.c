@@ -452,6 +452,7 @@ static pgcl_status edge_load(pgcl_pg_writer *w, char *err, int cap) {
         e.height[e.top++] = level;
         at += span;
     }
+    PGCL_ASSERT(at == n && e.top == __builtin_popcountll(n)); /* one node per set bit of the size */
     w->edge = e;
     return PGCL_OK;
 }
@@ -988,6 +989,8 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
             return GROUP_DONE;
         }
     }
+    /* every seq the counters handed this group is used: a seq left over would be a gap forever */
+    PGCL_ASSERT(t.next[T_DECISIONS] == t.end[T_DECISIONS] && t.next[T_SHADOWS] == t.end[T_SHADOWS]);
     if (any_key && !isolated) {
         const char *v[] = {t.now};
         sender_send(&s, "expired idempotency keys", IDEM_EXPIRE_SQL, 1, v, NULL, NULL);
