@@ -332,7 +332,8 @@ class PgWriterTest(ChainChecks, unittest.TestCase):
             conn.cursor().execute(
                 "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
                 " IF NEW.item_id LIKE 'poison%' THEN RAISE EXCEPTION 'poisoned row'; END IF; RETURN NEW; END $$;"
-                " CREATE TRIGGER refuse_poison BEFORE INSERT ON decisions FOR EACH ROW EXECUTE FUNCTION refuse_poison()")
+                " CREATE TRIGGER refuse_poison BEFORE INSERT ON decisions FOR EACH ROW"
+                " EXECUTE FUNCTION refuse_poison()")
         finally:
             conn.close()
         answered, refused, unexpected = [], [], []
@@ -427,8 +428,8 @@ class PgWriterTest(ChainChecks, unittest.TestCase):
         self.assertEqual([r["seq"] for r in shadows], list(range(1, total + 1)))
         self.assertEqual({r["decision_id"] for r in shadows}, set(fleet.decisions()))
         self.assertEqual(fleet.query("SELECT shadow_decisions FROM fleet_counters")[0]["shadow_decisions"], total)
-        self.assertEqual(fleet.query("SELECT count(*) AS n FROM audit_chain_runs WHERE kind = 'shadow_decisions'")[0]["n"],
-                         0)
+        runs = fleet.query("SELECT count(*) AS n FROM audit_chain_runs WHERE kind = 'shadow_decisions'")
+        self.assertEqual(runs[0]["n"], 0)
         self.check_chains(fleet, ["a"])
 
     def test_connection_killed(self):

@@ -54,18 +54,18 @@
 #include <time.h>
 
 #include "clock.h"
-#include "ids.h"
 #include "idempotency.h"
+#include "ids.h"
 #include "log.h"
 #include "merkle.h"
 #include "sha256.h"
 
 #define ERR_CAP 512
-#define PIPE_CHUNK 256            /* statements sent before the pipeline is synced and read */
-#define RECONNECT_FIRST_MS 100    /* the reconnection backoff: doubles up to RECONNECT_MAX_MS */
+#define PIPE_CHUNK 256         /* statements sent before the pipeline is synced and read */
+#define RECONNECT_FIRST_MS 100 /* the reconnection backoff: doubles up to RECONNECT_MAX_MS */
 #define RECONNECT_MAX_MS 2000
-#define PROBE_INTERVAL_MS 1000    /* an unhealthy, idle writer's probe write */
-#define LOCK_RETRY_MS 100         /* between tries of the writer id's lock at start */
+#define PROBE_INTERVAL_MS 1000 /* an unhealthy, idle writer's probe write */
+#define LOCK_RETRY_MS 100      /* between tries of the writer id's lock at start */
 
 /* fleet_counters' columns, in the order of COUNTERS_SQL's parameters and RETURNING. The first four
  * are also pgcl_chain_tables' order. */
@@ -122,11 +122,17 @@ static const char INSERT_GENESIS_SQL[] =
 static const char INSERT_RUN_SQL[] =
     "INSERT INTO audit_chain_runs (kind, first_row_seq, n, writer_id, entry_seq, first_leaf)"
     " VALUES ($1, $2, $3, $4, $5, $6)";
-static const char INSERT_NODE_SQL[] = "INSERT INTO audit_log_nodes (writer_id, level, idx, hash) VALUES ($1, $2, $3, $4)";
+static const char INSERT_NODE_SQL[] =
+    "INSERT INTO audit_log_nodes (writer_id, level, idx, hash) VALUES ($1, $2, $3, $4)";
 static const char LOCK_SQL[] = "SELECT pg_try_advisory_lock($1::int, hashtext($2))";
-static const char UPSERT_WRITER_SQL[] =
-    "INSERT INTO writers (writer_id, first_seen, last_seen) VALUES ($1, $2, $2)"
-    " ON CONFLICT (writer_id) DO UPDATE SET last_seen = EXCLUDED.last_seen";
+/* The writer's session: a transaction of this writer that stalls (its process stopped, its network
+ * cut) holds the fleet's counters lock; the server ends it after STALL_S instead of letting every
+ * other replica wait, and this writer's own wait for that lock fails (503) after as long. */
+#define STALL_S "10s"
+static const char SESSION_SQL[] =
+    "SET idle_in_transaction_session_timeout = '" STALL_S "'; SET lock_timeout = '" STALL_S "'";
+static const char UPSERT_WRITER_SQL[] = "INSERT INTO writers (writer_id, first_seen, last_seen) VALUES ($1, $2, $2)"
+                                        " ON CONFLICT (writer_id) DO UPDATE SET last_seen = EXCLUDED.last_seen";
 static const char TOUCH_WRITER_SQL[] = "UPDATE writers SET last_seen = $2 WHERE writer_id = $1";
 static const char HEAD_SQL[] = "SELECT seq, hash FROM audit_chain WHERE writer_id = $1 ORDER BY seq DESC LIMIT 1";
 static const char ENTRY_HASH_SQL[] = "SELECT hash FROM audit_chain WHERE writer_id = $1 AND seq = $2";
@@ -142,8 +148,8 @@ typedef enum { JOB_DECISIONS, JOB_SHADOWS, JOB_FN } job_kind;
  * append, on_done set) in an async_append that the writer frees after on_done. */
 typedef struct pg_job {
     job_kind kind;
-    const pgcl_decision_row *rows; /* JOB_DECISIONS */
-    const pgcl_idem_entry *idem;   /* JOB_DECISIONS, optional */
+    const pgcl_decision_row *rows;  /* JOB_DECISIONS */
+    const pgcl_idem_entry *idem;    /* JOB_DECISIONS, optional */
     const pgcl_shadow_row *shadows; /* JOB_SHADOWS */
     int n;                          /* rows or shadows */
     pgcl_pg_job_fn fn;              /* JOB_FN */
@@ -213,10 +219,14 @@ struct pgcl_pg_txn {
 
 /* ---- small helpers ---- */
 
-static void fmt_i64(char out[24], int64_t v) { snprintf(out, 24, "%" PRId64, v); }
+static void fmt_i64(char out[24], int64_t v) {
+    snprintf(out, 24, "%" PRId64, v);
+}
 
 /* A double as text that reads back to the same bits (float8 in, the leaf hashes the double). */
-static void fmt_double(char out[32], double v) { snprintf(out, 32, "%.17g", v); }
+static void fmt_double(char out[32], double v) {
+    snprintf(out, 32, "%.17g", v);
+}
 
 /* Every job of the batch not already failed by itself (its own rule, a taken key) fails with st. */
 static void fail_jobs(pg_job *batch, pgcl_status st, const char *err) {
@@ -237,7 +247,8 @@ typedef struct sender {
     bool pipelined;
     pgcl_status st;
     char err[ERR_CAP];
-    PGresult ***keeps; /* pipelined: where each unread statement's result goes (NULL: checked, dropped) */
+    PGresult ***keeps;  /* pipelined: where each unread statement's result goes (NULL: checked, dropped) */
+    const char **whats; /* pipelined: what each unread statement is, for the message of its failure */
     int n_unread, cap_keeps;
 } sender;
 
@@ -284,7 +295,7 @@ static void sender_drain(sender *s) {
             break;
         }
         bool ok = rs == PGRES_COMMAND_OK || rs == PGRES_TUPLES_OK;
-        if (!ok && rs != PGRES_PIPELINE_ABORTED) sender_fail(s, "statement", res);
+        if (!ok && rs != PGRES_PIPELINE_ABORTED) sender_fail(s, read < s->n_unread ? s->whats[read] : "statement", res);
         if (!ok && rs == PGRES_PIPELINE_ABORTED && s->st == PGCL_OK) sender_fail(s, "pipeline aborted", res);
         if (ok && read < s->n_unread && s->keeps[read]) {
             *s->keeps[read] = res;
@@ -325,18 +336,21 @@ static void sender_send(sender *s, const char *what, const char *sql, int n, con
     if (s->n_unread == s->cap_keeps) {
         int cap = s->cap_keeps ? 2 * s->cap_keeps : 64;
         PGresult ***grown = realloc(s->keeps, (size_t)cap * sizeof *grown);
-        if (!grown) {
+        if (grown) s->keeps = grown;
+        const char **grown_whats = grown ? realloc(s->whats, (size_t)cap * sizeof *grown_whats) : NULL;
+        if (grown_whats) s->whats = grown_whats;
+        if (!grown || !grown_whats) {
             s->st = PGCL_ERR_NOMEM;
             snprintf(s->err, ERR_CAP, "out of memory");
             return;
         }
-        s->keeps = grown;
         s->cap_keeps = cap;
     }
     if (!PQsendQueryParams(s->conn, sql, n, NULL, values, lengths, formats, 0)) {
         sender_fail(s, what, NULL);
         return;
     }
+    s->whats[s->n_unread] = what;
     s->keeps[s->n_unread++] = keep;
     if (s->n_unread >= PIPE_CHUNK) sender_drain(s);
 }
@@ -348,7 +362,9 @@ static pgcl_status sender_finish(sender *s) {
         if (PQstatus(s->conn) == CONNECTION_OK) PQexitPipelineMode(s->conn);
     }
     free(s->keeps);
+    free(s->whats);
     s->keeps = NULL;
+    s->whats = NULL;
     return s->st;
 }
 
@@ -533,8 +549,10 @@ static pgcl_status take_writer_lock(pgcl_pg_writer *w, int wait_ms, char *err, i
         struct timespec pause = {0, LOCK_RETRY_MS * 1000000L};
         nanosleep(&pause, NULL);
     }
-    pgcl_errorf(err, cap, "writer id %s is in use by another process (its advisory lock is held); give each replica "
-                "its own --writer-id", w->s->writer_id);
+    pgcl_errorf(err, cap,
+                "writer id %s is in use by another process (its advisory lock is held); give each replica "
+                "its own --writer-id",
+                w->s->writer_id);
     return PGCL_ERR_BUSY;
 }
 
@@ -548,6 +566,7 @@ static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err
     pgcl_timestamp_now(now);
     const char *v[] = {w->s->writer_id, now};
     pgcl_status st = take_writer_lock(w, lock_wait_ms, err, cap);
+    if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "session settings", SESSION_SQL, 0, NULL, err, cap);
     if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "writers row", UPSERT_WRITER_SQL, 2, v, err, cap);
     if (st == PGCL_OK) st = load_chain(w, err, cap);
     if (st == PGCL_OK) {
@@ -599,11 +618,17 @@ static bool reconnect_if_due(pgcl_pg_writer *w) {
 
 /* ---- the transaction's API for jobs ---- */
 
-PGconn *pgcl_pg_txn_conn(pgcl_pg_txn *t) { return t->w->conn; }
+PGconn *pgcl_pg_txn_conn(pgcl_pg_txn *t) {
+    return t->w->conn;
+}
 
-const char *pgcl_pg_txn_now(pgcl_pg_txn *t) { return t->now; }
+const char *pgcl_pg_txn_now(pgcl_pg_txn *t) {
+    return t->now;
+}
 
-const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t) { return t->w->s->writer_id; }
+const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t) {
+    return t->w->s->writer_id;
+}
 
 static int counter_index(const char *table) {
     for (int i = 0; i < N_COUNTERS; i++)
@@ -677,8 +702,10 @@ static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_
     bool input_stored = r->input && r->input_dtype;
     unsigned char digest[PGCL_SHA256_BYTES];
     if (input_stored) {
-        if (r->input_digest) memcpy(digest, r->input_digest, sizeof digest);
-        else pgcl_sha256(r->input, (size_t)r->input_bytes, digest);
+        if (r->input_digest)
+            memcpy(digest, r->input_digest, sizeof digest);
+        else
+            pgcl_sha256(r->input, (size_t)r->input_bytes, digest);
     }
     char seq_t[24], label_index[24], latency[24], toxicity[32], t_review[32], t_block[32];
     fmt_i64(seq_t, seq);
@@ -688,14 +715,30 @@ static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_
     fmt_double(t_review, r->t_review);
     fmt_double(t_block, r->t_block);
     _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "vector bytea are stored little-endian");
-    const char *v[21] = {seq_t, r->decision_id, t->now, r->request_id, r->item_id, r->model_name, r->model_version,
-                         r->model_sha256, r->label, label_index, r->probabilities_json,
-                         r->has_toxicity ? toxicity : NULL, r->decision, r->policy_json,
-                         r->has_thresholds ? t_review : NULL, r->has_thresholds ? t_block : NULL,
-                         (const char *)r->vector, r->input_sha256, latency,
-                         input_stored ? (const char *)digest : NULL, input_stored ? r->input_dtype : NULL};
+    const char *v[21] = {seq_t,
+                         r->decision_id,
+                         t->now,
+                         r->request_id,
+                         r->item_id,
+                         r->model_name,
+                         r->model_version,
+                         r->model_sha256,
+                         r->label,
+                         label_index,
+                         r->probabilities_json,
+                         r->has_toxicity ? toxicity : NULL,
+                         r->decision,
+                         r->policy_json,
+                         r->has_thresholds ? t_review : NULL,
+                         r->has_thresholds ? t_block : NULL,
+                         (const char *)r->vector,
+                         r->input_sha256,
+                         latency,
+                         input_stored ? (const char *)digest : NULL,
+                         input_stored ? r->input_dtype : NULL};
     int bin[21];
-    for (int i = 0; i < 21; i++) bin[i] = -1;
+    for (int i = 0; i < 21; i++)
+        bin[i] = -1;
     bin[16] = r->d * (int)sizeof(float);
     if (input_stored) bin[19] = PGCL_SHA256_BYTES;
     sender_send(s, "insert decision", INSERT_DECISION_SQL, 21, v, bin, NULL);
@@ -704,15 +747,30 @@ static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_
         const int ib[] = {-1, r->input_bytes};
         sender_send(s, "insert decision input", INSERT_INPUT_SQL, 2, iv, ib, NULL);
     }
-    pgcl_chain_decision_values dv = {
-        .seq = seq, .decision_id = r->decision_id, .created_at = t->now, .request_id = r->request_id,
-        .item_id = r->item_id, .model_name = r->model_name, .model_version = r->model_version,
-        .model_sha256 = r->model_sha256, .label = r->label, .label_index = r->label_index,
-        .probabilities = r->probabilities_json, .has_toxicity = r->has_toxicity, .toxicity = r->toxicity,
-        .decision = r->decision, .policy = r->policy_json, .has_thresholds = r->has_thresholds,
-        .t_review = r->t_review, .t_block = r->t_block, .vector = r->vector,
-        .vector_bytes = (size_t)r->d * sizeof(float), .input_sha256 = r->input_sha256, .latency_us = r->latency_us,
-        .input_digest = input_stored ? digest : NULL, .input_dtype = input_stored ? r->input_dtype : NULL};
+    pgcl_chain_decision_values dv = {.seq = seq,
+                                     .decision_id = r->decision_id,
+                                     .created_at = t->now,
+                                     .request_id = r->request_id,
+                                     .item_id = r->item_id,
+                                     .model_name = r->model_name,
+                                     .model_version = r->model_version,
+                                     .model_sha256 = r->model_sha256,
+                                     .label = r->label,
+                                     .label_index = r->label_index,
+                                     .probabilities = r->probabilities_json,
+                                     .has_toxicity = r->has_toxicity,
+                                     .toxicity = r->toxicity,
+                                     .decision = r->decision,
+                                     .policy = r->policy_json,
+                                     .has_thresholds = r->has_thresholds,
+                                     .t_review = r->t_review,
+                                     .t_block = r->t_block,
+                                     .vector = r->vector,
+                                     .vector_bytes = (size_t)r->d * sizeof(float),
+                                     .input_sha256 = r->input_sha256,
+                                     .latency_us = r->latency_us,
+                                     .input_digest = input_stored ? digest : NULL,
+                                     .input_dtype = input_stored ? r->input_dtype : NULL};
     return chain_leaf(t->w, T_DECISIONS, seq, pgcl_chain_decision_leaf(&dv));
 }
 
@@ -728,17 +786,27 @@ static void send_shadow(sender *s, pgcl_pg_txn *t, const pgcl_shadow_row *r, int
     fmt_i64(seq_t, seq);
     fmt_double(primary, r->primary_score);
     fmt_double(shadow, r->shadow_score);
-    const char *v[] = {seq_t, r->decision_id, t->now, r->model_name, r->primary_version, r->shadow_version,
-                       r->shadow_sha256, r->primary_label, r->shadow_label, r->primary_decision, r->shadow_decision,
-                       primary, shadow, r->probabilities_json};
+    const char *v[] = {seq_t,
+                       r->decision_id,
+                       t->now,
+                       r->model_name,
+                       r->primary_version,
+                       r->shadow_version,
+                       r->shadow_sha256,
+                       r->primary_label,
+                       r->shadow_label,
+                       r->primary_decision,
+                       r->shadow_decision,
+                       primary,
+                       shadow,
+                       r->probabilities_json};
     sender_send(s, "insert shadow row", INSERT_SHADOW_SQL, 14, v, NULL, NULL);
 }
 
 /* A decisions or shadows job's statements, its seqs taken from t (reserved: see take_seqs). */
 static pgcl_status send_job_rows(sender *s, pgcl_pg_txn *t, pg_job *j, bool reserved, char *err, int cap) {
     int64_t first = 0;
-    pgcl_status st =
-        take_seqs(t, j->kind == JOB_DECISIONS ? T_DECISIONS : T_SHADOWS, j->n, reserved, &first, err, cap);
+    pgcl_status st = take_seqs(t, j->kind == JOB_DECISIONS ? T_DECISIONS : T_SHADOWS, j->n, reserved, &first, err, cap);
     if (st != PGCL_OK) return st;
     for (int i = 0; i < j->n; i++) {
         if (j->kind == JOB_SHADOWS) {
@@ -762,7 +830,8 @@ static pgcl_status send_chain_entry(sender *s, pgcl_pg_writer *w, log_edge *edge
         w->packed = grown;
         w->cap_packed = w->n_leaves;
     }
-    for (size_t i = 0; i < w->n_leaves; i++) w->packed[i] = w->leaves[i].leaf;
+    for (size_t i = 0; i < w->n_leaves; i++)
+        w->packed[i] = w->leaves[i].leaf;
     pgcl_merkle_hash root = pgcl_merkle_root(w->packed, w->n_leaves);
     char root_hex[PGCL_CHAIN_HEX_LEN + 1];
     pgcl_merkle_to_hex(&root, root_hex);
@@ -869,8 +938,8 @@ static int64_t mark_taken_keys(pg_job *batch) {
         PQclear(j->idem_live);
         j->idem_live = NULL;
         for (pg_job *k = batch; k != j && !taken; k = k->next)
-            taken = k->kind == JOB_DECISIONS && k->idem && !k->idem_taken && strcmp(k->idem->scope, j->idem->scope) == 0 &&
-                    strcmp(k->idem->key, j->idem->key) == 0;
+            taken = k->kind == JOB_DECISIONS && k->idem && !k->idem_taken &&
+                    strcmp(k->idem->scope, j->idem->scope) == 0 && strcmp(k->idem->key, j->idem->key) == 0;
         if (!taken) continue;
         j->idem_taken = true;
         j->status = PGCL_ERR_DUPLICATE;
@@ -894,7 +963,8 @@ static bool run_fn_jobs(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, char *
         if (j->status == PGCL_OK) {
             if (!savepoint(w, "RELEASE SAVEPOINT job", err, cap)) return false;
         } else {
-            if (!savepoint(w, "ROLLBACK TO SAVEPOINT job", err, cap) || !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
+            if (!savepoint(w, "ROLLBACK TO SAVEPOINT job", err, cap) ||
+                !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
                 return false;
             w->n_leaves = mark;
         }
@@ -924,7 +994,8 @@ static bool run_row_jobs_isolated(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *bat
         if (st == PGCL_OK) {
             if (!savepoint(w, "RELEASE SAVEPOINT job", err, cap)) return false;
         } else {
-            if (!savepoint(w, "ROLLBACK TO SAVEPOINT job", err, cap) || !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
+            if (!savepoint(w, "ROLLBACK TO SAVEPOINT job", err, cap) ||
+                !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
                 return false;
             w->n_leaves = mark;
         }
@@ -1144,8 +1215,10 @@ static pgcl_status enqueue_locked(pgcl_pg_writer *w, pg_job *job, char *err, int
         return PGCL_ERR_BUSY;
     }
     w->pending_rows += job->n_rows;
-    if (w->tail) w->tail->next = job;
-    else w->head = job;
+    if (w->tail)
+        w->tail->next = job;
+    else
+        w->head = job;
     w->tail = job;
     pthread_cond_signal(&w->work);
     return PGCL_OK;
@@ -1155,7 +1228,8 @@ static pgcl_status submit(pgcl_pg_writer *w, pg_job *job, char *err, int cap) {
     pthread_mutex_lock(&w->lock);
     pthread_cond_init(&job->done_cond, NULL);
     pgcl_status st = enqueue_locked(w, job, err, cap);
-    while (st == PGCL_OK && !job->done) pthread_cond_wait(&job->done_cond, &w->lock);
+    while (st == PGCL_OK && !job->done)
+        pthread_cond_wait(&job->done_cond, &w->lock);
     pthread_mutex_unlock(&w->lock);
     pthread_cond_destroy(&job->done_cond);
     if (st != PGCL_OK) return st;
@@ -1173,8 +1247,8 @@ static void finish_async_jobs(pg_job *list) {
 
 pgcl_status pgcl_pg_append(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
                            char *err, int cap) {
-    pg_job job = {.kind = JOB_DECISIONS, .rows = rows, .n = n, .idem = idem, .n_rows = n, .bounded = true,
-                  .status = PGCL_ERR_DB};
+    pg_job job = {
+        .kind = JOB_DECISIONS, .rows = rows, .n = n, .idem = idem, .n_rows = n, .bounded = true, .status = PGCL_ERR_DB};
     return submit(writer_of(store), &job, err, cap);
 }
 
@@ -1186,8 +1260,15 @@ void pgcl_pg_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int 
         done(done_ctx, PGCL_ERR_NOMEM, "out of memory");
         return;
     }
-    *job = (pg_job){.kind = JOB_DECISIONS, .rows = rows, .n = n, .idem = idem, .n_rows = n, .bounded = true,
-                    .status = PGCL_ERR_DB, .on_done = done, .on_done_ctx = done_ctx};
+    *job = (pg_job){.kind = JOB_DECISIONS,
+                    .rows = rows,
+                    .n = n,
+                    .idem = idem,
+                    .n_rows = n,
+                    .bounded = true,
+                    .status = PGCL_ERR_DB,
+                    .on_done = done,
+                    .on_done_ctx = done_ctx};
     char err[ERR_CAP];
     pthread_mutex_lock(&w->lock);
     pgcl_status st = enqueue_locked(w, job, err, sizeof err);
@@ -1198,8 +1279,7 @@ void pgcl_pg_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int 
 }
 
 pgcl_status pgcl_pg_append_shadow(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap) {
-    pg_job job = {.kind = JOB_SHADOWS, .shadows = rows, .n = n, .n_rows = n, .bounded = true,
-                  .status = PGCL_ERR_DB};
+    pg_job job = {.kind = JOB_SHADOWS, .shadows = rows, .n = n, .n_rows = n, .bounded = true, .status = PGCL_ERR_DB};
     return submit(writer_of(store), &job, err, cap);
 }
 
@@ -1246,7 +1326,9 @@ int pgcl_pg_pending_rows(pgcl_audit *store) {
     return n;
 }
 
-bool pgcl_pg_healthy(pgcl_audit *store) { return writer_of(store)->healthy; }
+bool pgcl_pg_healthy(pgcl_audit *store) {
+    return writer_of(store)->healthy;
+}
 
 /* ---- start / stop ---- */
 
