@@ -126,11 +126,10 @@ static const char INSERT_NODE_SQL[] =
     "INSERT INTO audit_log_nodes (writer_id, level, idx, hash) VALUES ($1, $2, $3, $4)";
 static const char LOCK_SQL[] = "SELECT pg_try_advisory_lock($1::int, hashtext($2))";
 /* The writer's session: a transaction of this writer that stalls (its process stopped, its network
- * cut) holds the fleet's counters lock; the server ends it after STALL_S instead of letting every
+ * cut) holds the fleet's counters lock; the server ends it after 10 s instead of letting every
  * other replica wait, and this writer's own wait for that lock fails (503) after as long. */
-#define STALL_S "10s"
 static const char SESSION_SQL[] =
-    "SET idle_in_transaction_session_timeout = '" STALL_S "'; SET lock_timeout = '" STALL_S "'";
+    "SELECT set_config('idle_in_transaction_session_timeout', '10s', false), set_config('lock_timeout', '10s', false)";
 static const char UPSERT_WRITER_SQL[] = "INSERT INTO writers (writer_id, first_seen, last_seen) VALUES ($1, $2, $2)"
                                         " ON CONFLICT (writer_id) DO UPDATE SET last_seen = EXCLUDED.last_seen";
 static const char TOUCH_WRITER_SQL[] = "UPDATE writers SET last_seen = $2 WHERE writer_id = $1";
