@@ -315,6 +315,9 @@ class PgWriterTest(ChainChecks, unittest.TestCase):
         rows = fleet.decisions()
         self.assertEqual(set(rows), set(answered))
         self.assertEqual(sorted(r["seq"] for r in rows.values()), list(range(1, len(answered) + 1)))
+        # created_at follows seq across both writers (each takes it under the counters' lock)
+        stamps = [r["created_at"] for r in sorted(rows.values(), key=lambda r: r["seq"])]
+        self.assertEqual(stamps, sorted(stamps))
         self.check_chains(fleet, ["a", "b"])
         per_writer = {r["writer_id"]: r["n"] for r in fleet.query(
             "SELECT writer_id, sum(n) AS n FROM audit_chain_runs GROUP BY writer_id")}

@@ -867,9 +867,15 @@ static pgcl_status send_chain_entry(sender *s, pgcl_pg_writer *w, log_edge *edge
 
 /* ---- one group ---- */
 
-static void stamp(pgcl_pg_writer *w, char out[PGCL_TIMESTAMP_LEN + 1]) {
+/* The transaction's timestamp, taken once the counters' lock is held: now, but never before this
+ * writer's previous one nor before fleet_latest (the newest created_at any writer committed, NULL
+ * for none), so that created_at follows seq across the whole fleet even between hosts whose clocks
+ * differ a little (time-range reads rely on it). */
+static void stamp(pgcl_pg_writer *w, const char *fleet_latest, char out[PGCL_TIMESTAMP_LEN + 1]) {
     pgcl_timestamp_now(out);
     if (strcmp(out, w->last_stamp) < 0) memcpy(out, w->last_stamp, sizeof w->last_stamp);
+    if (fleet_latest && strlen(fleet_latest) == PGCL_TIMESTAMP_LEN && strcmp(out, fleet_latest) < 0)
+        memcpy(out, fleet_latest, PGCL_TIMESTAMP_LEN + 1);
     memcpy(w->last_stamp, out, sizeof w->last_stamp);
 }
 
@@ -893,11 +899,12 @@ static bool savepoint(pgcl_pg_writer *w, const char *sql, char *err, int cap) {
     return pgcl_pg_exec(w->conn, "savepoint", sql, 0, NULL, err, cap) == PGCL_OK;
 }
 
-/* Round trip 1: BEGIN, the counters' lock (allocating `add` seqs of each table), the group's keys. */
-static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const int64_t add[N_COUNTERS], char *err,
-                       int cap) {
+/* Round trip 1: BEGIN, the counters' lock (allocating `add` seqs of each table), the newest
+ * created_at, the group's keys (live at `now`); then the transaction's timestamp in t->now. */
+static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const int64_t add[N_COUNTERS], const char *now,
+                       char *err, int cap) {
     sender s;
-    PGresult *counters = NULL;
+    PGresult *counters = NULL, *latest = NULL;
     if (sender_start(&s, w->conn, true)) {
         sender_send(&s, "begin", "BEGIN", 0, NULL, NULL, NULL);
         char addv[N_COUNTERS][24];
@@ -907,15 +914,17 @@ static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const i
             v[c] = addv[c];
         }
         sender_send(&s, "fleet_counters", COUNTERS_SQL, N_COUNTERS, v, NULL, &counters);
+        sender_send(&s, "newest timestamp", LAST_STAMP_SQL, 0, NULL, NULL, &latest);
         for (pg_job *j = batch; j; j = j->next) {
             if (j->kind != JOB_DECISIONS || !j->idem) continue;
-            const char *kv[] = {j->idem->scope, j->idem->key, t->now};
+            const char *kv[] = {j->idem->scope, j->idem->key, now};
             sender_send(&s, "idempotency key lookup", IDEM_LIVE_SQL, 3, kv, NULL, &j->idem_live);
         }
     }
     pgcl_status st = sender_finish(&s);
-    bool ok = st == PGCL_OK && counters && PQntuples(counters) == 1;
+    bool ok = st == PGCL_OK && counters && PQntuples(counters) == 1 && latest && PQntuples(latest) == 1;
     if (ok) {
+        stamp(w, pgcl_pg_text(latest, 0, 0), t->now);
         for (int c = 0; c < N_COUNTERS; c++) {
             int64_t last = pgcl_pg_int(counters, 0, c);
             t->next[c] = last - add[c] + 1;
@@ -925,6 +934,7 @@ static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const i
         snprintf(err, (size_t)cap, "%s", st != PGCL_OK ? s.err : "fleet_counters: its row is missing");
     }
     PQclear(counters);
+    PQclear(latest);
     return ok;
 }
 
@@ -1007,7 +1017,8 @@ static bool run_row_jobs_isolated(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *bat
 static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) {
     char err[ERR_CAP] = "";
     pgcl_pg_txn t = {.w = w};
-    stamp(w, t.now);
+    char now[PGCL_TIMESTAMP_LEN + 1]; /* before the lock: when the group's keys must be live */
+    pgcl_timestamp_now(now);
     w->n_leaves = 0;
     int64_t add[N_COUNTERS] = {0};
     for (pg_job *j = batch; j; j = j->next) {
@@ -1019,7 +1030,7 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
         if (j->kind == JOB_DECISIONS) add[T_DECISIONS] += j->n;
         if (j->kind == JOB_SHADOWS) add[T_SHADOWS] += j->n;
     }
-    if (!open_group(w, &t, batch, add, err, sizeof err)) {
+    if (!open_group(w, &t, batch, add, now, err, sizeof err)) {
         for (pg_job *j = batch; j; j = j->next) {
             PQclear(j->idem_live);
             j->idem_live = NULL;
