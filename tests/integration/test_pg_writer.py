@@ -465,6 +465,25 @@ class PgWriterTest(ChainChecks, unittest.TestCase):
                             (0x70676364,))
         self.assertEqual(locks[0]["n"], 1, "the writer holds its id's lock again")
 
+    def test_expired_idempotency_key_replaced(self):
+        """A key past its expiry is no longer answered: the same key with another request scores
+        afresh, and its new entry replaces the expired one in the same transaction."""
+        fleet = self.new_fleet()
+        d = H.Daemon(db_path=fleet.uri, auth=False, args=["--writer-id", "a", "--idempotency-ttl", "1"])
+        self.addCleanup(d.cleanup)
+        d.start()
+        first = d.score(score_body(2, 11, "first"), headers={"Idempotency-Key": "k1"})
+        self.assertEqual(first.status, 200, first)
+        again = d.score(score_body(2, 11, "first"), headers={"Idempotency-Key": "k1"})
+        self.assertEqual((again.status, again.body), (200, first.body))
+        time.sleep(2.1)
+        other = d.score(score_body(3, 12, "second"), headers={"Idempotency-Key": "k1"})
+        self.assertEqual(other.status, 200, other)
+        self.assertNotEqual(other.json["request_id"], first.json["request_id"])
+        keys = fleet.query("SELECT request_id FROM idempotency_keys WHERE idem_key = 'k1'")
+        self.assertEqual([k["request_id"] for k in keys], [other.json["request_id"]])
+        self.assertEqual(set(fleet.decisions()), set(answered_ids(first) + answered_ids(other)))
+
     def test_same_writer_id_refused(self):
         fleet = self.new_fleet()
         self.start(fleet, "a")

@@ -4,8 +4,11 @@
  * (bytea parameters in binary), in two round trips:
  *   1. BEGIN; UPDATE fleet_counters ... RETURNING (allocates the group's seqs of every event table
  *      and locks the counters' one row until COMMIT, so commit order is seq order fleet-wide and the
- *      reviewers' rules hold across replicas); one SELECT per Idempotency-Key of the group (a live
- *      key committed by another replica takes its request out of the group, see below).
+ *      reviewers' rules hold across replicas); the newest created_at (the transaction's timestamp
+ *      is never earlier: created_at follows seq fleet-wide); one SELECT per Idempotency-Key of the
+ *      group (a live key another replica committed takes its request out of the group: its rows are
+ *      not written and it ends with PGCL_ERR_DUPLICATE, on which the server replays the stored
+ *      answer; its seqs go back to the counters in the same transaction).
  *   2. the rows (decisions + decision_inputs, shadow_decisions, idempotency_keys), the chain entry,
  *      its runs and log tree nodes, COMMIT.
  * Jobs of other files (pgcl_pg_run) run between the two, synchronously, each in a savepoint. Every
@@ -14,7 +17,7 @@
  *
  * When a statement of round trip 2 fails the transaction is rolled back and the group runs again
  * with every job in its own savepoint, its seqs allocated inside it (so a failed job leaves no gap
- * in any table's seqs): only the job that failed fails. Jobs may so run twice (as in the SQLite
+ * in any table's seqs): only the job that failed fails. Jobs may therefore run twice (as in the SQLite
  * store): a job callback writes only through the transaction and into its own context.
  *
  * The chain (encoding version 2, one chain per writer; docs/audit.md, "PostgreSQL store"):
@@ -42,7 +45,9 @@
  * unhealthy (/readyz 503) and is replaced by the writer itself, with backoff: a new connection,
  * the writer id's lock again, and the chain head and log edge read again from the database (a
  * COMMIT whose answer was lost may or may not have landed). While the database is down, a group
- * fails at once instead of waiting. Nothing is acknowledged before its COMMIT returned. */
+ * fails at once instead of waiting. Nothing is acknowledged before its COMMIT returned. The
+ * session's idle_in_transaction_session_timeout and lock_timeout (10 s) keep a stalled replica from
+ * holding the fleet's counters lock, and this writer from waiting on one forever. */
 #include "audit_pg.h"
 
 #include <errno.h>
@@ -106,13 +111,14 @@ static const char IDEM_LIVE_SQL[] =
 static const char IDEM_EXPIRE_SQL[] =
     "DELETE FROM idempotency_keys WHERE (scope, idem_key) IN"
     " (SELECT scope, idem_key FROM idempotency_keys WHERE expires_at <= $1 ORDER BY expires_at LIMIT 100)";
-/* An expired key of the same (scope, key) is replaced; a live one was ruled out after the lock. */
+/* An expired key of the same (scope, key) is replaced. A live one was ruled out after the lock; were
+ * one there all the same, the plain INSERT fails (unique violation) and the request with it, instead
+ * of committing rows that its stored answer does not name. */
+static const char IDEM_DROP_EXPIRED_SQL[] =
+    "DELETE FROM idempotency_keys WHERE scope = $1 AND idem_key = $2 AND expires_at <= $3";
 static const char IDEM_STORE_SQL[] =
     "INSERT INTO idempotency_keys (scope, idem_key, body_sha256, request_id, answer, created_at, expires_at,"
-    " request_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (scope, idem_key) DO UPDATE SET"
-    " body_sha256 = EXCLUDED.body_sha256, request_id = EXCLUDED.request_id, answer = EXCLUDED.answer,"
-    " created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, request_sha256 = EXCLUDED.request_sha256"
-    " WHERE idempotency_keys.expires_at <= EXCLUDED.created_at";
+    " request_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 static const char INSERT_COMMIT_SQL[] =
     "INSERT INTO audit_chain (writer_id, seq, kind, row_seq, payload_sha256, prev_hash, hash, leaf_count, leaves)"
     " VALUES ($1, $2, 'commit', $3, $4, $5, $6, $3, $7)";
@@ -776,6 +782,8 @@ static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_
 static void send_idem(sender *s, pgcl_pg_txn *t, const pgcl_idem_entry *e) {
     char expires[PGCL_TIMESTAMP_LEN + 1];
     pgcl_timestamp_after(e->ttl_s, expires);
+    const char *drop[] = {e->scope, e->key, t->now};
+    sender_send(s, "expired idempotency key", IDEM_DROP_EXPIRED_SQL, 3, drop, NULL, NULL);
     const char *v[] = {e->scope, e->key, e->body_sha256, e->request_id, e->answer, t->now, expires, e->request_sha256};
     sender_send(s, "idempotency key", IDEM_STORE_SQL, 8, v, NULL, NULL);
 }
