@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "chain.h"
+#include "clock.h"
 #include "db.h"
 #include "ids.h"
 #include "log.h"
@@ -605,6 +606,15 @@ struct pgcl_keyring {
     int64_t last_check_us;        /* monotonic time of the last change check */
     int64_t last_forced_check_us; /* ... of the last one forced by an unknown key_id */
     int64_t last_warning_us;      /* ... of the last failed check's warning */
+    /* a background source (src.background) only: */
+    pthread_mutex_t source_lock; /* one source call at a time (the refresher, reload); taken before lock */
+    pthread_cond_t wake;         /* the refresher waits on it (with lock) */
+    pthread_cond_t checked;      /* a check finished (with lock) */
+    pthread_t refresher;
+    bool refresher_running, stopping;
+    bool forced_pending;        /* verify() met an unknown key_id since the last check started */
+    uint64_t checks_started;    /* background checks, started and finished (one at a time) */
+    uint64_t checks_done;
 };
 
 static int entry_cmp(const void *a, const void *b) {
@@ -644,20 +654,34 @@ static bool take_active_key(void *sink, const char *key_id, const char *name, co
     return true;
 }
 
+/* Reads the active keys from the source into l (sorted by key_id); on failure l is empty. The
+ * caller serialises source calls (lock, or source_lock for a background source). */
+static pgcl_status load_keys(pgcl_keyring *kr, key_load *l, char *err, int cap) {
+    *l = (key_load){.source_name = kr->src.name};
+    pgcl_status st = kr->src.load(kr->src.ctx, take_active_key, l, err, cap);
+    if (st != PGCL_OK) {
+        free(l->keys);
+        *l = (key_load){0};
+        return st;
+    }
+    if (l->n > 1) qsort(l->keys, (size_t)l->n, sizeof *l->keys, entry_cmp);
+    return PGCL_OK;
+}
+
+/* Puts a loaded set in force (taking l's array). Caller holds the lock (or owns kr). */
+static void swap_in_locked(pgcl_keyring *kr, key_load *l) {
+    free(kr->keys);
+    kr->keys = l->keys;
+    kr->n = l->n;
+}
+
 /* Reads the active keys from the source into a new array and swaps it in; on failure the old set
  * stays. Caller holds the lock (or owns kr exclusively). */
 static pgcl_status load_locked(pgcl_keyring *kr, char *err, int cap) {
-    key_load l = {.source_name = kr->src.name};
-    pgcl_status st = kr->src.load(kr->src.ctx, take_active_key, &l, err, cap);
-    if (st != PGCL_OK) {
-        free(l.keys);
-        return st;
-    }
-    if (l.n > 1) qsort(l.keys, (size_t)l.n, sizeof *l.keys, entry_cmp);
-    free(kr->keys);
-    kr->keys = l.keys;
-    kr->n = l.n;
-    return PGCL_OK;
+    key_load l;
+    pgcl_status st = load_keys(kr, &l, err, cap);
+    if (st == PGCL_OK) swap_in_locked(kr, &l);
+    return st;
 }
 
 /* At most once per src.recheck_us (or at once when forced by an unknown key_id, at most once per
@@ -681,9 +705,75 @@ static void refresh_locked(pgcl_keyring *kr, bool now_please) {
     }
 }
 
+/* ---- a background source: the refresher thread ----
+ * The refresher makes every call to the source, outside the keyring's lock (under source_lock),
+ * and takes the lock only to swap a new set in: verify() never waits on the source's I/O, except
+ * that for an unknown key_id it asks for a check and waits for it at most src.forced_wait_us. */
+
+/* One check: asks changed(), loads when the keys may differ, swaps the new set in. */
+static void background_check(pgcl_keyring *kr) {
+    char err[ERR_CAP];
+    bool changed = false;
+    key_load l = {0};
+    pthread_mutex_lock(&kr->source_lock);
+    pgcl_status st = kr->src.changed(kr->src.ctx, &changed, err, sizeof err);
+    if (st == PGCL_OK && changed) st = load_keys(kr, &l, err, sizeof err);
+    pthread_mutex_lock(&kr->lock); /* swapped in under source_lock: loads go in in their order */
+    pthread_mutex_unlock(&kr->source_lock);
+    if (st == PGCL_OK && changed) swap_in_locked(kr, &l);
+    int64_t now = pgcl_monotonic_us();
+    if (st != PGCL_OK && now - kr->last_warning_us >= WARN_US) { /* one line a second while it lasts */
+        kr->last_warning_us = now;
+        pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in %g s", err, kr->n,
+                      (double)kr->src.recheck_us / 1e6);
+    }
+    pthread_mutex_unlock(&kr->lock);
+}
+
+static void *refresher_main(void *arg) {
+    pgcl_keyring *kr = arg;
+    pthread_mutex_lock(&kr->lock);
+    while (!kr->stopping) {
+        int64_t now = pgcl_monotonic_us();
+        int64_t periodic_at = kr->last_check_us + kr->src.recheck_us;
+        int64_t forced_at = kr->last_forced_check_us + kr->src.min_forced_us;
+        bool forced = kr->forced_pending && now >= forced_at;
+        if (!forced && now < periodic_at) {
+            int64_t until = kr->forced_pending && forced_at < periodic_at ? forced_at : periodic_at;
+            struct timespec deadline = pgcl_monotonic_timespec(until);
+            pthread_cond_timedwait(&kr->wake, &kr->lock, &deadline);
+            continue;
+        }
+        kr->last_check_us = now;
+        if (forced) kr->last_forced_check_us = now;
+        kr->forced_pending = false;
+        kr->checks_started++;
+        pthread_mutex_unlock(&kr->lock);
+        background_check(kr);
+        pthread_mutex_lock(&kr->lock);
+        kr->checks_done++;
+        PGCL_ASSERT(kr->checks_done == kr->checks_started);
+        pthread_cond_broadcast(&kr->checked);
+    }
+    pthread_mutex_unlock(&kr->lock);
+    return NULL;
+}
+
+/* verify()'s unknown key_id on a background source: asks the refresher for a check that starts
+ * after now and waits for it, at most src.forced_wait_us. Caller holds the lock. */
+static void await_forced_check_locked(pgcl_keyring *kr) {
+    uint64_t target = kr->checks_started + 1; /* a check in flight may predate the key */
+    kr->forced_pending = true;
+    pthread_cond_signal(&kr->wake);
+    struct timespec deadline = pgcl_monotonic_timespec(pgcl_monotonic_us() + kr->src.forced_wait_us);
+    while (kr->checks_done < target && !kr->stopping)
+        if (pthread_cond_timedwait(&kr->checked, &kr->lock, &deadline) != 0) break;
+}
+
 pgcl_status pgcl_keyring_open_source(const pgcl_keyring_source *src, pgcl_keyring **out, char *err, int cap) {
     *out = NULL;
     PGCL_ASSERT(src && src->name && src->changed && src->load && src->destroy && src->recheck_us > 0);
+    PGCL_ASSERT(!src->background || src->forced_wait_us > 0);
     pgcl_keyring *kr = calloc(1, sizeof *kr);
     if (!kr) {
         src->destroy(src->ctx);
@@ -701,6 +791,21 @@ pgcl_status pgcl_keyring_open_source(const pgcl_keyring_source *src, pgcl_keyrin
     kr->last_check_us = pgcl_monotonic_us();
     kr->last_forced_check_us = kr->last_check_us - kr->src.min_forced_us;
     kr->last_warning_us = kr->last_check_us - WARN_US;
+    if (kr->src.background) {
+        pthread_mutex_init(&kr->source_lock, NULL);
+        pgcl_cond_init_monotonic(&kr->wake);
+        pgcl_cond_init_monotonic(&kr->checked);
+        if (pthread_create(&kr->refresher, NULL, refresher_main, kr) != 0) {
+            pthread_cond_destroy(&kr->checked);
+            pthread_cond_destroy(&kr->wake);
+            pthread_mutex_destroy(&kr->source_lock);
+            kr->src.background = false;
+            pgcl_errorf(err, cap, "cannot start the keyring's thread");
+            st = PGCL_ERR_NOMEM;
+            goto fail;
+        }
+        kr->refresher_running = true;
+    }
     *out = kr;
     return PGCL_OK;
 fail:
@@ -812,6 +917,16 @@ fail:
 
 void pgcl_keyring_close(pgcl_keyring *kr) {
     if (!kr) return;
+    if (kr->refresher_running) {
+        pthread_mutex_lock(&kr->lock);
+        kr->stopping = true;
+        pthread_cond_signal(&kr->wake);
+        pthread_mutex_unlock(&kr->lock);
+        pthread_join(kr->refresher, NULL);
+        pthread_cond_destroy(&kr->checked);
+        pthread_cond_destroy(&kr->wake);
+        pthread_mutex_destroy(&kr->source_lock);
+    }
     kr->src.destroy(kr->src.ctx);
     if (kr->lock_ready) pthread_mutex_destroy(&kr->lock);
     free(kr->keys);
@@ -819,6 +934,16 @@ void pgcl_keyring_close(pgcl_keyring *kr) {
 }
 
 pgcl_status pgcl_keyring_reload(pgcl_keyring *kr, char *err, int cap) {
+    if (kr->src.background) { /* the source's call outside the lock, as the refresher's */
+        key_load l;
+        pthread_mutex_lock(&kr->source_lock);
+        pgcl_status st = load_keys(kr, &l, err, cap);
+        pthread_mutex_lock(&kr->lock);
+        pthread_mutex_unlock(&kr->source_lock);
+        if (st == PGCL_OK) swap_in_locked(kr, &l);
+        pthread_mutex_unlock(&kr->lock);
+        return st;
+    }
     pthread_mutex_lock(&kr->lock);
     pgcl_status st = load_locked(kr, err, cap);
     kr->last_check_us = pgcl_monotonic_us();
@@ -828,7 +953,7 @@ pgcl_status pgcl_keyring_reload(pgcl_keyring *kr, char *err, int cap) {
 
 int pgcl_keyring_count_active(pgcl_keyring *kr) {
     pthread_mutex_lock(&kr->lock);
-    refresh_locked(kr, false);
+    if (!kr->src.background) refresh_locked(kr, false);
     int n = kr->n;
     pthread_mutex_unlock(&kr->lock);
     return n;
@@ -844,12 +969,15 @@ pgcl_status pgcl_keyring_verify(pgcl_keyring *kr, const char *token, pgcl_identi
     probe.key_id[PGCL_KEY_ID_LEN] = 0;
     pgcl_status st = PGCL_ERR_INVALID;
     pthread_mutex_lock(&kr->lock);
-    refresh_locked(kr, false);
+    if (!kr->src.background) refresh_locked(kr, false);
     const key_entry *e = kr->n ? bsearch(&probe, kr->keys, (size_t)kr->n, sizeof *kr->keys, entry_cmp) : NULL;
     if (!e) {
         /* An unknown key_id may have been created a moment ago by another process: ask the source
          * now (SQLite: one cheap PRAGMA) rather than refuse it until the next periodic check. */
-        refresh_locked(kr, true);
+        if (kr->src.background)
+            await_forced_check_locked(kr);
+        else
+            refresh_locked(kr, true);
         e = kr->n ? bsearch(&probe, kr->keys, (size_t)kr->n, sizeof *kr->keys, entry_cmp) : NULL;
     }
     /* key_id is public, so finding it may take variable time; the digest comparison may not. */

@@ -149,6 +149,13 @@ typedef struct pgcl_keyring_source {
      * reading the rows, and keep it only when it returns PGCL_OK, so that no change is missed. */
     pgcl_status (*load)(void *ctx, pgcl_keyring_row_fn add, void *sink, char *err, int cap);
     void (*destroy)(void *ctx); /* frees ctx */
+    /* false: verify() calls changed() and load() itself, under the keyring's lock (a local file:
+     * cheap). true (a source over the network): a thread of the keyring's own calls them, every
+     * recheck_us and at once when verify() meets an unknown key_id, and verify() only reads memory:
+     * for an unknown key_id it waits for that check at most forced_wait_us (> 0), so a source that
+     * hangs (a network silently dropped) never holds a request longer than that. */
+    bool background;
+    int64_t forced_wait_us;
 } pgcl_keyring_source;
 
 /* Makes a keyring over src and loads the keys. Takes src->ctx in every case: on failure it has

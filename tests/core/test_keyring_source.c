@@ -3,7 +3,12 @@
  * the next periodic check (recheck_us); a forced check at most every min_forced_us; a failed
  * change check or load keeps the previous set; the change marker is the one noted before the rows
  * of the last successful load, so a change during a load is seen at the next check; verify never
- * asks the source more often than allowed; destroy is called once, also when open fails. */
+ * asks the source more often than allowed; destroy is called once, also when open fails.
+ * A background source (src.background, the PostgreSQL store's): the keyring's own thread checks
+ * it; a new key still verifies at once, a revocation takes effect within the recheck interval, and
+ * while the source hangs (a network silently dropped) a known key verifies without waiting and an
+ * unknown one waits at most forced_wait_us; once the source answers again the keyring catches up. */
+#include <pthread.h>
 #include <sodium.h>
 #include <stdbool.h>
 #include <string.h>
@@ -86,6 +91,111 @@ static pgcl_keyring_source source_of(fake_source *f, int64_t recheck_us, int64_t
 static bool valid(pgcl_keyring *kr, const char *key) {
     pgcl_identity id;
     return pgcl_keyring_verify(kr, key, &id) == PGCL_OK;
+}
+
+/* The fake source behind a lock (the keyring's thread calls it while main changes it), whose
+ * change check can be made to hang. */
+typedef struct slow_source {
+    pthread_mutex_t lock;
+    fake_source f;
+    int64_t hang_us; /* changed() sleeps this long first (outside the lock) */
+} slow_source;
+
+static pgcl_status slow_changed(void *ctx, bool *changed, char *err, int cap) {
+    slow_source *s = ctx;
+    pthread_mutex_lock(&s->lock);
+    int64_t hang_us = s->hang_us;
+    pthread_mutex_unlock(&s->lock);
+    if (hang_us > 0) usleep((useconds_t)hang_us);
+    pthread_mutex_lock(&s->lock);
+    pgcl_status st = fake_changed(&s->f, changed, err, cap);
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static pgcl_status slow_load(void *ctx, pgcl_keyring_row_fn add, void *sink, char *err, int cap) {
+    slow_source *s = ctx;
+    pthread_mutex_lock(&s->lock);
+    pgcl_status st = fake_load(&s->f, add, sink, err, cap);
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static void slow_destroy(void *ctx) {
+    fake_destroy(&((slow_source *)ctx)->f);
+}
+
+static int slow_add_key(slow_source *s) {
+    pthread_mutex_lock(&s->lock);
+    int i = add_key(&s->f);
+    pthread_mutex_unlock(&s->lock);
+    return i;
+}
+
+/* Microseconds one verify takes, and its answer. */
+static int64_t timed_verify(pgcl_keyring *kr, const char *key, bool *ok) {
+    int64_t t0 = pgcl_monotonic_us();
+    *ok = valid(kr, key);
+    return pgcl_monotonic_us() - t0;
+}
+
+static void test_background_source(void) {
+    char err[256];
+    static slow_source s = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    int a = slow_add_key(&s);
+    pgcl_keyring_source src = {.name = "slow",
+                               .recheck_us = 50000,
+                               .min_forced_us = 0,
+                               .ctx = &s,
+                               .changed = slow_changed,
+                               .load = slow_load,
+                               .destroy = slow_destroy,
+                               .background = true,
+                               .forced_wait_us = 300000};
+    pgcl_keyring *kr = NULL;
+    CHECK(pgcl_keyring_open_source(&src, &kr, err, sizeof err) == PGCL_OK, "open background: %s", err);
+    CHECK(valid(kr, s.f.key[a]), "background: the loaded key verifies");
+    int b = slow_add_key(&s);
+    CHECK(valid(kr, s.f.key[b]), "background: a new key verifies at once (forced check)");
+    pthread_mutex_lock(&s.lock);
+    s.f.revoked[a] = true;
+    s.f.version++;
+    pthread_mutex_unlock(&s.lock);
+    usleep(200000);
+    CHECK(!valid(kr, s.f.key[a]), "background: a revocation is seen within the recheck interval");
+
+    /* the source hangs for 2 s: requests do not wait for it */
+    pthread_mutex_lock(&s.lock);
+    s.hang_us = 2000000;
+    pthread_mutex_unlock(&s.lock);
+    usleep(150000); /* the keyring's thread is now inside the hanging check */
+    int64_t worst = 0;
+    for (int i = 0; i < 20; i++) {
+        bool ok;
+        int64_t took = timed_verify(kr, s.f.key[b], &ok);
+        CHECK(ok, "background: a known key verifies while the source hangs");
+        if (took > worst) worst = took;
+        usleep(10000);
+    }
+    CHECK(worst < 50000, "background: a known key's verify took %lld us while the source hung, want < 50 ms",
+          (long long)worst);
+    int c = slow_add_key(&s);
+    bool ok;
+    int64_t took = timed_verify(kr, s.f.key[c], &ok);
+    CHECK(!ok && took < 600000, "background: an unknown key waits at most forced_wait_us (%lld us, %s)",
+          (long long)took, ok ? "accepted" : "refused");
+    CHECK(pgcl_keyring_count_active(kr) == 1, "background: count_active answers from memory");
+    pthread_mutex_lock(&s.lock);
+    s.hang_us = 0;
+    pthread_mutex_unlock(&s.lock);
+    int64_t deadline = pgcl_monotonic_us() + 5000000;
+    while (!valid(kr, s.f.key[c]) && pgcl_monotonic_us() < deadline) usleep(20000);
+    CHECK(valid(kr, s.f.key[c]), "background: the keyring catches up once the source answers");
+    CHECK(pgcl_keyring_reload(kr, err, sizeof err) == PGCL_OK && pgcl_keyring_count_active(kr) == 2,
+          "background: reload: %s", err);
+    pgcl_keyring_close(kr);
+    CHECK(s.f.destroy_calls == 1, "background: destroyed once at close");
+    sodium_memzero(&s.f, sizeof s.f);
 }
 
 int main(void) {
@@ -177,5 +287,6 @@ int main(void) {
     pgcl_keyring_close(kr);
     sodium_memzero(&f, sizeof f);
     sodium_memzero(&g, sizeof g);
+    test_background_source();
     return test_finish("test_keyring_source");
 }

@@ -15,7 +15,10 @@
  * The keyring's source polls a change marker of api_keys (counts and latest times: rows are only
  * inserted and revoked, never changed otherwise) on a connection of its own, at most every
  * KEYRING_RECHECK_US, so a key created or revoked through any replica takes effect here within
- * about a quarter of a second. */
+ * about a quarter of a second. The keyring calls this source on a thread of its own
+ * (pgcl_keyring_source.background): a request thread never waits on the network for the keyring,
+ * except for an unknown key_id, which waits for one check at most KEYRING_FORCED_WAIT_US; while
+ * the database is unreachable the last set stays in force. */
 #include "audit_pg.h"
 
 #include <jansson.h>
@@ -35,6 +38,8 @@
 #define KEYRING_RECHECK_US 250000 /* the keyring looks at api_keys' marker at most this often */
 #define KEYRING_FORCED_US 20000   /* ... and at most this often for unknown key_ids (no query flood) */
 #define KEYRING_WAIT_MS 2000      /* its own one-connection pool is free unless a check hangs */
+#define KEYRING_FORCED_WAIT_US 1000000 /* an unknown key_id waits at most this for the keyring's check */
+#define KEYRING_CONNECT_TIMEOUT_S 2    /* the keyring's connection attempts (libpq's least) */
 #define MARKER_CAP 160
 #define INT_TEXT 24 /* an int64 in decimal, with sign and NUL */
 
@@ -584,6 +589,7 @@ pgcl_status pgcl_pg_open_keyring(pgcl_audit *store, pgcl_keyring **out, char *er
         pgcl_errorf(err, cap, "out of memory");
         return PGCL_ERR_NOMEM;
     }
+    pgcl_pg_pool_set_connect_timeout(ks->pool, KEYRING_CONNECT_TIMEOUT_S);
     snprintf(ks->name, sizeof ks->name, "%s", s->redacted);
     pgcl_keyring_source src = {.name = ks->name,
                                .recheck_us = KEYRING_RECHECK_US,
@@ -591,7 +597,9 @@ pgcl_status pgcl_pg_open_keyring(pgcl_audit *store, pgcl_keyring **out, char *er
                                .ctx = ks,
                                .changed = pg_keys_changed,
                                .load = pg_keys_load,
-                               .destroy = pg_keys_destroy};
+                               .destroy = pg_keys_destroy,
+                               .background = true, /* requests never wait on the network */
+                               .forced_wait_us = KEYRING_FORCED_WAIT_US};
     return pgcl_keyring_open_source(&src, out, err, cap);
 }
 

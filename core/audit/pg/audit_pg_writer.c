@@ -1112,6 +1112,9 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
 
 /* The batch, committed: fast mode first, then (after a failed statement) each job alone. */
 static void commit_group(pgcl_pg_writer *w, pg_job *batch) {
+    /* a connection the server closed while the writer was idle (a restart) is replaced before the
+     * group is sent, so that the first requests after a restart do not fail on it */
+    if (w->conn && pgcl_pg_gone_while_idle(w->conn)) lose_connection(w, "the server closed the connection");
     if (!reconnect_if_due(w)) {
         char err[ERR_CAP];
         snprintf(err, sizeof err, "the audit database is unreachable: %.400s", w->down_reason);

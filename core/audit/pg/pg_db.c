@@ -2,6 +2,7 @@
 #include "pg_db.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,8 +66,19 @@ static void log_notice(void *arg, const PGresult *res) {
 }
 
 PGconn *pgcl_pg_connect(const char *uri, char *err, int cap) {
-    const char *keys[] = {"dbname", "fallback_application_name", "connect_timeout", NULL};
-    const char *values[] = {uri, "pgcld", "10", NULL};
+    return pgcl_pg_connect_within(uri, PGCL_PG_CONNECT_TIMEOUT_S, err, cap);
+}
+
+PGconn *pgcl_pg_connect_within(const char *uri, int timeout_s, char *err, int cap) {
+    PGCL_ASSERT(timeout_s >= 2 && timeout_s <= 3600); /* libpq takes less than 2 s as 2 */
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d", timeout_s);
+    /* Keepalives and tcp_user_timeout: a connection whose peer vanished without a word (a network
+     * silently dropped, a host powered off) fails within about half a minute rather than after the
+     * kernel's quarter of an hour of retransmissions; the URI may set its own values, which win. */
+    const char *keys[] = {"fallback_application_name", "connect_timeout", "keepalives", "keepalives_idle",
+                          "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname", NULL};
+    const char *values[] = {"pgcld", timeout, "1", "10", "5", "3", "30000", uri, NULL};
     PGconn *conn = PQconnectdbParams(keys, values, 1); /* expand_dbname: dbname holds the URI */
     if (conn && PQstatus(conn) == CONNECTION_OK) {
         PQsetNoticeReceiver(conn, log_notice, NULL);
@@ -81,6 +93,21 @@ PGconn *pgcl_pg_connect(const char *uri, char *err, int cap) {
 }
 
 bool pgcl_pg_broken(const PGconn *conn) { return !conn || PQstatus(conn) != CONNECTION_OK; }
+
+bool pgcl_pg_gone_while_idle(PGconn *conn) {
+    if (pgcl_pg_broken(conn)) return true;
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE) return false; /* a statement is in flight: not ours to read */
+    /* reads what the server sent since, never waiting: an idle connection has nothing to read
+     * unless the server said goodbye (a FATAL message, then the end of the stream, which marks the
+     * connection bad); a few rounds cover the message and the end arriving apart */
+    for (int round = 0; round < 4; round++) {
+        struct pollfd pending = {.fd = PQsocket(conn), .events = POLLIN};
+        if (pending.fd < 0) return true;
+        if (poll(&pending, 1, 0) <= 0) return false; /* nothing: alive as far as can be told */
+        if (!PQconsumeInput(conn) || pgcl_pg_broken(conn)) return true;
+    }
+    return false; /* still talking (notices): let the statement find out */
+}
 
 PGresult *pgcl_pg_query(PGconn *conn, const char *what, const char *sql, int n, const char *const *values,
                         pgcl_status *st, char *err, int cap) {
@@ -174,6 +201,7 @@ pgcl_status pgcl_pg_bytea(const PGresult *res, int row, int col, unsigned char *
 struct pgcl_pg_pool {
     char *uri;
     int size;
+    int connect_timeout_s;
     pthread_mutex_t lock;
     pthread_cond_t freed;
     int out;       /* connections handed out */
@@ -191,6 +219,7 @@ pgcl_pg_pool *pgcl_pg_pool_create(const char *uri, int size, char *err, int cap)
         return NULL;
     }
     p->size = size;
+    p->connect_timeout_s = PGCL_PG_CONNECT_TIMEOUT_S;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->freed, NULL);
     return p;
@@ -228,11 +257,11 @@ pgcl_status pgcl_pg_pool_acquire(pgcl_pg_pool *p, int wait_ms, PGconn **out, cha
     p->out++;
     PGconn *conn = p->n_idle ? p->idle[--p->n_idle] : NULL;
     pthread_mutex_unlock(&p->lock);
-    if (conn && pgcl_pg_broken(conn)) {
+    if (conn && pgcl_pg_gone_while_idle(conn)) { /* e.g. the server restarted since its last use */
         PQfinish(conn);
         conn = NULL;
     }
-    if (!conn && !(conn = pgcl_pg_connect(p->uri, err, cap))) {
+    if (!conn && !(conn = pgcl_pg_connect_within(p->uri, p->connect_timeout_s, err, cap))) {
         pthread_mutex_lock(&p->lock);
         p->out--;
         pthread_cond_signal(&p->freed);
@@ -241,6 +270,11 @@ pgcl_status pgcl_pg_pool_acquire(pgcl_pg_pool *p, int wait_ms, PGconn **out, cha
     }
     *out = conn;
     return PGCL_OK;
+}
+
+void pgcl_pg_pool_set_connect_timeout(pgcl_pg_pool *p, int timeout_s) {
+    PGCL_ASSERT(timeout_s >= 2);
+    p->connect_timeout_s = timeout_s;
 }
 
 void pgcl_pg_pool_release(pgcl_pg_pool *p, PGconn *conn) {

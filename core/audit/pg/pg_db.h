@@ -24,12 +24,24 @@ bool pgcl_pg_is_uri(const char *db);
  * logs and error messages. Always NUL-terminates out. */
 void pgcl_pg_redact(const char *db, char *out, int cap);
 
-/* Opens a connection to uri (blocking), with application_name "pgcld" unless the URI sets one.
- * NULL with err set (the URI redacted) on failure. Close with PQfinish. */
+#define PGCL_PG_CONNECT_TIMEOUT_S 10 /* how long a connection attempt may take, by default */
+
+/* Opens a connection to uri (blocking, at most PGCL_PG_CONNECT_TIMEOUT_S), with application_name
+ * "pgcld" unless the URI sets one, and TCP keepalives and tcp_user_timeout so that a connection
+ * whose server vanished silently fails within about 30 s. NULL with err set (the URI redacted) on
+ * failure. Close with PQfinish. */
 PGconn *pgcl_pg_connect(const char *uri, char *err, int cap);
+/* The same, waiting at most timeout_s (>= 2) for the connection. */
+PGconn *pgcl_pg_connect_within(const char *uri, int timeout_s, char *err, int cap);
 
 /* True when the connection is unusable (closed by the server, network lost). */
 bool pgcl_pg_broken(const PGconn *conn);
+
+/* For an idle connection about to be used: true when it is broken, or when the server closed it
+ * since its last statement (a restart, an administrator's pg_terminate_backend), which libpq
+ * notices only by reading what is pending: this reads it, without waiting. A connection with a
+ * statement in flight is left alone (false unless already broken). */
+bool pgcl_pg_gone_while_idle(PGconn *conn);
 
 /* Runs sql with n text parameters (values[i] NULL: SQL NULL; no binary parameters here; n = 0: the
  * simple protocol, which runs several ;-separated statements and returns the last result) and
@@ -69,6 +81,10 @@ void pgcl_pg_pool_destroy(pgcl_pg_pool *p); /* accepts NULL; no connection may b
 /* A connection for one read (or one short transaction), waiting up to wait_ms for one to be free:
  * PGCL_ERR_BUSY when none is, PGCL_ERR_DB when the server cannot be reached (err says why). */
 pgcl_status pgcl_pg_pool_acquire(pgcl_pg_pool *p, int wait_ms, PGconn **out, char *err, int cap);
+
+/* The connect timeout of the pool's new connections (default PGCL_PG_CONNECT_TIMEOUT_S; >= 2). Call
+ * before the first acquire. */
+void pgcl_pg_pool_set_connect_timeout(pgcl_pg_pool *p, int timeout_s);
 
 /* Gives conn back; a broken one (or one left inside a transaction) is closed instead. */
 void pgcl_pg_pool_release(pgcl_pg_pool *p, PGconn *conn);
