@@ -13,9 +13,12 @@
 #include <string.h>
 
 #include "archive.h"
+#include "audit.h"
+#include "audit_reads.h"
 #include "chain.h"
 #include "chain_proof.h"
 #include "cli_options.h"
+#include "pg_db.h"
 #include "signing.h"
 #include "time_cursor.h"
 
@@ -129,11 +132,29 @@ static int print_line(json_t *obj, const char *cmd) {
     return rc;
 }
 
+/* verify on a PostgreSQL database (a libpq URI): every writer's chain, through a read-only open
+ * (no writer, no writers row, no chain entry of its own). Signed checkpoints: not on this store yet. */
+static pgcl_status verify_fleet(const cli_opts *o, pgcl_chain_report *rep, char *err, int cap) {
+    if (o->n_checkpoints > 0) {
+        pgcl_errorf(err, cap, "--checkpoint: not supported on a PostgreSQL database yet");
+        return PGCL_ERR_UNSUPPORTED;
+    }
+    pgcl_audit_options ro = {.path = o->db, .read_only = true};
+    pgcl_audit *audit = NULL;
+    pgcl_status st = pgcl_audit_open(&ro, &audit, err, cap);
+    if (st != PGCL_OK) return st;
+    st = pgcl_audit_verify_chain(audit, rep, err, cap);
+    pgcl_audit_close(audit);
+    return st;
+}
+
 static int cmd_verify(const cli_opts *o) {
     pgcl_chain_report rep;
+    memset(&rep, 0, sizeof rep);
     char err[1024];
-    pgcl_status st = pgcl_chain_verify_signed(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
-                                              sizeof err);
+    pgcl_status st = pgcl_pg_is_uri(o->db) ? verify_fleet(o, &rep, err, sizeof err)
+                                           : pgcl_chain_verify_signed(o->db, o->checkpoints, o->n_checkpoints,
+                                                                      o->public_key, &rep, err, sizeof err);
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld audit verify: %s\n", err);
         return 1;

@@ -104,9 +104,19 @@ static int ensure_schema(const char *db, const char *cmd) {
 
 /* Opens the PostgreSQL store of --db (migrating it when needed) as the writer --writer-id, or
  * "<host name>/cli": a daemon's writer id is its host name, so the command never takes a running
- * daemon's chain. NULL after printing why. */
+ * daemon's chain. `list` opens it read-only instead (the schema must be there). NULL after
+ * printing why. */
 static pgcl_audit *open_fleet_store(const cli_opts *o, const char *cmd) {
     char err[1024], writer_id[300];
+    if (strcmp(cmd, "list") == 0) { /* a read: no writer, no writers row, no chain, no migration */
+        pgcl_audit_options ro = {.path = o->db, .read_only = true};
+        pgcl_audit *audit = NULL;
+        if (pgcl_audit_open(&ro, &audit, err, sizeof err) != PGCL_OK) {
+            fprintf(stderr, "pgcld keys %s: %s\n", cmd, err);
+            return NULL;
+        }
+        return audit;
+    }
     if (o->writer_id) {
         snprintf(writer_id, sizeof writer_id, "%s", o->writer_id);
     } else {

@@ -12,9 +12,10 @@
 #include "sha256.h"
 
 extern const pgcl_audit_store_ops pgcl_audit_pg_ops;
+extern const pgcl_audit_store_ops pgcl_audit_pg_read_only_ops;
 
 pgcl_audit_pg *pgcl_audit_pg_of(pgcl_audit *store) {
-    PGCL_ASSERT(store && store->ops == &pgcl_audit_pg_ops);
+    PGCL_ASSERT(store && (store->ops == &pgcl_audit_pg_ops || store->ops == &pgcl_audit_pg_read_only_ops));
     return (pgcl_audit_pg *)store;
 }
 
@@ -100,6 +101,51 @@ pgcl_status pgcl_pg_migrate(PGconn *conn, int *version, char *err, int cap) {
     return st;
 }
 
+/* A read-only open's check: the schema is this build's, every migration applied as recorded,
+ * nothing changed. PGCL_ERR_UNSUPPORTED with what to do when it is not. */
+static const char SCHEMA_EXISTS_SQL[] = "SELECT to_regclass('schema_migrations') IS NOT NULL";
+static const char SCHEMA_ROWS_SQL[] = "SELECT version, sha256 FROM schema_migrations ORDER BY version";
+
+static pgcl_status check_schema(PGconn *conn, int *version, char *err, int cap) {
+    pgcl_status st;
+    *version = 0;
+    PGresult *res = pgcl_pg_query(conn, "schema_migrations", SCHEMA_EXISTS_SQL, 0, NULL, &st, err, cap);
+    if (!res) return st;
+    bool exists = PQntuples(res) == 1 && pgcl_pg_text(res, 0, 0) && strcmp(pgcl_pg_text(res, 0, 0), "t") == 0;
+    PQclear(res);
+    res = NULL;
+    if (exists && !(res = pgcl_pg_query(conn, "schema_migrations", SCHEMA_ROWS_SQL, 0, NULL, &st, err, cap))) return st;
+    int applied = exists ? PQntuples(res) : 0;
+    for (int i = 0; i < applied && i < pgcl_pg_migration_count; i++) {
+        const pgcl_migration *m = &pgcl_pg_migrations[i];
+        unsigned char digest[PGCL_SHA256_BYTES];
+        char sha_hex[2 * PGCL_SHA256_BYTES + 1];
+        pgcl_sha256(m->sql, strlen(m->sql), digest);
+        pgcl_sha256_to_hex(digest, sha_hex);
+        const char *recorded = pgcl_pg_text(res, i, 1);
+        if (pgcl_pg_int(res, i, 0) != m->version || !recorded || strcmp(recorded, sha_hex) != 0) {
+            PQclear(res);
+            pgcl_errorf(err, cap,
+                        "migration %04d_%s: the database recorded another version of it (schema_migrations row %d);"
+                        " this build cannot use this database",
+                        m->version, m->name, i + 1);
+            return PGCL_ERR_MISMATCH;
+        }
+        *version = m->version;
+    }
+    PQclear(res);
+    if (applied != pgcl_pg_migration_count) {
+        pgcl_errorf(err, cap,
+                    applied < pgcl_pg_migration_count
+                        ? "the database's schema is at version %d, this build's at %d: run `pgcld migrate --db URI`"
+                          " (or start pgcld serve on it) first"
+                        : "the database's schema (version %d) is newer than this build's (%d)",
+                    applied, pgcl_pg_migration_count);
+        return PGCL_ERR_UNSUPPORTED;
+    }
+    return PGCL_OK;
+}
+
 static void pg_close(pgcl_audit *store) {
     pgcl_audit_pg *s = pgcl_audit_pg_of(store);
     pgcl_pg_writer_stop(s);
@@ -119,7 +165,7 @@ pgcl_status pgcl_audit_pg_open(const pgcl_audit_options *opts, pgcl_audit **out,
         pgcl_errorf(err, cap, "out of memory");
         return PGCL_ERR_NOMEM;
     }
-    s->base.ops = &pgcl_audit_pg_ops;
+    s->base.ops = opts->read_only ? &pgcl_audit_pg_read_only_ops : &pgcl_audit_pg_ops;
     pgcl_pg_redact(opts->path, s->redacted, sizeof s->redacted);
     const char *id = opts->writer_id;
     char host[PGCL_PG_WRITER_ID_MAX + 1];
@@ -144,7 +190,8 @@ pgcl_status pgcl_audit_pg_open(const pgcl_audit_options *opts, pgcl_audit **out,
         st = PGCL_ERR_DB;
         goto fail;
     }
-    st = pgcl_pg_migrate(conn, &s->schema_version, sub, sizeof sub);
+    st = opts->read_only ? check_schema(conn, &s->schema_version, sub, sizeof sub)
+                         : pgcl_pg_migrate(conn, &s->schema_version, sub, sizeof sub);
     PQfinish(conn);
     if (st != PGCL_OK) {
         pgcl_errorf(err, cap, "%s: %s", s->redacted, sub);
@@ -154,7 +201,7 @@ pgcl_status pgcl_audit_pg_open(const pgcl_audit_options *opts, pgcl_audit **out,
         st = PGCL_ERR_NOMEM;
         goto fail;
     }
-    if ((st = pgcl_pg_writer_start(s, err, cap)) != PGCL_OK) goto fail;
+    if (!opts->read_only && (st = pgcl_pg_writer_start(s, err, cap)) != PGCL_OK) goto fail;
     *out = &s->base;
     return PGCL_OK;
 fail:
@@ -203,4 +250,109 @@ const pgcl_audit_store_ops pgcl_audit_pg_ops = {
     .file_contest = pgcl_pg_file_contest,
     .resolve_contest = pgcl_pg_resolve_contest,
     .drop_inputs = pgcl_pg_drop_inputs,
+};
+
+/* ---- the read-only store (pgcl_audit_options.read_only): no writer; every write is refused ---- */
+
+static pgcl_status read_only_refusal(pgcl_audit *store, char *err, int cap) {
+    pgcl_errorf(err, cap, "%s: the audit store was opened read-only", pgcl_audit_pg_of(store)->redacted);
+    return PGCL_ERR_UNSUPPORTED;
+}
+
+static pgcl_status ro_append(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                             char *err, int cap) {
+    (void)rows, (void)n, (void)idem;
+    return read_only_refusal(store, err, cap);
+}
+
+static void ro_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                            pgcl_audit_done_fn done, void *done_ctx) {
+    char err[256];
+    ro_append(store, rows, n, idem, err, sizeof err);
+    done(done_ctx, PGCL_ERR_UNSUPPORTED, err);
+}
+
+static pgcl_status ro_append_shadow(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap) {
+    (void)rows, (void)n;
+    return read_only_refusal(store, err, cap);
+}
+
+static pgcl_status ro_record_event(pgcl_audit *store, const pgcl_admin_event *ev, char *err, int cap) {
+    (void)ev;
+    return read_only_refusal(store, err, cap);
+}
+
+static void ro_set_max_pending_rows(pgcl_audit *store, int max_pending_rows) { (void)store, (void)max_pending_rows; }
+static int ro_pending_rows(pgcl_audit *store) { (void)store; return 0; }
+static bool ro_healthy(pgcl_audit *store) { (void)store; return false; } /* it cannot write */
+
+static pgcl_status ro_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
+                                 char key_out[128], char key_id_out[32], char *err, int cap) {
+    (void)role, (void)name, (void)actor, (void)key_out, (void)key_id_out;
+    return read_only_refusal(store, err, cap);
+}
+
+static pgcl_status ro_revoke_key(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap) {
+    (void)key_id, (void)actor;
+    return read_only_refusal(store, err, cap);
+}
+
+static pgcl_status ro_import_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
+                                 const char *key, char key_id_out[32], bool *created, char *err, int cap) {
+    (void)role, (void)name, (void)actor, (void)key, (void)key_id_out;
+    *created = false;
+    return read_only_refusal(store, err, cap);
+}
+
+static pgcl_status ro_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap) {
+    (void)r;
+    return read_only_refusal(store, err, cap);
+}
+
+static pgcl_status ro_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap) {
+    (void)r;
+    return read_only_refusal(store, err, cap);
+}
+
+static pgcl_status ro_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped,
+                                  bool *more, char *err, int cap) {
+    (void)older_than, (void)max_rows;
+    *dropped = 0;
+    *more = false;
+    return read_only_refusal(store, err, cap);
+}
+
+const pgcl_audit_store_ops pgcl_audit_pg_read_only_ops = {
+    .name = "postgresql",
+    .close = pg_close,
+    .append = ro_append,
+    .append_async = ro_append_async,
+    .append_shadow = ro_append_shadow,
+    .record_event = ro_record_event,
+    .run = pg_run,
+    .set_max_pending_rows = ro_set_max_pending_rows,
+    .pending_rows = ro_pending_rows,
+    .healthy = ro_healthy,
+    .schema_version = pg_schema_version,
+    .read_decision = pgcl_pg_read_decision,
+    .read_decisions = pgcl_pg_read_decisions,
+    .read_contests = pgcl_pg_read_contests,
+    .read_stats = pgcl_pg_read_stats,
+    .open_export = pgcl_pg_open_export,
+    .read_stored_decision = pgcl_pg_read_stored_decision,
+    .read_idempotency_key = pgcl_pg_read_idempotency_key,
+    .read_proof = pgcl_pg_read_proof,
+    .read_consistency = pgcl_pg_read_consistency,
+    .read_archive_where = pgcl_pg_read_archive_where,
+    .verify_chain = pgcl_pg_verify_chain,
+    .create_key = ro_create_key,
+    .revoke_key = ro_revoke_key,
+    .import_key = ro_import_key,
+    .open_keyring = pgcl_pg_open_keyring,
+    .read_keys = pgcl_pg_read_keys,
+    .read_activations = pgcl_pg_read_activations,
+    .read_shadow_report = pgcl_pg_read_shadow_report,
+    .file_contest = ro_file_contest,
+    .resolve_contest = ro_resolve_contest,
+    .drop_inputs = ro_drop_inputs,
 };
