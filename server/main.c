@@ -308,6 +308,9 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
                                 .chain_encoding = atoi(cfg.chain_encoding)};
     if (pgcl_audit_open(&aopts, &srv.audit, err, sizeof err) != PGCL_OK) {
         pgcl_log_error("audit: %s", err);
+        if (pgcl_pg_is_uri(cfg.db_path)) /* docs/operations.md, "PostgreSQL: faults" */
+            pgcl_log_error("audit: pgcld does not serve without its audit database: it exits (status 1) so that its"
+                           " supervisor restarts it until the database is reachable");
         goto out;
     }
     char db_shown[512]; /* a PostgreSQL URI may hold a password */

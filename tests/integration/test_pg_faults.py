@@ -1,0 +1,275 @@
+"""The PostgreSQL store under faults (issue 17, the polish round), with a real PostgreSQL 15
+(a throw-away cluster, pg_cluster.py) and a replica that reaches it through a TCP relay of this
+test's own, which can stop passing bytes without closing anything (a network silently dropped):
+
+  - while the relay is stalled, requests with a known key answer at once (the keyring checks the
+    database on a thread of its own and keeps its last set), a key it has not seen is refused
+    within about a second, and once the relay flows again a key made meanwhile works;
+  - after the server restarts while the replica is idle, the first score and the first reviewer
+    read succeed (connections the server closed are replaced before use, not failed on);
+  - with the server stopped (`-m immediate`), known keys still answer at once, scoring and reviewer
+    reads answer 503 quickly, /readyz 503; after start everything works again and a key made since
+    is accepted;
+  - a replica whose database is down at start exits non-zero at once, with a message naming the
+    database and what it does (docs/operations.md, "PostgreSQL: faults");
+  - `pgcld keys list --db URI` and `pgcld audit verify --db URI` open the store read-only: no
+    writers row, no chain entry; on a database without the schema they say to run migrate.
+
+Skips (77) when PostgreSQL 15 or psycopg2 is not installed (pg_cluster.require()).
+
+Run: /usr/bin/python3 tests/integration/test_pg_faults.py (PGCLD_BIN selects the binary).
+"""
+import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as H  # noqa: E402
+import pg_cluster as PG  # noqa: E402
+
+TINY = "tiny_binary"
+PROMPT_S = 1.0  # "at once", with room for a loaded machine
+
+
+def tiny_root(parent):
+    root = os.path.join(parent, "models")
+    shutil.copytree(H.version_dir(TINY), os.path.join(root, "tiny", "1"))
+    return root
+
+
+def items(n, seed):
+    return H.json_items(H.random_embeddings(n, 32, seed), "fault")
+
+
+def pgcld(*args, check=True):
+    p = subprocess.run([H.PGCLD_BIN, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    if check and p.returncode != 0:
+        raise AssertionError(f"pgcld {' '.join(args)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+class StallingRelay:
+    """A TCP relay from a local port to the cluster's. stall(): no byte passes either way and no new
+    connection is accepted (the kernel still completes handshakes into the backlog), nothing is
+    closed: to both ends the network went silent. flow(): bytes pass again, delayed, none lost."""
+
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.closing = False
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def stall(self):
+        self.flowing.clear()
+
+    def flow(self):
+        self.flowing.set()
+
+    def close(self):
+        self.closing = True
+        self.flowing.set()
+        self.listener.close()
+
+    def _accept(self):
+        while not self.closing:
+            self.flowing.wait()
+            try:
+                ready, _, _ = select.select([self.listener], [], [], 0.05)
+                if not ready or not self.flowing.is_set():
+                    continue
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=2)
+            except OSError:  # the server is down: the client sees its connection closed
+                client.close()
+                continue
+            t = threading.Thread(target=self._pump, args=(client, upstream), daemon=True)
+            t.start()
+
+    def _pump(self, a, b):
+        peer = {a: b, b: a}
+        try:
+            while not self.closing:
+                self.flowing.wait()
+                ready, _, _ = select.select([a, b], [], [], 0.05)
+                if not self.flowing.is_set():
+                    continue  # what was read stays in the kernel until the relay flows again
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    peer[s].sendall(data)
+        except OSError:
+            pass
+        finally:
+            a.close()
+            b.close()
+
+
+class OutageTest(unittest.TestCase):
+    """One replica through the relay; tests run in name order and each leaves the server up."""
+
+    @classmethod
+    def setUpClass(cls):
+        PG.require()
+        H.require_models(TINY)
+        cls.tmp = tempfile.mkdtemp(prefix="pgcld-pg-faults-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        cls.cluster = PG.PgCluster()
+        cls.addClassCleanup(cls.cluster.drop)
+        cls.direct = cls.cluster.new_database()
+        cls.relay = StallingRelay(cls.cluster.port)
+        cls.addClassCleanup(cls.relay.close)
+        relayed = cls.direct.replace(f":{cls.cluster.port}/", f":{cls.relay.port}/")
+        cls.d = H.Daemon(models=tiny_root(cls.tmp), default_model="tiny", db_path=relayed, args=["--writer-id", "r1"])
+        cls.addClassCleanup(cls.d.cleanup)
+        cls.d.start()
+
+    def timed(self, call):
+        t0 = time.monotonic()
+        r = call()
+        return r, time.monotonic() - t0
+
+    def models(self, key=None):
+        return self.d.get("/v1/models", key=key, timeout=10)
+
+    def reviewer_read(self):
+        return self.d.get("/v1/decisions?limit=5", key=self.d.keys["reviewer"], timeout=30)
+
+    def new_key(self, name):
+        """A scorer key made with the CLI directly on the database (not through the relay)."""
+        out = pgcld("keys", "create", "--db", self.direct, "--role", "scorer", "--name", name).stdout
+        return out.strip().splitlines()[-1]
+
+    def test_a_silent_network_known_keys_answer_at_once(self):
+        self.assertEqual(self.d.score({"items": items(1, 1)}).status, 200)
+        self.assertEqual(self.models().status, 200)
+        self.relay.stall()
+        try:
+            time.sleep(0.6)  # the keyring's periodic check (every 250 ms) is now stuck in the stall
+            for _ in range(5):
+                r, took = self.timed(self.models)
+                self.assertEqual(r.status, 200, r)
+                self.assertLess(took, PROMPT_S, "a known key waited on the stalled database")
+                time.sleep(0.1)
+            fresh = self.new_key("made during the stall")
+            r, took = self.timed(lambda: self.models(key=fresh))
+            self.assertEqual(r.status, 401, r)
+            self.assertLess(took, 1.0 + PROMPT_S, "an unknown key waited longer than its bound")
+        finally:
+            self.relay.flow()
+        # the keyring catches up once the network is back
+        self.assertTrue(H.wait_until(lambda: self.models(key=fresh).status == 200, timeout=40),
+                        "the key made during the stall never became valid")
+        self.assertTrue(H.wait_until(lambda: self.d.score({"items": items(1, 2)}).status == 200, timeout=40))
+
+    def test_b_server_restart_while_idle(self):
+        self.assertEqual(self.d.score({"items": items(1, 3)}).status, 200)
+        self.assertEqual(self.reviewer_read().status, 200)
+        self.cluster.stop("fast")
+        self.cluster.start()
+        time.sleep(0.3)
+        # the pooled read connections and the writer's connection were closed by the restart
+        r = self.d.score({"items": items(1, 4)})
+        self.assertEqual(r.status, 200, r)
+        r = self.reviewer_read()
+        self.assertEqual(r.status, 200, r)
+
+    def test_c_server_down_then_back(self):
+        self.assertEqual(self.d.score({"items": items(1, 5)}).status, 200)
+        self.cluster.stop("immediate")
+        try:
+            for _ in range(3):
+                r, took = self.timed(self.models)
+                self.assertEqual(r.status, 200, r)
+                self.assertLess(took, PROMPT_S)
+            r, took = self.timed(self.reviewer_read)
+            self.assertEqual(r.status, 503, r)
+            self.assertLess(took, 3.0, "a reviewer read took long to fail with the server down")
+            r, took = self.timed(lambda: self.d.score({"items": items(1, 6)}))
+            self.assertEqual((r.status, r.error_code()), (503, "audit_unavailable"), r)
+            self.assertLess(took, 3.0)
+            self.assertTrue(H.wait_until(lambda: self.d.get("/readyz", key="").status == 503, timeout=10))
+        finally:
+            self.cluster.start()
+        self.assertTrue(H.wait_until(lambda: self.d.score({"items": items(1, 7)}).status == 200, timeout=30))
+        self.assertEqual(self.reviewer_read().status, 200)
+        self.assertTrue(H.wait_until(lambda: self.d.get("/readyz", key="").status == 200, timeout=10))
+        fresh = self.new_key("made after the restart")
+        self.assertTrue(H.wait_until(lambda: self.models(key=fresh).status == 200, timeout=5))
+
+
+class DownAtStartTest(unittest.TestCase):
+    def test_exits_with_a_clear_message(self):
+        PG.require()
+        H.require_models(TINY)
+        tmp = tempfile.mkdtemp(prefix="pgcld-pg-down-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        cluster = PG.PgCluster()
+        self.addCleanup(cluster.drop)
+        uri = cluster.new_database()
+        cluster.stop("fast")
+        d = H.Daemon(models=tiny_root(tmp), default_model="tiny", db_path=uri, auth=False)
+        self.addCleanup(d.cleanup, False)
+        t0 = time.monotonic()
+        with self.assertRaises(H.DaemonError) as caught:
+            d.start()
+        self.assertLess(time.monotonic() - t0, 15.0)
+        self.assertNotEqual(d.proc.returncode, 0)
+        message = str(caught.exception)
+        self.assertIn("cannot connect", message)
+        self.assertIn(f":{cluster.port}/", message)
+        self.assertIn("exits", message)
+
+
+class ReadOnlyCliTest(unittest.TestCase):
+    def test_list_and_verify_leave_no_writer(self):
+        PG.require()
+        cluster = PG.PgCluster()
+        self.addCleanup(cluster.drop)
+        uri = cluster.new_database()
+        # no schema yet: a read does not create it, and says what to do
+        p = pgcld("keys", "list", "--db", uri, check=False)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("pgcld migrate", p.stderr)
+        pgcld("migrate", "--db", uri)
+
+        def count(table):
+            conn = cluster.connect(uri.rsplit("/", 1)[1])
+            try:
+                cur = conn.cursor()
+                cur.execute(f"SELECT count(*) FROM {table}")
+                return cur.fetchone()[0]
+            finally:
+                conn.close()
+
+        self.assertEqual((count("writers"), count("audit_chain")), (0, 0))
+        p = pgcld("keys", "list", "--db", uri)
+        self.assertEqual(p.stdout.strip(), "", p)  # one JSON line per key: none
+        pgcld("audit", "verify", "--db", uri, check=False)  # its answer is audit_pg_chain.c's
+        self.assertEqual((count("writers"), count("audit_chain")), (0, 0), "a read-only command made a writer")
+        # a write through the CLI still makes its writer, as before
+        pgcld("keys", "create", "--db", uri, "--role", "scorer", "--name", "w")
+        self.assertEqual(count("writers"), 1)
+        listed = pgcld("keys", "list", "--db", uri).stdout
+        self.assertIn('"name":"w"', listed.replace(" ", ""))
+        self.assertEqual(count("writers"), 1)
+
+
+if __name__ == "__main__":
+    H.main()
