@@ -45,7 +45,9 @@
  * unhealthy (/readyz 503) and is replaced by the writer itself, with backoff: a new connection,
  * the writer id's lock again, and the chain head and log edge read again from the database (a
  * COMMIT whose answer was lost may or may not have landed). While the database is down, a group
- * fails at once instead of waiting. Nothing is acknowledged before its COMMIT returned. The
+ * fails at once instead of waiting. A connection the server closed while the writer was idle (a
+ * restart) is noticed within IDLE_CHECK_MS, or before the next group, without a round trip, and
+ * replaced the same way. Nothing is acknowledged before its COMMIT returned. The
  * session's idle_in_transaction_session_timeout and lock_timeout (10 s) keep a stalled replica from
  * holding the fleet's counters lock, and this writer from waiting on one forever. */
 #include "audit_pg.h"
@@ -71,6 +73,7 @@
 #define RECONNECT_MAX_MS 2000
 #define PROBE_INTERVAL_MS 1000 /* an unhealthy, idle writer's probe write */
 #define LOCK_RETRY_MS 100      /* between tries of the writer id's lock at start */
+#define IDLE_CHECK_MS 1000     /* an idle, healthy writer looks at its connection this often */
 
 /* fleet_counters' columns, in the order of COUNTERS_SQL's parameters and RETURNING. The first four
  * are also pgcl_chain_tables' order. */
@@ -1163,7 +1166,16 @@ static void *writer_main(void *arg) {
     for (;;) {
         while (!w->head && !w->closing) {
             if (w->healthy && w->conn) {
-                pthread_cond_wait(&w->work, &w->lock);
+                /* idle and healthy: every IDLE_CHECK_MS, a look (no round trip) at whether the
+                 * server closed the connection, so that /readyz turns 503 and the reconnection
+                 * starts without waiting for a request to fail */
+                struct timespec until = pgcl_monotonic_timespec(pgcl_monotonic_us() + IDLE_CHECK_MS * 1000LL);
+                if (pthread_cond_timedwait(&w->work, &w->lock, &until) == ETIMEDOUT && !w->head && !w->closing &&
+                    pgcl_pg_gone_while_idle(w->conn)) {
+                    pthread_mutex_unlock(&w->lock);
+                    lose_connection(w, "the server closed the connection");
+                    pthread_mutex_lock(&w->lock);
+                }
                 continue;
             }
             int64_t wake = w->conn ? w->next_probe_us : w->next_connect_us;
