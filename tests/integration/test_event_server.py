@@ -88,6 +88,7 @@ class EventServerTest(unittest.TestCase):
                            (prefix + "%",))}
         self.assertEqual(rows, ids, "the answered decisions are not the recorded ones")
 
+    @H.sqlite_only("holds the SQLite file's write lock (BEGIN EXCLUSIVE) to make the writer wait")
     def test_requests_waiting_for_the_commit_hold_no_thread(self):
         d = self.start()
         pid = d.proc.pid
@@ -130,6 +131,7 @@ class EventServerTest(unittest.TestCase):
                              "the daemon's threads grew with the connections waiting")
         self.check_answers(d, clients, "batch")
 
+    @H.sqlite_only("holds the SQLite file's write lock (BEGIN EXCLUSIVE) to make the writer wait")
     def test_a_staff_call_waiting_for_a_locked_database_holds_no_pool_thread(self):
         # one pool thread; a reviewer's contest waits for the locked database (up to the writer's
         # 5 s busy timeout) on a thread of its own, so the pool keeps answering meanwhile
