@@ -603,6 +603,11 @@ def _drop_on_signal(signum, frame):
     os.kill(os.getpid(), signum)
 
 
+if ON_POSTGRES:  # the whole program needs the server: skip (77) or fail (run_all.sh) up front
+    import pg_cluster as _pgc
+    _pgc.require()
+
+
 def new_pg_database():
     """A fresh, empty database in the program's cluster; returns its URI."""
     return pg_cluster().new_database()

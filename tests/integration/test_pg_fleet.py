@@ -205,7 +205,7 @@ class TwoReplicasReviewTest(FleetCase):
                           key=b.keys["reviewer"])
         self.assertEqual(resolved.status, 201, f"{resolved}\n{a.logs()}")
         again = b.post(f"/v1/contests/{cid}/resolution", {"outcome": "upheld", "note": "again"},
-                       key=b.keys["admin"])
+                       key=b.keys["reviewer"])
         self.assertEqual((again.status, again.error_code()), (409, "already_resolved"), again)
         for d in (a, b):
             rec = d.get(f"/v1/decisions/{did}", key=d.keys["reviewer"])
