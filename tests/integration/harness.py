@@ -572,12 +572,15 @@ _PG_CLUSTER = None
 
 def pg_cluster():
     """The test program's throw-away PostgreSQL cluster, made on first use (pg_cluster.PgCluster)
-    and dropped when the program exits, on SIGTERM, SIGINT or SIGHUP too."""
+    and dropped when the program exits (atexit), or by its watchdog when the program is killed
+    (on SIGTERM, SIGINT or SIGHUP the daemons are killed first)."""
     global _PG_CLUSTER
     if _PG_CLUSTER is None:
         import pg_cluster as pgc
         pgc.require()
         _PG_CLUSTER = pgc.PgCluster()
+        print(f"harness: PostgreSQL test cluster {_PG_CLUSTER.name} on port {_PG_CLUSTER.port}", file=sys.stderr,
+              flush=True)
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, _drop_on_signal)
     return _PG_CLUSTER
@@ -596,9 +599,11 @@ def _drop_pg_cluster():
 
 
 def _drop_on_signal(signum, frame):
-    # unittest records a SystemExit raised inside a test as an error and goes on, so the cleanup
-    # happens here and the signal is then delivered again with its default action
-    _drop_pg_cluster()
+    # unittest records a SystemExit raised inside a test as an error and goes on, so the daemons are
+    # killed here and the signal is then delivered again with its default action; the cluster's
+    # watchdog (pg_cluster.py) drops it once this process is gone (meson sends SIGKILL to the whole
+    # process group half a second after SIGTERM: too soon for pg_dropcluster to finish here)
+    _kill_leftovers()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 

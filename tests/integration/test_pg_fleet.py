@@ -17,6 +17,7 @@ program, harness.pg_cluster(); a fresh database per case) and checks what the fl
 Skips (77) without postgresql-15 or psycopg2, and fails then under tests/run_all.sh (skips.py).
 """
 
+import hashlib
 import os
 import sys
 import threading
@@ -31,6 +32,11 @@ import pg_cluster  # noqa: E402
 MODEL = "tiny_binary"  # D = 32: cheap to score, so the clients load the writers, not the CPU
 D = 32
 REVOCATION_DEADLINE_S = 1.0
+DECISION_COLUMNS = {  # the contract's columns (test_score.py checks them on SQLite)
+    "seq", "decision_id", "created_at", "request_id", "item_id", "model_name", "model_version",
+    "model_sha256", "label", "label_index", "probabilities", "toxicity", "decision", "policy",
+    "t_review", "t_block", "vector", "input_sha256", "latency_us",
+}
 
 
 def items(n, seed, prefix="x"):
@@ -130,6 +136,64 @@ class Load:
         for t in self.threads:
             t.join(60)
         return list(self.answered)
+
+
+class SchemaTest(FleetCase):
+    """The schema: applied once when replicas start at the same moment on an empty database, each
+    migration recorded with its SHA-256; the record append-only even for a role that could write."""
+
+    def test_replicas_starting_together_apply_the_migrations_once(self):
+        replicas = [H.Daemon(models=[MODEL], default_model=MODEL, db_path=self.uri, auth=False,
+                             args=["--writer-id", w]) for w in ("a", "b", "c")]
+        for d in replicas:
+            self.addCleanup(d.cleanup)
+        failures = []
+
+        def start(d):
+            try:
+                d.start()
+            except H.DaemonError as e:
+                failures.append(str(e))
+
+        threads = [threading.Thread(target=start, args=(d,)) for d in replicas]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(failures, [])
+        pg_dir = os.path.join(H.SOURCE_ROOT, "migrations", "pg")
+        files = sorted(f for f in os.listdir(pg_dir) if f.endswith(".sql"))
+        recorded = H.db_query(self.uri, "SELECT version, name, sha256 FROM schema_migrations ORDER BY version")
+        self.assertEqual([r["version"] for r in recorded], [int(f[:4]) for f in files],
+                         "each migration of migrations/pg recorded exactly once")
+        for r, f in zip(recorded, files):
+            with open(os.path.join(pg_dir, f), "rb") as fh:
+                self.assertEqual(r["sha256"], hashlib.sha256(fh.read()).hexdigest(), f)
+        self.assertEqual(self.scalar("SELECT count(*) FROM writers"), 3)
+        columns = {r["column_name"]: r for r in H.db_query(
+            self.uri, "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'decisions'")}
+        self.assertLessEqual(DECISION_COLUMNS, set(columns), "decisions lacks contract columns")
+        self.assertEqual(columns["seq"]["data_type"], "bigint")
+        unique = {r["attname"] for r in H.db_query(
+            self.uri, "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
+                      " AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'decisions'::regclass AND i.indisunique")}
+        self.assertLessEqual({"seq", "decision_id"}, unique)
+
+    def test_the_record_is_append_only(self):
+        self.replica("a")
+        H.db_insert_events(
+            self.uri, "decisions",
+            "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
+            " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
+            " vector, input_sha256, latency_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [("01a1fdb2-0000-7000-8000-000000000001", "2026-01-01T00:00:00.000000Z", "r", "i", MODEL, "1",
+              "0" * 64, "pos", 1, "{}", 0.5, "block", "{}", 0.4, 0.7, b"\0" * 4, "0" * 64, 1)])
+        for sql in ("UPDATE decisions SET decision = 'allow'", "DELETE FROM decisions",
+                    "UPDATE audit_chain SET hash = hash", "DELETE FROM audit_chain"):
+            with self.subTest(sql=sql):
+                with self.assertRaisesRegex(Exception, "append-only"):
+                    H.db_execute(self.uri, sql)
+        self.assertEqual(self.scalar("SELECT decision FROM decisions"), "block")
 
 
 class ThreeWritersTest(FleetCase):
