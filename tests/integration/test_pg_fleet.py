@@ -188,6 +188,7 @@ class SchemaTest(FleetCase):
             " vector, input_sha256, latency_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [("01a1fdb2-0000-7000-8000-000000000001", "2026-01-01T00:00:00.000000Z", "r", "i", MODEL, "1",
               "0" * 64, "pos", 1, "{}", 0.5, "block", "{}", 0.4, 0.7, b"\0" * 4, "0" * 64, 1)])
+        self.assertGreater(self.scalar("SELECT count(*) FROM audit_chain"), 0, "a's genesis entry is missing")
         for sql in ("UPDATE decisions SET decision = 'allow'", "DELETE FROM decisions",
                     "UPDATE audit_chain SET hash = hash", "DELETE FROM audit_chain"):
             with self.subTest(sql=sql):
