@@ -12,7 +12,9 @@ program, harness.pg_cluster(); a fresh database per case) and checks what the fl
   - the server stopped with `pg_ctl stop -m immediate` under load: no 200 without its row, 503
     audit_unavailable and /readyz 503 while it is down, both replicas back by themselves after it
     starts again;
-  - a key revoked through one replica is refused by the others within a second.
+  - a key revoked through one replica is refused by the others within a second;
+  - the schema applied once when replicas start together, the record append-only (triggers), and a
+    second process with a writer id in use refused.
 
 Skips (77) without postgresql-15 or psycopg2, and fails then under tests/run_all.sh (skips.py).
 """
@@ -330,6 +332,20 @@ class KillReplicaTest(FleetCase):
         self.assertGreater(self.assert_chain_contiguous("a"), entries_before, "a's chain did not go on")
         self.assert_chain_contiguous("b")
         self.assertEqual(self.assert_verify_intact([a, b]), {"a", "b"})
+
+
+class WriterIdTest(FleetCase):
+    """One process per chain: a second pgcld with a writer id in use is refused (advisory lock)."""
+
+    def test_a_writer_id_in_use_is_refused(self):
+        a = self.replica("a")
+        twin = H.Daemon(models=[MODEL], default_model=MODEL, db_path=self.uri, auth=False, args=["--writer-id", "a"])
+        self.addCleanup(twin.cleanup, check=False)
+        with self.assertRaisesRegex(H.DaemonError, "in use"):
+            twin.start()
+        self.assertEqual(a.score({"items": items(2, 8)}).status, 200)
+        self.assertEqual(self.scalar("SELECT count(*) FROM writers"), 1)
+        self.assert_chain_contiguous("a")
 
 
 class ServerStoppedTest(FleetCase):
