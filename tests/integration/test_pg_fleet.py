@@ -280,7 +280,8 @@ class TwoReplicasReviewTest(FleetCase):
             self.assertEqual((rec.json["effective_outcome"]["status"], rec.json["effective_outcome"]["label"]),
                              ("overturned", corrected))
             self.assertEqual(len(rec.json["contests"]), 1)
-        self.assertEqual(self.assert_verify_intact([a, b]), {"a", "b"})
+        # (the keys CLI, `pgcld keys create --db URI`, writes its admin events in a chain of its own)
+        self.assertLessEqual({"a", "b"}, self.assert_verify_intact([a, b]))
 
     def test_two_reviewers_contest_one_decision_through_two_replicas(self):
         a = self.replica("a", auth=True)
@@ -331,7 +332,7 @@ class KillReplicaTest(FleetCase):
         self.assert_all_recorded(answered, "SIGKILL under load")
         self.assertGreater(self.assert_chain_contiguous("a"), entries_before, "a's chain did not go on")
         self.assert_chain_contiguous("b")
-        self.assertEqual(self.assert_verify_intact([a, b]), {"a", "b"})
+        self.assertLessEqual({"a", "b"}, self.assert_verify_intact([a, b]))
 
 
 class WriterIdTest(FleetCase):
@@ -394,7 +395,7 @@ class ServerStoppedTest(FleetCase):
         self.assertEqual(unexpected, [], "answers other than 200 and 503 audit_unavailable")
         self.assertGreater(len(load.others), 0, "no client saw the server down")
         self.assert_all_recorded(answered, "server stopped under load")
-        self.assertEqual(self.assert_verify_intact([a, b]), {"a", "b"})
+        self.assertLessEqual({"a", "b"}, self.assert_verify_intact([a, b]))
         self.assert_chain_contiguous("a")
         self.assert_chain_contiguous("b")
 
