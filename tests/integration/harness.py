@@ -540,6 +540,32 @@ def db_insert_events(db_path, table, sql, rows):
         conn.autocommit = True
 
 
+class WriterLock:
+    """Makes the audit writer's next commit wait, behind pgcld's back, until release(): on SQLite
+    the file's write lock (BEGIN EXCLUSIVE), on PostgreSQL the row of fleet_counters that every
+    writer transaction locks first (SELECT ... FOR UPDATE in an open transaction)."""
+
+    def __init__(self, db_path):
+        self.db_path = db_path
+        if is_postgres(db_path):
+            import psycopg2
+            self.conn = psycopg2.connect(db_path, connect_timeout=10)
+            self.conn.autocommit = False
+            self.conn.cursor().execute("SELECT 1 FROM fleet_counters WHERE id = 1 FOR UPDATE")
+        else:
+            self.conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
+            self.conn.execute("BEGIN EXCLUSIVE")
+
+    def release(self):
+        if self.conn is None:
+            return
+        try:
+            self.conn.rollback() if is_postgres(self.db_path) else self.conn.execute("ROLLBACK")
+        finally:
+            self.conn.close()
+            self.conn = None
+
+
 def decision_count(db_path):
     return db_scalar(db_path, "SELECT COUNT(*) FROM decisions")
 

@@ -8,7 +8,6 @@ thread either (it runs on its own).
 Run: /usr/bin/python3 tests/integration/test_event_server.py (PGCLD_BIN selects the binary).
 """
 import os
-import sqlite3
 import sys
 import threading
 import time
@@ -88,14 +87,12 @@ class EventServerTest(unittest.TestCase):
                            (prefix + "%",))}
         self.assertEqual(rows, ids, "the answered decisions are not the recorded ones")
 
-    @H.sqlite_only("holds the SQLite file's write lock (BEGIN EXCLUSIVE) to make the writer wait")
     def test_requests_waiting_for_the_commit_hold_no_thread(self):
         d = self.start()
         pid = d.proc.pid
         idle_threads = proc_status(pid, "Threads")
-        locker = sqlite3.connect(d.db_path, timeout=30, isolation_level=None)
-        self.addCleanup(locker.close)
-        locker.execute("BEGIN EXCLUSIVE")  # the writer's next commit waits for this lock
+        locker = H.WriterLock(d.db_path)  # the writer's next commit waits for this lock
+        self.addCleanup(locker.release)
         t_locked = time.monotonic()
         clients = Clients(d, "commit")
         # every request has its rows computed and queued for the writer: all 64 are waiting
@@ -103,7 +100,7 @@ class EventServerTest(unittest.TestCase):
         busy_threads, busy_rss = proc_status(pid, "Threads"), proc_status(pid, "VmRSS")
         answered_early = len(clients.answers)
         held_s = time.monotonic() - t_locked
-        locker.execute("ROLLBACK")  # within the writer's 5 s busy timeout: the commit goes through
+        locker.release()  # within the writer's 5 s busy timeout (SQLite): the commit goes through
         self.assertTrue(waiting, "the requests did not all reach the audit writer")
         self.assertLess(held_s, 4.5, "the machine was too slow to hold the lock within the busy timeout")
         self.assertEqual(answered_early, 0, "answers left before their rows were committed")
@@ -131,16 +128,14 @@ class EventServerTest(unittest.TestCase):
                              "the daemon's threads grew with the connections waiting")
         self.check_answers(d, clients, "batch")
 
-    @H.sqlite_only("holds the SQLite file's write lock (BEGIN EXCLUSIVE) to make the writer wait")
     def test_a_staff_call_waiting_for_a_locked_database_holds_no_pool_thread(self):
         # one pool thread; a reviewer's contest waits for the locked database (up to the writer's
         # 5 s busy timeout) on a thread of its own, so the pool keeps answering meanwhile
         d = self.start("--http-threads", "1")
         scored = d.score({"items": H.json_items(H.random_embeddings(1, D, 2), "contested-")})
         decision_id = scored.json["results"][0]["decision_id"]
-        locker = sqlite3.connect(d.db_path, timeout=30, isolation_level=None)
-        self.addCleanup(locker.close)
-        locker.execute("BEGIN EXCLUSIVE")
+        locker = H.WriterLock(d.db_path)
+        self.addCleanup(locker.release)
         answers = {}
         staff = threading.Thread(target=lambda: answers.update(
             r=d.post(f"/v1/decisions/{decision_id}/contests", {"reason": "while locked"}, key=d.keys["reviewer"],
@@ -154,7 +149,7 @@ class EventServerTest(unittest.TestCase):
             took = time.monotonic() - t0
             still_waiting = staff.is_alive()
         finally:
-            locker.execute("ROLLBACK")
+            locker.release()
         staff.join(WAIT_S)
         self.assertEqual(ready.status, 200, ready)
         self.assertTrue(still_waiting, "the staff call was not waiting when the pool answered")
