@@ -257,7 +257,10 @@ pgcl_status pgcl_pg_pool_acquire(pgcl_pg_pool *p, int wait_ms, PGconn **out, cha
     p->out++;
     PGconn *conn = p->n_idle ? p->idle[--p->n_idle] : NULL;
     pthread_mutex_unlock(&p->lock);
-    if (conn && pgcl_pg_gone_while_idle(conn)) { /* e.g. the server restarted since its last use */
+    /* An idle connection whose server restarted or went away looks fine until it is used: the
+     * server's goodbye (or the socket's end) is waiting unread; pgcl_pg_gone_while_idle reads it
+     * without blocking, in as many reads as it takes (the goodbye and the end may come apart). */
+    if (conn && pgcl_pg_gone_while_idle(conn)) {
         PQfinish(conn);
         conn = NULL;
     }
