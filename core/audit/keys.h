@@ -124,7 +124,9 @@ int pgcl_keyring_count_active(pgcl_keyring *kr);
  * second of the next request, without a restart. If that re-read fails the previous set stays in
  * force, a warning is logged and the next check (a second later) tries again. (A keyring over
  * another source, pgcl_keyring_open_source, checks at its source's pace: the PostgreSQL store's
- * every 250 ms; its warnings are at most one a second.) */
+ * every 250 ms, on the keyring's own thread (pgcl_keyring_source.background), so that verify()
+ * then only reads memory and waits at most forced_wait_us, for an unknown key_id; its warnings are
+ * at most one a second.) */
 pgcl_status pgcl_keyring_verify(pgcl_keyring *kr, const char *token, pgcl_identity *out);
 
 /* ---- keyring sources: where a keyring's keys come from ----
