@@ -567,6 +567,89 @@ class PgChainTest(unittest.TestCase):
         conn.close()
         self.assert_bad(uri, "a", 3, ["entry 3 missing"])
 
+    # -- proofs, read by the store's code on a URI (tests/server/pg_chain_reads.c) without a daemon
+
+    def reads(self, *args):
+        helper = os.environ.get("PGCLD_PG_CHAIN_READS") or os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(H.PGCLD_BIN))), "tests", "pg_chain_reads")
+        if not os.path.exists(helper):
+            self.skipTest("tests/server/pg_chain_reads is not built")
+        p = subprocess.run([helper, *args], capture_output=True, text=True, timeout=60)
+        return p.returncode, json.loads(p.stdout) if p.returncode == 0 else None, p.stderr
+
+    def check_proof_file(self, proof, *held):
+        path = os.path.join(self.tmp, f"proof-{os.urandom(4).hex()}.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(proof, f)
+        py = subprocess.run([PY, VERIFIER, path, *held], capture_output=True, text=True, timeout=60)
+        cli = run_cli("audit", "verify-proof", path, *[a for h in held for a in ("--checkpoint", h)],
+                      *(("--public-key", self.public) if held else ()))
+        return py.returncode, cli.returncode, py.stdout + py.stderr + cli.stderr
+
+    def test_proofs_of_both_writers(self):
+        uri, conn = self.copy_db()
+        cur = conn.cursor()
+        cur.execute("SELECT decision_id, seq FROM decisions ORDER BY seq")
+        rows = cur.fetchall()
+        picked = [rows[0], rows[1], rows[3], rows[-1]] + [r for r in rows if self.owner[r[0]] == "b"][:2]
+        out = os.path.join(self.tmp, "fleet-proofs.json")
+        p = run_cli("audit", "checkpoint", "--db", uri, "--signing-key", self.key, "--out", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for did, seq in picked:
+            rc, proof, err = self.reads(uri, "proof", did)
+            self.assertEqual(rc, 0, err)
+            w = self.owner[did]
+            self.assertEqual(proof["writer_id"], w)
+            # the oracle: the leaf data of the row as stored, its entry, the writer's log root
+            self.assertEqual(base64.b64decode(proof["leaf_data"]), leaf_data_of_row(conn.cursor(), "decisions", seq))
+            self.assertEqual((proof["log"]["tree_size"], proof["log"]["root"]), (self.heads[w][0], self.heads[w][2]))
+            self.assertEqual(proof["log"]["leaf_index"], proof["chain_entry"]["seq"] - 1)
+            cp = proof["log"]["checkpoint"]
+            self.assertEqual(cp["format"], "pgcld-fleet-checkpoint")
+            py, cli, text = self.check_proof_file(proof, out)
+            self.assertEqual((py, cli), (0, 0), text)
+            # a changed leaf fails both; another writer's head in the checkpoint fails both
+            forged = dict(proof, leaf_data=base64.b64encode(b"\x03" + base64.b64decode(proof["leaf_data"])).decode())
+            self.assertEqual(self.check_proof_file(forged)[:2], (1, 1))
+            other = dict(proof, writer_id="b" if w == "a" else "a")
+            self.assertNotEqual(self.check_proof_file(other, out)[:2], (0, 0))
+        # a changed row: the proof built now no longer matches what was chained
+        cur.execute("UPDATE decisions SET label = 'forged' WHERE seq = %s", (picked[0][1],))
+        rc, proof, err = self.reads(uri, "proof", picked[0][0])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.check_proof_file(proof)[:2], (1, 1))
+        rc, _, err = self.reads(uri, "proof", "0190ffff-nope")
+        self.assertEqual(rc, 3, err)
+        conn.close()
+
+    def test_consistency_per_writer(self):
+        rc, _, err = self.reads(self.base, "consistency", "-", "1", "2")
+        self.assertEqual(rc, 4, err)
+        self.assertIn("writer=", err)
+        conn = self.psycopg2.connect(self.base)
+        for w in ("a", "b"):
+            cur = conn.cursor()
+            cur.execute("SELECT hash FROM audit_chain WHERE writer_id = %s ORDER BY seq", (w,))
+            hashes = [r[0] for r in cur.fetchall()]
+            for first, second in ((1, 1), (2, 5), (3, len(hashes)), (4, 8)):
+                rc, c, err = self.reads(self.base, "consistency", w, str(first), str(second))
+                self.assertEqual(rc, 0, err)
+                self.assertEqual(c["writer_id"], w)
+                self.assertEqual((c["first_root"], c["second_root"]),
+                                 (log_root(hashes[:first]), log_root(hashes[:second])))
+                path = os.path.join(self.tmp, f"consistency-{w}-{first}-{second}.json")
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(c, f)
+                p = subprocess.run([PY, VERIFIER, "--consistency", path], capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                p = run_cli("audit", "verify-consistency", path)
+                self.assertEqual(p.returncode, 0, p.stderr)
+            rc, _, err = self.reads(self.base, "consistency", w, "1", str(len(hashes) + 1))
+            self.assertEqual(rc, 3, err)
+        conn.close()
+        rc, _, err = self.reads(self.base, "consistency", "nobody", "1", "1")
+        self.assertEqual(rc, 3, err)
+
     def test_archive_refused(self):
         p = run_cli("audit", "archive", "--db", self.base, "--older-than-days", "1", "--out", "/nonexistent",
                     "--signing-key", self.key)

@@ -150,6 +150,10 @@ pgcl_status pgcl_pg_chain_verify(PGconn *conn, const char *const *checkpoint_fil
  * out_dir), records it in audit_checkpoints. PGCL_ERR_NOT_FOUND: no chain yet. Release out. */
 pgcl_status pgcl_pg_checkpoint_create(PGconn *conn, const char *key_path, const char *out_file, const char *out_dir,
                                       pgcl_fleet_checkpoint *out, char *err, int cap);
+/* The proof and the consistency proof of pgcl_pg_read_proof / pgcl_pg_read_consistency, on conn. */
+pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
+pgcl_status pgcl_pg_chain_consistency(PGconn *conn, const char *writer_id, int64_t first, int64_t second,
+                                      pgcl_log_consistency *out, char *err, int cap);
 
 /* ---- audit_pg_admin.c ---- */
 pgcl_status pgcl_pg_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap);

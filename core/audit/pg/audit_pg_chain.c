@@ -1101,6 +1101,14 @@ pgcl_status pgcl_pg_read_proof(pgcl_audit *store, const char *decision_id, pgcl_
     PGconn *conn = NULL;
     pgcl_status st = acquire(store, &conn, err, cap);
     if (st != PGCL_OK) return st;
+    st = pgcl_pg_chain_prove(conn, decision_id, out, err, cap);
+    release(store, conn);
+    return st;
+}
+
+pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chain_proof *out, char *err, int cap) {
+    memset(out, 0, sizeof *out);
+    pgcl_status st;
     bool found = false, chained = false;
     PGresult *rows = NULL;
     if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
@@ -1137,7 +1145,6 @@ pgcl_status pgcl_pg_read_proof(pgcl_audit *store, const char *decision_id, pgcl_
 done:
     PQclear(rows);
     end_transaction(conn, false);
-    release(store, conn);
     if (st != PGCL_OK) pgcl_chain_proof_release(out);
     return st;
 }
@@ -1179,6 +1186,17 @@ static pgcl_status pick_writer(PGconn *conn, const char *writer_id, pgcl_log_con
 pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, const char *writer_id, int64_t first, int64_t second,
                                      pgcl_log_consistency *out, char *err, int cap) {
     memset(out, 0, sizeof *out);
+    PGconn *conn = NULL;
+    pgcl_status st = acquire(store, &conn, err, cap);
+    if (st != PGCL_OK) return st;
+    st = pgcl_pg_chain_consistency(conn, writer_id, first, second, out, err, cap);
+    release(store, conn);
+    return st;
+}
+
+pgcl_status pgcl_pg_chain_consistency(PGconn *conn, const char *writer_id, int64_t first, int64_t second,
+                                      pgcl_log_consistency *out, char *err, int cap) {
+    memset(out, 0, sizeof *out);
     out->first = first;
     out->second = second;
     if (first < 1 || first > second) {
@@ -1186,9 +1204,7 @@ pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, const char *writer_id, i
                     (long long)second);
         return PGCL_ERR_INVALID;
     }
-    PGconn *conn = NULL;
-    pgcl_status st = acquire(store, &conn, err, cap);
-    if (st != PGCL_OK) return st;
+    pgcl_status st;
     if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
     if ((st = pick_writer(conn, writer_id, out, err, cap)) != PGCL_OK) goto done;
     const char *values[] = {out->writer_id};
@@ -1212,6 +1228,5 @@ pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, const char *writer_id, i
     st = PGCL_OK;
 done:
     end_transaction(conn, false);
-    release(store, conn);
     return st;
 }
