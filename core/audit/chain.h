@@ -97,6 +97,7 @@ typedef struct pgcl_chain_report {
      * events counts the entries checked over every chain, and head_seq/head_hash are the one
      * writer's head when there is one writer, else head_seq is the sum of the heads' seqs (the
      * fleet's entries) and head_hash is "" (see writers). */
+    bool has_writers; /* a report of the PostgreSQL store (writers, bad_writer_id are set) */
     int n_writers;
     pgcl_chain_writer_head *writers;
     char bad_writer_id[129];

@@ -43,7 +43,7 @@ void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcl
                             "head_hash", rep.head_hash[0] ? json_string(rep.head_hash) : json_null(),
                             "archive_cut_seq", rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(),
                             "archived_rows", (json_int_t)rep.archived_rows);
-    if (reply->body && rep.writers) { /* the PostgreSQL store: one chain per writer */
+    if (reply->body && rep.has_writers) { /* the PostgreSQL store: one chain per writer */
         json_t *writers = json_array();
         for (int i = 0; writers && i < rep.n_writers; i++) {
             const pgcl_chain_writer_head *h = &rep.writers[i];

@@ -650,6 +650,22 @@ class PgChainTest(unittest.TestCase):
         rc, _, err = self.reads(self.base, "consistency", "nobody", "1", "1")
         self.assertEqual(rc, 3, err)
 
+    def test_empty_store(self):
+        uri = self.cluster.new_database()
+        conn = self.psycopg2.connect(uri)
+        with conn.cursor() as cur, open(MIGRATION, encoding="utf-8") as f:
+            cur.execute(f.read())
+        conn.commit()
+        conn.close()
+        rc, rep, err = verify_json(uri)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual((rep["intact"], rep["events"], rep["head_seq"], rep["head_hash"], rep["writers"]),
+                         (True, 0, 0, None, []))
+        p = run_cli("audit", "checkpoint", "--db", uri, "--signing-key", self.key, "--out",
+                    os.path.join(self.tmp, "empty.json"))
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("empty", p.stderr)
+
     def test_archive_refused(self):
         p = run_cli("audit", "archive", "--db", self.base, "--older-than-days", "1", "--out", "/nonexistent",
                     "--signing-key", self.key)

@@ -556,10 +556,14 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
         int level = ++w->height[w->top - 2];
         w->top--;
         int64_t idx = (seq - 1) >> level;
-        /* stored nodes before this one were not expected: none can be, (writer, end, level) is unique */
-        while (cursor_at(&v->nodes) && writer_cmp(&v->nodes, w->id) == 0 &&
-               (col_int(&v->nodes, 1) < seq || (col_int(&v->nodes, 1) == seq && col_int(&v->nodes, 2) < level)))
-            if (!cursor_next(&v->nodes, &st, v->err, v->cap) && st != PGCL_OK) return st;
+        /* a stored node ordered before this one is one no entry completes (every earlier one was
+         * consumed): e.g. a level past 62, whose end wraps */
+        if (cursor_at(&v->nodes) && writer_cmp(&v->nodes, w->id) == 0 &&
+            (col_int(&v->nodes, 1) < seq || (col_int(&v->nodes, 1) == seq && col_int(&v->nodes, 2) < level))) {
+            note_bad(v, w->id, seq, "audit_log_nodes: a stored node at level %lld, index %lld is not a node of the log "
+                     "tree", (long long)col_int(&v->nodes, 2), (long long)col_int(&v->nodes, 3));
+            return PGCL_OK;
+        }
         bool here = cursor_at(&v->nodes) && writer_cmp(&v->nodes, w->id) == 0 && col_int(&v->nodes, 1) == seq &&
                     col_int(&v->nodes, 2) == level;
         bool same = false;
@@ -805,6 +809,7 @@ pgcl_status pgcl_pg_chain_verify(PGconn *conn, const char *const *checkpoint_fil
                                  const char *public_key_hex, pgcl_chain_report *report, char *err, int cap) {
     memset(report, 0, sizeof *report);
     report->intact = true;
+    report->has_writers = true;
     verifier v = {.conn = conn, .rep = report, .all_clean = true, .err = err, .cap = cap};
     pgcl_fleet_checkpoint *cps = n_checkpoints > 0 ? calloc((size_t)n_checkpoints, sizeof *cps) : NULL;
     pgcl_status st = PGCL_ERR_NOMEM;
