@@ -774,6 +774,39 @@ class PgChainDaemonsTest(unittest.TestCase):
         r = d.get("/v1/audit/consistency?first=1&second=2&writer=nobody")
         self.assertEqual(r.status, 404, r)
 
+    def test_zz_fleet_checkpoints_extend(self):
+        """Two fleet checkpoints with writer a's chain grown between them: the consistency proof of
+        a's log between its two heads verifies against both checkpoints, offline."""
+        old = self.daemons["b"].post("/v1/audit/checkpoints", {})
+        self.assertEqual(old.status, 201, old)
+        old_file = os.path.join(self.tmp, "fleet-old.json")
+        shutil.copy(old.json["file"], old_file)
+        D = H.load_config("toxicity")["dims"]["D"]
+        for i in range(3):
+            r = self.daemons["a"].score({"items": H.json_items(H.random_embeddings(2, D, seed=900 + i), f"g{i}-")})
+            self.assertEqual(r.status, 200, r)
+        new = self.daemons["a"].post("/v1/audit/checkpoints", {})
+        self.assertEqual(new.status, 201, new)
+        heads = [{w["writer_id"]: w["head_seq"] for w in cp.json["writers"]} for cp in (old, new)]
+        self.assertGreater(heads[1]["a"], heads[0]["a"])
+        r = self.daemons["b"].get(f"/v1/audit/consistency?first={heads[0]['a']}&second={heads[1]['a']}&writer=a")
+        self.assertEqual(r.status, 200, r)
+        path = os.path.join(self.tmp, "consistency-fleet.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(r.json, f)
+        p = subprocess.run([PY, VERIFIER, "--consistency", path, old_file, new.json["file"]], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        p = run_cli("audit", "verify-consistency", path, "--checkpoint", old_file, "--checkpoint", new.json["file"],
+                    "--public-key", self.public)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # the checkpoints swapped: refused
+        p = run_cli("audit", "verify-consistency", path, "--checkpoint", new.json["file"], "--checkpoint", old_file)
+        self.assertEqual(p.returncode, 1)
+        rc, rep, err = verify_json(self.uri, "--checkpoint", old_file, "--checkpoint", new.json["file"],
+                                   "--public-key", self.public)
+        self.assertEqual(rc, 0, err)
+
 
 if __name__ == "__main__":
     unittest.main()
