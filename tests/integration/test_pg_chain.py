@@ -516,6 +516,17 @@ class PgChainTest(unittest.TestCase):
         conn.close()
         self.assert_bad(uri, w, entry, [f"decisions row {seq}", "payload differs"])
 
+    def test_tamper_deleted_decision(self):
+        uri, conn = self.copy_db()
+        with conn.cursor() as cur:
+            cur.execute("SELECT first_row_seq + 1, writer_id, entry_seq, first_leaf + 1 FROM audit_chain_runs"
+                        " WHERE kind = 'decisions' AND n >= 3 ORDER BY first_row_seq DESC LIMIT 1")
+            seq, w, entry, leaf = cur.fetchone()
+            cur.execute("DELETE FROM decision_inputs WHERE decision_seq = %s", (seq,))
+            cur.execute("DELETE FROM decisions WHERE seq = %s", (seq,))
+        conn.close()
+        self.assert_bad(uri, w, entry, [f"entry {entry}, leaf {leaf}: decisions row {seq} is missing"])
+
     def test_tamper_leaf(self):
         uri, conn = self.copy_db()
         with conn.cursor() as cur:

@@ -14,8 +14,9 @@
  * Every read runs in one REPEATABLE READ, READ ONLY transaction: one snapshot of the fleet. The
  * verifier streams the chains, runs and log nodes through server-side cursors ordered by writer id
  * (bytewise: COLLATE "C", the order of strcmp and of a fleet statement), merging them as it walks:
- * its memory is one fetched batch of each plus O(log n) per writer. Rows are read per run (one
- * query per run of consecutive rows of one table). */
+ * its memory is one fetched batch of each plus O(log n) per writer. The rows come the same way: per
+ * writer, one binary cursor per table over the rows its runs chain, in (entry, first leaf, seq)
+ * order, which is the order the walk checks them in. */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,67 +58,117 @@ static const char *const ROW_RANGE_SQL[PGCL_CHAIN_TABLES] = {
 };
 enum { MAX_ROW_COLUMNS = 22, DECISIONS_INPUT_DIGEST_COLUMN = 21 };
 
+/* The verifier's per-writer row cursors (binary): the rows of one table that writer $1's runs
+ * chain, in the order its walk checks them — (entry, first leaf, seq) — each after its run's
+ * entry_seq and first_leaf. A row missing from a run is a gap in the seqs of that run. */
+static const char *const DECLARE_ROWS_SQL[PGCL_CHAIN_TABLES] = {
+    "DECLARE pgcld_rows_0 BINARY NO SCROLL CURSOR FOR SELECT u.entry_seq, u.first_leaf, d.seq, d.decision_id,"
+    " d.created_at, d.request_id, d.item_id, d.model_name, d.model_version, d.model_sha256, d.label, d.label_index,"
+    " d.probabilities, d.toxicity, d.decision, d.policy, d.t_review, d.t_block, d.vector, d.input_sha256,"
+    " d.latency_us, sha256(i.input), d.input_dtype, d.input_digest FROM audit_chain_runs AS u"
+    " JOIN decisions AS d ON d.seq >= u.first_row_seq AND d.seq < u.first_row_seq + u.n"
+    " LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq WHERE u.writer_id = $1 AND u.kind = 'decisions'"
+    " ORDER BY u.entry_seq, u.first_leaf, d.seq",
+    "DECLARE pgcld_rows_1 BINARY NO SCROLL CURSOR FOR SELECT u.entry_seq, u.first_leaf, r.seq, r.event_id,"
+    " r.created_at, r.actor, r.action, r.target, r.details FROM audit_chain_runs AS u JOIN admin_events AS r"
+    " ON r.seq >= u.first_row_seq AND r.seq < u.first_row_seq + u.n WHERE u.writer_id = $1"
+    " AND u.kind = 'admin_events' ORDER BY u.entry_seq, u.first_leaf, r.seq",
+    "DECLARE pgcld_rows_2 BINARY NO SCROLL CURSOR FOR SELECT u.entry_seq, u.first_leaf, r.seq, r.contest_id,"
+    " r.decision_id, r.filed_at, r.filed_by, r.filer_key_id, r.reason FROM audit_chain_runs AS u JOIN contests AS r"
+    " ON r.seq >= u.first_row_seq AND r.seq < u.first_row_seq + u.n WHERE u.writer_id = $1"
+    " AND u.kind = 'contests' ORDER BY u.entry_seq, u.first_leaf, r.seq",
+    "DECLARE pgcld_rows_3 BINARY NO SCROLL CURSOR FOR SELECT u.entry_seq, u.first_leaf, r.seq, r.contest_id,"
+    " r.resolved_at, r.resolved_by, r.resolver_key_id, r.outcome, r.corrected_label, r.note"
+    " FROM audit_chain_runs AS u JOIN resolutions AS r ON r.seq >= u.first_row_seq AND r.seq < u.first_row_seq + u.n"
+    " WHERE u.writer_id = $1 AND u.kind = 'resolutions' ORDER BY u.entry_seq, u.first_leaf, r.seq"};
+static const char *const FETCH_ROWS_SQL[PGCL_CHAIN_TABLES] = {
+    "FETCH FORWARD 256 FROM pgcld_rows_0", "FETCH FORWARD 256 FROM pgcld_rows_1", "FETCH FORWARD 256 FROM pgcld_rows_2",
+    "FETCH FORWARD 256 FROM pgcld_rows_3"};
+static const char *const CLOSE_ROWS_SQL[PGCL_CHAIN_TABLES] = {"CLOSE pgcld_rows_0", "CLOSE pgcld_rows_1",
+                                                               "CLOSE pgcld_rows_2", "CLOSE pgcld_rows_3"};
+enum { ROW_CURSOR_OFFSET = 2 }; /* entry_seq, first_leaf, then the row's columns */
+
 /* PostgreSQL type oids of the chained columns (pg_type.h). */
 enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 = 700, OID_FLOAT8 = 701 };
 
-/* One row's values, with the bytea columns decoded into owned buffers. */
+/* One row's values; TEXT and BLOB bytes point into the result (binary format: no decoding). */
 typedef struct row_values {
     pgcl_chain_value v[MAX_ROW_COLUMNS];
-    unsigned char *owned[MAX_ROW_COLUMNS];
     unsigned char digest[64];
     int n; /* encoded columns */
 } row_values;
 
-static void row_values_free(row_values *r) {
-    for (int i = 0; i < MAX_ROW_COLUMNS; i++) {
-        free(r->owned[i]);
-        r->owned[i] = NULL;
-    }
+static uint64_t be_uint(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
 }
 
-/* Column col of row as the encoding types it (by its PostgreSQL type). */
-static pgcl_status column_value(const PGresult *res, int row, int col, pgcl_chain_value *v, unsigned char **owned) {
+/* An integer column of a binary result (int2, int4 or int8, big-endian). */
+static int64_t binary_int(const PGresult *res, int row, int col) {
+    int n = PQgetlength(res, row, col);
+    uint64_t u = be_uint((const unsigned char *)PQgetvalue(res, row, col), n);
+    if (n == 2) return (int16_t)u;
+    if (n == 4) return (int32_t)u;
+    return (int64_t)u;
+}
+
+/* Column col of row of a binary result as the encoding types it (by its PostgreSQL type).
+ * PGCL_ERR_FORMAT for a value of an unexpected size. */
+static pgcl_status column_value(const PGresult *res, int row, int col, pgcl_chain_value *v) {
     memset(v, 0, sizeof *v);
     if (PQgetisnull(res, row, col)) {
         v->type = PGCL_CHAIN_VALUE_NULL;
         return PGCL_OK;
     }
+    const unsigned char *p = (const unsigned char *)PQgetvalue(res, row, col);
+    int n = PQgetlength(res, row, col);
     switch (PQftype(res, col)) {
     case OID_INT8:
     case OID_INT4:
     case OID_INT2:
+        if (n != 8 && n != 4 && n != 2) return PGCL_ERR_FORMAT;
         v->type = PGCL_CHAIN_VALUE_INTEGER;
-        v->integer = pgcl_pg_int(res, row, col);
+        v->integer = binary_int(res, row, col);
         return PGCL_OK;
-    case OID_FLOAT8:
-    case OID_FLOAT4:
+    case OID_FLOAT8: {
+        if (n != 8) return PGCL_ERR_FORMAT;
+        uint64_t bits = be_uint(p, 8);
         v->type = PGCL_CHAIN_VALUE_REAL;
-        v->real = pgcl_pg_double(res, row, col);
+        memcpy(&v->real, &bits, sizeof v->real);
         return PGCL_OK;
-    case OID_BYTEA: {
-        size_t len = 0;
-        pgcl_status st = pgcl_pg_bytea(res, row, col, owned, &len);
-        v->type = PGCL_CHAIN_VALUE_BLOB;
-        v->bytes = *owned;
-        v->len = len;
-        return st;
     }
-    default: /* text */
+    case OID_FLOAT4: {
+        if (n != 4) return PGCL_ERR_FORMAT;
+        uint32_t bits = (uint32_t)be_uint(p, 4);
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        v->type = PGCL_CHAIN_VALUE_REAL;
+        v->real = f;
+        return PGCL_OK;
+    }
+    case OID_BYTEA:
+        v->type = PGCL_CHAIN_VALUE_BLOB;
+        v->bytes = p;
+        v->len = (size_t)n;
+        return PGCL_OK;
+    default: /* text: its UTF-8 bytes in the binary format too */
         v->type = PGCL_CHAIN_VALUE_TEXT;
-        v->bytes = PQgetvalue(res, row, col);
-        v->len = (size_t)PQgetlength(res, row, col);
+        v->bytes = p;
+        v->len = (size_t)n;
         return PGCL_OK;
     }
 }
 
 /* The encoded values of row `row` of a ROW_RANGE_SQL[table] result. */
-static pgcl_status row_values_of(int table, const PGresult *res, int row, row_values *r) {
+static pgcl_status row_values_of(int table, const PGresult *res, int row, int offset, row_values *r) {
     memset(r, 0, sizeof *r);
-    int columns = PQnfields(res);
+    int columns = PQnfields(res) - offset;
     r->n = table == DECISIONS_TABLE ? PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS : columns;
     PGCL_ASSERT(columns <= MAX_ROW_COLUMNS && r->n <= columns);
     for (int i = 0; i < columns; i++) {
-        pgcl_status st = column_value(res, row, i, &r->v[i], &r->owned[i]);
+        pgcl_status st = column_value(res, row, offset + i, &r->v[i]);
         if (st != PGCL_OK) return st;
     }
     if (table != DECISIONS_TABLE) return PGCL_OK;
@@ -141,13 +192,26 @@ static pgcl_status row_values_of(int table, const PGresult *res, int row, row_va
     return PGCL_OK;
 }
 
-/* The rows first..last of table (ROW_RANGE_SQL), or NULL with *st and err. */
+/* The rows first..last of table (ROW_RANGE_SQL) in the binary format (a vector or digest is sent
+ * as its bytes, not as hex text), or NULL with *st and err. Read values with column_value and
+ * binary_int. */
 static PGresult *read_rows(PGconn *conn, int table, int64_t first, int64_t last, pgcl_status *st, char *err, int cap) {
     char a[24], b[24];
     snprintf(a, sizeof a, "%lld", (long long)first);
     snprintf(b, sizeof b, "%lld", (long long)last);
     const char *values[] = {a, b};
-    return pgcl_pg_query(conn, pgcl_chain_tables[table].name, ROW_RANGE_SQL[table], 2, values, st, err, cap);
+    PGresult *res = PQexecParams(conn, ROW_RANGE_SQL[table], 2, NULL, values, NULL, NULL, 1);
+    if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
+        *st = PGCL_OK;
+        return res;
+    }
+    pgcl_errorf(err, cap, "%s: %.300s", pgcl_chain_tables[table].name,
+                res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+    char *nl = strchr(err, '\n');
+    if (nl) *nl = 0;
+    PQclear(res);
+    *st = PGCL_ERR_DB;
+    return NULL;
 }
 
 /* ---- the log tree from stored subtrees (pgcl_merkle_subtree_fn over one writer's nodes) ---- */
@@ -249,15 +313,17 @@ typedef struct pg_cursor {
     bool open, done;
 } pg_cursor;
 
-/* Declares the cursor (declare_sql, with params) inside the open transaction. */
+/* Declares the cursor (declare_sql, with one text parameter when param is not NULL) inside the open
+ * transaction. */
 static pgcl_status cursor_open(pg_cursor *c, PGconn *conn, const char *what, const char *declare_sql,
-                               const char *fetch_sql, char *err, int cap) {
+                               const char *param, const char *fetch_sql, char *err, int cap) {
     memset(c, 0, sizeof *c);
     c->conn = conn;
     c->what = what;
     c->fetch_sql = fetch_sql;
     c->row = -1;
-    pgcl_status st = pgcl_pg_exec(conn, what, declare_sql, 0, NULL, err, cap);
+    const char *values[] = {param};
+    pgcl_status st = pgcl_pg_exec(conn, what, declare_sql, param ? 1 : 0, param ? values : NULL, err, cap);
     c->open = st == PGCL_OK;
     c->done = !c->open;
     return st;
@@ -351,6 +417,7 @@ typedef struct verifier {
     PGconn *conn;
     pgcl_chain_report *rep;
     pg_cursor entries, runs, nodes;
+    pg_cursor rows[PGCL_CHAIN_TABLES]; /* the current writer's, positioned on their first row */
     writer_walk w;
     bool have_writer;
     bool all_clean; /* no finding in any walk */
@@ -414,11 +481,14 @@ static pgcl_status drain_chainless(verifier *v, const char *before) {
     return PGCL_OK;
 }
 
+static pgcl_status close_row_cursors(verifier *v);
+
 /* The end of writer v->w's entries: what is left of its runs, nodes and checkpoint heads lies
  * beyond its chain (reported unless the walk stopped earlier), and its head goes in the report. */
 static pgcl_status finish_writer(verifier *v) {
     writer_walk *w = &v->w;
-    pgcl_status st = PGCL_OK;
+    pgcl_status st = close_row_cursors(v);
+    if (st != PGCL_OK) return st;
     int64_t n = w->expected - 1; /* the entries that checked */
     while (cursor_at(&v->runs) && writer_cmp(&v->runs, w->id) == 0) {
         if (!w->stopped)
@@ -471,6 +541,26 @@ static pgcl_status start_writer(verifier *v, const char *id) {
     w->expected = 1;
     memcpy(w->prev, pgcl_chain_zero_hash, sizeof w->prev);
     v->have_writer = true;
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
+        if ((st = cursor_open(&v->rows[t], v->conn, pgcl_chain_tables[t].name, DECLARE_ROWS_SQL[t], w->id,
+                              FETCH_ROWS_SQL[t], v->err, v->cap)) != PGCL_OK)
+            return st;
+        if (!cursor_next(&v->rows[t], &st, v->err, v->cap) && st != PGCL_OK) return st;
+    }
+    return PGCL_OK;
+}
+
+/* Closes the writer's row cursors (their names are reused by the next writer). */
+static pgcl_status close_row_cursors(verifier *v) {
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
+        bool was_open = v->rows[t].open;
+        cursor_close(&v->rows[t]);
+        v->rows[t].open = false;
+        pgcl_status st = was_open ? pgcl_pg_exec(v->conn, pgcl_chain_tables[t].name, CLOSE_ROWS_SQL[t], 0, NULL,
+                                                 v->err, v->cap)
+                                  : PGCL_OK;
+        if (st != PGCL_OK) return st;
+    }
     return PGCL_OK;
 }
 
@@ -496,36 +586,34 @@ static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, cons
                      "order", (long long)seq, (long long)(leaf_count - 1));
             return PGCL_OK;
         }
-        PGresult *rows = read_rows(v->conn, t, first_row, first_row + n - 1, &st, v->err, v->cap);
-        if (!rows) return st;
-        int got = PQntuples(rows);
+        /* this run's rows, from the writer's row cursor of table t (rows of runs before it: none
+         * in a walk that got here, skipped all the same) */
+        pg_cursor *rows = &v->rows[t];
+        while (cursor_at(rows) && (binary_int(rows->batch, rows->row, 0) < seq ||
+                                   (binary_int(rows->batch, rows->row, 0) == seq &&
+                                    binary_int(rows->batch, rows->row, 1) < first_leaf)))
+            if (!cursor_next(rows, &st, v->err, v->cap) && st != PGCL_OK) return st;
         for (int64_t i = 0; i < n; i++) {
             int64_t row_seq = first_row + i;
-            if (i >= got || pgcl_pg_int(rows, (int)i, 0) != row_seq) {
+            if (!cursor_at(rows) || binary_int(rows->batch, rows->row, 0) != seq ||
+                binary_int(rows->batch, rows->row, 1) != first_leaf ||
+                binary_int(rows->batch, rows->row, ROW_CURSOR_OFFSET) != row_seq) {
                 note_bad(v, w->id, seq, "entry %lld, leaf %lld: %s row %lld is missing", (long long)seq,
                          (long long)(first_leaf + i), pgcl_chain_tables[t].name, (long long)row_seq);
-                PQclear(rows);
                 return PGCL_OK;
             }
             row_values rv;
-            st = row_values_of(t, rows, (int)i, &rv);
+            st = row_values_of(t, rows->batch, rows->row, ROW_CURSOR_OFFSET, &rv);
             pgcl_merkle_hash leaf = pgcl_chain_leaf_of_values(t, rv.v, rv.n);
-            row_values_free(&rv);
-            if (st == PGCL_ERR_NOMEM) {
-                PQclear(rows);
-                pgcl_errorf(v->err, v->cap, "out of memory");
-                return st;
-            }
             if (st != PGCL_OK || memcmp(leaf.b, leaves[first_leaf + i].b, PGCL_MERKLE_HASH_BYTES) != 0) {
                 note_bad(v, w->id, seq,
                          "entry %lld, leaf %lld of %lld: %s row %lld: payload differs (the row was changed after it was "
                          "chained)", (long long)seq, (long long)(first_leaf + i), (long long)leaf_count,
                          pgcl_chain_tables[t].name, (long long)row_seq);
-                PQclear(rows);
                 return PGCL_OK;
             }
+            if (!cursor_next(rows, &st, v->err, v->cap) && st != PGCL_OK) return st;
         }
-        PQclear(rows);
         chained[t] += n;
         next_leaf += n;
         if (!cursor_next(&v->runs, &st, v->err, v->cap) && st != PGCL_OK) return st;
@@ -715,7 +803,7 @@ static pgcl_status walk(verifier *v) {
 /* Runs of one kind never overlap (a row chained twice), checked in (kind, first_row_seq) order. */
 static pgcl_status check_overlaps(verifier *v) {
     pg_cursor c;
-    pgcl_status st = cursor_open(&c, v->conn, "audit_chain_runs", DECLARE_RUN_ORDER_SQL, FETCH_RUN_ORDER_SQL, v->err,
+    pgcl_status st = cursor_open(&c, v->conn, "audit_chain_runs", DECLARE_RUN_ORDER_SQL, NULL, FETCH_RUN_ORDER_SQL, v->err,
                                  v->cap);
     if (st != PGCL_OK) return st;
     char kind[64] = "";
@@ -821,10 +909,10 @@ pgcl_status pgcl_pg_chain_verify(PGconn *conn, const char *const *checkpoint_fil
     if ((st = load_checkpoints(&v, cps, checkpoint_files, n_checkpoints, public_key_hex)) != PGCL_OK) goto done;
     if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
     in_tx = true;
-    if ((st = cursor_open(&v.entries, conn, "audit_chain", DECLARE_ENTRIES_SQL, FETCH_ENTRIES_SQL, err, cap)) !=
+    if ((st = cursor_open(&v.entries, conn, "audit_chain", DECLARE_ENTRIES_SQL, NULL, FETCH_ENTRIES_SQL, err, cap)) !=
             PGCL_OK ||
-        (st = cursor_open(&v.runs, conn, "audit_chain_runs", DECLARE_RUNS_SQL, FETCH_RUNS_SQL, err, cap)) != PGCL_OK ||
-        (st = cursor_open(&v.nodes, conn, "audit_log_nodes", DECLARE_NODES_SQL, FETCH_NODES_SQL, err, cap)) != PGCL_OK)
+        (st = cursor_open(&v.runs, conn, "audit_chain_runs", DECLARE_RUNS_SQL, NULL, FETCH_RUNS_SQL, err, cap)) != PGCL_OK ||
+        (st = cursor_open(&v.nodes, conn, "audit_log_nodes", DECLARE_NODES_SQL, NULL, FETCH_NODES_SQL, err, cap)) != PGCL_OK)
         goto done;
     /* position the merged cursors on their first rows */
     if ((!cursor_next(&v.runs, &st, err, cap) && st != PGCL_OK) ||
@@ -848,6 +936,8 @@ done:
     cursor_close(&v.entries);
     cursor_close(&v.runs);
     cursor_close(&v.nodes);
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+        cursor_close(&v.rows[t]);
     if (in_tx) end_transaction(conn, false);
     for (int i = 0; cps && i < n_checkpoints; i++)
         pgcl_fleet_checkpoint_release(&cps[i]);
@@ -1137,9 +1227,8 @@ pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chai
         goto done;
     }
     row_values rv;
-    st = row_values_of(DECISIONS_TABLE, rows, 0, &rv);
+    st = row_values_of(DECISIONS_TABLE, rows, 0, 0, &rv);
     if (st == PGCL_OK) pgcl_chain_leaf_data_of_values(DECISIONS_TABLE, rv.v, rv.n, &out->leaf_data, &out->leaf_data_len);
-    row_values_free(&rv);
     if (st != PGCL_OK || !out->leaf_data) {
         pgcl_errorf(err, cap, "decisions row %lld: %s", (long long)out->row_seq,
                     st == PGCL_OK ? "out of memory" : "malformed stored input digest");
