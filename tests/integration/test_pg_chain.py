@@ -413,6 +413,13 @@ class PgChainTest(unittest.TestCase):
         self.assertIn(f"writer '{writer}'", rep["reason"])
         for w in words:
             self.assertIn(w, rep["reason"])
+        if not extra:  # the oracle sees it too: in that writer's chain, or as a row no run covers
+            conn = self.psycopg2.connect(uri)
+            try:
+                _, problems = oracle_verify(conn)
+            finally:
+                conn.close()
+            self.assertTrue(any(p[0] in (writer, None) for p in problems), problems)
         return rep
 
     # -- intact
