@@ -37,6 +37,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
 import pg_cluster  # noqa: E402
+from openapi_contract import LiveValidationMixin  # noqa: E402
 
 ROOT = H.SOURCE_ROOT
 VERIFIER = os.path.join(ROOT, "docs", "verify_proof.py")
@@ -691,7 +692,7 @@ class PgChainTest(unittest.TestCase):
         self.assertIn("not supported for PostgreSQL yet", p.stderr)
 
 
-class PgChainDaemonsTest(unittest.TestCase):
+class PgChainDaemonsTest(LiveValidationMixin, unittest.TestCase):
     """Two daemons on one database, each with its own chain (needs the PostgreSQL writer)."""
 
     @classmethod
@@ -740,6 +741,7 @@ class PgChainDaemonsTest(unittest.TestCase):
         for d in self.daemons.values():
             r = d.get("/v1/audit/verify")
             self.assertEqual(r.status, 200, r)
+            self.check_live("GET", "/v1/audit/verify", r)
             self.assertTrue(r.json["intact"], r.json)
             self.assertEqual([w["writer_id"] for w in r.json["writers"]], ["a", "b"])
             self.assertEqual(r.json["events"], sum(w["head_seq"] for w in r.json["writers"]))
@@ -749,6 +751,7 @@ class PgChainDaemonsTest(unittest.TestCase):
     def test_proofs_of_both_writers_and_checkpoint(self):
         r = self.daemons["a"].post("/v1/audit/checkpoints", {})
         self.assertEqual(r.status, 201, r)
+        self.check_live("POST", "/v1/audit/checkpoints", r)
         self.assertEqual(r.json["format"], "pgcld-fleet-checkpoint")
         cp_file = r.json["file"]
         for w in ("a", "b"):
@@ -756,6 +759,7 @@ class PgChainDaemonsTest(unittest.TestCase):
                 for d in self.daemons.values():  # any replica answers for the whole fleet
                     r = d.get(f"/v1/decisions/{did}/proof")
                     self.assertEqual(r.status, 200, r)
+                    self.check_live("GET", f"/v1/decisions/{did}/proof", r)
                     self.assertEqual(r.json["writer_id"], w)
                     self.assertEqual(r.json["log"]["checkpoint"]["format"], "pgcld-fleet-checkpoint")
                     path = os.path.join(self.tmp, f"proof-{did}.json")
@@ -779,10 +783,12 @@ class PgChainDaemonsTest(unittest.TestCase):
         d = self.daemons["b"]
         r = d.get("/v1/audit/consistency?first=1&second=2")
         self.assertEqual(r.status, 400, r)
+        self.check_live("GET", "/v1/audit/consistency", r)
         self.assertEqual(r.json["error"]["field"], "writer")
         for w in ("a", "b"):
             r = d.get(f"/v1/audit/consistency?first=2&second=3&writer={w}")
             self.assertEqual(r.status, 200, r)
+            self.check_live("GET", "/v1/audit/consistency", r)
             self.assertEqual(r.json["writer_id"], w)
             path = os.path.join(self.tmp, f"consistency-{w}.json")
             with open(path, "w", encoding="utf-8") as f:
@@ -791,6 +797,7 @@ class PgChainDaemonsTest(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         r = d.get("/v1/audit/consistency?first=1&second=2&writer=nobody")
         self.assertEqual(r.status, 404, r)
+        self.check_live("GET", "/v1/audit/consistency", r)
 
     def test_zz_fleet_checkpoints_extend(self):
         """Two fleet checkpoints with writer a's chain grown between them: the consistency proof of
