@@ -61,7 +61,8 @@ pgcl_status pgcl_fleet_checkpoint_sign(pgcl_fleet_checkpoint *cp, const char *ke
     size_t len;
     char *statement = pgcl_fleet_checkpoint_statement(cp, &len);
     if (!statement) {
-        pgcl_errorf(err, cap, "a fleet checkpoint statement cannot be made of these heads (a writer id with a control "
+        pgcl_errorf(err, cap,
+                    "a fleet checkpoint statement cannot be made of these heads (a writer id with a control "
                     "character, or out of memory)");
         return PGCL_ERR_INVALID;
     }
@@ -88,8 +89,10 @@ pgcl_status pgcl_fleet_checkpoint_verify(const pgcl_fleet_checkpoint *cp, const 
     bool ok = pgcl_signing_verify(cp->public_key, cp->signature, statement, len);
     free(statement);
     if (!ok) {
-        pgcl_errorf(err, cap, "%s: the signature does not verify: the checkpoint was altered, or not signed by the key "
-                    "it names", name);
+        pgcl_errorf(err, cap,
+                    "%s: the signature does not verify: the checkpoint was altered, or not signed by the key "
+                    "it names",
+                    name);
         return PGCL_ERR_MISMATCH;
     }
     return PGCL_OK;
@@ -131,8 +134,8 @@ static bool get_string(const json_t *obj, const char *key, char *out, size_t max
     return strlen(out) == json_string_length(v);
 }
 
-pgcl_status pgcl_fleet_checkpoint_from_json(const json_t *root, const char *name, pgcl_fleet_checkpoint *out,
-                                            char *err, int cap) {
+pgcl_status pgcl_fleet_checkpoint_from_json(const json_t *root, const char *name, pgcl_fleet_checkpoint *out, char *err,
+                                            int cap) {
     out->heads = NULL;
     out->n_heads = 0;
     if (!pgcl_fleet_checkpoint_json_is_fleet(root)) {
@@ -142,9 +145,9 @@ pgcl_status pgcl_fleet_checkpoint_from_json(const json_t *root, const char *name
     }
     json_t *version = json_object_get(root, "version");
     if (!json_is_integer(version) || json_integer_value(version) != PGCL_FLEET_CHECKPOINT_VERSION) {
-        pgcl_errorf(err, cap, "%s: fleet checkpoint format version %lld; this pgcld reads version %d (use a newer pgcld)",
-                    name, json_is_integer(version) ? (long long)json_integer_value(version) : -1LL,
-                    PGCL_FLEET_CHECKPOINT_VERSION);
+        pgcl_errorf(
+            err, cap, "%s: fleet checkpoint format version %lld; this pgcld reads version %d (use a newer pgcld)", name,
+            json_is_integer(version) ? (long long)json_integer_value(version) : -1LL, PGCL_FLEET_CHECKPOINT_VERSION);
         return PGCL_ERR_UNSUPPORTED;
     }
     out->version = PGCL_FLEET_CHECKPOINT_VERSION;
@@ -166,14 +169,15 @@ pgcl_status pgcl_fleet_checkpoint_from_json(const json_t *root, const char *name
             !get_string(w, "head_hash", h->head_hash, 64) || !is_lower_hex64(h->head_hash) ||
             !get_string(w, "log_root", h->log_root, 64) || !is_lower_hex64(h->log_root) ||
             (i > 0 && strcmp(out->heads[i - 1].writer_id, h->writer_id) >= 0)) {
-            pgcl_errorf(err, cap, "%s: writers[%d] must be {writer_id, head_seq >= 1, head_hash, log_root (64 lowercase "
-                        "hex digits)}, in increasing writer_id order", name, i);
+            pgcl_errorf(err, cap,
+                        "%s: writers[%d] must be {writer_id, head_seq >= 1, head_hash, log_root (64 lowercase "
+                        "hex digits)}, in increasing writer_id order",
+                        name, i);
             return PGCL_ERR_FORMAT;
         }
         h->head_seq = (int64_t)json_integer_value(seq);
     }
-    if (!get_string(root, "created_at", out->created_at, sizeof out->created_at - 1) ||
-        strchr(out->created_at, '\n')) {
+    if (!get_string(root, "created_at", out->created_at, sizeof out->created_at - 1) || strchr(out->created_at, '\n')) {
         pgcl_errorf(err, cap, "%s: created_at must be a timestamp (1 to 64 bytes, one line)", name);
         return PGCL_ERR_FORMAT;
     }

@@ -47,9 +47,9 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[2], "consistency") == 0 && argc == 6) {
         pgcl_log_consistency *c = calloc(1, sizeof *c);
         if (!c) return 1;
-        pgcl_status st = pgcl_pg_chain_consistency(conn, strcmp(argv[3], "-") == 0 ? NULL : argv[3],
-                                                   strtoll(argv[4], NULL, 10), strtoll(argv[5], NULL, 10), c, err,
-                                                   sizeof err);
+        pgcl_status st =
+            pgcl_pg_chain_consistency(conn, strcmp(argv[3], "-") == 0 ? NULL : argv[3], strtoll(argv[4], NULL, 10),
+                                      strtoll(argv[5], NULL, 10), c, err, sizeof err);
         rc = finish(st, st == PGCL_OK ? pgcld_consistency_proof_json(c) : NULL, err);
         free(c);
     } else {

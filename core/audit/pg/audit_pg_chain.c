@@ -17,7 +17,6 @@
  * its memory is one fetched batch of each plus O(log n) per writer. The rows come the same way: per
  * writer, one binary cursor per table over the rows its runs chain, in (entry, first leaf, seq)
  * order, which is the order the walk checks them in. */
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +84,7 @@ static const char *const FETCH_ROWS_SQL[PGCL_CHAIN_TABLES] = {
     "FETCH FORWARD 256 FROM pgcld_rows_0", "FETCH FORWARD 256 FROM pgcld_rows_1", "FETCH FORWARD 256 FROM pgcld_rows_2",
     "FETCH FORWARD 256 FROM pgcld_rows_3"};
 static const char *const CLOSE_ROWS_SQL[PGCL_CHAIN_TABLES] = {"CLOSE pgcld_rows_0", "CLOSE pgcld_rows_1",
-                                                               "CLOSE pgcld_rows_2", "CLOSE pgcld_rows_3"};
+                                                              "CLOSE pgcld_rows_2", "CLOSE pgcld_rows_3"};
 enum { ROW_CURSOR_OFFSET = 2 }; /* entry_seq, first_leaf, then the row's columns */
 
 /* PostgreSQL type oids of the chained columns (pg_type.h). */
@@ -233,10 +232,10 @@ static bool get_node(void *ctx, int level, uint64_t index, pgcl_merkle_hash *out
     snprintf(b, sizeof b, "%llu", (unsigned long long)(level == 0 ? index + 1 : index));
     const char *entry_values[] = {src->writer_id, b}, *node_values[] = {src->writer_id, a, b};
     pgcl_status st;
-    PGresult *res = level == 0 ? pgcl_pg_query(src->conn, "audit_chain", ENTRY_HASH_SQL, 2, entry_values, &st,
-                                               src->err, sizeof src->err)
-                               : pgcl_pg_query(src->conn, "audit_log_nodes", NODE_SQL, 3, node_values, &st, src->err,
-                                               sizeof src->err);
+    PGresult *res =
+        level == 0
+            ? pgcl_pg_query(src->conn, "audit_chain", ENTRY_HASH_SQL, 2, entry_values, &st, src->err, sizeof src->err)
+            : pgcl_pg_query(src->conn, "audit_log_nodes", NODE_SQL, 3, node_values, &st, src->err, sizeof src->err);
     if (!res) {
         src->st = st;
         return false;
@@ -315,8 +314,8 @@ typedef struct pg_cursor {
 
 /* Declares the cursor (declare_sql, with one text parameter when param is not NULL) inside the open
  * transaction. */
-static pgcl_status cursor_open(pg_cursor *c, PGconn *conn, const char *what, const char *declare_sql,
-                               const char *param, const char *fetch_sql, char *err, int cap) {
+static pgcl_status cursor_open(pg_cursor *c, PGconn *conn, const char *what, const char *declare_sql, const char *param,
+                               const char *fetch_sql, char *err, int cap) {
     memset(c, 0, sizeof *c);
     c->conn = conn;
     c->what = what;
@@ -351,7 +350,9 @@ static bool cursor_next(pg_cursor *c, pgcl_status *st, char *err, int cap) {
     return true;
 }
 
-static bool cursor_at(const pg_cursor *c) { return !c->done && c->batch && c->row >= 0 && c->row < c->n; }
+static bool cursor_at(const pg_cursor *c) {
+    return !c->done && c->batch && c->row >= 0 && c->row < c->n;
+}
 
 static void cursor_close(pg_cursor *c) {
     PQclear(c->batch);
@@ -430,7 +431,7 @@ typedef struct verifier {
 } verifier;
 
 __attribute__((format(printf, 4, 5))) static void note_bad(verifier *v, const char *writer, int64_t seq,
-                                                          const char *fmt, ...);
+                                                           const char *fmt, ...);
 
 /* Records a finding at (writer, seq) unless one earlier in (writer id, seq) order is recorded. */
 static void note_bad(verifier *v, const char *writer, int64_t seq, const char *fmt, ...) {
@@ -451,8 +452,12 @@ static void note_bad(verifier *v, const char *writer, int64_t seq, const char *f
     snprintf(r->reason, sizeof r->reason, "writer '%.128s': %.370s", writer, what);
 }
 
-static const char *col(const pg_cursor *c, int i) { return pgcl_pg_text(c->batch, c->row, i); }
-static int64_t col_int(const pg_cursor *c, int i) { return pgcl_pg_int(c->batch, c->row, i); }
+static const char *col(const pg_cursor *c, int i) {
+    return pgcl_pg_text(c->batch, c->row, i);
+}
+static int64_t col_int(const pg_cursor *c, int i) {
+    return pgcl_pg_int(c->batch, c->row, i);
+}
 
 /* Compares the writer of cursor c's row with id (strcmp). */
 static int writer_cmp(const pg_cursor *c, const char *id) {
@@ -465,19 +470,24 @@ static pgcl_status drain_chainless(verifier *v, const char *before) {
     pgcl_status st = PGCL_OK;
     while (cursor_at(&v->runs) && (!before || writer_cmp(&v->runs, before) < 0)) {
         note_bad(v, col(&v->runs, 0), col_int(&v->runs, 1),
-                 "audit_chain_runs: a run names entry %lld, but this writer has no chain", (long long)col_int(&v->runs, 1));
+                 "audit_chain_runs: a run names entry %lld, but this writer has no chain",
+                 (long long)col_int(&v->runs, 1));
         if (!cursor_next(&v->runs, &st, v->err, v->cap) && st != PGCL_OK) return st;
     }
     while (cursor_at(&v->nodes) && (!before || writer_cmp(&v->nodes, before) < 0)) {
-        note_bad(v, col(&v->nodes, 0), 1, "audit_log_nodes: a log tree node at level %lld, index %lld, but this writer "
-                 "has no chain", (long long)col_int(&v->nodes, 2), (long long)col_int(&v->nodes, 3));
+        note_bad(v, col(&v->nodes, 0), 1,
+                 "audit_log_nodes: a log tree node at level %lld, index %lld, but this writer "
+                 "has no chain",
+                 (long long)col_int(&v->nodes, 2), (long long)col_int(&v->nodes, 3));
         if (!cursor_next(&v->nodes, &st, v->err, v->cap) && st != PGCL_OK) return st;
     }
     while (v->next_target < v->n_targets &&
            (!before || strcmp(v->targets[v->next_target].head->writer_id, before) < 0)) {
         const checkpoint_target *t = &v->targets[v->next_target++];
-        note_bad(v, t->head->writer_id, 1, "the fleet checkpoint %.200s signs this writer's entry %lld, but it has no "
-                 "chain", t->file, (long long)t->head->head_seq);
+        note_bad(v, t->head->writer_id, 1,
+                 "the fleet checkpoint %.200s signs this writer's entry %lld, but it has no "
+                 "chain",
+                 t->file, (long long)t->head->head_seq);
     }
     return PGCL_OK;
 }
@@ -495,15 +505,17 @@ static pgcl_status finish_writer(verifier *v) {
         if (!w->stopped)
             note_bad(v, w->id, col_int(&v->runs, 1) > n ? n + 1 : col_int(&v->runs, 1),
                      "audit_chain_runs: a run names entry %lld, which is not a commit entry of this chain (it ends at "
-                     "%lld)", (long long)col_int(&v->runs, 1), (long long)n);
+                     "%lld)",
+                     (long long)col_int(&v->runs, 1), (long long)n);
         if (!cursor_next(&v->runs, &st, v->err, v->cap) && st != PGCL_OK) return st;
     }
     bool reported = false;
     while (cursor_at(&v->nodes) && writer_cmp(&v->nodes, w->id) == 0) {
         if (!w->stopped && !reported)
-            note_bad(v, w->id, n + 1, "audit_log_nodes: the log tree node at level %lld, index %lld covers entries "
-                     "beyond the chain's end (%lld): entries were removed", (long long)col_int(&v->nodes, 2),
-                     (long long)col_int(&v->nodes, 3), (long long)n);
+            note_bad(v, w->id, n + 1,
+                     "audit_log_nodes: the log tree node at level %lld, index %lld covers entries "
+                     "beyond the chain's end (%lld): entries were removed",
+                     (long long)col_int(&v->nodes, 2), (long long)col_int(&v->nodes, 3), (long long)n);
         reported = true;
         if (!cursor_next(&v->nodes, &st, v->err, v->cap) && st != PGCL_OK) return st;
     }
@@ -557,9 +569,9 @@ static pgcl_status close_row_cursors(verifier *v) {
         bool was_open = v->rows[t].open;
         cursor_close(&v->rows[t]);
         v->rows[t].open = false;
-        pgcl_status st = was_open ? pgcl_pg_exec(v->conn, pgcl_chain_tables[t].name, CLOSE_ROWS_SQL[t], 0, NULL,
-                                                 v->err, v->cap)
-                                  : PGCL_OK;
+        pgcl_status st =
+            was_open ? pgcl_pg_exec(v->conn, pgcl_chain_tables[t].name, CLOSE_ROWS_SQL[t], 0, NULL, v->err, v->cap)
+                     : PGCL_OK;
         if (st != PGCL_OK) return st;
     }
     return PGCL_OK;
@@ -567,13 +579,13 @@ static pgcl_status close_row_cursors(verifier *v) {
 
 /* A commit entry's runs (the runs cursor's rows of (writer, seq), in leaf order): they cover its
  * leaves 0..leaf_count-1 once each, and each leaf is its row's leaf as stored now. */
-static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, const pgcl_merkle_hash *leaves,
-                              bool *ok) {
+static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, const pgcl_merkle_hash *leaves, bool *ok) {
     writer_walk *w = &v->w;
     pgcl_status st = PGCL_OK;
     *ok = false;
     while (cursor_at(&v->runs) && writer_cmp(&v->runs, w->id) == 0 && col_int(&v->runs, 1) < seq) {
-        note_bad(v, w->id, col_int(&v->runs, 1), "audit_chain_runs: a run names entry %lld, which is not a commit entry",
+        note_bad(v, w->id, col_int(&v->runs, 1),
+                 "audit_chain_runs: a run names entry %lld, which is not a commit entry",
                  (long long)col_int(&v->runs, 1));
         return PGCL_OK;
     }
@@ -583,16 +595,18 @@ static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, cons
         int t = kind ? pgcl_chain_table_index(kind, strlen(kind)) : -1;
         int64_t first_leaf = col_int(&v->runs, 2), first_row = col_int(&v->runs, 4), n = col_int(&v->runs, 5);
         if (t < 0 || n < 1 || first_leaf != next_leaf || n > leaf_count - first_leaf) {
-            note_bad(v, w->id, seq, "entry %lld: its runs in audit_chain_runs do not cover leaves 0..%lld once each, in "
-                     "order", (long long)seq, (long long)(leaf_count - 1));
+            note_bad(v, w->id, seq,
+                     "entry %lld: its runs in audit_chain_runs do not cover leaves 0..%lld once each, in "
+                     "order",
+                     (long long)seq, (long long)(leaf_count - 1));
             return PGCL_OK;
         }
         /* this run's rows, from the writer's row cursor of table t (rows of runs before it: none
          * in a walk that got here, skipped all the same) */
         pg_cursor *rows = &v->rows[t];
-        while (cursor_at(rows) && (binary_int(rows->batch, rows->row, 0) < seq ||
-                                   (binary_int(rows->batch, rows->row, 0) == seq &&
-                                    binary_int(rows->batch, rows->row, 1) < first_leaf)))
+        while (cursor_at(rows) &&
+               (binary_int(rows->batch, rows->row, 0) < seq ||
+                (binary_int(rows->batch, rows->row, 0) == seq && binary_int(rows->batch, rows->row, 1) < first_leaf)))
             if (!cursor_next(rows, &st, v->err, v->cap) && st != PGCL_OK) return st;
         int64_t present = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -622,10 +636,12 @@ static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, cons
             st = row_values_of(t, rows->batch, rows->row, ROW_CURSOR_OFFSET, &rv);
             pgcl_merkle_hash leaf = pgcl_chain_leaf_of_values(t, rv.v, rv.n);
             if (st != PGCL_OK || memcmp(leaf.b, leaves[first_leaf + i].b, PGCL_MERKLE_HASH_BYTES) != 0) {
-                note_bad(v, w->id, seq,
-                         "entry %lld, leaf %lld of %lld: %s row %lld: payload differs (the row was changed after it was "
-                         "chained)", (long long)seq, (long long)(first_leaf + i), (long long)leaf_count,
-                         pgcl_chain_tables[t].name, (long long)row_seq);
+                note_bad(
+                    v, w->id, seq,
+                    "entry %lld, leaf %lld of %lld: %s row %lld: payload differs (the row was changed after it was "
+                    "chained)",
+                    (long long)seq, (long long)(first_leaf + i), (long long)leaf_count, pgcl_chain_tables[t].name,
+                    (long long)row_seq);
                 return PGCL_OK;
             }
             present++;
@@ -665,8 +681,10 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
          * consumed): e.g. a level past 62, whose end wraps */
         if (cursor_at(&v->nodes) && writer_cmp(&v->nodes, w->id) == 0 &&
             (col_int(&v->nodes, 1) < seq || (col_int(&v->nodes, 1) == seq && col_int(&v->nodes, 2) < level))) {
-            note_bad(v, w->id, seq, "audit_log_nodes: a stored node at level %lld, index %lld is not a node of the log "
-                     "tree", (long long)col_int(&v->nodes, 2), (long long)col_int(&v->nodes, 3));
+            note_bad(v, w->id, seq,
+                     "audit_log_nodes: a stored node at level %lld, index %lld is not a node of the log "
+                     "tree",
+                     (long long)col_int(&v->nodes, 2), (long long)col_int(&v->nodes, 3));
             return PGCL_OK;
         }
         bool here = cursor_at(&v->nodes) && writer_cmp(&v->nodes, w->id) == 0 && col_int(&v->nodes, 1) == seq &&
@@ -681,8 +699,9 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
             if (!cursor_next(&v->nodes, &st, v->err, v->cap) && st != PGCL_OK) return st;
         }
         if (!same) {
-            note_bad(v, w->id, seq, "audit_log_nodes: the log tree node at level %d, index %lld (entries %lld..%lld) %s",
-                     level, (long long)idx, (long long)((idx << level) + 1), (long long)seq,
+            note_bad(v, w->id, seq,
+                     "audit_log_nodes: the log tree node at level %d, index %lld (entries %lld..%lld) %s", level,
+                     (long long)idx, (long long)((idx << level) + 1), (long long)seq,
                      here ? "does not match the entries' hashes" : "is missing");
             return PGCL_OK;
         }
@@ -694,13 +713,17 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
         pgcl_merkle_hash root = fold_stack(w->stack, w->top);
         pgcl_merkle_to_hex(&root, root_hex);
         if (strcmp(t->head->head_hash, hash_hex) != 0) {
-            note_bad(v, w->id, seq, "entry %lld: hash differs from the signed fleet checkpoint (%.200s): the history up "
-                     "to entry %lld was rewritten", (long long)seq, t->file, (long long)seq);
+            note_bad(v, w->id, seq,
+                     "entry %lld: hash differs from the signed fleet checkpoint (%.200s): the history up "
+                     "to entry %lld was rewritten",
+                     (long long)seq, t->file, (long long)seq);
             return PGCL_OK;
         }
         if (strcmp(t->head->log_root, root_hex) != 0) {
-            note_bad(v, w->id, seq, "fleet checkpoint %.200s: its log_root is not the root of the log tree over entries "
-                     "1..%lld", t->file, (long long)seq);
+            note_bad(v, w->id, seq,
+                     "fleet checkpoint %.200s: its log_root is not the root of the log tree over entries "
+                     "1..%lld",
+                     t->file, (long long)seq);
             return PGCL_OK;
         }
     }
@@ -708,7 +731,9 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
     return PGCL_OK;
 }
 
-static bool hex_is(const char *s, const char *want) { return s && strcmp(s, want) == 0; }
+static bool hex_is(const char *s, const char *want) {
+    return s && strcmp(s, want) == 0;
+}
 
 /* One entry of the entries cursor, of writer v->w: its place, link, hash, kind, leaves and rows,
  * and its log tree step. A finding stops this writer's walk. */
@@ -731,8 +756,11 @@ static pgcl_status check_entry(verifier *v) {
     }
     v->rep->events++;
     if (!hex_is(prev, w->prev)) {
-        if (seq == 1) note_bad(v, w->id, 1, "entry 1: the genesis entry's prev_hash is not 64 zeros");
-        else note_bad(v, w->id, seq, "entry %lld: prev_hash does not match entry %lld", (long long)seq, (long long)(seq - 1));
+        if (seq == 1)
+            note_bad(v, w->id, 1, "entry 1: the genesis entry's prev_hash is not 64 zeros");
+        else
+            note_bad(v, w->id, seq, "entry %lld: prev_hash does not match entry %lld", (long long)seq,
+                     (long long)(seq - 1));
         w->stopped = true;
         return PGCL_OK;
     }
@@ -755,8 +783,10 @@ static pgcl_status check_entry(verifier *v) {
         char want[PGCL_CHAIN_HEX_LEN + 1];
         genesis_payload(w->id, want);
         if (strcmp(kind, "genesis") != 0 || row_seq != 0 || !hex_is(payload, want)) {
-            note_bad(v, w->id, 1, "entry 1 is not this writer's genesis entry (kind '%.32s', row_seq %lld, payload not "
-                     "SHA-256 of the writer id)", kind, (long long)row_seq);
+            note_bad(v, w->id, 1,
+                     "entry 1 is not this writer's genesis entry (kind '%.32s', row_seq %lld, payload not "
+                     "SHA-256 of the writer id)",
+                     kind, (long long)row_seq);
             w->stopped = true;
             return PGCL_OK;
         }
@@ -766,19 +796,22 @@ static pgcl_status check_entry(verifier *v) {
         size_t leaves_len = 0;
         int64_t leaf_count = PQgetisnull(e->batch, e->row, 7) ? -1 : col_int(e, 7);
         if (strcmp(kind, PGCL_CHAIN_COMMIT_KIND) != 0 || leaf_count < 1 || row_seq != leaf_count ||
-            !pgcl_merkle_from_hex(payload, &root) || pgcl_pg_bytea(e->batch, e->row, 8, &leaves, &leaves_len) != PGCL_OK ||
-            !leaves || leaves_len != (size_t)leaf_count * PGCL_MERKLE_HASH_BYTES) {
+            !pgcl_merkle_from_hex(payload, &root) ||
+            pgcl_pg_bytea(e->batch, e->row, 8, &leaves, &leaves_len) != PGCL_OK || !leaves ||
+            leaves_len != (size_t)leaf_count * PGCL_MERKLE_HASH_BYTES) {
             free(leaves);
-            note_bad(v, w->id, seq, "entry %lld: not a well-formed commit entry (kind '%.32s'; leaf_count, row_seq, "
-                     "leaves and root must agree)", (long long)seq, kind);
+            note_bad(v, w->id, seq,
+                     "entry %lld: not a well-formed commit entry (kind '%.32s'; leaf_count, row_seq, "
+                     "leaves and root must agree)",
+                     (long long)seq, kind);
             w->stopped = true;
             return PGCL_OK;
         }
         pgcl_merkle_hash computed_root = pgcl_merkle_root((const pgcl_merkle_hash *)leaves, (uint64_t)leaf_count);
         if (memcmp(computed_root.b, root.b, PGCL_MERKLE_HASH_BYTES) != 0) {
             free(leaves);
-            note_bad(v, w->id, seq, "entry %lld: its %lld stored leaf hashes do not give its Merkle root", (long long)seq,
-                     (long long)leaf_count);
+            note_bad(v, w->id, seq, "entry %lld: its %lld stored leaf hashes do not give its Merkle root",
+                     (long long)seq, (long long)leaf_count);
             w->stopped = true;
             return PGCL_OK;
         }
@@ -820,8 +853,8 @@ static pgcl_status walk(verifier *v) {
 /* Runs of one kind never overlap (a row chained twice), checked in (kind, first_row_seq) order. */
 static pgcl_status check_overlaps(verifier *v) {
     pg_cursor c;
-    pgcl_status st = cursor_open(&c, v->conn, "audit_chain_runs", DECLARE_RUN_ORDER_SQL, NULL, FETCH_RUN_ORDER_SQL, v->err,
-                                 v->cap);
+    pgcl_status st =
+        cursor_open(&c, v->conn, "audit_chain_runs", DECLARE_RUN_ORDER_SQL, NULL, FETCH_RUN_ORDER_SQL, v->err, v->cap);
     if (st != PGCL_OK) return st;
     char kind[64] = "";
     int64_t end = 0;
@@ -865,11 +898,14 @@ static pgcl_status check_unchained(verifier *v) {
         char seq_text[24];
         snprintf(seq_text, sizeof seq_text, "%lld", (long long)first);
         const char *values[] = {pgcl_chain_tables[t].name, seq_text};
-        PGresult *res = pgcl_pg_query(v->conn, "audit_chain_runs", NEIGHBOUR_WRITER_SQL, 2, values, &st, v->err, v->cap);
+        PGresult *res =
+            pgcl_pg_query(v->conn, "audit_chain_runs", NEIGHBOUR_WRITER_SQL, 2, values, &st, v->err, v->cap);
         if (!res) return st;
         char writer[PGCL_FLEET_WRITER_ID_MAX + 1] = "";
-        if (PQntuples(res) == 1 && pgcl_pg_text(res, 0, 0)) snprintf(writer, sizeof writer, "%s", pgcl_pg_text(res, 0, 0));
-        else if (v->rep->n_writers > 0) snprintf(writer, sizeof writer, "%s", v->rep->writers[0].writer_id);
+        if (PQntuples(res) == 1 && pgcl_pg_text(res, 0, 0))
+            snprintf(writer, sizeof writer, "%s", pgcl_pg_text(res, 0, 0));
+        else if (v->rep->n_writers > 0)
+            snprintf(writer, sizeof writer, "%s", v->rep->writers[0].writer_id);
         PQclear(res);
         int64_t end = 0;
         for (int i = 0; i < v->rep->n_writers; i++)
@@ -980,8 +1016,10 @@ pgcl_status pgcl_pg_chain_verify(PGconn *conn, const char *const *checkpoint_fil
         goto done;
     if ((st = cursor_open(&v.entries, conn, "audit_chain", DECLARE_ENTRIES_SQL, NULL, FETCH_ENTRIES_SQL, err, cap)) !=
             PGCL_OK ||
-        (st = cursor_open(&v.runs, conn, "audit_chain_runs", DECLARE_RUNS_SQL, NULL, FETCH_RUNS_SQL, err, cap)) != PGCL_OK ||
-        (st = cursor_open(&v.nodes, conn, "audit_log_nodes", DECLARE_NODES_SQL, NULL, FETCH_NODES_SQL, err, cap)) != PGCL_OK)
+        (st = cursor_open(&v.runs, conn, "audit_chain_runs", DECLARE_RUNS_SQL, NULL, FETCH_RUNS_SQL, err, cap)) !=
+            PGCL_OK ||
+        (st = cursor_open(&v.nodes, conn, "audit_log_nodes", DECLARE_NODES_SQL, NULL, FETCH_NODES_SQL, err, cap)) !=
+            PGCL_OK)
         goto done;
     /* position the merged cursors on their first rows */
     if ((!cursor_next(&v.runs, &st, err, cap) && st != PGCL_OK) ||
@@ -1031,7 +1069,9 @@ static pgcl_status acquire(pgcl_audit *store, PGconn **conn, char *err, int cap)
     return pgcl_pg_pool_acquire(pgcl_audit_pg_of(store)->readers, PGCL_PG_READ_WAIT_MS, conn, err, cap);
 }
 
-static void release(pgcl_audit *store, PGconn *conn) { pgcl_pg_pool_release(pgcl_audit_pg_of(store)->readers, conn); }
+static void release(pgcl_audit *store, PGconn *conn) {
+    pgcl_pg_pool_release(pgcl_audit_pg_of(store)->readers, conn);
+}
 
 pgcl_status pgcl_pg_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap) {
     PGconn *conn = NULL;
@@ -1076,8 +1116,10 @@ static pgcl_status read_heads(PGconn *conn, pgcl_fleet_checkpoint *cp, char *err
         const char *id = pgcl_pg_text(res, i, 0), *hash = pgcl_pg_text(res, i, 2);
         pgcl_merkle_hash ignored, root;
         if (!pgcl_fleet_writer_id_ok(id) || !pgcl_merkle_from_hex(hash, &ignored) || strlen(hash) != 64) {
-            pgcl_errorf(err, cap, "writer '%.128s': its writer id or head's hash cannot be signed (run `pgcld audit "
-                        "verify`)", id ? id : "");
+            pgcl_errorf(err, cap,
+                        "writer '%.128s': its writer id or head's hash cannot be signed (run `pgcld audit "
+                        "verify`)",
+                        id ? id : "");
             st = PGCL_ERR_FORMAT;
             goto done;
         }
@@ -1119,8 +1161,10 @@ pgcl_status pgcl_pg_checkpoint_create(PGconn *conn, const char *key_path, const 
     st = pgcl_pg_exec(conn, "audit_checkpoints", INSERT_CHECKPOINT_SQL, 4, values, sub, sizeof sub);
     free(statement);
     if (st != PGCL_OK)
-        pgcl_errorf(err, cap, "the checkpoint file %s was written and is valid, but recording it in audit_checkpoints "
-                    "failed: %s", out->file, sub);
+        pgcl_errorf(err, cap,
+                    "the checkpoint file %s was written and is valid, but recording it in audit_checkpoints "
+                    "failed: %s",
+                    out->file, sub);
     return st;
 }
 
@@ -1137,7 +1181,8 @@ pgcl_status pgcl_pg_create_checkpoint(pgcl_audit *store, const char *key_path, c
 
 /* A statement as recorded in audit_checkpoints back into cp (heads malloc'd); false when it is not a
  * fleet statement (the form pgcl_fleet_checkpoint_statement writes). */
-static bool parse_statement(const char *text, const char *public_key, const char *signature, pgcl_fleet_checkpoint *cp) {
+static bool parse_statement(const char *text, const char *public_key, const char *signature,
+                            pgcl_fleet_checkpoint *cp) {
     memset(cp, 0, sizeof *cp);
     const char *magic = "pgcld-fleet-checkpoint-v1\n";
     if (!text || strncmp(text, magic, strlen(magic)) != 0) return false;
@@ -1255,9 +1300,10 @@ static pgcl_status prove_in_log(PGconn *conn, pgcl_chain_proof *p, char *err, in
     node_source src = {.conn = conn, .writer_id = p->writer_id};
     if (size < p->entry_seq || !pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)size, &p->log_root) ||
         (p->log_path_len = pgcl_merkle_inclusion_path_from_subtrees(get_node, &src, (uint64_t)size,
-                                                                     (uint64_t)p->log_index, p->log_path)) < 0) {
-        if (size < p->entry_seq) snprintf(src.err, sizeof src.err, "writer '%s': the chain ends before entry %lld",
-                                          p->writer_id, (long long)p->entry_seq);
+                                                                    (uint64_t)p->log_index, p->log_path)) < 0) {
+        if (size < p->entry_seq)
+            snprintf(src.err, sizeof src.err, "writer '%s': the chain ends before entry %lld", p->writer_id,
+                     (long long)p->entry_seq);
         return source_failed(&src, err, cap);
     }
     return PGCL_OK;
@@ -1300,7 +1346,8 @@ pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chai
     }
     row_values rv;
     st = row_values_of(DECISIONS_TABLE, rows, 0, 0, &rv);
-    if (st == PGCL_OK) pgcl_chain_leaf_data_of_values(DECISIONS_TABLE, rv.v, rv.n, &out->leaf_data, &out->leaf_data_len);
+    if (st == PGCL_OK)
+        pgcl_chain_leaf_data_of_values(DECISIONS_TABLE, rv.v, rv.n, &out->leaf_data, &out->leaf_data_len);
     if (st != PGCL_OK || !out->leaf_data) {
         pgcl_errorf(err, cap, "decisions row %lld: %s", (long long)out->row_seq,
                     st == PGCL_OK ? "out of memory" : "malformed stored input digest");
@@ -1386,8 +1433,8 @@ pgcl_status pgcl_pg_chain_consistency(PGconn *conn, const char *writer_id, int64
     node_source src = {.conn = conn, .writer_id = out->writer_id};
     if (!pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)first, &out->first_root) ||
         !pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)second, &out->second_root) ||
-        (out->proof_len = pgcl_merkle_consistency_proof_from_subtrees(get_node, &src, (uint64_t)first,
-                                                                        (uint64_t)second, out->proof)) < 0) {
+        (out->proof_len = pgcl_merkle_consistency_proof_from_subtrees(get_node, &src, (uint64_t)first, (uint64_t)second,
+                                                                      out->proof)) < 0) {
         st = source_failed(&src, err, cap);
         goto done;
     }
