@@ -23,33 +23,36 @@ enum { MAX_PLAN_ROUNDS = 64 };
 
 /* ---- the archive file's schema: the SQLite store's event columns, the fleet's chain tables ---- */
 
-static const char ARCHIVE_SCHEMA_SQL[] =
-    "CREATE TABLE fleet_archive (id INTEGER PRIMARY KEY CHECK (id = 1), format TEXT NOT NULL, version INTEGER NOT"
-    " NULL, archived_before TEXT NOT NULL, checkpoint TEXT NOT NULL, decisions_previous INTEGER NOT NULL,"
-    " admin_events_previous INTEGER NOT NULL, contests_previous INTEGER NOT NULL, resolutions_previous INTEGER NOT"
-    " NULL, decisions_through INTEGER NOT NULL, admin_events_through INTEGER NOT NULL, contests_through INTEGER NOT"
-    " NULL, resolutions_through INTEGER NOT NULL);"
-    "CREATE TABLE decisions (seq INTEGER PRIMARY KEY, decision_id TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL,"
-    " request_id TEXT NOT NULL, item_id TEXT NOT NULL, model_name TEXT NOT NULL, model_version TEXT NOT NULL,"
-    " model_sha256 TEXT NOT NULL, label TEXT NOT NULL, label_index INTEGER NOT NULL, probabilities TEXT NOT NULL,"
-    " toxicity REAL, decision TEXT NOT NULL, policy TEXT NOT NULL, t_review REAL, t_block REAL, vector BLOB NOT NULL,"
-    " input_sha256 TEXT NOT NULL, latency_us INTEGER NOT NULL, input BLOB, input_dtype TEXT, input_digest BLOB);"
-    "CREATE INDEX decisions_created_at ON decisions (created_at);"
-    "CREATE TABLE decision_inputs (decision_seq INTEGER PRIMARY KEY, input BLOB NOT NULL);"
-    "CREATE TABLE admin_events (seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL,"
-    " actor TEXT NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL, details TEXT NOT NULL);"
-    "CREATE TABLE contests (seq INTEGER PRIMARY KEY, contest_id TEXT NOT NULL UNIQUE, decision_id TEXT NOT NULL,"
-    " filed_at TEXT NOT NULL, filed_by TEXT NOT NULL, filer_key_id TEXT, reason TEXT NOT NULL);"
-    "CREATE TABLE resolutions (seq INTEGER PRIMARY KEY, contest_id TEXT NOT NULL UNIQUE, resolved_at TEXT NOT NULL,"
-    " resolved_by TEXT NOT NULL, resolver_key_id TEXT, outcome TEXT NOT NULL, corrected_label TEXT, note TEXT NOT"
-    " NULL);"
-    "CREATE TABLE audit_chain (writer_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, row_seq INTEGER NOT"
-    " NULL, payload_sha256 TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, leaf_count INTEGER, leaves"
-    " BLOB, PRIMARY KEY (writer_id, seq));"
-    "CREATE TABLE audit_chain_runs (kind TEXT NOT NULL, first_row_seq INTEGER NOT NULL, n INTEGER NOT NULL, writer_id"
-    " TEXT NOT NULL, entry_seq INTEGER NOT NULL, first_leaf INTEGER NOT NULL, PRIMARY KEY (kind, first_row_seq));"
-    "CREATE TABLE audit_log_nodes (writer_id TEXT NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL, hash BLOB"
-    " NOT NULL, PRIMARY KEY (writer_id, level, idx));";
+static const char *const ARCHIVE_SCHEMA_SQL[] = {
+    "CREATE TABLE fleet_archive (id INTEGER PRIMARY KEY CHECK (id = 1), format TEXT NOT NULL, version "
+    "INTEGER NOT NULL, archived_before TEXT NOT NULL, checkpoint TEXT NOT NULL, decisions_previous "
+    "INTEGER NOT NULL, admin_events_previous INTEGER NOT NULL, contests_previous INTEGER NOT NULL, "
+    "resolutions_previous INTEGER NOT NULL, decisions_through INTEGER NOT NULL, admin_events_through "
+    "INTEGER NOT NULL, contests_through INTEGER NOT NULL, resolutions_through INTEGER NOT NULL)",
+    "CREATE TABLE decisions (seq INTEGER PRIMARY KEY, decision_id TEXT NOT NULL UNIQUE, created_at TEXT "
+    "NOT NULL, request_id TEXT NOT NULL, item_id TEXT NOT NULL, model_name TEXT NOT NULL, model_version "
+    "TEXT NOT NULL, model_sha256 TEXT NOT NULL, label TEXT NOT NULL, label_index INTEGER NOT NULL, "
+    "probabilities TEXT NOT NULL, toxicity REAL, decision TEXT NOT NULL, policy TEXT NOT NULL, t_review "
+    "REAL, t_block REAL, vector BLOB NOT NULL, input_sha256 TEXT NOT NULL, latency_us INTEGER NOT NULL, "
+    "input BLOB, input_dtype TEXT, input_digest BLOB)",
+    "CREATE INDEX decisions_created_at ON decisions (created_at)",
+    "CREATE TABLE decision_inputs (decision_seq INTEGER PRIMARY KEY, input BLOB NOT NULL)",
+    "CREATE TABLE admin_events (seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL UNIQUE, created_at TEXT "
+    "NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL, details TEXT NOT NULL)",
+    "CREATE TABLE contests (seq INTEGER PRIMARY KEY, contest_id TEXT NOT NULL UNIQUE, decision_id TEXT "
+    "NOT NULL, filed_at TEXT NOT NULL, filed_by TEXT NOT NULL, filer_key_id TEXT, reason TEXT NOT NULL)",
+    "CREATE TABLE resolutions (seq INTEGER PRIMARY KEY, contest_id TEXT NOT NULL UNIQUE, resolved_at TEXT "
+    "NOT NULL, resolved_by TEXT NOT NULL, resolver_key_id TEXT, outcome TEXT NOT NULL, corrected_label "
+    "TEXT, note TEXT NOT NULL)",
+    "CREATE TABLE audit_chain (writer_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, row_seq "
+    "INTEGER NOT NULL, payload_sha256 TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, "
+    "leaf_count INTEGER, leaves BLOB, PRIMARY KEY (writer_id, seq))",
+    "CREATE TABLE audit_chain_runs (kind TEXT NOT NULL, first_row_seq INTEGER NOT NULL, n INTEGER NOT "
+    "NULL, writer_id TEXT NOT NULL, entry_seq INTEGER NOT NULL, first_leaf INTEGER NOT NULL, PRIMARY KEY "
+    "(kind, first_row_seq))",
+    "CREATE TABLE audit_log_nodes (writer_id TEXT NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL, "
+    "hash BLOB NOT NULL, PRIMARY KEY (writer_id, level, idx))",
+};
 
 /* ---- small helpers ---- */
 
@@ -328,7 +331,8 @@ static pgcl_status export_archive(PGconn *conn, const char *path, const char *ho
         pgcl_errorf(err, cap, "%s: cannot restrict the archive to its owner (chmod 600)", path);
         st = PGCL_ERR_IO;
     }
-    if (st == PGCL_OK) st = sqlite_exec(db, path, ARCHIVE_SCHEMA_SQL, err, cap);
+    for (size_t i = 0; st == PGCL_OK && i < sizeof ARCHIVE_SCHEMA_SQL / sizeof ARCHIVE_SCHEMA_SQL[0]; i++)
+        st = sqlite_exec(db, path, ARCHIVE_SCHEMA_SQL[i], err, cap);
     if (st == PGCL_OK) st = sqlite_exec(db, path, "BEGIN", err, cap);
     if (st == PGCL_OK)
         st = pgcl_pg_exec(conn, "archive snapshot", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, err,
