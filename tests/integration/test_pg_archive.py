@@ -29,6 +29,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -246,7 +247,8 @@ class PgArchiveTest(unittest.TestCase):
         rc, rep, err = self.tampered("entry.db", "UPDATE audit_chain SET hash = prev_hash WHERE seq = 2")
         self.assertEqual(rc, 1)
         self.assertFalse(rep["intact"])
-        # another checkpoint than the cut's
+        # another checkpoint than the cut's (of later heads)
+        self.score("b", 1)
         other = os.path.join(self.tmp, "later.json")
         p = run_cli("audit", "checkpoint", "--db", self.uri, "--signing-key", self.key, "--out", other)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -288,17 +290,43 @@ class PgArchiveTest(unittest.TestCase):
         rc, rep, err = verify_json(self.uri)
         self.assertEqual(rc, 0, rep)
 
-    def test_6_a_second_cut(self):
+    def test_6_a_second_cut_while_both_writers_score(self):
         time.sleep(1.1)
         horizon = now_rfc3339()
         archive = os.path.join(self.tmp, "archive-2.db")
-        p = run_cli("audit", "archive", "--db", self.uri, "--before", horizon, "--out", archive, "--signing-key",
-                    self.key, "--checkpoint-dir", self.cp_dir, "--contest-window-days", "0")
+        answered, failures, stop = [], [], threading.Event()
+
+        def keep_scoring(w):
+            D, i = self.D, 0
+            while not stop.is_set():
+                i += 1
+                r = self.daemons[w].score({"items": H.json_items(H.random_embeddings(2, D, seed=1000 + i),
+                                                                 f"late-{w}{i}-")})
+                if r.status == 200:
+                    answered.extend(x["decision_id"] for x in r.json["results"])
+                else:
+                    failures.append(r.status)
+
+        threads = [threading.Thread(target=keep_scoring, args=(w,)) for w in ("a", "b")]
+        for t in threads:
+            t.start()
+        try:
+            p = run_cli("audit", "archive", "--db", self.uri, "--before", horizon, "--out", archive,
+                        "--signing-key", self.key, "--checkpoint-dir", self.cp_dir, "--contest-window-days", "0")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(failures, [])
+        self.assertGreater(len(answered), 0)
         cut = json.loads(p.stdout.strip().splitlines()[-1])
         self.assertEqual(cut["cut_seq"], 2)
         self.assertGreater(cut["decisions_through"], self.cut["decisions_through"])
-        self.assertIsNone(self.one("SELECT min(seq) FROM decisions"))
+        # everything before the horizon left; every decision answered while it ran is live
+        self.assertEqual(self.one("SELECT count(*) FROM decisions WHERE created_at < %s", (horizon,)), 0)
+        for did in answered:
+            self.assertIsNotNone(self.one("SELECT seq FROM decisions WHERE decision_id = %s", (did,)), did)
         rc, rep, err = verify_json(self.uri)
         self.assertEqual(rc, 0, err)
         self.assertEqual(rep["archive_cut_seq"], 2)

@@ -3,9 +3,9 @@
 #include "audit_pg_archive.h"
 
 #include <jansson.h>
-#include <stdarg.h>
 #include <sodium.h>
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,12 +56,8 @@ static const char *const ARCHIVE_SCHEMA_SQL[] = {
 
 /* ---- small helpers ---- */
 
-static void int_text(int64_t v, char out[24]) { snprintf(out, 24, "%lld", (long long)v); }
-
-/* One integer from sql with text parameters (0 for NULL). */
-static pgcl_status pg_int(PGconn *conn, const char *what, const char *sql, int n, const char *const *values,
-                          int64_t *out, bool *found, char *err, int cap) {
-    return pgcl_pg_query_int(conn, what, sql, n, values, out, found, err, cap);
+static void int_text(int64_t v, char out[24]) {
+    snprintf(out, 24, "%lld", (long long)v);
 }
 
 /* ---- step 1: the plan ---- */
@@ -83,19 +79,19 @@ static const char *const OLDER_THROUGH_SQL[PGCL_CHAIN_TABLES] = {
 
 /* The first decision in ($1, $2] that must stay: a contest of it stays (after $3, or not resolved
  * by a resolution at or below $4). */
-#define DECISION_KEPT_SQL                                                                                           \
-    "SELECT min(d.seq) FROM decisions AS d JOIN contests AS c ON c.decision_id = d.decision_id WHERE d.seq > $1" \
-    " AND d.seq <= $2 AND (c.seq > $3 OR NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE"                      \
+#define DECISION_KEPT_SQL                                                                                              \
+    "SELECT min(d.seq) FROM decisions AS d JOIN contests AS c ON c.decision_id = d.decision_id WHERE d.seq > $1"       \
+    " AND d.seq <= $2 AND (c.seq > $3 OR NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE"                             \
     " r.contest_id = c.contest_id AND r.seq <= $4))"
 /* The first contest in ($1, $2] that must stay: its decision stays (after $3) or its resolution
  * does (after $4). */
-#define CONTEST_KEPT_SQL                                                                                              \
-    "SELECT min(c.seq) FROM contests AS c JOIN decisions AS d ON d.decision_id = c.decision_id WHERE c.seq > $1"   \
-    " AND c.seq <= $2 AND (d.seq > $3 OR EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id" \
+#define CONTEST_KEPT_SQL                                                                                               \
+    "SELECT min(c.seq) FROM contests AS c JOIN decisions AS d ON d.decision_id = c.decision_id WHERE c.seq > $1"       \
+    " AND c.seq <= $2 AND (d.seq > $3 OR EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id"     \
     " AND r.seq > $4))"
 /* The first resolution in ($1, $2] that must stay: its contest stays (after $3). */
-#define RESOLUTION_KEPT_SQL                                                                                          \
-    "SELECT min(r.seq) FROM resolutions AS r JOIN contests AS c ON c.contest_id = r.contest_id WHERE r.seq > $1" \
+#define RESOLUTION_KEPT_SQL                                                                                            \
+    "SELECT min(r.seq) FROM resolutions AS r JOIN contests AS c ON c.contest_id = r.contest_id WHERE r.seq > $1"       \
     " AND r.seq <= $2 AND c.seq > $3"
 
 /* Lowers *through to (first kept row - 1) when sql finds one; *changed when it did. */
@@ -110,7 +106,7 @@ static pgcl_status lower_to_kept(PGconn *conn, const char *what, const char *sql
     int n = strstr(sql, "$4") ? 4 : 3;
     int64_t kept = 0;
     bool found = false;
-    pgcl_status st = pg_int(conn, what, sql, n, values, &kept, &found, err, cap);
+    pgcl_status st = pgcl_pg_query_int(conn, what, sql, n, values, &kept, &found, err, cap);
     if (st == PGCL_OK && found) {
         PGCL_ASSERT(kept > previous && kept <= *through);
         *through = kept - 1;
@@ -132,8 +128,8 @@ static pgcl_status plan_cut(PGconn *conn, const char *horizon, const char *decis
         char p[24];
         int_text(cut->previous[t], p);
         const char *values[] = {p, t == 0 ? decision_horizon : horizon};
-        if ((st = pg_int(conn, pgcl_chain_tables[t].name, OLDER_THROUGH_SQL[t], 2, values, &cut->through[t], NULL, err,
-                         cap)) != PGCL_OK)
+        if ((st = pgcl_pg_query_int(conn, pgcl_chain_tables[t].name, OLDER_THROUGH_SQL[t], 2, values, &cut->through[t],
+                                    NULL, err, cap)) != PGCL_OK)
             return st;
         if (cut->through[t] < cut->previous[t]) cut->through[t] = cut->previous[t];
     }
@@ -158,8 +154,10 @@ static pgcl_status plan_cut(PGconn *conn, const char *horizon, const char *decis
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
         any = any || th[t] > pr[t];
     if (!any) {
-        pgcl_errorf(err, cap, "nothing to archive: no event row after the previous cut is older than %s (decisions: "
-                              "%s) and free of contests that stay", horizon, decision_horizon);
+        pgcl_errorf(err, cap,
+                    "nothing to archive: no event row after the previous cut is older than %s (decisions: "
+                    "%s) and free of contests that stay",
+                    horizon, decision_horizon);
         return PGCL_ERR_NOT_FOUND;
     }
     return PGCL_OK;
@@ -199,8 +197,7 @@ static const char COPY_NODES_SQL[] =
     "SELECT writer_id, level, idx, hash FROM audit_log_nodes WHERE writer_id = $1 AND level <= 62 AND"
     " ((idx + 1) << level) <= $2";
 static const char INSERT_NODES_SQL[] = "INSERT INTO audit_log_nodes VALUES (?, ?, ?, ?)";
-static const char INSERT_META_SQL[] =
-    "INSERT INTO fleet_archive VALUES (1, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+static const char INSERT_META_SQL[] = "INSERT INTO fleet_archive VALUES (1, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /* PostgreSQL type oids (pg_type.h) of the copied columns. */
 enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT8 = 701 };
@@ -242,8 +239,8 @@ static int bind_column(sqlite3_stmt *ins, const PGresult *res, int row, int col)
 
 /* Copies the rows of sql (two text parameters, binary results) into the archive through insert_sql;
  * *copied: how many. */
-static pgcl_status copy_rows(PGconn *conn, sqlite3 *db, const char *what, const char *sql, const char *a,
-                             const char *b, const char *insert_sql, int64_t *copied, char *err, int cap) {
+static pgcl_status copy_rows(PGconn *conn, sqlite3 *db, const char *what, const char *sql, const char *a, const char *b,
+                             const char *insert_sql, int64_t *copied, char *err, int cap) {
     const char *values[] = {a, b};
     PGresult *res = PQexecParams(conn, sql, 2, NULL, values, NULL, NULL, 1);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -342,8 +339,8 @@ static pgcl_status export_archive(PGconn *conn, const char *path, const char *ho
         char a[24], b[24];
         int_text(cut->previous[t], a);
         int_text(cut->through[t], b);
-        st = copy_rows(conn, db, pgcl_chain_tables[t].name, COPY_ROWS_SQL[t], a, b, INSERT_ROWS_SQL[t], &counts[t],
-                       err, cap);
+        st = copy_rows(conn, db, pgcl_chain_tables[t].name, COPY_ROWS_SQL[t], a, b, INSERT_ROWS_SQL[t], &counts[t], err,
+                       cap);
         if (st == PGCL_OK && t == 0)
             st = copy_rows(conn, db, "decision_inputs", COPY_INPUTS_SQL, a, b, INSERT_INPUTS_SQL, NULL, err, cap);
         if (st == PGCL_OK && counts[t] != cut->through[t] - cut->previous[t]) {
@@ -396,9 +393,9 @@ static pgcl_status file_sha256(const char *path, char out[PGCL_CHAIN_HEX_LEN + 1
 /* ---- step 4: pruning ---- */
 
 static const char LOCK_FLEET_SQL[] = "SELECT 1 FROM fleet_counters WHERE id = 1 FOR UPDATE";
-#define CONTESTED_SINCE_SQL                                                                                          \
-    "SELECT min(d.seq) FROM decisions AS d JOIN contests AS c ON c.decision_id = d.decision_id WHERE d.seq <= $1" \
-    " AND (c.seq > $2 OR NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id AND"       \
+#define CONTESTED_SINCE_SQL                                                                                            \
+    "SELECT min(d.seq) FROM decisions AS d JOIN contests AS c ON c.decision_id = d.decision_id WHERE d.seq <= $1"      \
+    " AND (c.seq > $2 OR NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id AND"             \
     " r.seq <= $3))"
 static const char *const COUNT_LIVE_SQL[PGCL_CHAIN_TABLES] = {
     "SELECT count(*) FROM decisions WHERE seq <= $1", "SELECT count(*) FROM admin_events WHERE seq <= $1",
@@ -408,16 +405,16 @@ static const char INSERT_CUT_SQL[] =
     " rows_archived, archived_before, created_at, statement, public_key, signature, archive_sha256, archive_name)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING seq";
 /* In dependency order (foreign keys), each bound to PRUNE_TABLE's maximum. */
-static const char *const PRUNE_SQL[] = {
-    "DELETE FROM decision_inputs WHERE decision_seq <= $1", "DELETE FROM resolutions WHERE seq <= $1",
-    "DELETE FROM contests WHERE seq <= $1", "DELETE FROM decisions WHERE seq <= $1",
-    "DELETE FROM admin_events WHERE seq <= $1"};
+static const char *const PRUNE_SQL[] = {"DELETE FROM decision_inputs WHERE decision_seq <= $1",
+                                        "DELETE FROM resolutions WHERE seq <= $1",
+                                        "DELETE FROM contests WHERE seq <= $1", "DELETE FROM decisions WHERE seq <= $1",
+                                        "DELETE FROM admin_events WHERE seq <= $1"};
 static const int PRUNE_TABLE[] = {0, 3, 2, 0, 1};
 static const bool PRUNE_COUNTED[] = {false, true, true, true, true};
 
 static pgcl_status prune_in_transaction(PGconn *conn, const char *horizon, const char *archive_path,
-                                        const int64_t counts[PGCL_CHAIN_TABLES], pgcl_pg_archive_result *out,
-                                        char *err, int cap) {
+                                        const int64_t counts[PGCL_CHAIN_TABLES], pgcl_pg_archive_result *out, char *err,
+                                        int cap) {
     const pgcl_pg_archive_cut *cut = &out->cut;
     char th[PGCL_CHAIN_TABLES][24];
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
@@ -427,7 +424,8 @@ static pgcl_status prune_in_transaction(PGconn *conn, const char *horizon, const
     int64_t kept = 0;
     bool found = false;
     const char *contested[] = {th[0], th[2], th[3]};
-    if ((st = pg_int(conn, "contests", CONTESTED_SINCE_SQL, 3, contested, &kept, &found, err, cap)) != PGCL_OK)
+    if ((st = pgcl_pg_query_int(conn, "contests", CONTESTED_SINCE_SQL, 3, contested, &kept, &found, err, cap)) !=
+        PGCL_OK)
         return st;
     if (found) {
         pgcl_errorf(err, cap, "decisions row %lld was contested while archiving: run the archive again",
@@ -438,8 +436,8 @@ static pgcl_status prune_in_transaction(PGconn *conn, const char *horizon, const
     out->rows_archived = 0;
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
         const char *v[] = {th[t]};
-        if ((st = pg_int(conn, pgcl_chain_tables[t].name, COUNT_LIVE_SQL[t], 1, v, &live[t], NULL, err, cap)) !=
-            PGCL_OK)
+        if ((st = pgcl_pg_query_int(conn, pgcl_chain_tables[t].name, COUNT_LIVE_SQL[t], 1, v, &live[t], NULL, err,
+                                    cap)) != PGCL_OK)
             return st;
         if (live[t] != counts[t]) {
             pgcl_errorf(err, cap, "%s: %lld live rows at or below %lld, but the archive holds %lld",
@@ -457,8 +455,18 @@ static pgcl_status prune_in_transaction(PGconn *conn, const char *horizon, const
     }
     char rows[24];
     int_text(out->rows_archived, rows);
-    const char *values[] = {th[0], th[1], th[2], th[3], rows, horizon, out->checkpoint.created_at, statement,
-                            out->checkpoint.public_key, out->checkpoint.signature, out->archive_sha256, archive_path};
+    const char *values[] = {th[0],
+                            th[1],
+                            th[2],
+                            th[3],
+                            rows,
+                            horizon,
+                            out->checkpoint.created_at,
+                            statement,
+                            out->checkpoint.public_key,
+                            out->checkpoint.signature,
+                            out->archive_sha256,
+                            archive_path};
     PGresult *res = pgcl_pg_query(conn, "audit_cuts", INSERT_CUT_SQL, 12, values, &st, err, cap);
     free(statement);
     if (!res) return st;
@@ -555,8 +563,10 @@ pgcl_status pgcl_pg_archive_run(const char *uri, const char *horizon, int contes
     st = prune_live(conn, horizon, archive_path, counts, out, sub, sizeof sub);
     out->prune_us = pgcl_monotonic_us() - t0;
     if (st != PGCL_OK)
-        pgcl_errorf(err, cap, "the archive %s was written and verified, but pruning the live database failed (nothing "
-                              "was deleted): %s", archive_path, sub);
+        pgcl_errorf(err, cap,
+                    "the archive %s was written and verified, but pruning the live database failed (nothing "
+                    "was deleted): %s",
+                    archive_path, sub);
 done:
     PQfinish(conn);
     return st;
@@ -613,8 +623,10 @@ static void archive_bad(archive_check *c, int64_t seq, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    if (c->writer[0]) snprintf(r->reason, sizeof r->reason, "writer '%.128s': %.370s", c->writer, what);
-    else snprintf(r->reason, sizeof r->reason, "%s", what);
+    if (c->writer[0])
+        snprintf(r->reason, sizeof r->reason, "writer '%.128s': %.370s", c->writer, what);
+    else
+        snprintf(r->reason, sizeof r->reason, "%s", what);
 }
 
 static bool text_is(sqlite3_stmt *s, int col, const char *want) {
@@ -741,8 +753,8 @@ static pgcl_status check_archive_rows(archive_check *c, int t, sqlite3_stmt *sel
         sqlite3_bind_text(run, 1, table, -1, SQLITE_STATIC);
         sqlite3_bind_int64(run, 2, seq);
         if (sqlite3_step(run) != SQLITE_ROW || seq >= sqlite3_column_int64(run, 3) + sqlite3_column_int64(run, 4)) {
-            archive_bad(c, 0, "%s row %lld is not in any writer's chain up to the checkpoint (no run covers it)",
-                        table, (long long)seq);
+            archive_bad(c, 0, "%s row %lld is not in any writer's chain up to the checkpoint (no run covers it)", table,
+                        (long long)seq);
             break;
         }
         int64_t entry = sqlite3_column_int64(run, 1);
@@ -758,10 +770,13 @@ static pgcl_status check_archive_rows(archive_check *c, int t, sqlite3_stmt *sel
                         (long long)seq, (long long)leaf, (long long)entry);
             break;
         }
-        const unsigned char *stored = (const unsigned char *)sqlite3_column_blob(leaves, 1) + leaf * PGCL_MERKLE_HASH_BYTES;
+        const unsigned char *stored =
+            (const unsigned char *)sqlite3_column_blob(leaves, 1) + leaf * PGCL_MERKLE_HASH_BYTES;
         if (lrc != SQLITE_ROW || memcmp(stored, computed.b, PGCL_MERKLE_HASH_BYTES) != 0) {
-            archive_bad(c, entry, "entry %lld, leaf %lld: %s row %lld: payload differs (the row was changed after it "
-                        "was chained)", (long long)entry, (long long)leaf, table, (long long)seq);
+            archive_bad(c, entry,
+                        "entry %lld, leaf %lld: %s row %lld: payload differs (the row was changed after it "
+                        "was chained)",
+                        (long long)entry, (long long)leaf, table, (long long)seq);
             break;
         }
         c->rep->archived_rows++;
@@ -777,9 +792,10 @@ done:
     return st;
 }
 
-/* Two checkpoints sign the same heads. */
+/* Two checkpoints sign the same heads (their times may differ: a checkpoint file of the same heads
+ * made later replaces the earlier one in a --checkpoint-dir, pgcl_fleet_checkpoint_write). */
 static bool same_heads(const pgcl_fleet_checkpoint *a, const pgcl_fleet_checkpoint *b) {
-    if (a->n_heads != b->n_heads || strcmp(a->created_at, b->created_at) != 0) return false;
+    if (a->n_heads != b->n_heads) return false;
     for (int i = 0; i < a->n_heads; i++)
         if (memcmp(&a->heads[i], &b->heads[i], sizeof a->heads[i]) != 0) return false;
     return true;
