@@ -645,8 +645,8 @@ static pgcl_status check_archive_chain(archive_check *c, const pgcl_fleet_head *
     char prev[PGCL_CHAIN_HEX_LEN + 1], hash[PGCL_CHAIN_HEX_LEN + 1] = "";
     memcpy(prev, pgcl_chain_zero_hash, sizeof prev);
     pgcl_merkle_hash *log_leaves = NULL;
-    int64_t expected = 1;
-    int rc;
+    int64_t expected = 1, log_cap = 0;
+    int rc = SQLITE_DONE;
     pgcl_status st = PGCL_OK;
     while (c->rep->intact && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         int64_t seq = sqlite3_column_int64(s, 0), row_seq = sqlite3_column_int64(s, 2);
@@ -693,19 +693,27 @@ static pgcl_status check_archive_chain(archive_check *c, const pgcl_fleet_head *
                 break;
             }
         }
-        pgcl_merkle_hash *grown = realloc(log_leaves, (size_t)seq * sizeof *grown);
-        if (!grown) {
-            pgcl_errorf(err, cap, "out of memory");
-            st = PGCL_ERR_NOMEM;
-            break;
+        if (seq > log_cap) { /* doubling: one realloc per power of two */
+            int64_t want = log_cap ? 2 * log_cap : 1024;
+            pgcl_merkle_hash *grown = realloc(log_leaves, (size_t)want * sizeof *grown);
+            if (!grown) {
+                pgcl_errorf(err, cap, "out of memory");
+                st = PGCL_ERR_NOMEM;
+                break;
+            }
+            log_leaves = grown;
+            log_cap = want;
         }
-        log_leaves = grown;
         pgcl_merkle_hash entry;
         PGCL_ASSERT(pgcl_merkle_from_hex(hash, &entry));
         log_leaves[seq - 1] = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
         memcpy(prev, hash, sizeof prev);
         expected++;
         c->rep->events++;
+    }
+    if (st == PGCL_OK && rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "audit_chain: %s", sqlite3_errmsg(c->db));
+        st = PGCL_ERR_DB;
     }
     sqlite3_finalize(s);
     if (st == PGCL_OK && c->rep->intact) {
@@ -739,7 +747,7 @@ static pgcl_status check_archive_rows(archive_check *c, int t, sqlite3_stmt *sel
         goto done;
     }
     int64_t expected = previous + 1;
-    int rc;
+    int rc = SQLITE_DONE;
     while (c->rep->intact && (rc = sqlite3_step(rows)) == SQLITE_ROW) {
         int64_t seq = sqlite3_column_int64(rows, 0);
         if (seq != expected || seq > through) {
@@ -780,6 +788,10 @@ static pgcl_status check_archive_rows(archive_check *c, int t, sqlite3_stmt *sel
             break;
         }
         c->rep->archived_rows++;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "%s: %s", table, sqlite3_errmsg(c->db));
+        goto done;
     }
     if (c->rep->intact && expected != through + 1)
         archive_bad(c, 0, "%s: the archive holds rows %lld..%lld; row %lld is missing", table,
