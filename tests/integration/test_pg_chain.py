@@ -173,7 +173,7 @@ def oracle_verify(conn):
                 if kind != "genesis" or payload != sha(v_text(w)).hex():
                     problems.append((w, 1, "genesis"))
             else:
-                leaves = bytes(leaves)
+                leaves = bytes(leaves or b"")
                 ls = [leaves[j:j + 32] for j in range(0, len(leaves), 32)]
                 if mth(ls).hex() != payload or row_seq != leaf_count or len(ls) != leaf_count:
                     problems.append((w, seq, "root"))
@@ -544,8 +544,15 @@ class PgChainTest(unittest.TestCase):
             leaves = bytearray(leaves)
             leaves[0] ^= 1
             cur.execute("UPDATE audit_chain SET leaves = %s WHERE writer_id = 'b' AND seq = %s", (bytes(leaves), seq))
+            cur.execute("UPDATE audit_chain SET leaves = NULL WHERE writer_id = 'a' AND seq = 2")
+            cur.execute("SELECT d.decision_id FROM audit_chain_runs AS u JOIN decisions AS d ON d.seq = u.first_row_seq"
+                        " WHERE u.writer_id = 'a' AND u.entry_seq = 2 AND u.kind = 'decisions'")
+            broken = cur.fetchone()[0]
         conn.close()
-        self.assert_bad(uri, "b", seq, ["stored leaf hashes do not give its Merkle root"])
+        self.assert_bad(uri, "a", 2, ["not a well-formed commit entry"])
+        rc, _, err = self.reads(uri, "proof", broken)  # a malformed entry gives no proof: 409, not 503
+        self.assertEqual(rc, 5, err)
+        self.assertIn("malformed", err)
 
     def test_tamper_delete_run(self):
         uri, conn = self.copy_db()
@@ -570,6 +577,9 @@ class PgChainTest(unittest.TestCase):
                         [top + 1] + list(vals.values()))
         conn.close()
         self.assert_bad(uri, w, self.cw.heads[w][0] + 1, [f"decisions row {top + 1}", "not in any writer's chain"])
+        rc, _, err = self.reads(uri, "proof", vals["decision_id"])  # it has no proof (409 proof_unavailable)
+        self.assertEqual(rc, 5, err)
+        self.assertIn("no writer's chain", err)
 
     def test_tamper_log_node(self):
         uri, conn = self.copy_db()

@@ -6,8 +6,8 @@
  *   pg_chain_reads URI proof DECISION_ID
  *   pg_chain_reads URI consistency WRITER|- FIRST SECOND      (-: no writer named)
  *
- * Prints the JSON on stdout; exit 0, or 3 (PGCL_ERR_NOT_FOUND), 4 (PGCL_ERR_INVALID), 1 (any other
- * error), 2 (usage), with the message on stderr. */
+ * Prints the JSON on stdout; exit 0, or 3 (PGCL_ERR_NOT_FOUND), 4 (PGCL_ERR_INVALID), 5
+ * (PGCL_ERR_UNSUPPORTED), 1 (any other error), 2 (usage), with the message on stderr. */
 #include <jansson.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 static int finish(pgcl_status st, json_t *doc, const char *err) {
     if (st != PGCL_OK) {
         fprintf(stderr, "pg_chain_reads: %s\n", err);
-        return st == PGCL_ERR_NOT_FOUND ? 3 : st == PGCL_ERR_INVALID ? 4 : 1;
+        return st == PGCL_ERR_NOT_FOUND ? 3 : st == PGCL_ERR_INVALID ? 4 : st == PGCL_ERR_UNSUPPORTED ? 5 : 1;
     }
     char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);

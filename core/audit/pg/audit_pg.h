@@ -150,7 +150,10 @@ pgcl_status pgcl_pg_chain_verify(PGconn *conn, const char *const *checkpoint_fil
  * out_dir), records it in audit_checkpoints. PGCL_ERR_NOT_FOUND: no chain yet. Release out. */
 pgcl_status pgcl_pg_checkpoint_create(PGconn *conn, const char *key_path, const char *out_file, const char *out_dir,
                                       pgcl_fleet_checkpoint *out, char *err, int cap);
-/* The proof and the consistency proof of pgcl_pg_read_proof / pgcl_pg_read_consistency, on conn. */
+/* The proof and the consistency proof of pgcl_pg_read_proof / pgcl_pg_read_consistency, on conn.
+ * A decision no run covers, or whose entry or log nodes are malformed or missing, has no proof:
+ * PGCL_ERR_UNSUPPORTED (409 proof_unavailable; the statement of reasons carries proof null), with
+ * err saying why and to run `pgcld audit verify`. */
 pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
 pgcl_status pgcl_pg_chain_consistency(PGconn *conn, const char *writer_id, int64_t first, int64_t second,
                                       pgcl_log_consistency *out, char *err, int cap);

@@ -1334,7 +1334,7 @@ pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chai
     if (!chained) {
         pgcl_errorf(err, cap, "decision '%.64s' is in no writer's chain (no run covers it: run `pgcld audit verify`)",
                     decision_id);
-        st = PGCL_ERR_FORMAT;
+        st = PGCL_ERR_UNSUPPORTED;
         goto done;
     }
     if ((st = prove_in_log(conn, out, err, cap)) != PGCL_OK) goto done;
@@ -1358,6 +1358,9 @@ pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chai
 done:
     PQclear(rows);
     end_transaction(conn, false);
+    /* a chain that cannot give a proof (a malformed entry, a missing log node) is no database error:
+     * the decision has no proof, as a version-1 one (the statement of reasons goes out without it) */
+    if (st == PGCL_ERR_FORMAT) st = PGCL_ERR_UNSUPPORTED;
     if (st != PGCL_OK) pgcl_chain_proof_release(out);
     return st;
 }
