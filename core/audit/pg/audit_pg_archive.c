@@ -392,7 +392,9 @@ static pgcl_status file_sha256(const char *path, char out[PGCL_CHAIN_HEX_LEN + 1
 
 /* ---- step 4: pruning ---- */
 
-static const char LOCK_FLEET_SQL[] = "SELECT 1 FROM fleet_counters WHERE id = 1 FOR UPDATE";
+/* One archiver at a time (a second one waits, then finds its counts changed); plain reads (verify,
+ * the routes) are not blocked, nor are the writers, whose new rows lie above every bound. */
+static const char LOCK_CUTS_SQL[] = "LOCK TABLE audit_cuts IN EXCLUSIVE MODE";
 #define CONTESTED_SINCE_SQL                                                                                            \
     "SELECT min(d.seq) FROM decisions AS d JOIN contests AS c ON c.decision_id = d.decision_id WHERE d.seq <= $1"      \
     " AND (c.seq > $2 OR NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id AND"             \
@@ -419,7 +421,7 @@ static pgcl_status prune_in_transaction(PGconn *conn, const char *horizon, const
     char th[PGCL_CHAIN_TABLES][24];
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
         int_text(cut->through[t], th[t]);
-    pgcl_status st = pgcl_pg_exec(conn, "fleet_counters", LOCK_FLEET_SQL, 0, NULL, err, cap);
+    pgcl_status st = pgcl_pg_exec(conn, "audit_cuts", LOCK_CUTS_SQL, 0, NULL, err, cap);
     if (st != PGCL_OK) return st;
     int64_t kept = 0;
     bool found = false;

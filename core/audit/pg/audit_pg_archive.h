@@ -16,9 +16,12 @@
  *      (previous, through] (decisions with their stored inputs, those still live) and every
  *      writer's entries, runs and log tree nodes up to its head, verified offline against the
  *      checkpoint before anything is deleted;
- *   4. pruning, one transaction holding fleet_counters' row lock (no writer commits meanwhile): the
- *      contest rule checked again, an audit_cuts row, then the rows at or below `through` deleted
- *      (each count equal to what the archive holds).
+ *   4. pruning, one transaction (audit_cuts locked against a second archiver; the writers go on:
+ *      their rows lie above every bound): the contest rule checked again, an audit_cuts row, then
+ *      the rows at or below `through` deleted (each count equal to what the archive holds). A
+ *      contest filed on an archived decision meanwhile cannot slip through: its foreign key makes
+ *      the DELETE wait for it and fail, or the contest fail, and nothing else writes rows below the
+ *      bounds (seqs only grow).
  * Entries, runs and log tree nodes stay in the live database: proofs and consistency proofs are
  * unchanged, and pgcl_pg_chain_verify reads a missing row at or below the latest cut as archived.
  *
@@ -50,7 +53,7 @@ typedef struct pgcl_pg_archive_result {
     pgcl_pg_archive_cut cut;
     int64_t cut_seq;       /* audit_cuts.seq */
     int64_t rows_archived; /* event rows deleted from the live database */
-    int64_t prune_us;      /* how long the pruning transaction held fleet_counters' lock */
+    int64_t prune_us;      /* how long the pruning transaction took */
     char archive_sha256[PGCL_CHAIN_HEX_LEN + 1];
     pgcl_fleet_checkpoint checkpoint; /* signed at the cut (its file: where it was written) */
 } pgcl_pg_archive_result;
