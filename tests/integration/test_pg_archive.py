@@ -17,7 +17,9 @@ was dropped (as retention drops it). Then `pgcld audit archive --db URI`:
     the stored inputs that were live and not the dropped one, and fails when one of its rows is
     changed or removed, or against another checkpoint;
   * the live tables stay append-only except below the cut, and an archived row inserted again is
-    reported by verify.
+    reported by verify;
+  * a second cut runs while both daemons score: every request answers 200, every decision answered
+    meanwhile stays live, verify stays intact, the second archive verifies; then nothing is left.
 
 Run: PGCLD_BIN=build-test/server/pgcld /usr/bin/python3 tests/integration/test_pg_archive.py
 """
