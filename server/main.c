@@ -15,6 +15,7 @@
 
 #include "cli_audit.h"
 #include "cli_keys.h"
+#include "cli_migrate.h"
 #include "clock.h"
 #include "config.h"
 #include "cuda_module.h"
@@ -300,6 +301,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     }
     pgcl_audit_options aopts = {.path = cfg.db_path,
                                 .writer_id = cfg.writer_id,
+                                .writer_lock_wait_ms = 10000, /* a restarted replica waits for its old session to end */
                                 .synchronous_full = strcmp(cfg.synchronous, "FULL") == 0,
                                 .busy_timeout_ms = 5000,
                                 .max_pending_rows = (int)cfg.max_pending_rows,
@@ -446,6 +448,7 @@ static int check_models(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "keys") == 0) return pgcld_cli_keys(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "audit") == 0) return pgcld_cli_audit(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "migrate") == 0) return pgcld_cli_migrate(argc - 2, argv + 2);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 || (i == 1 && strcmp(argv[i], "help") == 0)) {
             pgcld_config_print_help(stdout);

@@ -80,9 +80,6 @@ static const char *const DECLARE_ROWS_SQL[PGCL_CHAIN_TABLES] = {
     " r.resolved_at, r.resolved_by, r.resolver_key_id, r.outcome, r.corrected_label, r.note"
     " FROM audit_chain_runs AS u JOIN resolutions AS r ON r.seq >= u.first_row_seq AND r.seq < u.first_row_seq + u.n"
     " WHERE u.writer_id = $1 AND u.kind = 'resolutions' ORDER BY u.entry_seq, u.first_leaf, r.seq"};
-static const char *const FETCH_ROWS_SQL[PGCL_CHAIN_TABLES] = {
-    "FETCH FORWARD 256 FROM pgcld_rows_0", "FETCH FORWARD 256 FROM pgcld_rows_1", "FETCH FORWARD 256 FROM pgcld_rows_2",
-    "FETCH FORWARD 256 FROM pgcld_rows_3"};
 static const char *const CLOSE_ROWS_SQL[PGCL_CHAIN_TABLES] = {"CLOSE pgcld_rows_0", "CLOSE pgcld_rows_1",
                                                               "CLOSE pgcld_rows_2", "CLOSE pgcld_rows_3"};
 enum { ROW_CURSOR_OFFSET = 2 }; /* entry_seq, first_leaf, then the row's columns */
@@ -303,9 +300,18 @@ static pgcl_merkle_hash fold_stack(const pgcl_merkle_hash *stack, int top) {
 
 /* ---- cursors: a server-side cursor read in batches ---- */
 
+/* The FETCH of each cursor (a cursor's name is in the SQL text, not a parameter). */
+enum { FETCH_ENTRIES, FETCH_RUNS, FETCH_NODES, FETCH_RUN_ORDER, FETCH_ROWS /* + table */ };
+static const char *const FETCH_SQL[] = {
+    "FETCH FORWARD 128 FROM pgcld_entries", "FETCH FORWARD 1024 FROM pgcld_runs",
+    "FETCH FORWARD 1024 FROM pgcld_nodes",  "FETCH FORWARD 1024 FROM pgcld_run_order",
+    "FETCH FORWARD 256 FROM pgcld_rows_0",  "FETCH FORWARD 256 FROM pgcld_rows_1",
+    "FETCH FORWARD 256 FROM pgcld_rows_2",  "FETCH FORWARD 256 FROM pgcld_rows_3"};
+_Static_assert(sizeof FETCH_SQL / sizeof FETCH_SQL[0] == FETCH_ROWS + PGCL_CHAIN_TABLES, "a FETCH per cursor");
+
 typedef struct pg_cursor {
     PGconn *conn;
-    const char *fetch_sql; /* "FETCH FORWARD n FROM name" */
+    int fetch; /* its FETCH_SQL */
     const char *what;
     PGresult *batch;
     int row, n;
@@ -315,11 +321,11 @@ typedef struct pg_cursor {
 /* Declares the cursor (declare_sql, with one text parameter when param is not NULL) inside the open
  * transaction. */
 static pgcl_status cursor_open(pg_cursor *c, PGconn *conn, const char *what, const char *declare_sql, const char *param,
-                               const char *fetch_sql, char *err, int cap) {
+                               int fetch, char *err, int cap) {
     memset(c, 0, sizeof *c);
     c->conn = conn;
     c->what = what;
-    c->fetch_sql = fetch_sql;
+    c->fetch = fetch;
     c->row = -1;
     const char *values[] = {param};
     pgcl_status st = pgcl_pg_exec(conn, what, declare_sql, param ? 1 : 0, param ? values : NULL, err, cap);
@@ -338,7 +344,7 @@ static bool cursor_next(pg_cursor *c, pgcl_status *st, char *err, int cap) {
         return true;
     }
     PQclear(c->batch);
-    c->batch = pgcl_pg_query(c->conn, c->what, c->fetch_sql, 0, NULL, st, err, cap);
+    c->batch = pgcl_pg_query(c->conn, c->what, FETCH_SQL[c->fetch], 0, NULL, st, err, cap);
     c->n = c->batch ? PQntuples(c->batch) : 0;
     c->row = 0;
     if (c->n == 0) {
@@ -365,20 +371,16 @@ static void cursor_close(pg_cursor *c) {
 static const char DECLARE_ENTRIES_SQL[] =
     "DECLARE pgcld_entries NO SCROLL CURSOR FOR SELECT writer_id, seq, kind, row_seq, payload_sha256, prev_hash,"
     " hash, leaf_count, leaves FROM audit_chain ORDER BY writer_id COLLATE \"C\", seq";
-static const char FETCH_ENTRIES_SQL[] = "FETCH FORWARD 128 FROM pgcld_entries";
 static const char DECLARE_RUNS_SQL[] =
     "DECLARE pgcld_runs NO SCROLL CURSOR FOR SELECT writer_id, entry_seq, first_leaf, kind, first_row_seq, n"
     " FROM audit_chain_runs ORDER BY writer_id COLLATE \"C\", entry_seq, first_leaf";
-static const char FETCH_RUNS_SQL[] = "FETCH FORWARD 1024 FROM pgcld_runs";
 /* a node (L, j) is completed by entry (j + 1) * 2^L, lower levels first */
 static const char DECLARE_NODES_SQL[] =
     "DECLARE pgcld_nodes NO SCROLL CURSOR FOR SELECT writer_id, (idx + 1) << level, level, idx, hash"
     " FROM audit_log_nodes ORDER BY writer_id COLLATE \"C\", 2, level";
-static const char FETCH_NODES_SQL[] = "FETCH FORWARD 1024 FROM pgcld_nodes";
 static const char DECLARE_RUN_ORDER_SQL[] =
     "DECLARE pgcld_run_order NO SCROLL CURSOR FOR SELECT kind, first_row_seq, n, writer_id, entry_seq"
     " FROM audit_chain_runs ORDER BY kind, first_row_seq";
-static const char FETCH_RUN_ORDER_SQL[] = "FETCH FORWARD 1024 FROM pgcld_run_order";
 static const char *const COUNT_ROWS_SQL[PGCL_CHAIN_TABLES] = {
     "SELECT count(*) FROM decisions", "SELECT count(*) FROM admin_events", "SELECT count(*) FROM contests",
     "SELECT count(*) FROM resolutions"};
@@ -556,7 +558,7 @@ static pgcl_status start_writer(verifier *v, const char *id) {
     v->have_writer = true;
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
         if ((st = cursor_open(&v->rows[t], v->conn, pgcl_chain_tables[t].name, DECLARE_ROWS_SQL[t], w->id,
-                              FETCH_ROWS_SQL[t], v->err, v->cap)) != PGCL_OK)
+                              FETCH_ROWS + t, v->err, v->cap)) != PGCL_OK)
             return st;
         if (!cursor_next(&v->rows[t], &st, v->err, v->cap) && st != PGCL_OK) return st;
     }
@@ -854,7 +856,7 @@ static pgcl_status walk(verifier *v) {
 static pgcl_status check_overlaps(verifier *v) {
     pg_cursor c;
     pgcl_status st =
-        cursor_open(&c, v->conn, "audit_chain_runs", DECLARE_RUN_ORDER_SQL, NULL, FETCH_RUN_ORDER_SQL, v->err, v->cap);
+        cursor_open(&c, v->conn, "audit_chain_runs", DECLARE_RUN_ORDER_SQL, NULL, FETCH_RUN_ORDER, v->err, v->cap);
     if (st != PGCL_OK) return st;
     char kind[64] = "";
     int64_t end = 0;
@@ -1014,11 +1016,11 @@ pgcl_status pgcl_pg_chain_verify(PGconn *conn, const char *const *checkpoint_fil
     if ((st = load_cuts(&v, &cuts, &n_cuts)) != PGCL_OK ||
         (st = load_checkpoints(&v, cps, checkpoint_files, n_checkpoints, public_key_hex, cuts, n_cuts)) != PGCL_OK)
         goto done;
-    if ((st = cursor_open(&v.entries, conn, "audit_chain", DECLARE_ENTRIES_SQL, NULL, FETCH_ENTRIES_SQL, err, cap)) !=
+    if ((st = cursor_open(&v.entries, conn, "audit_chain", DECLARE_ENTRIES_SQL, NULL, FETCH_ENTRIES, err, cap)) !=
             PGCL_OK ||
-        (st = cursor_open(&v.runs, conn, "audit_chain_runs", DECLARE_RUNS_SQL, NULL, FETCH_RUNS_SQL, err, cap)) !=
+        (st = cursor_open(&v.runs, conn, "audit_chain_runs", DECLARE_RUNS_SQL, NULL, FETCH_RUNS, err, cap)) !=
             PGCL_OK ||
-        (st = cursor_open(&v.nodes, conn, "audit_log_nodes", DECLARE_NODES_SQL, NULL, FETCH_NODES_SQL, err, cap)) !=
+        (st = cursor_open(&v.nodes, conn, "audit_log_nodes", DECLARE_NODES_SQL, NULL, FETCH_NODES, err, cap)) !=
             PGCL_OK)
         goto done;
     /* position the merged cursors on their first rows */

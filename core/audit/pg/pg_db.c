@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "log.h"
 
 bool pgcl_pg_is_uri(const char *db) {
     return db && (strncmp(db, "postgresql://", 13) == 0 || strncmp(db, "postgres://", 11) == 0);
@@ -52,11 +53,25 @@ static void first_line(const char *msg, char *out, int cap) {
     snprintf(out, (size_t)cap, "%.*s", (int)n, msg ? msg : "");
 }
 
+/* The server's notices: a WARNING goes to the log; NOTICE and below ("relation ... already exists,
+ * skipping" from an idempotent migration step) are dropped rather than written to stderr, as libpq
+ * would by default. */
+static void log_notice(void *arg, const PGresult *res) {
+    const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    if (!severity || strcmp(severity, "WARNING") != 0) return;
+    char msg[512];
+    first_line(PQresultErrorMessage(res), msg, sizeof msg);
+    pgcl_log_warn("audit: PostgreSQL: %s", msg);
+}
+
 PGconn *pgcl_pg_connect(const char *uri, char *err, int cap) {
     const char *keys[] = {"dbname", "fallback_application_name", "connect_timeout", NULL};
     const char *values[] = {uri, "pgcld", "10", NULL};
     PGconn *conn = PQconnectdbParams(keys, values, 1); /* expand_dbname: dbname holds the URI */
-    if (conn && PQstatus(conn) == CONNECTION_OK) return conn;
+    if (conn && PQstatus(conn) == CONNECTION_OK) {
+        PQsetNoticeReceiver(conn, log_notice, NULL);
+        return conn;
+    }
     char redacted[512], msg[512];
     pgcl_pg_redact(uri, redacted, sizeof redacted);
     first_line(conn ? PQerrorMessage(conn) : "out of memory", msg, sizeof msg);
@@ -213,7 +228,10 @@ pgcl_status pgcl_pg_pool_acquire(pgcl_pg_pool *p, int wait_ms, PGconn **out, cha
     p->out++;
     PGconn *conn = p->n_idle ? p->idle[--p->n_idle] : NULL;
     pthread_mutex_unlock(&p->lock);
-    if (conn && pgcl_pg_broken(conn)) {
+    /* An idle connection whose server restarted or went away looks fine until it is used: the
+     * server's goodbye (or the socket's end) is waiting unread. PQconsumeInput reads what is there
+     * without blocking (libpq's sockets are non-blocking) and marks such a connection bad. */
+    if (conn && (PQconsumeInput(conn) == 0 || pgcl_pg_broken(conn))) {
         PQfinish(conn);
         conn = NULL;
     }
