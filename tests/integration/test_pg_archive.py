@@ -1,14 +1,17 @@
 """Archival past a horizon on the PostgreSQL store (issue 17; docs/audit.md, "Archival on PostgreSQL").
 
 On a throw-away PostgreSQL 15 cluster (pg_cluster.py), two daemons (--writer-id a / b, inputs
-stored) score decisions before a horizon and after it; one old decision has an open contest (a row
-the test inserts as the superuser, removed again after the cut) and one old decision's stored input
-was dropped (as retention drops it). Then `pgcld audit archive --db URI`:
+stored, API keys made with `pgcld keys create`, whose admin events the CLI's own writer chains)
+score decisions before a horizon and after it; one old decision is contested through a and resolved
+through b, another has an open contest (a row the test inserts as the superuser, removed again
+after the cut), and one old decision's stored input was dropped (as retention drops it). Then
+`pgcld audit archive --db URI`:
 
-  * with the default contest window (180 days) nothing is that old: exit 3, nothing archived;
-  * with --contest-window-days 0 it archives the decisions older than the horizon up to the
-    contested one (kept, with every later decision), signs a fleet checkpoint over both writers'
-    heads, records the cut in audit_cuts and deletes the rows;
+  * with the default contest window (180 days) no decision is that old: only the admin events go;
+  * with --contest-window-days 0 it archives the decisions older than the horizon up to the one
+    with the open contest (kept, with every later decision), the resolved contest and its
+    resolution with their decision, signs a fleet checkpoint over the three writers' heads,
+    records the cut in audit_cuts and deletes the rows;
   * verify (`pgcld audit verify --db URI`, GET /v1/audit/verify on either daemon) is intact over
     both chains, counts the archived rows, and accepts the cut's checkpoint file;
   * GET /v1/decisions/{id} of an archived decision answers 404 naming the cut (as the SQLite
@@ -73,7 +76,7 @@ class PgArchiveTest(unittest.TestCase):
         os.mkdir(cls.cp_dir)
         cls.daemons = {}
         for w in ("a", "b"):
-            d = H.Daemon(db_path=cls.uri, auth=False, args=["--writer-id", w, "--store-inputs", "float32"])
+            d = H.Daemon(db_path=cls.uri, args=["--writer-id", w, "--store-inputs", "float32"])
             try:
                 d.start()
             except H.DaemonError:
@@ -88,6 +91,13 @@ class PgArchiveTest(unittest.TestCase):
         for _ in range(3):
             for w in ("a", "b"):
                 cls.old += cls.score(w, 2)
+        # the third old decision: contested through a, resolved through b (another reviewer's key)
+        r = cls.daemons["a"].post(f"/v1/decisions/{cls.old[2]}/contests", {"reason": "a quote, not abuse"},
+                                  key=cls.daemons["a"].keys["reviewer"])
+        assert r.status == 201, r
+        r = cls.daemons["b"].post(f"/v1/contests/{r.json['contest_id']}/resolution",
+                                  {"outcome": "upheld", "note": "abuse"}, key=cls.daemons["b"].keys["reviewer"])
+        assert r.status in (200, 201), r
         time.sleep(1.1)
         cls.horizon = now_rfc3339()
         time.sleep(1.1)
@@ -101,18 +111,19 @@ class PgArchiveTest(unittest.TestCase):
         # the second its stored input dropped (as retention drops it: the row in decision_inputs)
         cls.contested = cls.old[4]
         cls.dropped = cls.old[1]
-        cls.sql("INSERT INTO contests VALUES (1, 'c-open', %s, %s, 'reviewer', NULL, 'a quote')",
-                (cls.contested, "2000-01-01T00:00:00.000000Z"))
+        cls.sql("INSERT INTO contests SELECT contests + 1, 'c-open', %s, %s, 'reviewer', NULL, 'a quote'"
+                " FROM fleet_counters", (cls.contested, "2000-01-01T00:00:00.000000Z"))
         cls.sql("DELETE FROM decision_inputs WHERE decision_seq = %s", (cls.seq[cls.dropped],))
-        cls.refused = run_cli("audit", "archive", "--db", cls.uri, "--before", cls.horizon, "--out",
-                              os.path.join(cls.tmp, "never.db"), "--signing-key", cls.key)
+        cls.window_archive = os.path.join(cls.tmp, "admin-events.db")
+        cls.window = run_cli("audit", "archive", "--db", cls.uri, "--before", cls.horizon, "--out", cls.window_archive,
+                             "--signing-key", cls.key, "--checkpoint-dir", cls.cp_dir)
         cls.archive = os.path.join(cls.tmp, "archive-1.db")
         p = run_cli("audit", "archive", "--db", cls.uri, "--before", cls.horizon, "--out", cls.archive,
                     "--signing-key", cls.key, "--checkpoint-dir", cls.cp_dir, "--contest-window-days", "0")
         assert p.returncode == 0, p.stdout + p.stderr
         cls.cut = json.loads(p.stdout.strip().splitlines()[-1])
         # the contest goes again (it was never chained), as the superuser with the triggers off
-        cls.sql("ALTER TABLE contests DISABLE TRIGGER USER; DELETE FROM contests WHERE seq = 1;"
+        cls.sql("ALTER TABLE contests DISABLE TRIGGER USER; DELETE FROM contests WHERE contest_id = 'c-open';"
                 " ALTER TABLE contests ENABLE TRIGGER USER")
 
     @classmethod
@@ -142,23 +153,32 @@ class PgArchiveTest(unittest.TestCase):
     def archived(self):
         return [did for did in self.old if self.seq[did] <= self.cut["decisions_through"]]
 
-    def test_1_nothing_inside_the_contest_window(self):
-        self.assertEqual(self.refused.returncode, 3, self.refused.stdout + self.refused.stderr)
-        self.assertIn("nothing to archive", self.refused.stderr)
-        self.assertFalse(os.path.exists(os.path.join(self.tmp, "never.db")))
+    def test_1_the_contest_window_keeps_every_decision(self):
+        # the default window (180 days): no decision, and so neither contest nor resolution, only the
+        # admin events older than the horizon (the keys made with `pgcld keys create`)
+        self.assertEqual(self.window.returncode, 0, self.window.stdout + self.window.stderr)
+        cut = json.loads(self.window.stdout.strip().splitlines()[-1])
+        self.assertEqual(cut["cut_seq"], 1)
+        self.assertEqual((cut["decisions_through"], cut["contests_through"], cut["resolutions_through"]), (0, 0, 0))
+        self.assertGreater(cut["admin_events_through"], 0)
+        self.assertEqual(cut["rows_archived"], cut["admin_events_through"])
+        rc, rep, err = verify_json(self.window_archive, "--checkpoint", cut["checkpoint"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(rep["archived_rows"], cut["rows_archived"])
 
     def test_1_the_cut(self):
-        self.assertEqual(self.cut["cut_seq"], 1)
+        self.assertEqual(self.cut["cut_seq"], 2)
         self.assertEqual(self.cut["decisions_through"], self.seq[self.contested] - 1)
-        self.assertEqual(self.cut["contests_through"], 0)
+        # the resolved contest went with its decision; the open one stays (its seq is the next)
+        self.assertEqual((self.cut["contests_through"], self.cut["resolutions_through"]), (1, 1))
         archived = self.archived()
         self.assertEqual(len(archived), 4)
-        self.assertEqual(self.cut["rows_archived"], len(archived) + self.cut["admin_events_through"])
+        self.assertEqual(self.cut["rows_archived"], len(archived) + 2)  # the admin events went with cut 1
         fleet = self.cut["fleet_checkpoint"]
-        self.assertEqual([h["writer_id"] for h in fleet["writers"]], ["a", "b"])
+        self.assertEqual([h["writer_id"] for h in fleet["writers"] if h["writer_id"] in "ab"], ["a", "b"])
         row = self.conn.cursor()
         row.execute("SELECT decisions_through, rows_archived, archived_before, archive_name, archive_sha256"
-                    " FROM audit_cuts")
+                    " FROM audit_cuts WHERE seq = 2")
         self.assertEqual(row.fetchall(), [(self.cut["decisions_through"], self.cut["rows_archived"], self.horizon,
                                            self.archive, self.cut["archive_sha256"])])
         for did in archived:
@@ -173,34 +193,35 @@ class PgArchiveTest(unittest.TestCase):
         rc, rep, err = verify_json(self.uri)
         self.assertEqual(rc, 0, err)
         self.assertTrue(rep["intact"], rep)
-        self.assertEqual(rep["archive_cut_seq"], 1)
-        self.assertEqual(rep["archived_rows"], self.cut["rows_archived"])
-        self.assertEqual([w["writer_id"] for w in rep["writers"]], ["a", "b"])
+        self.assertEqual(rep["archive_cut_seq"], 2)
+        self.assertEqual(rep["archived_rows"], self.cut["rows_archived"] + self.cut["admin_events_through"])
+        self.assertEqual(len(rep["writers"]), 3)
         rc, rep, err = verify_json(self.uri, "--checkpoint", self.cut["checkpoint"], "--public-key", self.public)
         self.assertEqual(rc, 0, err)
         for d in self.daemons.values():
-            r = d.get("/v1/audit/verify")
+            r = d.get("/v1/audit/verify", key=d.keys["reviewer"])
             self.assertEqual(r.status, 200, r)
             self.assertTrue(r.json["intact"], r.json)
-            self.assertEqual(r.json["archived_rows"], self.cut["rows_archived"])
+            self.assertEqual(r.json["archived_rows"], rep["archived_rows"])
 
     def test_2_archived_decision_answers_like_sqlite(self):
         for d in self.daemons.values():
+            rk = d.keys["reviewer"]
             for did in self.archived():
-                r = d.get(f"/v1/decisions/{did}")
+                r = d.get(f"/v1/decisions/{did}", key=rk)
                 self.assertEqual(r.status, 404, r)
                 self.assertEqual(r.json["error"]["code"], "decision_not_found")
                 msg = r.json["error"]["message"]
                 self.assertIn(f"decisions made before {self.horizon} were archived at the cut", msg)
                 self.assertIn(self.archive, msg)
             for did in [self.contested] + self.mid:
-                r = d.get(f"/v1/decisions/{did}")
+                r = d.get(f"/v1/decisions/{did}", key=rk)
                 self.assertEqual(r.status, 200, r)
-                r = d.get(f"/v1/decisions/{did}/proof")
+                r = d.get(f"/v1/decisions/{did}/proof", key=rk)
                 self.assertEqual(r.status, 200, r)
-            r = d.get("/v1/decisions/0190d6c0-0000-7000-8000-000000000000")  # 2024: before the horizon
+            r = d.get("/v1/decisions/0190d6c0-0000-7000-8000-000000000000", key=rk)  # 2024: before the horizon
             self.assertIn("were archived", r.json["error"]["message"])
-            r = d.get("/v1/decisions/7a90d6c0-0000-7000-8000-000000000000")  # after it
+            r = d.get("/v1/decisions/7a90d6c0-0000-7000-8000-000000000000", key=rk)  # after it
             self.assertEqual(r.json["error"]["message"],
                              "no decision with id '7a90d6c0-0000-7000-8000-000000000000'")
 
@@ -219,7 +240,10 @@ class PgArchiveTest(unittest.TestCase):
             self.assertEqual(ids, self.archived())
             inputs = [r[0] for r in db.execute("SELECT decision_seq FROM decision_inputs ORDER BY decision_seq")]
             self.assertEqual(inputs, [self.seq[d] for d in self.archived() if d != self.dropped])
-            self.assertEqual(db.execute("SELECT count(DISTINCT writer_id) FROM audit_chain").fetchone()[0], 2)
+            # both daemons' chains and the CLI's (`pgcld keys create`, writer: the host name)
+            self.assertEqual(db.execute("SELECT count(DISTINCT writer_id) FROM audit_chain").fetchone()[0], 3)
+            self.assertEqual(db.execute("SELECT count(*) FROM contests").fetchone()[0], 1)
+            self.assertEqual(db.execute("SELECT count(*) FROM resolutions").fetchone()[0], 1)
         finally:
             db.close()
         self.assertEqual(os.stat(self.archive).st_mode & 0o777, 0o600)
@@ -285,7 +309,7 @@ class PgArchiveTest(unittest.TestCase):
             rc, rep, err = verify_json(self.uri)
             self.assertEqual(rc, 1, rep)
             self.assertIn("is in the live database again", rep["reason"])
-            r = self.daemons["b"].get("/v1/audit/verify")
+            r = self.daemons["b"].get("/v1/audit/verify", key=self.daemons["b"].keys["reviewer"])
             self.assertFalse(r.json["intact"])
         finally:  # below the cut, the append-only rule lets it go again
             self.sql("DELETE FROM decisions WHERE seq = %s", (row[0],))
@@ -323,7 +347,7 @@ class PgArchiveTest(unittest.TestCase):
         self.assertEqual(failures, [])
         self.assertGreater(len(answered), 0)
         cut = json.loads(p.stdout.strip().splitlines()[-1])
-        self.assertEqual(cut["cut_seq"], 2)
+        self.assertEqual(cut["cut_seq"], 3)
         self.assertGreater(cut["decisions_through"], self.cut["decisions_through"])
         # everything before the horizon left; every decision answered while it ran is live
         self.assertEqual(self.one("SELECT count(*) FROM decisions WHERE created_at < %s", (horizon,)), 0)
@@ -331,7 +355,7 @@ class PgArchiveTest(unittest.TestCase):
             self.assertIsNotNone(self.one("SELECT seq FROM decisions WHERE decision_id = %s", (did,)), did)
         rc, rep, err = verify_json(self.uri)
         self.assertEqual(rc, 0, err)
-        self.assertEqual(rep["archive_cut_seq"], 2)
+        self.assertEqual(rep["archive_cut_seq"], 3)
         rc, rep, err = verify_json(archive, "--checkpoint", cut["checkpoint"])
         self.assertEqual(rc, 0, err)
         self.assertEqual(rep["archived_rows"], cut["rows_archived"])

@@ -1023,13 +1023,15 @@ pgcl_status pgcl_pg_read_shadow_report(pgcl_audit *store, const char *model, con
 }
 
 static const char ARCHIVE_WHERE_SQL[] =
-    "SELECT seq, archived_before, created_at, archive_name FROM audit_cuts WHERE archived_before > $1 ORDER BY seq"
-    " LIMIT 1";
+    "SELECT c.seq, c.archived_before, c.created_at, c.archive_name FROM audit_cuts AS c WHERE c.archived_before > $1"
+    " AND c.decisions_through > coalesce((SELECT max(p.decisions_through) FROM audit_cuts AS p WHERE p.seq < c.seq),"
+    " 0) ORDER BY c.seq LIMIT 1";
 
 pgcl_status pgcl_pg_read_archive_where(pgcl_audit *store, const char *decision_id, pgcl_archive_where *out, char *err,
                                        int cap) {
     /* As the SQLite store (pgcl_archive_where_is): the first cut (audit_cuts, pgcl_pg_archive_run)
-     * whose horizon lies after the time in the id; entry_seq is that cut's seq. */
+     * that archived decisions and whose horizon lies after the time in the id (a cut inside the
+     * contest window may archive other events only); entry_seq is that cut's seq. */
     memset(out, 0, sizeof *out);
     char made[32];
     if (!pgcl_archive_id_time(decision_id, made)) return PGCL_OK;
