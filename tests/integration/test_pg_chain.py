@@ -576,7 +576,7 @@ class PgChainTest(unittest.TestCase):
             cur.execute(f"INSERT INTO decisions ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})",
                         [top + 1] + list(vals.values()))
         conn.close()
-        self.assert_bad(uri, w, self.cw.heads[w][0] + 1, [f"decisions row {top + 1}", "not in any writer's chain"])
+        self.assert_bad(uri, w, self.cw.heads[w][0] + 1, [f"decisions row {top + 1}", "not in the chain of any writer"])
         rc, _, err = self.reads(uri, "proof", vals["decision_id"])  # it has no proof (409 proof_unavailable)
         self.assertEqual(rc, 5, err)
         self.assertIn("no writer's chain", err)

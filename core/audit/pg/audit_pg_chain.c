@@ -912,7 +912,7 @@ static pgcl_status check_unchained(verifier *v) {
         int64_t end = 0;
         for (int i = 0; i < v->rep->n_writers; i++)
             if (strcmp(v->rep->writers[i].writer_id, writer) == 0) end = v->rep->writers[i].head_seq;
-        note_bad(v, writer, end + 1, "%s row %lld is not in any writer's chain (no run covers it)",
+        note_bad(v, writer, end + 1, "%s row %lld is not in the chain of any writer (no run covers it)",
                  pgcl_chain_tables[t].name, (long long)first);
         return PGCL_OK;
     }
@@ -1067,8 +1067,23 @@ done:
 
 /* ---- the store's operations: on a connection of its read pool ---- */
 
+static const char PING_SQL[] = "SELECT 1";
+
+/* A live connection of the read pool. A pooled connection may be gone (the server restarted or
+ * was stopped since it was last used; libpq notices only at the next statement): each one found
+ * gone by a ping is dropped and the next tried (at most PGCL_PG_READERS of them, then a new one). */
 static pgcl_status acquire(pgcl_audit *store, PGconn **conn, char *err, int cap) {
-    return pgcl_pg_pool_acquire(pgcl_audit_pg_of(store)->readers, PGCL_PG_READ_WAIT_MS, conn, err, cap);
+    pgcl_pg_pool *pool = pgcl_audit_pg_of(store)->readers;
+    pgcl_status st = PGCL_ERR_DB;
+    for (int attempt = 0; attempt <= PGCL_PG_READERS; attempt++) {
+        if ((st = pgcl_pg_pool_acquire(pool, PGCL_PG_READ_WAIT_MS, conn, err, cap)) != PGCL_OK) return st;
+        if ((st = pgcl_pg_exec(*conn, "the audit database", PING_SQL, 0, NULL, err, cap)) == PGCL_OK) return st;
+        bool gone = pgcl_pg_broken(*conn);
+        pgcl_pg_pool_release(pool, *conn); /* a broken connection is closed, not pooled */
+        *conn = NULL;
+        if (!gone) break;
+    }
+    return st;
 }
 
 static void release(pgcl_audit *store, PGconn *conn) {
