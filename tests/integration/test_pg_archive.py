@@ -316,6 +316,25 @@ class PgArchiveTest(unittest.TestCase):
         rc, rep, err = verify_json(self.uri)
         self.assertEqual(rc, 0, rep)
 
+    def test_5_a_changed_cut_statement_is_reported(self):
+        statement = self.one("SELECT statement FROM audit_cuts WHERE seq = 2")
+        first_head = statement.split("\n")[3]  # created_at, the count, then the first head: "seq hash root id"
+        seq, rest = first_head.split(" ", 1)
+        forged = statement.replace(first_head, f"{int(seq) + 1} {rest}", 1)
+        self.assertNotEqual(forged, statement)
+        alter = "ALTER TABLE audit_cuts {} TRIGGER USER"
+        self.sql(alter.format("DISABLE") + "; UPDATE audit_cuts SET statement = %s WHERE seq = 2; " +
+                 alter.format("ENABLE"), (forged,))
+        try:
+            rc, rep, err = verify_json(self.uri)
+            self.assertEqual(rc, 1, rep)
+            self.assertIn("the signed statement of archive cut 2 does not verify", rep["reason"])
+        finally:
+            self.sql(alter.format("DISABLE") + "; UPDATE audit_cuts SET statement = %s WHERE seq = 2; " +
+                     alter.format("ENABLE"), (statement,))
+        rc, rep, err = verify_json(self.uri)
+        self.assertEqual(rc, 0, rep)
+
     def test_6_a_second_cut_while_both_writers_score(self):
         time.sleep(1.1)
         horizon = now_rfc3339()
