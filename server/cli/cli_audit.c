@@ -13,26 +13,29 @@
 #include <string.h>
 
 #include "archive.h"
-#include "audit.h"
-#include "audit_reads.h"
 #include "chain.h"
 #include "chain_proof.h"
+#include "audit_pg.h"
+#include "audit_pg_archive.h"
 #include "cli_options.h"
-#include "pg_db.h"
+#include "fleet_checkpoint.h"
 #include "signing.h"
 #include "time_cursor.h"
 
 static const char USAGE[] =
-    "usage: pgcld audit verify     --db FILE [--checkpoint FILE]... [--public-key HEX]\n"
-    "       pgcld audit checkpoint --db FILE --signing-key FILE --out FILE\n"
+    "usage: pgcld audit verify     --db FILE|URI [--checkpoint FILE]... [--public-key HEX]\n"
+    "       pgcld audit checkpoint --db FILE|URI --signing-key FILE --out FILE\n"
     "       pgcld audit keygen     --out FILE\n"
-    "       pgcld audit archive    --db FILE (--before RFC3339 | --older-than-days N) --out ARCHIVE\n"
+    "       pgcld audit archive    --db FILE|URI (--before RFC3339 | --older-than-days N) --out ARCHIVE\n"
     "                              --signing-key FILE [--checkpoint-dir DIR] [--max-decisions N]\n"
+    "                              [--contest-window-days N]\n"
     "       pgcld audit verify-proof PROOF [--entry-hash HEX] [--checkpoint FILE]... [--public-key HEX]\n"
     "       pgcld audit verify-consistency PROOF [--checkpoint OLD --checkpoint NEW] [--public-key HEX]\n"
     "\n"
     "Tamper evidence for the audit database FILE (the --db of pgcld serve). Options are\n"
-    "--name VALUE or --name=VALUE.\n"
+    "--name VALUE or --name=VALUE. verify and checkpoint also take a PostgreSQL URI\n"
+    "(postgresql://...): every writer's chain is verified, checkpoints are fleet checkpoints\n"
+    "over every writer's head (docs/audit.md, \"A fleet on PostgreSQL\"), and so does archive.\n"
     "\n"
     "  verify      walks the hash chain over every decision, admin event, contest and resolution:\n"
     "              entries numbered without gaps, each linked to the previous one, each row hashing\n"
@@ -41,8 +44,7 @@ static const char USAGE[] =
     "              the same hash (this is what detects a truncated or rewritten history); with\n"
     "              --public-key, every checkpoint must be signed by that key. Prints one JSON line:\n"
     "              intact, events, first_bad_seq, reason, head_seq, head_hash, checkpoints,\n"
-    "              archive_cut_seq, archived_rows. --db may be a PostgreSQL URI (every writer's\n"
-    "              chain; read-only: no chain of its own; no --checkpoint there yet).\n"
+    "              archive_cut_seq, archived_rows.\n"
     "  checkpoint  signs the chain's current head with the Ed25519 key in --signing-key and writes\n"
     "              the checkpoint file --out atomically; prints it as one JSON line. Keep the files\n"
     "              away from the database (another machine, write-once storage).\n"
@@ -52,6 +54,7 @@ static const char USAGE[] =
     "              beside the daemon; at most --max-decisions (50000; 0: all) per run. Prints\n"
     "              one JSON line (entry_seq, rows_archived, archive,\n"
     "              checkpoint, prune_ms...). Exit 3: nothing to archive. See docs/audit.md.\n"
+
     "  keygen      writes a new secret signing key to --out (mode 0600, never overwritten) and\n"
     "              prints its public key (64 hex digits) for verify --public-key.\n"
     "  verify-proof  checks the inclusion proof PROOF (the answer of GET /v1/decisions/{id}/proof,\n"
@@ -77,7 +80,7 @@ static const char USAGE[] =
 
 typedef struct cli_opts {
     const char *db, *signing_key, *out, *public_key, *entry_hash, *before, *older_than_days, *checkpoint_dir;
-    const char *max_decisions;
+    const char *max_decisions, *contest_window_days;
     const char *checkpoints[MAX_CHECKPOINTS];
     int n_checkpoints;
 } cli_opts;
@@ -92,7 +95,8 @@ enum {
     OPT_BEFORE = 64,
     OPT_OLDER_THAN_DAYS = 128,
     OPT_CHECKPOINT_DIR = 256,
-    OPT_MAX_DECISIONS = 512
+    OPT_MAX_DECISIONS = 512,
+    OPT_CONTEST_WINDOW_DAYS = 1024
 };
 
 static const pgcld_cli_option OPTIONS[] = {
@@ -105,6 +109,7 @@ static const pgcld_cli_option OPTIONS[] = {
     {.name = "older-than-days", .bit = OPT_OLDER_THAN_DAYS, .offset = offsetof(cli_opts, older_than_days)},
     {.name = "checkpoint-dir", .bit = OPT_CHECKPOINT_DIR, .offset = offsetof(cli_opts, checkpoint_dir)},
     {.name = "max-decisions", .bit = OPT_MAX_DECISIONS, .offset = offsetof(cli_opts, max_decisions)},
+    {.name = "contest-window-days", .bit = OPT_CONTEST_WINDOW_DAYS, .offset = offsetof(cli_opts, contest_window_days)},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
      .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints"}};
 
@@ -133,29 +138,41 @@ static int print_line(json_t *obj, const char *cmd) {
     return rc;
 }
 
-/* verify on a PostgreSQL database (a libpq URI): every writer's chain, through a read-only open
- * (no writer, no writers row, no chain entry of its own). Signed checkpoints: not on this store yet. */
-static pgcl_status verify_fleet(const cli_opts *o, pgcl_chain_report *rep, char *err, int cap) {
-    if (o->n_checkpoints > 0) {
-        pgcl_errorf(err, cap, "--checkpoint: not supported on a PostgreSQL database yet");
-        return PGCL_ERR_UNSUPPORTED;
+/* The report's writers (the PostgreSQL store) as a JSON array. */
+static json_t *writers_json(const pgcl_chain_report *rep) {
+    json_t *writers = json_array();
+    for (int i = 0; writers && i < rep->n_writers; i++) {
+        const pgcl_chain_writer_head *h = &rep->writers[i];
+        json_array_append_new(writers, json_pack("{s:s, s:I, s:s, s:o, s:b}", "writer_id", h->writer_id, "head_seq",
+                                                 (json_int_t)h->head_seq, "head_hash", h->head_hash, "log_root",
+                                                 h->log_root[0] ? json_string(h->log_root) : json_null(), "intact",
+                                                 h->intact));
     }
-    pgcl_audit_options ro = {.path = o->db, .read_only = true};
-    pgcl_audit *audit = NULL;
-    pgcl_status st = pgcl_audit_open(&ro, &audit, err, cap);
-    if (st != PGCL_OK) return st;
-    st = pgcl_audit_verify_chain(audit, rep, err, cap);
-    pgcl_audit_close(audit);
+    return writers;
+}
+
+/* Verifies the chains of the PostgreSQL database at uri (a connection of its own, no writer). */
+static pgcl_status verify_pg(const cli_opts *o, pgcl_chain_report *rep, char *err, int cap) {
+    PGconn *conn = pgcl_pg_connect(o->db, err, cap);
+    if (!conn) {
+        memset(rep, 0, sizeof *rep);
+        return PGCL_ERR_DB;
+    }
+    pgcl_status st = pgcl_pg_chain_verify(conn, o->checkpoints, o->n_checkpoints, o->public_key, rep, err, cap);
+    PQfinish(conn);
     return st;
 }
 
 static int cmd_verify(const cli_opts *o) {
     pgcl_chain_report rep;
-    memset(&rep, 0, sizeof rep);
     char err[1024];
-    pgcl_status st = pgcl_pg_is_uri(o->db) ? verify_fleet(o, &rep, err, sizeof err)
-                                           : pgcl_chain_verify_signed(o->db, o->checkpoints, o->n_checkpoints,
-                                                                      o->public_key, &rep, err, sizeof err);
+    bool pg = pgcl_pg_is_uri(o->db), fleet_archive = !pg && pgcl_pg_archive_is_fleet(o->db);
+    pgcl_status st = pg ? verify_pg(o, &rep, err, sizeof err)
+                     : fleet_archive
+                         ? pgcl_pg_archive_verify(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
+                                                  sizeof err)
+                         : pgcl_chain_verify_signed(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
+                                                    sizeof err);
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld audit verify: %s\n", err);
         return 1;
@@ -168,18 +185,44 @@ static int cmd_verify(const cli_opts *o) {
                             o->n_checkpoints, "archive_cut_seq",
                             rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(), "archived_rows",
                             (json_int_t)rep.archived_rows);
+    if (out && (pg || fleet_archive)) {
+        json_object_set_new(out, "writers", writers_json(&rep));
+        json_object_set_new(out, "first_bad_writer", rep.intact ? json_null() : json_string(rep.bad_writer_id));
+    }
     int rc = print_line(out, "verify");
     json_decref(out);
-    if (rc != 0) return 1;
-    if (!rep.intact) {
+    if (rc == 0 && !rep.intact) {
         fprintf(stderr, "pgcld audit verify: NOT INTACT (first bad entry %lld): %s\n", (long long)rep.first_bad_seq,
                 rep.reason);
-        return 1;
+        rc = 1;
     }
-    return 0;
+    pgcl_chain_report_release(&rep);
+    return rc;
+}
+
+/* A fleet checkpoint of every writer's head of the PostgreSQL database at o->db. */
+static int checkpoint_pg(const cli_opts *o) {
+    char err[1024];
+    pgcl_fleet_checkpoint *cp = calloc(1, sizeof *cp);
+    PGconn *conn = cp ? pgcl_pg_connect(o->db, err, sizeof err) : NULL;
+    int rc = 1;
+    if (!cp) snprintf(err, sizeof err, "out of memory");
+    if (!conn || pgcl_pg_checkpoint_create(conn, o->signing_key, o->out, NULL, cp, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld audit checkpoint: %s\n", err);
+    } else {
+        json_t *out = pgcl_fleet_checkpoint_to_json(cp);
+        if (out) json_object_set_new(out, "file", json_string(cp->file));
+        rc = print_line(out, "checkpoint");
+        json_decref(out);
+    }
+    if (conn) PQfinish(conn);
+    pgcl_fleet_checkpoint_release(cp);
+    free(cp);
+    return rc;
 }
 
 static int cmd_checkpoint(const cli_opts *o) {
+    if (pgcl_pg_is_uri(o->db)) return checkpoint_pg(o);
     pgcl_checkpoint *cp = malloc(sizeof *cp);
     char err[1024];
     if (!cp) {
@@ -222,6 +265,47 @@ static bool archive_horizon(const cli_opts *o, char out[PGCL_QTIME_LEN + 1]) {
     return true;
 }
 
+/* The PostgreSQL store's archive (audit_pg_archive.h): a fleet checkpoint at the cut. */
+static int archive_pg(const cli_opts *o, const char *horizon, int64_t max_decisions) {
+    long window = 180;
+    if (o->contest_window_days) {
+        char *end = NULL;
+        window = strtol(o->contest_window_days, &end, 10);
+        if (!end || *end || window < 0 || window > 36500) {
+            pgcld_cli_usage_error(&CLI, "--contest-window-days must be a whole number of days from 0 to 36500");
+            return 2;
+        }
+    }
+    pgcl_pg_archive_result *res = calloc(1, sizeof *res);
+    char err[1024];
+    if (!res) {
+        fprintf(stderr, "pgcld audit archive: out of memory\n");
+        return 1;
+    }
+    int rc = 1;
+    pgcl_status st = pgcl_pg_archive_run(o->db, horizon, (int)window, max_decisions, o->signing_key, o->out,
+                                         o->checkpoint_dir, res, err, sizeof err);
+    if (st != PGCL_OK) {
+        fprintf(stderr, "pgcld audit archive: %s\n", err);
+        rc = st == PGCL_ERR_NOT_FOUND ? 3 : 1;
+    } else {
+        json_t *out = json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:f}", "cut_seq",
+                                (json_int_t)res->cut_seq, "before", horizon, "decisions_through",
+                                (json_int_t)res->cut.through[0], "admin_events_through",
+                                (json_int_t)res->cut.through[1], "contests_through", (json_int_t)res->cut.through[2],
+                                "resolutions_through", (json_int_t)res->cut.through[3], "rows_archived",
+                                (json_int_t)res->rows_archived, "archive", o->out, "archive_sha256",
+                                res->archive_sha256, "checkpoint", res->checkpoint.file, "prune_ms",
+                                (double)res->prune_us / 1000.0);
+        if (out) json_object_set_new(out, "fleet_checkpoint", pgcl_fleet_checkpoint_to_json(&res->checkpoint));
+        rc = print_line(out, "archive");
+        json_decref(out);
+    }
+    pgcl_pg_archive_result_release(res);
+    free(res);
+    return rc;
+}
+
 static int cmd_archive(const cli_opts *o) {
     char horizon[PGCL_QTIME_LEN + 1], err[1024];
     if (!archive_horizon(o, horizon)) return 2;
@@ -234,6 +318,11 @@ static int cmd_archive(const cli_opts *o) {
             return 2;
         }
         max_decisions = v;
+    }
+    if (pgcl_pg_is_uri(o->db)) return archive_pg(o, horizon, max_decisions);
+    if (o->contest_window_days) {
+        pgcld_cli_usage_error(&CLI, "--contest-window-days is for a PostgreSQL --db only");
+        return 2;
     }
     pgcl_archive_result *res = malloc(sizeof *res);
     if (!res) {
@@ -330,7 +419,16 @@ static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_i
     p->log_index = json_integer_value(json_object_get(log, "leaf_index"));
     p->log_size = json_integer_value(json_object_get(log, "tree_size"));
     if (!hash_array(log_path, "log.path", p->log_path, &p->log_path_len, why, cap)) return false;
-    if (json_is_object(cp)) {
+    const char *writer = json_string_value(json_object_get(doc, "writer_id"));
+    if (writer) snprintf(p->writer_id, sizeof p->writer_id, "%s", writer);
+    if (json_is_object(cp) && pgcl_fleet_checkpoint_json_is_fleet(cp)) { /* the PostgreSQL store */
+        if (!writer || !(p->fleet = calloc(1, sizeof *p->fleet))) {
+            snprintf(why, (size_t)cap, "a proof with a fleet checkpoint must name its writer_id");
+            return false;
+        }
+        snprintf(p->fleet->file, sizeof p->fleet->file, "the proof's fleet checkpoint");
+        if (pgcl_fleet_checkpoint_from_json(cp, p->fleet->file, p->fleet, why, cap) != PGCL_OK) return false;
+    } else if (json_is_object(cp)) {
         snprintf(p->checkpoint.file, sizeof p->checkpoint.file, "the proof's checkpoint");
         if (pgcl_checkpoint_from_json(cp, p->checkpoint.file, &p->checkpoint, why, cap) != PGCL_OK) return false;
         p->has_checkpoint = true;
@@ -345,6 +443,23 @@ static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_i
     return true;
 }
 
+/* The (size, log root) a held checkpoint file signs: of its one chain, or, when writer_id is not
+ * empty, of that writer's log in a fleet checkpoint. False with why set (unreadable, altered, not
+ * by --public-key, no head of that writer). */
+static bool held_fleet_head(const char *path, const char *public_key, const char *writer_id, int64_t *size,
+                            char root_hex[65], char *why, int cap) {
+    pgcl_fleet_checkpoint cp;
+    bool ok = pgcl_fleet_checkpoint_read(path, public_key, &cp, why, cap) == PGCL_OK;
+    const pgcl_fleet_head *h = ok ? pgcl_fleet_checkpoint_head(&cp, writer_id) : NULL;
+    if (ok && !h) snprintf(why, (size_t)cap, "%s signs no head of writer '%.128s'", path, writer_id);
+    if (h) {
+        *size = h->head_seq;
+        memcpy(root_hex, h->log_root, 65);
+    }
+    pgcl_fleet_checkpoint_release(&cp);
+    return h != NULL;
+}
+
 /* The checkpoints the holder has (--checkpoint, signed by --public-key when given) must sign the
  * log tree the proof leads to; so must the proof's own checkpoint be signed by --public-key. */
 static bool held_checkpoints_agree(const pgcl_chain_proof *p, const cli_opts *o, char *why, int cap) {
@@ -354,7 +469,23 @@ static bool held_checkpoints_agree(const pgcl_chain_proof *p, const cli_opts *o,
         snprintf(why, (size_t)cap, "the proof's checkpoint is signed by %s, not by --public-key", p->checkpoint.public_key);
         return false;
     }
-    for (int i = 0; i < o->n_checkpoints; i++) {
+    if (o->public_key && p->fleet && strcmp(p->fleet->public_key, o->public_key) != 0) {
+        snprintf(why, (size_t)cap, "the proof's fleet checkpoint is signed by %s, not by --public-key",
+                 p->fleet->public_key);
+        return false;
+    }
+    for (int i = 0; p->writer_id[0] && i < o->n_checkpoints; i++) {
+        int64_t size = 0;
+        char held_root[65];
+        if (!held_fleet_head(o->checkpoints[i], o->public_key, p->writer_id, &size, held_root, why, cap)) return false;
+        if (size != p->log_size || strcmp(held_root, root_hex) != 0) {
+            snprintf(why, (size_t)cap, "%s signs writer '%.128s''s log tree of %lld entries with root %s; the proof "
+                     "leads to the tree of %lld entries with root %s", o->checkpoints[i], p->writer_id,
+                     (long long)size, held_root, (long long)p->log_size, root_hex);
+            return false;
+        }
+    }
+    for (int i = 0; !p->writer_id[0] && i < o->n_checkpoints; i++) {
         pgcl_checkpoint *held = malloc(sizeof *held);
         if (!held) {
             snprintf(why, (size_t)cap, "out of memory");
@@ -416,6 +547,8 @@ static bool read_consistency(json_t *doc, pgcl_log_consistency *c, char *why, in
     }
     c->first = json_integer_value(json_object_get(doc, "first"));
     c->second = json_integer_value(json_object_get(doc, "second"));
+    const char *writer = json_string_value(json_object_get(doc, "writer_id"));
+    if (writer) snprintf(c->writer_id, sizeof c->writer_id, "%s", writer);
     return hash_array(path, "path", c->proof, &c->proof_len, why, cap);
 }
 
@@ -423,7 +556,20 @@ static bool read_consistency(json_t *doc, pgcl_log_consistency *c, char *why, in
 static bool checkpoints_sign_both(const pgcl_log_consistency *c, const cli_opts *o, char *why, int cap) {
     const int64_t size[2] = {c->first, c->second};
     const pgcl_merkle_hash *root[2] = {&c->first_root, &c->second_root};
-    for (int i = 0; i < o->n_checkpoints; i++) {
+    for (int i = 0; c->writer_id[0] && i < o->n_checkpoints; i++) { /* fleet checkpoints: the writer's head */
+        int64_t held_size = 0;
+        char root_hex[65], held_root[65];
+        pgcl_merkle_to_hex(root[i], root_hex);
+        if (!held_fleet_head(o->checkpoints[i], o->public_key, c->writer_id, &held_size, held_root, why, cap))
+            return false;
+        if (held_size != size[i] || strcmp(held_root, root_hex) != 0) {
+            snprintf(why, (size_t)cap, "%s signs writer '%.128s''s log tree of %lld entries with root %s, not the "
+                     "proof's %s tree of %lld entries with root %s", o->checkpoints[i], c->writer_id,
+                     (long long)held_size, held_root, i ? "second" : "first", (long long)size[i], root_hex);
+            return false;
+        }
+    }
+    for (int i = 0; !c->writer_id[0] && i < o->n_checkpoints; i++) {
         pgcl_checkpoint *cp = malloc(sizeof *cp);
         char root_hex[65];
         pgcl_merkle_to_hex(root[i], root_hex);
@@ -504,7 +650,7 @@ int pgcld_cli_audit(int argc, char **argv) {
         allowed = OPT_OUT;
     else if (strcmp(cmd, "archive") == 0)
         allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT | OPT_BEFORE | OPT_OLDER_THAN_DAYS | OPT_CHECKPOINT_DIR |
-                  OPT_MAX_DECISIONS;
+                  OPT_MAX_DECISIONS | OPT_CONTEST_WINDOW_DAYS;
     else
         return pgcld_cli_usage_error(
             &CLI, "unknown subcommand '%s' (verify, checkpoint, keygen, archive, verify-proof or verify-consistency)", cmd);
