@@ -45,10 +45,20 @@ static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, const char *
     return st;
 }
 
+/* schema_migrations is created only where it is missing: CREATE TABLE IF NOT EXISTS needs CREATE on
+ * the schema even when the table exists, which the daemons' role (pgcld_writer,
+ * deploy/postgres/roles.sql) does not have. */
+static const char MIGRATIONS_TABLE_EXISTS_SQL[] = "SELECT to_regclass('schema_migrations') IS NOT NULL";
+
 /* The migrations, the lock already held. */
 static pgcl_status migrate_locked(PGconn *conn, int *version, char *err, int cap) {
-    pgcl_status st = pgcl_pg_exec(conn, "schema_migrations", MIGRATIONS_TABLE_SQL, 0, NULL, err, cap);
-    if (st != PGCL_OK) return st;
+    pgcl_status st;
+    PGresult *exists = pgcl_pg_query(conn, "schema_migrations", MIGRATIONS_TABLE_EXISTS_SQL, 0, NULL, &st, err, cap);
+    if (!exists) return st;
+    bool have_table = strcmp(pgcl_pg_text(exists, 0, 0), "t") == 0;
+    PQclear(exists);
+    if (!have_table && (st = pgcl_pg_exec(conn, "schema_migrations", MIGRATIONS_TABLE_SQL, 0, NULL, err, cap)) != PGCL_OK)
+        return st;
     PGresult *res = pgcl_pg_query(conn, "schema_migrations", "SELECT version, sha256 FROM schema_migrations ORDER BY version",
                                   0, NULL, &st, err, cap);
     if (!res) return st;
