@@ -23,6 +23,15 @@ static const char MIGRATIONS_TABLE_SQL[] =
     "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
     " sha256 text NOT NULL, applied_at text NOT NULL)";
 
+/* The daemons' role may not change the schema (deploy/postgres/roles.sql): an error that says so
+ * also says who can. */
+static void add_owner_hint(char *err, int cap) {
+    size_t n = strlen(err);
+    if ((strstr(err, "permission denied") || strstr(err, "must be owner")) && n < (size_t)cap)
+        snprintf(err + n, (size_t)cap - n,
+                 " (this role may not change the schema: run `pgcld migrate --db URI` as its owner first)");
+}
+
 static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, const char *sha_hex, char *err, int cap) {
     char sub[512];
     pgcl_status st = pgcl_pg_exec(conn, "begin", "BEGIN", 0, NULL, sub, sizeof sub);
@@ -41,6 +50,7 @@ static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, const char *
         char ignored[64];
         pgcl_pg_exec(conn, "rollback", "ROLLBACK", 0, NULL, ignored, sizeof ignored);
         pgcl_errorf(err, cap, "migration %04d_%s: %s", m->version, m->name, sub);
+        add_owner_hint(err, cap);
     }
     return st;
 }
@@ -57,8 +67,10 @@ static pgcl_status migrate_locked(PGconn *conn, int *version, char *err, int cap
     if (!exists) return st;
     bool have_table = strcmp(pgcl_pg_text(exists, 0, 0), "t") == 0;
     PQclear(exists);
-    if (!have_table && (st = pgcl_pg_exec(conn, "schema_migrations", MIGRATIONS_TABLE_SQL, 0, NULL, err, cap)) != PGCL_OK)
+    if (!have_table && (st = pgcl_pg_exec(conn, "schema_migrations", MIGRATIONS_TABLE_SQL, 0, NULL, err, cap)) != PGCL_OK) {
+        add_owner_hint(err, cap);
         return st;
+    }
     PGresult *res = pgcl_pg_query(conn, "schema_migrations", "SELECT version, sha256 FROM schema_migrations ORDER BY version",
                                   0, NULL, &st, err, cap);
     if (!res) return st;
