@@ -245,6 +245,17 @@ class RolesTest(unittest.TestCase):
 
     # ---------------------------------------------------------------- a daemon as pgcld_writer
 
+    def test_writer_on_an_unmigrated_database_says_who_can_migrate(self):
+        db = self.cluster.new_database().rsplit("/", 1)[1]
+        p = subprocess.run([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", ROLES_SQL, self.cluster.uri(db)],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = pgcld("serve", "--listen", "127.0.0.1:0", "--models", os.path.join(H.SOURCE_ROOT, "models"), "--auth",
+                  "off", "--db", self.cluster.uri(db, "pgcld_writer"))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("permission denied", p.stderr)
+        self.assertIn("run `pgcld migrate --db URI` as its owner", p.stderr)
+
     def test_daemon_as_writer_scores(self):
         d = H.Daemon(db_path=self.uri("pgcld_writer"), auth=False, args=["--writer-id", "roles-daemon"])
         try:
