@@ -31,6 +31,7 @@ DEFAULTS = {
     "listen": "127.0.0.1:8080",
     "models": "models",
     "db": "pgcld-audit.db",
+    "writer-id": "",
     "default-model": "toxicity",
     "port-file": "",
     "synchronous": "FULL",
