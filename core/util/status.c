@@ -18,6 +18,7 @@ const char *pgcl_status_str(pgcl_status st) {
     case PGCL_ERR_BUSY: return "busy";
     case PGCL_ERR_CLOSED: return "closed";
     case PGCL_ERR_NOT_FOUND: return "not_found";
+    case PGCL_ERR_DUPLICATE: return "duplicate";
     }
     return "unknown";
 }

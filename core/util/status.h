@@ -16,6 +16,8 @@ typedef enum pgcl_status {
     PGCL_ERR_BUSY,        /* a bounded resource is exhausted; retry later */
     PGCL_ERR_CLOSED,      /* the component is shutting down */
     PGCL_ERR_NOT_FOUND,   /* the named thing (model, version, key) does not exist */
+    PGCL_ERR_DUPLICATE,   /* already done by another party (an Idempotency-Key another replica committed
+                           * first): nothing recorded, the stored outcome answers */
 } pgcl_status;
 
 /* Stable lowercase name of a status, e.g. "format". Never NULL. */

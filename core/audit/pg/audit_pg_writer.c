@@ -1,67 +1,1290 @@
-/* The PostgreSQL store's writer. See audit_pg.h. (A stub until it is written: every call answers PGCL_ERR_UNSUPPORTED.) */
+/* The PostgreSQL store's writer (see audit_pg.h): one thread, its own connection, group commit.
+ *
+ * A group is every job queued when the writer looks: one transaction, sent in libpq pipeline mode
+ * (bytea parameters in binary), in two round trips:
+ *   1. BEGIN; UPDATE fleet_counters ... RETURNING (allocates the group's seqs of every event table
+ *      and locks the counters' one row until COMMIT, so commit order is seq order fleet-wide and the
+ *      reviewers' rules hold across replicas); one SELECT per Idempotency-Key of the group (a live
+ *      key committed by another replica takes its request out of the group, see below).
+ *   2. the rows (decisions + decision_inputs, shadow_decisions, idempotency_keys), the chain entry,
+ *      its runs and log tree nodes, COMMIT.
+ * Jobs of other files (pgcl_pg_run) run between the two, synchronously, each in a savepoint. Every
+ * answer leaves after COMMIT returned; with synchronous_commit on (the server's default) the rows
+ * are then durable on the server (and on a synchronous standby when one is configured).
+ *
+ * When a statement of round trip 2 fails the transaction is rolled back and the group runs again
+ * with every job in its own savepoint, its seqs allocated inside it (so a failed job leaves no gap
+ * in any table's seqs): only the job that failed fails. Jobs may so run twice (as in the SQLite
+ * store): a job callback writes only through the transaction and into its own context.
+ *
+ * The chain (encoding version 2, one chain per writer; docs/audit.md, "PostgreSQL store"):
+ *   entry 1      kind 'genesis', row_seq 0, payload_sha256 = hex SHA-256 of the TEXT value
+ *                encoding of the writer id (pgcl_chain_text_value: tag 3, 4-byte big-endian
+ *                length, bytes), prev_hash = 64 zeros, hash = pgcl_chain_entry_hash(1, "genesis",
+ *                0, payload, prev_hash); leaf_count and leaves NULL.
+ *   entry k >= 2 one per write transaction that chained at least one event: kind 'commit', row_seq
+ *                = leaf_count = the number of leaves, payload_sha256 = hex RFC 9162 Merkle root over
+ *                the leaves in order, prev_hash = entry k-1's hash, hash = pgcl_chain_entry_hash(k,
+ *                "commit", leaf_count, root, prev_hash), leaves = the 32-byte leaf hashes
+ *                concatenated.
+ *   leaves       a decision: pgcl_chain_decision_leaf of the values as bound; admin events,
+ *                contests, resolutions: pgcl_chain_leaf_of_values of the columns in
+ *                pgcl_chain_tables[t].select_sql's order (pgcl_pg_txn_chain). Shadow decisions are
+ *                not chained.
+ *   runs         audit_chain_runs: one row per maximal run of consecutive seqs of one kind among an
+ *                entry's leaves (kind, first_row_seq, n, writer_id, entry_seq, first_leaf).
+ *   log tree     audit_log_nodes keyed by writer_id, as core/audit/log_tree.h: leaf i =
+ *                SHA-256(0x00 ‖ entry i+1's hash), node (L, j) stored by the transaction that
+ *                appends the entry completing it. The writer keeps the right edge (one node per set
+ *                bit of the size) in memory, read back at (re)connection.
+ *
+ * Faults: a lost connection fails the group (PGCL_ERR_DB: 503 audit_unavailable), makes the store
+ * unhealthy (/readyz 503) and is replaced by the writer itself, with backoff: a new connection,
+ * the writer id's lock again, and the chain head and log edge read again from the database (a
+ * COMMIT whose answer was lost may or may not have landed). While the database is down, a group
+ * fails at once instead of waiting. Nothing is acknowledged before its COMMIT returned. */
 #include "audit_pg.h"
 
-pgcl_status pgcl_pg_writer_start(pgcl_audit_pg *s, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "ids.h"
+#include "idempotency.h"
+#include "log.h"
+#include "merkle.h"
+#include "sha256.h"
+
+#define ERR_CAP 512
+#define PIPE_CHUNK 256            /* statements sent before the pipeline is synced and read */
+#define RECONNECT_FIRST_MS 100    /* the reconnection backoff: doubles up to RECONNECT_MAX_MS */
+#define RECONNECT_MAX_MS 2000
+#define PROBE_INTERVAL_MS 1000    /* an unhealthy, idle writer's probe write */
+#define LOCK_RETRY_MS 100         /* between tries of the writer id's lock at start */
+
+/* fleet_counters' columns, in the order of COUNTERS_SQL's parameters and RETURNING. The first four
+ * are also pgcl_chain_tables' order. */
+enum { T_DECISIONS, T_ADMIN_EVENTS, T_CONTESTS, T_RESOLUTIONS, T_SHADOWS, N_COUNTERS };
+static const char *const COUNTER_NAMES[N_COUNTERS] = {"decisions", "admin_events", "contests", "resolutions",
+                                                      "shadow_decisions"};
+
+/* ---- SQL ---- */
+
+static const char COUNTERS_SQL[] =
+    "UPDATE fleet_counters SET decisions = decisions + $1, admin_events = admin_events + $2,"
+    " contests = contests + $3, resolutions = resolutions + $4, shadow_decisions = shadow_decisions + $5"
+    " WHERE id = 1 RETURNING decisions, admin_events, contests, resolutions, shadow_decisions";
+/* One table's seqs, inside the group's transaction (the row is already locked). */
+static const char *const TAKE_SEQS_SQL[N_COUNTERS] = {
+    "UPDATE fleet_counters SET decisions = decisions + $1 WHERE id = 1 RETURNING decisions",
+    "UPDATE fleet_counters SET admin_events = admin_events + $1 WHERE id = 1 RETURNING admin_events",
+    "UPDATE fleet_counters SET contests = contests + $1 WHERE id = 1 RETURNING contests",
+    "UPDATE fleet_counters SET resolutions = resolutions + $1 WHERE id = 1 RETURNING resolutions",
+    "UPDATE fleet_counters SET shadow_decisions = shadow_decisions + $1 WHERE id = 1 RETURNING shadow_decisions",
+};
+static const char GIVE_BACK_DECISIONS_SQL[] = "UPDATE fleet_counters SET decisions = decisions - $1 WHERE id = 1";
+static const char INSERT_DECISION_SQL[] =
+    "INSERT INTO decisions (seq, decision_id, created_at, request_id, item_id, model_name, model_version,"
+    " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector,"
+    " input_sha256, latency_us, input_digest, input_dtype)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
+static const char INSERT_INPUT_SQL[] = "INSERT INTO decision_inputs (decision_seq, input) VALUES ($1, $2)";
+static const char INSERT_SHADOW_SQL[] =
+    "INSERT INTO shadow_decisions (seq, decision_id, created_at, model_name, primary_version, shadow_version,"
+    " shadow_sha256, primary_label, shadow_label, primary_decision, shadow_decision, primary_score, shadow_score,"
+    " probabilities) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
+static const char INSERT_EVENT_SQL[] =
+    "INSERT INTO admin_events (seq, event_id, created_at, actor, action, target, details)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7)";
+static const char IDEM_LIVE_SQL[] =
+    "SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idem_key = $2 AND expires_at > $3";
+static const char IDEM_EXPIRE_SQL[] =
+    "DELETE FROM idempotency_keys WHERE (scope, idem_key) IN"
+    " (SELECT scope, idem_key FROM idempotency_keys WHERE expires_at <= $1 ORDER BY expires_at LIMIT 100)";
+/* An expired key of the same (scope, key) is replaced; a live one was ruled out after the lock. */
+static const char IDEM_STORE_SQL[] =
+    "INSERT INTO idempotency_keys (scope, idem_key, body_sha256, request_id, answer, created_at, expires_at,"
+    " request_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (scope, idem_key) DO UPDATE SET"
+    " body_sha256 = EXCLUDED.body_sha256, request_id = EXCLUDED.request_id, answer = EXCLUDED.answer,"
+    " created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, request_sha256 = EXCLUDED.request_sha256"
+    " WHERE idempotency_keys.expires_at <= EXCLUDED.created_at";
+static const char INSERT_COMMIT_SQL[] =
+    "INSERT INTO audit_chain (writer_id, seq, kind, row_seq, payload_sha256, prev_hash, hash, leaf_count, leaves)"
+    " VALUES ($1, $2, 'commit', $3, $4, $5, $6, $3, $7)";
+static const char INSERT_GENESIS_SQL[] =
+    "INSERT INTO audit_chain (writer_id, seq, kind, row_seq, payload_sha256, prev_hash, hash)"
+    " VALUES ($1, 1, 'genesis', 0, $2, $3, $4)";
+static const char INSERT_RUN_SQL[] =
+    "INSERT INTO audit_chain_runs (kind, first_row_seq, n, writer_id, entry_seq, first_leaf)"
+    " VALUES ($1, $2, $3, $4, $5, $6)";
+static const char INSERT_NODE_SQL[] = "INSERT INTO audit_log_nodes (writer_id, level, idx, hash) VALUES ($1, $2, $3, $4)";
+static const char LOCK_SQL[] = "SELECT pg_try_advisory_lock($1::int, hashtext($2))";
+static const char UPSERT_WRITER_SQL[] =
+    "INSERT INTO writers (writer_id, first_seen, last_seen) VALUES ($1, $2, $2)"
+    " ON CONFLICT (writer_id) DO UPDATE SET last_seen = EXCLUDED.last_seen";
+static const char TOUCH_WRITER_SQL[] = "UPDATE writers SET last_seen = $2 WHERE writer_id = $1";
+static const char HEAD_SQL[] = "SELECT seq, hash FROM audit_chain WHERE writer_id = $1 ORDER BY seq DESC LIMIT 1";
+static const char ENTRY_HASH_SQL[] = "SELECT hash FROM audit_chain WHERE writer_id = $1 AND seq = $2";
+static const char NODE_SQL[] = "SELECT hash FROM audit_log_nodes WHERE writer_id = $1 AND level = $2 AND idx = $3";
+static const char ALL_ENTRIES_SQL[] = "SELECT seq, hash FROM audit_chain WHERE writer_id = $1 ORDER BY seq";
+static const char LAST_STAMP_SQL[] = "SELECT max(created_at) FROM decisions";
+
+/* ---- the writer's state ---- */
+
+typedef enum { JOB_DECISIONS, JOB_SHADOWS, JOB_FN } job_kind;
+
+/* A caller's unit of work, queued for the writer; on the caller's stack, or (an asynchronous
+ * append, on_done set) in an async_append that the writer frees after on_done. */
+typedef struct pg_job {
+    job_kind kind;
+    const pgcl_decision_row *rows; /* JOB_DECISIONS */
+    const pgcl_idem_entry *idem;   /* JOB_DECISIONS, optional */
+    const pgcl_shadow_row *shadows; /* JOB_SHADOWS */
+    int n;                          /* rows or shadows */
+    pgcl_pg_job_fn fn;              /* JOB_FN */
+    void *ctx;
+    int n_rows;   /* counted against the backlog limit */
+    bool bounded; /* refused with PGCL_ERR_BUSY when the backlog is full */
+    pgcl_status status;
+    bool done;
+    pthread_cond_t done_cond;
+    pgcl_audit_done_fn on_done;
+    void *on_done_ctx;
+    char err[ERR_CAP];
+    /* the group's scratch */
+    bool idem_taken;     /* its key is live already (another replica answered it): not written */
+    PGresult *idem_live; /* round trip 1's answer about its key */
+    struct pg_job *next;
+} pg_job;
+
+/* An event chained in the open transaction: its table, row and leaf hash. */
+typedef struct pending_leaf {
+    int table;
+    int64_t row_seq;
+    pgcl_merkle_hash leaf;
+} pending_leaf;
+
+/* The log tree's right edge: the roots of the perfect subtrees of size's binary decomposition,
+ * largest first (height = level). */
+typedef struct log_edge {
+    int64_t size;
+    int top;
+    pgcl_merkle_hash node[PGCL_MERKLE_MAX_PATH + 1];
+    int height[PGCL_MERKLE_MAX_PATH + 1];
+} log_edge;
+
+struct pgcl_pg_writer {
+    pgcl_audit_pg *s;
+    /* the writer thread's own (and writer_start's before the thread runs) */
+    PGconn *conn; /* NULL while disconnected */
+    int64_t head_seq;
+    char head_hash[PGCL_CHAIN_HEX_LEN + 1];
+    log_edge edge;
+    char last_stamp[PGCL_TIMESTAMP_LEN + 1];
+    pending_leaf *leaves;
+    size_t n_leaves, cap_leaves;
+    pgcl_merkle_hash *packed; /* the leaves' hashes in order, for the root and the leaves column */
+    size_t cap_packed;
+    int64_t next_connect_us; /* while disconnected: when to try again */
+    int backoff_ms;
+    int64_t next_probe_us;
+    char down_reason[ERR_CAP];
+    /* shared, under lock */
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t lock;
+    pthread_cond_t work;
+    pg_job *head, *tail;
+    int pending_rows, max_pending_rows;
+    bool closing;
+    _Atomic bool healthy;
+};
+
+struct pgcl_pg_txn {
+    pgcl_pg_writer *w;
+    char now[PGCL_TIMESTAMP_LEN + 1];
+    int64_t next[N_COUNTERS], end[N_COUNTERS]; /* seqs allocated and not yet handed out: [next, end) */
+};
+
+/* ---- small helpers ---- */
+
+static void fmt_i64(char out[24], int64_t v) { snprintf(out, 24, "%" PRId64, v); }
+
+/* A double as text that reads back to the same bits (float8 in, the leaf hashes the double). */
+static void fmt_double(char out[32], double v) { snprintf(out, 32, "%.17g", v); }
+
+/* Every job of the batch not already failed by itself (its own rule, a taken key) fails with st. */
+static void fail_jobs(pg_job *batch, pgcl_status st, const char *err) {
+    for (pg_job *j = batch; j; j = j->next) {
+        if (j->status != PGCL_OK && j->status != PGCL_ERR_DB) continue;
+        j->status = st;
+        snprintf(j->err, ERR_CAP, "%s", err);
+    }
 }
 
-void pgcl_pg_writer_stop(pgcl_audit_pg *s) {
+/* ---- statements: one at a time, or pipelined ----
+ * A sender runs statements either synchronously (each checked at once) or in pipeline mode (sent,
+ * then read at each sync: every PIPE_CHUNK statements and at the end). Its first failure is kept in
+ * st / err; in pipeline mode the statements after it are not run (the pipeline aborts). A result
+ * the caller asked to keep (keep != NULL) is handed over in *keep. */
+typedef struct sender {
+    PGconn *conn;
+    bool pipelined;
+    pgcl_status st;
+    char err[ERR_CAP];
+    PGresult ***keeps; /* pipelined: where each unread statement's result goes (NULL: checked, dropped) */
+    int n_unread, cap_keeps;
+} sender;
+
+static void sender_fail(sender *s, const char *what, const PGresult *res) {
+    if (s->st != PGCL_OK) return;
+    s->st = PGCL_ERR_DB;
+    const char *msg = res ? PQresultErrorMessage(res) : "";
+    if (!msg || !msg[0]) msg = PQerrorMessage(s->conn);
+    snprintf(s->err, ERR_CAP, "%s: %.*s", what, (int)strcspn(msg, "\n"), msg);
 }
 
-pgcl_status pgcl_pg_append(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+static bool sender_start(sender *s, PGconn *conn, bool pipelined) {
+    *s = (sender){.conn = conn, .pipelined = pipelined};
+    if (pipelined && !PQenterPipelineMode(conn)) {
+        s->pipelined = false;
+        sender_fail(s, "pipeline mode", NULL);
+        return false;
+    }
+    return true;
 }
 
-void pgcl_pg_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem, pgcl_audit_done_fn done, void *done_ctx) {
-    done(done_ctx, PGCL_ERR_UNSUPPORTED, "the PostgreSQL store is not written yet");
+/* Reads the results of the statements sent since the last sync, through the sync's own result. */
+static void sender_drain(sender *s) {
+    if (!PQpipelineSync(s->conn)) {
+        sender_fail(s, "pipeline sync", NULL);
+        s->n_unread = 0;
+        return;
+    }
+    int read = 0, nulls = 0;
+    for (;;) {
+        PGresult *res = PQgetResult(s->conn);
+        if (!res) {
+            /* the end of one statement's results; twice in a row: nothing more will come */
+            if (PQstatus(s->conn) != CONNECTION_OK || ++nulls > 1) {
+                sender_fail(s, "connection lost", NULL);
+                break;
+            }
+            continue;
+        }
+        nulls = 0;
+        ExecStatusType rs = PQresultStatus(res);
+        if (rs == PGRES_PIPELINE_SYNC) {
+            PQclear(res);
+            break;
+        }
+        bool ok = rs == PGRES_COMMAND_OK || rs == PGRES_TUPLES_OK;
+        if (!ok && rs != PGRES_PIPELINE_ABORTED) sender_fail(s, "statement", res);
+        if (!ok && rs == PGRES_PIPELINE_ABORTED && s->st == PGCL_OK) sender_fail(s, "pipeline aborted", res);
+        if (ok && read < s->n_unread && s->keeps[read]) {
+            *s->keeps[read] = res;
+        } else {
+            PQclear(res);
+        }
+        read++;
+    }
+    s->n_unread = 0;
 }
 
-pgcl_status pgcl_pg_append_shadow(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+/* Runs (or sends) one statement with parameters: values[i] text unless binary_len[i] >= 0 (then
+ * binary_len[i] bytes of bytea). */
+static void sender_send(sender *s, const char *what, const char *sql, int n, const char *const *values,
+                        const int *binary_len, PGresult **keep) {
+    if (s->st != PGCL_OK) return;
+    int lengths[24] = {0}, formats[24] = {0};
+    PGCL_ASSERT(n <= 24);
+    for (int i = 0; i < n; i++) {
+        if (binary_len && binary_len[i] >= 0) {
+            lengths[i] = binary_len[i];
+            formats[i] = 1;
+        }
+    }
+    if (!s->pipelined) {
+        PGresult *res = PQexecParams(s->conn, sql, n, NULL, values, lengths, formats, 0);
+        ExecStatusType rs = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+        if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
+            sender_fail(s, what, res);
+            PQclear(res);
+        } else if (keep) {
+            *keep = res;
+        } else {
+            PQclear(res);
+        }
+        return;
+    }
+    if (s->n_unread == s->cap_keeps) {
+        int cap = s->cap_keeps ? 2 * s->cap_keeps : 64;
+        PGresult ***grown = realloc(s->keeps, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            s->st = PGCL_ERR_NOMEM;
+            snprintf(s->err, ERR_CAP, "out of memory");
+            return;
+        }
+        s->keeps = grown;
+        s->cap_keeps = cap;
+    }
+    if (!PQsendQueryParams(s->conn, sql, n, NULL, values, lengths, formats, 0)) {
+        sender_fail(s, what, NULL);
+        return;
+    }
+    s->keeps[s->n_unread++] = keep;
+    if (s->n_unread >= PIPE_CHUNK) sender_drain(s);
 }
 
-pgcl_status pgcl_pg_record_event(pgcl_audit *store, const pgcl_admin_event *ev, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+/* Reads what is left and leaves pipeline mode; returns the sender's status. */
+static pgcl_status sender_finish(sender *s) {
+    if (s->pipelined) {
+        if (s->n_unread > 0 || s->st == PGCL_OK) sender_drain(s);
+        if (PQstatus(s->conn) == CONNECTION_OK) PQexitPipelineMode(s->conn);
+    }
+    free(s->keeps);
+    s->keeps = NULL;
+    return s->st;
 }
 
-void pgcl_pg_set_max_pending_rows(pgcl_audit *store, int max_pending_rows) {
+/* ---- the log tree's right edge ---- */
+
+/* Appends entry seq (= size + 1) with hash `entry`; the nodes it completes are sent with s. */
+static void edge_append(log_edge *e, const char *writer_id, int64_t seq, const pgcl_merkle_hash *entry, sender *s) {
+    PGCL_ASSERT(seq == e->size + 1 && e->top <= PGCL_MERKLE_MAX_PATH);
+    uint64_t leaf = (uint64_t)e->size;
+    e->node[e->top] = pgcl_merkle_leaf_hash(entry->b, sizeof entry->b);
+    e->height[e->top++] = 0;
+    while (e->top >= 2 && e->height[e->top - 1] == e->height[e->top - 2]) {
+        e->node[e->top - 2] = pgcl_merkle_node_hash(&e->node[e->top - 2], &e->node[e->top - 1]);
+        int level = ++e->height[e->top - 2];
+        e->top--;
+        if (s) {
+            char lv[24], idx[24];
+            fmt_i64(lv, level);
+            fmt_i64(idx, (int64_t)(leaf >> level));
+            const char *v[] = {writer_id, lv, idx, (const char *)e->node[e->top - 1].b};
+            const int bin[] = {-1, -1, -1, PGCL_MERKLE_HASH_BYTES};
+            sender_send(s, "audit_log_nodes", INSERT_NODE_SQL, 4, v, bin, NULL);
+        }
+    }
+    e->size = seq;
 }
 
-int pgcl_pg_pending_rows(pgcl_audit *store) {
-    return 0;
+/* ---- connection: lock, writers row, head, edge ---- */
+
+/* One bytea/hex hash column into a Merkle hash: entry hashes are hex text, nodes bytea. */
+static bool hash_of_text(const PGresult *res, int row, int col, pgcl_merkle_hash *out) {
+    const char *t = pgcl_pg_text(res, row, col);
+    return t && pgcl_merkle_from_hex(t, out);
 }
 
-bool pgcl_pg_healthy(pgcl_audit *store) {
+static bool hash_of_bytea(const PGresult *res, int row, int col, pgcl_merkle_hash *out) {
+    unsigned char *b = NULL;
+    size_t len = 0;
+    bool ok = pgcl_pg_bytea(res, row, col, &b, &len) == PGCL_OK && b && len == PGCL_MERKLE_HASH_BYTES;
+    if (ok) memcpy(out->b, b, PGCL_MERKLE_HASH_BYTES);
+    free(b);
+    return ok;
+}
+
+/* The edge rebuilt from every entry of the chain (the naive way; used when a stored node the fast
+ * load needs is missing). */
+static pgcl_status edge_rebuild(pgcl_pg_writer *w, char *err, int cap) {
+    const char *v[] = {w->s->writer_id};
+    pgcl_status st;
+    PGresult *res = pgcl_pg_query(w->conn, "audit chain entries", ALL_ENTRIES_SQL, 1, v, &st, err, cap);
+    if (!res) return st;
+    log_edge e = {0};
+    for (int i = 0; i < PQntuples(res); i++) {
+        pgcl_merkle_hash h;
+        if (pgcl_pg_int(res, i, 0) != (int64_t)i + 1 || !hash_of_text(res, i, 1, &h)) {
+            pgcl_errorf(err, cap, "audit chain of writer %s: entry %d is missing or malformed (run verify)",
+                        w->s->writer_id, i + 1);
+            PQclear(res);
+            return PGCL_ERR_FORMAT;
+        }
+        edge_append(&e, w->s->writer_id, i + 1, &h, NULL);
+    }
+    PQclear(res);
+    w->edge = e;
+    return PGCL_OK;
+}
+
+/* The edge of a log of head_seq entries from its stored nodes (O(log n) reads). */
+static pgcl_status edge_load(pgcl_pg_writer *w, char *err, int cap) {
+    log_edge e = {.size = w->head_seq};
+    uint64_t at = 0, n = (uint64_t)w->head_seq;
+    for (int level = 63; level >= 0; level--) {
+        uint64_t span = (uint64_t)1 << level;
+        if (!(n & span)) continue;
+        char lv[24], idx[24];
+        fmt_i64(lv, level);
+        fmt_i64(idx, level == 0 ? (int64_t)at + 1 : (int64_t)(at >> level));
+        pgcl_status st;
+        PGresult *res;
+        pgcl_merkle_hash h;
+        bool ok;
+        if (level == 0) {
+            const char *v[] = {w->s->writer_id, idx};
+            res = pgcl_pg_query(w->conn, "audit chain entry", ENTRY_HASH_SQL, 2, v, &st, err, cap);
+            if (!res) return st;
+            ok = PQntuples(res) == 1 && hash_of_text(res, 0, 0, &h);
+            if (ok) h = pgcl_merkle_leaf_hash(h.b, sizeof h.b);
+        } else {
+            const char *v[] = {w->s->writer_id, lv, idx};
+            res = pgcl_pg_query(w->conn, "audit log node", NODE_SQL, 3, v, &st, err, cap);
+            if (!res) return st;
+            ok = PQntuples(res) == 1 && hash_of_bytea(res, 0, 0, &h);
+        }
+        PQclear(res);
+        if (!ok) {
+            pgcl_log_warn("audit: writer %s: log tree node (%d, %s) missing; rebuilding the edge from the entries",
+                          w->s->writer_id, level, idx);
+            return edge_rebuild(w, err, cap);
+        }
+        e.node[e.top] = h;
+        e.height[e.top++] = level;
+        at += span;
+    }
+    w->edge = e;
+    return PGCL_OK;
+}
+
+/* The genesis entry of a new chain, in its own transaction. */
+static pgcl_status write_genesis(pgcl_pg_writer *w, char *err, int cap) {
+    const char *id = w->s->writer_id;
+    unsigned char value[PGCL_PG_WRITER_ID_MAX + 8];
+    size_t len = pgcl_chain_text_value(id, strlen(id), value, sizeof value);
+    PGCL_ASSERT(len > 0);
+    unsigned char digest[PGCL_SHA256_BYTES];
+    char payload[PGCL_CHAIN_HEX_LEN + 1], hash[PGCL_CHAIN_HEX_LEN + 1];
+    pgcl_sha256(value, len, digest);
+    pgcl_sha256_to_hex(digest, payload);
+    pgcl_chain_entry_hash(1, "genesis", 7, 0, payload, PGCL_CHAIN_HEX_LEN, pgcl_chain_zero_hash, PGCL_CHAIN_HEX_LEN,
+                          hash);
+    sender s;
+    sender_start(&s, w->conn, false);
+    sender_send(&s, "begin", "BEGIN", 0, NULL, NULL, NULL);
+    const char *v[] = {id, payload, pgcl_chain_zero_hash, hash};
+    sender_send(&s, "genesis entry", INSERT_GENESIS_SQL, 4, v, NULL, NULL);
+    sender_send(&s, "commit", "COMMIT", 0, NULL, NULL, NULL);
+    pgcl_status st = sender_finish(&s);
+    if (st != PGCL_OK) {
+        pgcl_errorf(err, cap, "%s", s.err);
+        PQclear(PQexec(w->conn, "ROLLBACK"));
+        return st;
+    }
+    w->head_seq = 1;
+    memcpy(w->head_hash, hash, sizeof hash);
+    pgcl_log_info("audit: writer %s: began its chain (genesis entry)", id);
+    return PGCL_OK;
+}
+
+/* Reads the chain head (writing the genesis entry for a new chain) and the log edge. */
+static pgcl_status load_chain(pgcl_pg_writer *w, char *err, int cap) {
+    const char *v[] = {w->s->writer_id};
+    pgcl_status st;
+    PGresult *res = pgcl_pg_query(w->conn, "audit chain head", HEAD_SQL, 1, v, &st, err, cap);
+    if (!res) return st;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        w->head_seq = 0;
+        w->edge = (log_edge){0};
+        if ((st = write_genesis(w, err, cap)) != PGCL_OK) return st;
+        pgcl_merkle_hash h;
+        PGCL_ASSERT(pgcl_merkle_from_hex(w->head_hash, &h));
+        edge_append(&w->edge, w->s->writer_id, 1, &h, NULL); /* leaf 0 completes no node */
+        return PGCL_OK;
+    }
+    const char *hash = pgcl_pg_text(res, 0, 1);
+    if (!hash || strlen(hash) != PGCL_CHAIN_HEX_LEN) {
+        PQclear(res);
+        pgcl_errorf(err, cap, "audit chain of writer %s: the head entry's hash is not 64 hex digits", w->s->writer_id);
+        return PGCL_ERR_FORMAT;
+    }
+    w->head_seq = pgcl_pg_int(res, 0, 0);
+    memcpy(w->head_hash, hash, PGCL_CHAIN_HEX_LEN + 1);
+    PQclear(res);
+    return edge_load(w, err, cap);
+}
+
+/* Tries writer_id's lock until wait_ms passed: PGCL_OK, PGCL_ERR_BUSY (held by another session),
+ * or PGCL_ERR_DB. */
+static pgcl_status take_writer_lock(pgcl_pg_writer *w, int wait_ms, char *err, int cap) {
+    char lock_class[24];
+    fmt_i64(lock_class, PGCL_PG_LOCK_CLASS);
+    const char *v[] = {lock_class, w->s->writer_id};
+    int64_t deadline = pgcl_monotonic_us() + (int64_t)(wait_ms > 0 ? wait_ms : 0) * 1000;
+    for (;;) {
+        pgcl_status st;
+        PGresult *res = pgcl_pg_query(w->conn, "writer id lock", LOCK_SQL, 2, v, &st, err, cap);
+        if (!res) return st;
+        bool taken = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        PQclear(res);
+        if (taken) return PGCL_OK;
+        if (pgcl_monotonic_us() >= deadline) break;
+        struct timespec pause = {0, LOCK_RETRY_MS * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    pgcl_errorf(err, cap, "writer id %s is in use by another process (its advisory lock is held); give each replica "
+                "its own --writer-id", w->s->writer_id);
+    return PGCL_ERR_BUSY;
+}
+
+/* A new connection made ready to write: the lock, the writers row, the head, the edge and the last
+ * timestamp. On failure no connection is kept. */
+static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err, int cap) {
+    if (w->conn) PQfinish(w->conn);
+    w->conn = pgcl_pg_connect(w->s->uri, err, cap);
+    if (!w->conn) return PGCL_ERR_DB;
+    char now[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_timestamp_now(now);
+    const char *v[] = {w->s->writer_id, now};
+    pgcl_status st = take_writer_lock(w, lock_wait_ms, err, cap);
+    if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "writers row", UPSERT_WRITER_SQL, 2, v, err, cap);
+    if (st == PGCL_OK) st = load_chain(w, err, cap);
+    if (st == PGCL_OK) {
+        PGresult *res = pgcl_pg_query(w->conn, "last timestamp", LAST_STAMP_SQL, 0, NULL, &st, err, cap);
+        if (res) {
+            const char *last = PQntuples(res) ? pgcl_pg_text(res, 0, 0) : NULL;
+            if (last && strcmp(last, w->last_stamp) > 0) snprintf(w->last_stamp, sizeof w->last_stamp, "%s", last);
+            PQclear(res);
+        }
+    }
+    if (st != PGCL_OK) {
+        PQfinish(w->conn);
+        w->conn = NULL;
+    }
+    return st;
+}
+
+/* The connection is gone (or unusable): drop it, and let the next group or the idle loop make a new
+ * one at once, then with backoff. */
+static void lose_connection(pgcl_pg_writer *w, const char *why) {
+    if (w->conn) PQfinish(w->conn);
+    w->conn = NULL;
+    w->healthy = false;
+    w->backoff_ms = 0;
+    w->next_connect_us = pgcl_monotonic_us();
+    snprintf(w->down_reason, sizeof w->down_reason, "%s", why);
+    pgcl_log_error("audit: writer %s: the database connection is lost (%s); reconnecting", w->s->writer_id, why);
+}
+
+/* While disconnected: one try when it is due. True when connected afterwards. */
+static bool reconnect_if_due(pgcl_pg_writer *w) {
+    if (w->conn) return true;
+    int64_t now = pgcl_monotonic_us();
+    if (now < w->next_connect_us) return false;
+    char err[ERR_CAP];
+    if (connect_writer(w, 0, err, sizeof err) == PGCL_OK) {
+        pgcl_log_info("audit: writer %s: reconnected (chain head %" PRId64 ")", w->s->writer_id, w->head_seq);
+        w->healthy = true;
+        w->backoff_ms = 0;
+        return true;
+    }
+    w->backoff_ms = w->backoff_ms ? w->backoff_ms * 2 : RECONNECT_FIRST_MS;
+    if (w->backoff_ms > RECONNECT_MAX_MS) w->backoff_ms = RECONNECT_MAX_MS;
+    w->next_connect_us = pgcl_monotonic_us() + (int64_t)w->backoff_ms * 1000;
+    if (strcmp(err, w->down_reason) != 0) pgcl_log_warn("audit: writer %s: cannot reconnect: %s", w->s->writer_id, err);
+    snprintf(w->down_reason, sizeof w->down_reason, "%s", err);
     return false;
 }
 
-pgcl_status pgcl_pg_run(pgcl_audit_pg *s, pgcl_pg_job_fn fn, void *ctx, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+/* ---- the transaction's API for jobs ---- */
+
+PGconn *pgcl_pg_txn_conn(pgcl_pg_txn *t) { return t->w->conn; }
+
+const char *pgcl_pg_txn_now(pgcl_pg_txn *t) { return t->now; }
+
+const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t) { return t->w->s->writer_id; }
+
+static int counter_index(const char *table) {
+    for (int i = 0; i < N_COUNTERS; i++)
+        if (table && strcmp(table, COUNTER_NAMES[i]) == 0) return i;
+    return -1;
 }
 
-PGconn *pgcl_pg_txn_conn(pgcl_pg_txn *t) {
-    return NULL;
-}
-
-const char *pgcl_pg_txn_now(pgcl_pg_txn *t) {
-    return NULL;
-}
-
-const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t) {
-    return NULL;
+/* n seqs of counter c: from the range allocated at the group's start (reserved: the fast path's
+ * rows, which never fail alone), else allocated now by a statement, which a savepoint's rollback
+ * takes back with the job (the connection must not be in pipeline mode). *first: the first. */
+static pgcl_status take_seqs(pgcl_pg_txn *t, int c, int64_t n, bool reserved, int64_t *first, char *err, int cap) {
+    if (reserved) {
+        PGCL_ASSERT(t->end[c] - t->next[c] >= n);
+        *first = t->next[c];
+        t->next[c] += n;
+        return PGCL_OK;
+    }
+    PGCL_ASSERT(PQpipelineStatus(t->w->conn) == PQ_PIPELINE_OFF);
+    char count[24];
+    fmt_i64(count, n);
+    const char *v[] = {count};
+    int64_t last = 0;
+    bool found = false;
+    pgcl_status st = pgcl_pg_query_int(t->w->conn, "fleet_counters", TAKE_SEQS_SQL[c], 1, v, &last, &found, err, cap);
+    if (st != PGCL_OK) return st;
+    if (!found) {
+        pgcl_errorf(err, cap, "fleet_counters: its row is missing");
+        return PGCL_ERR_DB;
+    }
+    *first = last - n + 1;
+    return PGCL_OK;
 }
 
 pgcl_status pgcl_pg_txn_next_seq(pgcl_pg_txn *t, const char *table, int64_t *seq, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+    int c = counter_index(table);
+    if (c < 0) {
+        pgcl_errorf(err, cap, "fleet_counters: no counter for table '%.32s'", table ? table : "(null)");
+        return PGCL_ERR_INVALID;
+    }
+    return take_seqs(t, c, 1, false, seq, err, cap);
+}
+
+static pgcl_status chain_leaf(pgcl_pg_writer *w, int table, int64_t row_seq, pgcl_merkle_hash leaf) {
+    if (w->n_leaves == w->cap_leaves) {
+        size_t cap = w->cap_leaves ? 2 * w->cap_leaves : 256;
+        pending_leaf *grown = realloc(w->leaves, cap * sizeof *grown);
+        if (!grown) return PGCL_ERR_NOMEM;
+        w->leaves = grown;
+        w->cap_leaves = cap;
+    }
+    w->leaves[w->n_leaves++] = (pending_leaf){.table = table, .row_seq = row_seq, .leaf = leaf};
+    return PGCL_OK;
 }
 
 pgcl_status pgcl_pg_txn_chain(pgcl_pg_txn *t, int table, int64_t row_seq, pgcl_merkle_hash leaf, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+    if (table < 0 || table >= PGCL_CHAIN_TABLES) {
+        pgcl_errorf(err, cap, "audit chain: no chained table %d", table);
+        return PGCL_ERR_INVALID;
+    }
+    if (chain_leaf(t->w, table, row_seq, leaf) != PGCL_OK) {
+        pgcl_errorf(err, cap, "audit chain: out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    return PGCL_OK;
+}
+
+/* ---- the group's statements ---- */
+
+/* Sends decision row r as row seq (and its stored input) and chains its leaf. */
+static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_row *r, int64_t seq) {
+    bool input_stored = r->input && r->input_dtype;
+    unsigned char digest[PGCL_SHA256_BYTES];
+    if (input_stored) {
+        if (r->input_digest) memcpy(digest, r->input_digest, sizeof digest);
+        else pgcl_sha256(r->input, (size_t)r->input_bytes, digest);
+    }
+    char seq_t[24], label_index[24], latency[24], toxicity[32], t_review[32], t_block[32];
+    fmt_i64(seq_t, seq);
+    fmt_i64(label_index, r->label_index);
+    fmt_i64(latency, r->latency_us);
+    fmt_double(toxicity, r->toxicity);
+    fmt_double(t_review, r->t_review);
+    fmt_double(t_block, r->t_block);
+    _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "vector bytea are stored little-endian");
+    const char *v[21] = {seq_t, r->decision_id, t->now, r->request_id, r->item_id, r->model_name, r->model_version,
+                         r->model_sha256, r->label, label_index, r->probabilities_json,
+                         r->has_toxicity ? toxicity : NULL, r->decision, r->policy_json,
+                         r->has_thresholds ? t_review : NULL, r->has_thresholds ? t_block : NULL,
+                         (const char *)r->vector, r->input_sha256, latency,
+                         input_stored ? (const char *)digest : NULL, input_stored ? r->input_dtype : NULL};
+    int bin[21];
+    for (int i = 0; i < 21; i++) bin[i] = -1;
+    bin[16] = r->d * (int)sizeof(float);
+    if (input_stored) bin[19] = PGCL_SHA256_BYTES;
+    sender_send(s, "insert decision", INSERT_DECISION_SQL, 21, v, bin, NULL);
+    if (input_stored) {
+        const char *iv[] = {seq_t, (const char *)r->input};
+        const int ib[] = {-1, r->input_bytes};
+        sender_send(s, "insert decision input", INSERT_INPUT_SQL, 2, iv, ib, NULL);
+    }
+    pgcl_chain_decision_values dv = {
+        .seq = seq, .decision_id = r->decision_id, .created_at = t->now, .request_id = r->request_id,
+        .item_id = r->item_id, .model_name = r->model_name, .model_version = r->model_version,
+        .model_sha256 = r->model_sha256, .label = r->label, .label_index = r->label_index,
+        .probabilities = r->probabilities_json, .has_toxicity = r->has_toxicity, .toxicity = r->toxicity,
+        .decision = r->decision, .policy = r->policy_json, .has_thresholds = r->has_thresholds,
+        .t_review = r->t_review, .t_block = r->t_block, .vector = r->vector,
+        .vector_bytes = (size_t)r->d * sizeof(float), .input_sha256 = r->input_sha256, .latency_us = r->latency_us,
+        .input_digest = input_stored ? digest : NULL, .input_dtype = input_stored ? r->input_dtype : NULL};
+    return chain_leaf(t->w, T_DECISIONS, seq, pgcl_chain_decision_leaf(&dv));
+}
+
+static void send_idem(sender *s, pgcl_pg_txn *t, const pgcl_idem_entry *e) {
+    char expires[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_timestamp_after(e->ttl_s, expires);
+    const char *v[] = {e->scope, e->key, e->body_sha256, e->request_id, e->answer, t->now, expires, e->request_sha256};
+    sender_send(s, "idempotency key", IDEM_STORE_SQL, 8, v, NULL, NULL);
+}
+
+static void send_shadow(sender *s, pgcl_pg_txn *t, const pgcl_shadow_row *r, int64_t seq) {
+    char seq_t[24], primary[32], shadow[32];
+    fmt_i64(seq_t, seq);
+    fmt_double(primary, r->primary_score);
+    fmt_double(shadow, r->shadow_score);
+    const char *v[] = {seq_t, r->decision_id, t->now, r->model_name, r->primary_version, r->shadow_version,
+                       r->shadow_sha256, r->primary_label, r->shadow_label, r->primary_decision, r->shadow_decision,
+                       primary, shadow, r->probabilities_json};
+    sender_send(s, "insert shadow row", INSERT_SHADOW_SQL, 14, v, NULL, NULL);
+}
+
+/* A decisions or shadows job's statements, its seqs taken from t (reserved: see take_seqs). */
+static pgcl_status send_job_rows(sender *s, pgcl_pg_txn *t, pg_job *j, bool reserved, char *err, int cap) {
+    int64_t first = 0;
+    pgcl_status st =
+        take_seqs(t, j->kind == JOB_DECISIONS ? T_DECISIONS : T_SHADOWS, j->n, reserved, &first, err, cap);
+    if (st != PGCL_OK) return st;
+    for (int i = 0; i < j->n; i++) {
+        if (j->kind == JOB_SHADOWS) {
+            send_shadow(s, t, &j->shadows[i], first + i);
+        } else if (send_decision(s, t, &j->rows[i], first + i) != PGCL_OK) {
+            pgcl_errorf(err, cap, "audit chain: out of memory");
+            return PGCL_ERR_NOMEM;
+        }
+    }
+    if (j->kind == JOB_DECISIONS && j->idem) send_idem(s, t, j->idem);
+    return PGCL_OK;
+}
+
+/* The commit entry over the transaction's leaves, its runs and log nodes; *edge advances (a copy of
+ * the writer's, kept only if COMMIT succeeds). Nothing when no event was chained. */
+static pgcl_status send_chain_entry(sender *s, pgcl_pg_writer *w, log_edge *edge, char hash[PGCL_CHAIN_HEX_LEN + 1]) {
+    if (w->n_leaves == 0) return PGCL_OK;
+    if (w->n_leaves > w->cap_packed) {
+        pgcl_merkle_hash *grown = realloc(w->packed, w->n_leaves * sizeof *grown);
+        if (!grown) return PGCL_ERR_NOMEM;
+        w->packed = grown;
+        w->cap_packed = w->n_leaves;
+    }
+    for (size_t i = 0; i < w->n_leaves; i++) w->packed[i] = w->leaves[i].leaf;
+    pgcl_merkle_hash root = pgcl_merkle_root(w->packed, w->n_leaves);
+    char root_hex[PGCL_CHAIN_HEX_LEN + 1];
+    pgcl_merkle_to_hex(&root, root_hex);
+    int64_t seq = w->head_seq + 1, leaf_count = (int64_t)w->n_leaves;
+    pgcl_chain_entry_hash(seq, PGCL_CHAIN_COMMIT_KIND, strlen(PGCL_CHAIN_COMMIT_KIND), leaf_count, root_hex,
+                          PGCL_CHAIN_HEX_LEN, w->head_hash, PGCL_CHAIN_HEX_LEN, hash);
+    const char *id = w->s->writer_id;
+    char seq_t[24], count_t[24];
+    fmt_i64(seq_t, seq);
+    fmt_i64(count_t, leaf_count);
+    const char *v[] = {id, seq_t, count_t, root_hex, w->head_hash, hash, (const char *)w->packed};
+    const int bin[] = {-1, -1, -1, -1, -1, -1, (int)(w->n_leaves * sizeof *w->packed)};
+    sender_send(s, "audit_chain commit entry", INSERT_COMMIT_SQL, 7, v, bin, NULL);
+    /* runs: maximal stretches of consecutive seqs of one table */
+    size_t start = 0;
+    for (size_t i = 1; i <= w->n_leaves; i++) {
+        const pending_leaf *first = &w->leaves[start];
+        if (i < w->n_leaves && w->leaves[i].table == first->table &&
+            w->leaves[i].row_seq == first->row_seq + (int64_t)(i - start))
+            continue;
+        char row_t[24], n_t[24], leaf_t[24];
+        fmt_i64(row_t, first->row_seq);
+        fmt_i64(n_t, (int64_t)(i - start));
+        fmt_i64(leaf_t, (int64_t)start);
+        const char *rv[] = {pgcl_chain_tables[first->table].name, row_t, n_t, id, seq_t, leaf_t};
+        sender_send(s, "audit_chain_runs", INSERT_RUN_SQL, 6, rv, NULL, NULL);
+        start = i;
+    }
+    pgcl_merkle_hash entry;
+    PGCL_ASSERT(pgcl_merkle_from_hex(hash, &entry));
+    edge_append(edge, id, seq, &entry, s);
+    return PGCL_OK;
+}
+
+/* ---- one group ---- */
+
+static void stamp(pgcl_pg_writer *w, char out[PGCL_TIMESTAMP_LEN + 1]) {
+    pgcl_timestamp_now(out);
+    if (strcmp(out, w->last_stamp) < 0) memcpy(out, w->last_stamp, sizeof w->last_stamp);
+    memcpy(w->last_stamp, out, sizeof w->last_stamp);
+}
+
+typedef enum { GROUP_DONE, GROUP_RETRY_ISOLATED } group_outcome;
+
+/* After a failure: a connection that is gone is dropped; otherwise the transaction is rolled back.
+ * Every job not already failed by itself fails with err. */
+static void abandon_group(pgcl_pg_writer *w, pg_job *batch, const char *err) {
+    if (pgcl_pg_broken(w->conn)) {
+        lose_connection(w, err);
+    } else {
+        if (PQpipelineStatus(w->conn) != PQ_PIPELINE_OFF) PQexitPipelineMode(w->conn);
+        PQclear(PQexec(w->conn, "ROLLBACK"));
+        if (pgcl_pg_broken(w->conn)) lose_connection(w, err);
+    }
+    fail_jobs(batch, PGCL_ERR_DB, err);
+}
+
+/* Runs a savepoint statement; false (the group is abandoned by the caller) when it fails. */
+static bool savepoint(pgcl_pg_writer *w, const char *sql, char *err, int cap) {
+    return pgcl_pg_exec(w->conn, "savepoint", sql, 0, NULL, err, cap) == PGCL_OK;
+}
+
+/* Round trip 1: BEGIN, the counters' lock (allocating `add` seqs of each table), the group's keys. */
+static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const int64_t add[N_COUNTERS], char *err,
+                       int cap) {
+    sender s;
+    PGresult *counters = NULL;
+    if (sender_start(&s, w->conn, true)) {
+        sender_send(&s, "begin", "BEGIN", 0, NULL, NULL, NULL);
+        char addv[N_COUNTERS][24];
+        const char *v[N_COUNTERS];
+        for (int c = 0; c < N_COUNTERS; c++) {
+            fmt_i64(addv[c], add[c]);
+            v[c] = addv[c];
+        }
+        sender_send(&s, "fleet_counters", COUNTERS_SQL, N_COUNTERS, v, NULL, &counters);
+        for (pg_job *j = batch; j; j = j->next) {
+            if (j->kind != JOB_DECISIONS || !j->idem) continue;
+            const char *kv[] = {j->idem->scope, j->idem->key, t->now};
+            sender_send(&s, "idempotency key lookup", IDEM_LIVE_SQL, 3, kv, NULL, &j->idem_live);
+        }
+    }
+    pgcl_status st = sender_finish(&s);
+    bool ok = st == PGCL_OK && counters && PQntuples(counters) == 1;
+    if (ok) {
+        for (int c = 0; c < N_COUNTERS; c++) {
+            int64_t last = pgcl_pg_int(counters, 0, c);
+            t->next[c] = last - add[c] + 1;
+            t->end[c] = last + 1;
+        }
+    } else {
+        snprintf(err, (size_t)cap, "%s", st != PGCL_OK ? s.err : "fleet_counters: its row is missing");
+    }
+    PQclear(counters);
+    return ok;
+}
+
+/* Marks the requests whose Idempotency-Key is live already (or repeated in the group) as taken. */
+static int64_t mark_taken_keys(pg_job *batch) {
+    int64_t rows = 0;
+    for (pg_job *j = batch; j; j = j->next) {
+        if (!j->idem_live) continue;
+        bool taken = PQntuples(j->idem_live) > 0;
+        PQclear(j->idem_live);
+        j->idem_live = NULL;
+        for (pg_job *k = batch; k != j && !taken; k = k->next)
+            taken = k->kind == JOB_DECISIONS && k->idem && !k->idem_taken && strcmp(k->idem->scope, j->idem->scope) == 0 &&
+                    strcmp(k->idem->key, j->idem->key) == 0;
+        if (!taken) continue;
+        j->idem_taken = true;
+        j->status = PGCL_ERR_DUPLICATE;
+        snprintf(j->err, ERR_CAP, "idempotency key %.200s was answered meanwhile by another request", j->idem->key);
+        rows += j->n;
+    }
+    return rows;
+}
+
+/* The jobs of other files, each in its own savepoint; false when the group must be abandoned. */
+static bool run_fn_jobs(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, char *err, int cap) {
+    for (pg_job *j = batch; j; j = j->next) {
+        if (j->kind != JOB_FN) continue;
+        if (!savepoint(w, "SAVEPOINT job", err, cap)) return false;
+        size_t mark = w->n_leaves;
+        j->status = j->fn(t, j->ctx, j->err, ERR_CAP);
+        if (pgcl_pg_broken(w->conn)) {
+            snprintf(err, (size_t)cap, "%s", j->err);
+            return false;
+        }
+        if (j->status == PGCL_OK) {
+            if (!savepoint(w, "RELEASE SAVEPOINT job", err, cap)) return false;
+        } else {
+            if (!savepoint(w, "ROLLBACK TO SAVEPOINT job", err, cap) || !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
+                return false;
+            w->n_leaves = mark;
+        }
+    }
+    return true;
+}
+
+/* Isolated mode: each decisions / shadows job alone in a savepoint, its seqs allocated inside it. */
+static bool run_row_jobs_isolated(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, char *err, int cap) {
+    for (pg_job *j = batch; j; j = j->next) {
+        if (j->kind == JOB_FN || j->idem_taken) continue;
+        if (!savepoint(w, "SAVEPOINT job", err, cap)) return false;
+        size_t mark = w->n_leaves;
+        sender s;
+        sender_start(&s, w->conn, false);
+        pgcl_status st = send_job_rows(&s, t, j, false, j->err, ERR_CAP);
+        pgcl_status sent = sender_finish(&s);
+        if (st == PGCL_OK && sent != PGCL_OK) {
+            st = sent;
+            snprintf(j->err, ERR_CAP, "%s", s.err);
+        }
+        if (pgcl_pg_broken(w->conn)) {
+            snprintf(err, (size_t)cap, "%s", j->err);
+            return false;
+        }
+        j->status = st;
+        if (st == PGCL_OK) {
+            if (!savepoint(w, "RELEASE SAVEPOINT job", err, cap)) return false;
+        } else {
+            if (!savepoint(w, "ROLLBACK TO SAVEPOINT job", err, cap) || !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
+                return false;
+            w->n_leaves = mark;
+        }
+    }
+    return true;
+}
+
+/* One transaction for the batch. Fast mode sends every row in one pipeline; a failure there is
+ * answered by GROUP_RETRY_ISOLATED (the transaction rolled back, nothing acknowledged). */
+static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) {
+    char err[ERR_CAP] = "";
+    pgcl_pg_txn t = {.w = w};
+    stamp(w, t.now);
+    w->n_leaves = 0;
+    int64_t add[N_COUNTERS] = {0};
+    for (pg_job *j = batch; j; j = j->next) {
+        j->status = PGCL_OK;
+        j->err[0] = 0;
+        j->idem_taken = false;
+        j->idem_live = NULL;
+        if (isolated) continue;
+        if (j->kind == JOB_DECISIONS) add[T_DECISIONS] += j->n;
+        if (j->kind == JOB_SHADOWS) add[T_SHADOWS] += j->n;
+    }
+    if (!open_group(w, &t, batch, add, err, sizeof err)) {
+        for (pg_job *j = batch; j; j = j->next) {
+            PQclear(j->idem_live);
+            j->idem_live = NULL;
+        }
+        abandon_group(w, batch, err);
+        return GROUP_DONE;
+    }
+    int64_t taken_rows = mark_taken_keys(batch);
+    if (taken_rows > 0 && !isolated) {
+        /* the taken requests' seqs go back: the others' stay contiguous */
+        char n_t[24];
+        fmt_i64(n_t, taken_rows);
+        const char *v[] = {n_t};
+        if (pgcl_pg_exec(w->conn, "fleet_counters", GIVE_BACK_DECISIONS_SQL, 1, v, err, sizeof err) != PGCL_OK) {
+            abandon_group(w, batch, err);
+            return GROUP_DONE;
+        }
+        t.end[T_DECISIONS] -= taken_rows;
+    }
+    if (!run_fn_jobs(w, &t, batch, err, sizeof err) ||
+        (isolated && !run_row_jobs_isolated(w, &t, batch, err, sizeof err))) {
+        abandon_group(w, batch, err);
+        return GROUP_DONE;
+    }
+    sender s;
+    if (!sender_start(&s, w->conn, true)) {
+        abandon_group(w, batch, s.err);
+        return GROUP_DONE;
+    }
+    bool any_key = false;
+    for (pg_job *j = batch; j; j = j->next) {
+        if (j->kind == JOB_DECISIONS && j->idem && !j->idem_taken) any_key = true;
+        if (isolated || j->kind == JOB_FN || j->idem_taken) continue;
+        if (send_job_rows(&s, &t, j, true, err, sizeof err) != PGCL_OK) {
+            sender_finish(&s);
+            abandon_group(w, batch, err);
+            return GROUP_DONE;
+        }
+    }
+    if (any_key && !isolated) {
+        const char *v[] = {t.now};
+        sender_send(&s, "expired idempotency keys", IDEM_EXPIRE_SQL, 1, v, NULL, NULL);
+    }
+    log_edge edge = w->edge;
+    char hash[PGCL_CHAIN_HEX_LEN + 1] = "";
+    if (send_chain_entry(&s, w, &edge, hash) != PGCL_OK) {
+        sender_finish(&s);
+        abandon_group(w, batch, "audit chain: out of memory");
+        return GROUP_DONE;
+    }
+    PGresult *commit = NULL;
+    sender_send(&s, "commit", "COMMIT", 0, NULL, NULL, &commit);
+    pgcl_status st = sender_finish(&s);
+    bool committed = st == PGCL_OK && commit && strcmp(PQcmdStatus(commit), "COMMIT") == 0;
+    PQclear(commit);
+    if (!committed) {
+        if (st == PGCL_OK) snprintf(s.err, ERR_CAP, "commit: the transaction was rolled back");
+        bool retry = !isolated && batch->next && !pgcl_pg_broken(w->conn);
+        abandon_group(w, batch, s.err);
+        return retry ? GROUP_RETRY_ISOLATED : GROUP_DONE;
+    }
+    if (hash[0]) {
+        w->head_seq = edge.size;
+        memcpy(w->head_hash, hash, sizeof hash);
+        w->edge = edge;
+    }
+    return GROUP_DONE;
+}
+
+/* The batch, committed: fast mode first, then (after a failed statement) each job alone. */
+static void commit_group(pgcl_pg_writer *w, pg_job *batch) {
+    if (!reconnect_if_due(w)) {
+        char err[ERR_CAP];
+        snprintf(err, sizeof err, "the audit database is unreachable: %.400s", w->down_reason);
+        fail_jobs(batch, PGCL_ERR_DB, err); /* no job ran: each is still PGCL_ERR_DB as queued */
+        return;
+    }
+    if (run_group(w, batch, false) == GROUP_RETRY_ISOLATED) run_group(w, batch, true);
+}
+
+/* An unhealthy writer's check that writes work again: the writers row's last_seen, committed. */
+static void probe_write(pgcl_pg_writer *w) {
+    char now[PGCL_TIMESTAMP_LEN + 1], err[ERR_CAP];
+    pgcl_timestamp_now(now);
+    const char *v[] = {w->s->writer_id, now};
+    if (pgcl_pg_exec(w->conn, "probe write", TOUCH_WRITER_SQL, 2, v, err, sizeof err) == PGCL_OK) {
+        pgcl_log_info("audit: writer %s: a probe write succeeded; the audit log is writable again", w->s->writer_id);
+        w->healthy = true;
+        return;
+    }
+    if (pgcl_pg_broken(w->conn)) lose_connection(w, err);
+}
+
+/* ---- the thread ---- */
+
+static void finish_async_jobs(pg_job *list);
+
+/* What an idle writer does: reconnects when disconnected, probes when unhealthy. */
+static void idle_maintenance(pgcl_pg_writer *w) {
+    if (!w->conn) {
+        reconnect_if_due(w);
+        return;
+    }
+    if (!w->healthy && pgcl_monotonic_us() >= w->next_probe_us) {
+        w->next_probe_us = pgcl_monotonic_us() + PROBE_INTERVAL_MS * 1000LL;
+        probe_write(w);
+    }
+}
+
+static void *writer_main(void *arg) {
+    pgcl_pg_writer *w = arg;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (!w->head && !w->closing) {
+            if (w->healthy && w->conn) {
+                pthread_cond_wait(&w->work, &w->lock);
+                continue;
+            }
+            int64_t wake = w->conn ? w->next_probe_us : w->next_connect_us;
+            int64_t now = pgcl_monotonic_us();
+            if (wake < now + 10000) wake = now + 10000;
+            struct timespec until = pgcl_monotonic_timespec(wake);
+            if (pthread_cond_timedwait(&w->work, &w->lock, &until) == ETIMEDOUT && !w->head && !w->closing) {
+                pthread_mutex_unlock(&w->lock);
+                idle_maintenance(w);
+                pthread_mutex_lock(&w->lock);
+            }
+        }
+        if (!w->head && w->closing) break;
+        pg_job *batch = w->head;
+        w->head = w->tail = NULL;
+        pthread_mutex_unlock(&w->lock);
+
+        commit_group(w, batch);
+        bool db_ok = true;
+        for (pg_job *j = batch; j; j = j->next) {
+            if (j->status == PGCL_ERR_DB) {
+                db_ok = false;
+                pgcl_log_error("audit: write failed: %s", j->err);
+                break;
+            }
+        }
+        if (db_ok && !w->healthy) pgcl_log_info("audit: writer %s: writes succeed again", w->s->writer_id);
+        w->healthy = db_ok && w->conn != NULL;
+        if (!db_ok) w->next_probe_us = pgcl_monotonic_us() + PROBE_INTERVAL_MS * 1000LL;
+
+        pg_job *async_jobs = NULL;
+        pthread_mutex_lock(&w->lock);
+        for (pg_job *j = batch, *next; j; j = next) {
+            next = j->next;
+            w->pending_rows -= j->n_rows;
+            if (j->on_done) {
+                j->next = async_jobs;
+                async_jobs = j;
+                continue;
+            }
+            j->done = true;
+            pthread_cond_signal(&j->done_cond);
+        }
+        if (async_jobs) {
+            pthread_mutex_unlock(&w->lock);
+            finish_async_jobs(async_jobs);
+            pthread_mutex_lock(&w->lock);
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+/* ---- queueing ---- */
+
+static pgcl_pg_writer *writer_of(pgcl_audit *store) {
+    pgcl_audit_pg *s = pgcl_audit_pg_of(store);
+    PGCL_ASSERT(s->writer != NULL);
+    return s->writer;
+}
+
+/* Queues a job; the caller holds w->lock. PGCL_OK, or the refusal (closing, backlog full). */
+static pgcl_status enqueue_locked(pgcl_pg_writer *w, pg_job *job, char *err, int cap) {
+    if (w->closing) {
+        pgcl_errorf(err, cap, "audit store is closing");
+        return PGCL_ERR_CLOSED;
+    }
+    if (job->bounded && w->pending_rows > 0 && w->pending_rows + job->n_rows > w->max_pending_rows) {
+        pgcl_errorf(err, cap, "audit backlog is full (%d rows pending)", w->pending_rows);
+        return PGCL_ERR_BUSY;
+    }
+    w->pending_rows += job->n_rows;
+    if (w->tail) w->tail->next = job;
+    else w->head = job;
+    w->tail = job;
+    pthread_cond_signal(&w->work);
+    return PGCL_OK;
+}
+
+static pgcl_status submit(pgcl_pg_writer *w, pg_job *job, char *err, int cap) {
+    pthread_mutex_lock(&w->lock);
+    pthread_cond_init(&job->done_cond, NULL);
+    pgcl_status st = enqueue_locked(w, job, err, cap);
+    while (st == PGCL_OK && !job->done) pthread_cond_wait(&job->done_cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    pthread_cond_destroy(&job->done_cond);
+    if (st != PGCL_OK) return st;
+    if (job->status != PGCL_OK) pgcl_errorf(err, cap, "%s", job->err);
+    return job->status;
+}
+
+static void finish_async_jobs(pg_job *list) {
+    for (pg_job *j = list, *next; j; j = next) {
+        next = j->next;
+        j->on_done(j->on_done_ctx, j->status, j->status == PGCL_OK ? "" : j->err);
+        free(j); /* the job is the first member of its allocation */
+    }
+}
+
+pgcl_status pgcl_pg_append(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                           char *err, int cap) {
+    pg_job job = {.kind = JOB_DECISIONS, .rows = rows, .n = n, .idem = idem, .n_rows = n, .bounded = true,
+                  .status = PGCL_ERR_DB};
+    return submit(writer_of(store), &job, err, cap);
+}
+
+void pgcl_pg_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                          pgcl_audit_done_fn done, void *done_ctx) {
+    pgcl_pg_writer *w = writer_of(store);
+    pg_job *job = calloc(1, sizeof *job);
+    if (!job) {
+        done(done_ctx, PGCL_ERR_NOMEM, "out of memory");
+        return;
+    }
+    *job = (pg_job){.kind = JOB_DECISIONS, .rows = rows, .n = n, .idem = idem, .n_rows = n, .bounded = true,
+                    .status = PGCL_ERR_DB, .on_done = done, .on_done_ctx = done_ctx};
+    char err[ERR_CAP];
+    pthread_mutex_lock(&w->lock);
+    pgcl_status st = enqueue_locked(w, job, err, sizeof err);
+    pthread_mutex_unlock(&w->lock);
+    if (st == PGCL_OK) return;
+    free(job);
+    done(done_ctx, st, err);
+}
+
+pgcl_status pgcl_pg_append_shadow(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap) {
+    pg_job job = {.kind = JOB_SHADOWS, .shadows = rows, .n = n, .n_rows = n, .bounded = true,
+                  .status = PGCL_ERR_DB};
+    return submit(writer_of(store), &job, err, cap);
+}
+
+pgcl_status pgcl_pg_run(pgcl_audit_pg *s, pgcl_pg_job_fn fn, void *ctx, char *err, int cap) {
+    PGCL_ASSERT(s->writer != NULL && fn != NULL);
+    pg_job job = {.kind = JOB_FN, .fn = fn, .ctx = ctx, .n_rows = 1, .status = PGCL_ERR_DB};
+    return submit(s->writer, &job, err, cap);
+}
+
+/* An administrative event: an admin_events row, chained as the SQLite store's event job. */
+static pgcl_status event_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
+    const pgcl_admin_event *ev = ctx;
+    int64_t seq = 0;
+    pgcl_status st = pgcl_pg_txn_next_seq(t, "admin_events", &seq, err, cap);
+    if (st != PGCL_OK) return st;
+    char id[PGCL_UUID_LEN + 1], seq_t[24];
+    pgcl_uuid7(id);
+    fmt_i64(seq_t, seq);
+    const char *details = ev->details_json ? ev->details_json : "{}";
+    const char *v[] = {seq_t, id, t->now, ev->actor, ev->action, ev->target, details};
+    if ((st = pgcl_pg_exec(t->w->conn, "insert event", INSERT_EVENT_SQL, 7, v, err, cap)) != PGCL_OK) return st;
+    pgcl_chain_value values[7] = {{.type = PGCL_CHAIN_VALUE_INTEGER, .integer = seq}};
+    for (int i = 1; i < 7; i++)
+        values[i] = (pgcl_chain_value){.type = PGCL_CHAIN_VALUE_TEXT, .bytes = v[i], .len = strlen(v[i])};
+    return pgcl_pg_txn_chain(t, T_ADMIN_EVENTS, seq, pgcl_chain_leaf_of_values(T_ADMIN_EVENTS, values, 7), err, cap);
+}
+
+pgcl_status pgcl_pg_record_event(pgcl_audit *store, const pgcl_admin_event *ev, char *err, int cap) {
+    return pgcl_pg_run(pgcl_audit_pg_of(store), event_job, (void *)ev, err, cap);
+}
+
+void pgcl_pg_set_max_pending_rows(pgcl_audit *store, int max_pending_rows) {
+    pgcl_pg_writer *w = writer_of(store);
+    pthread_mutex_lock(&w->lock);
+    if (max_pending_rows > 0) w->max_pending_rows = max_pending_rows;
+    pthread_mutex_unlock(&w->lock);
+}
+
+int pgcl_pg_pending_rows(pgcl_audit *store) {
+    pgcl_pg_writer *w = writer_of(store);
+    pthread_mutex_lock(&w->lock);
+    int n = w->pending_rows;
+    pthread_mutex_unlock(&w->lock);
+    return n;
+}
+
+bool pgcl_pg_healthy(pgcl_audit *store) { return writer_of(store)->healthy; }
+
+/* ---- start / stop ---- */
+
+pgcl_status pgcl_pg_writer_start(pgcl_audit_pg *s, char *err, int cap) {
+    pgcl_pg_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    w->s = s;
+    pthread_mutex_init(&w->lock, NULL);
+    pgcl_cond_init_monotonic(&w->work);
+    w->max_pending_rows = s->opts.max_pending_rows > 0 ? s->opts.max_pending_rows : 65536;
+    s->writer = w;
+    char sub[ERR_CAP];
+    pgcl_status st = connect_writer(w, s->opts.writer_lock_wait_ms, sub, sizeof sub);
+    if (st != PGCL_OK) {
+        pgcl_errorf(err, cap, "%s", sub);
+        return st; /* pgcl_pg_writer_stop (from close) frees w */
+    }
+    w->healthy = true;
+    if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+        pgcl_errorf(err, cap, "cannot start the audit writer thread");
+        return PGCL_ERR_NOMEM;
+    }
+    w->started = true;
+    pgcl_log_info("audit: writer %s on %s (chain head %" PRId64 ")", s->writer_id, s->redacted, w->head_seq);
+    return PGCL_OK;
+}
+
+void pgcl_pg_writer_stop(pgcl_audit_pg *s) {
+    pgcl_pg_writer *w = s->writer;
+    if (!w) return;
+    if (w->started) {
+        pthread_mutex_lock(&w->lock);
+        w->closing = true;
+        pthread_cond_signal(&w->work);
+        pthread_mutex_unlock(&w->lock);
+        pthread_join(w->thread, NULL);
+    }
+    if (w->conn) PQfinish(w->conn);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->work);
+    free(w->leaves);
+    free(w->packed);
+    free(w);
+    s->writer = NULL;
 }
