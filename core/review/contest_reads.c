@@ -37,8 +37,7 @@ static int bind_page(sqlite3_stmt *s, void *ctx) {
     return rc == SQLITE_OK ? sqlite3_bind_int(s, 2, r->limit + 1) : rc;
 }
 
-/* filed_at + the window and the age at now_us, when filed_at parses. */
-static void set_deadline(pgcl_contest_queue_row *c, bool open, int window_days, int64_t now_us) {
+void pgcl_contest_queue_row_time(pgcl_contest_queue_row *c, bool open, int window_days, int64_t now_us) {
     int64_t filed_us = 0;
     if (!c->filed_at || !pgcl_time_parse(c->filed_at, &filed_us)) return;
     int64_t due = filed_us + (int64_t)window_days * PGCL_US_PER_DAY;
@@ -78,7 +77,7 @@ static int take_contest(sqlite3_stmt *s, void *ctx, char *err, int cap) {
     c->item_id = pgcl_read_text(a, s, 10);
     pgcl_read_resolution(a, s, 11, &c->resolution);
     if (a->failed) return SQLITE_NOMEM;
-    set_deadline(c, r->open, r->window_days, r->now_us);
+    pgcl_contest_queue_row_time(c, r->open, r->window_days, r->now_us);
     /* The cursor is the last row's seq: rows must come strictly past the previous cursor and in
      * the queue's order (open: oldest first; resolved: newest resolution first), or a page would
      * skip or repeat contests. */

@@ -24,6 +24,10 @@ typedef struct pgcl_contest_queue_row {
     const char *label, *decision, *model_name, *model_version, *item_id; /* of the decision (NULL if gone) */
 } pgcl_contest_queue_row;
 
+/* Sets c's timed, deadline (filed_at + window_days), age_seconds (at now_us) and overdue (open and
+ * past its deadline) when c->filed_at parses; leaves them unset otherwise. Every store's queue. */
+void pgcl_contest_queue_row_time(pgcl_contest_queue_row *c, bool open, int window_days, int64_t now_us);
+
 typedef struct pgcl_contest_page {
     const pgcl_contest_queue_row *rows; /* (n) */
     int n;

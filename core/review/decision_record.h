@@ -50,6 +50,8 @@ typedef struct pgcl_decision_record {
     bool has_chain;             /* the chain entry of the row: */
     pgcl_opt_int chain_seq;
     const char *chain_hash;
+    const char *writer_id;            /* the chain's writer (PostgreSQL store: one chain per writer), or
+                                       * NULL (SQLite store: one chain) */
     const pgcl_contest_row *contests; /* (n_contests) oldest first */
     int n_contests;
     pgcl_effective_outcome outcome;

@@ -12,7 +12,9 @@
 #define EXPORT_CHUNK_ROWS 256
 
 struct pgcl_export {
-    pgcl_qpool *pool;
+    pgcl_qpool *pool;                 /* the SQLite store's rows, or: */
+    const pgcl_export_source *source; /* another store's (pgcl_export_create_from) */
+    void *source_ctx;
     pgcl_export_format fmt;
     char since[PGCL_QTIME_LEN + 1], until[PGCL_QTIME_LEN + 1];
     bool has_since, has_until;
@@ -76,11 +78,10 @@ static bool csv_field(pgcl_export *e, const char *text, bool last) {
 /* The vector BLOB as a JSON array, "%.9g" per value (float32 round-trips; the same digits as the
  * JSON answers, which jansson writes with JSON_REAL_PRECISION(9)). Formatting floats is most of an
  * export's CPU time, hence no JSON tree here. */
-static bool put_vector(pgcl_export *e, sqlite3_stmt *s, int col) {
-    const unsigned char *b = sqlite3_column_blob(s, col);
-    int n = sqlite3_column_bytes(s, col) / (int)sizeof(float);
+static bool put_vector(pgcl_export *e, const unsigned char *b, size_t bytes) {
+    size_t n = bytes / sizeof(float);
     bool ok = buf_put(e, "[", 1);
-    for (int k = 0; ok && b && k < n; k++) {
+    for (size_t k = 0; ok && b && k < n; k++) {
         float f;
         memcpy(&f, b + (size_t)k * sizeof f, sizeof f);
         char num[40];
@@ -148,28 +149,35 @@ static bool put_summary_csv(pgcl_export *e, const pgcl_decision_summary *r) {
     return ok && csv_field(e, r->contest_status ? r->contest_status : "", false);
 }
 
+bool pgcl_export_put_row(pgcl_export *e, const pgcl_decision_summary *row, const char *probabilities,
+                         const unsigned char *vector, size_t vector_bytes) {
+    /* The stored probabilities, parsed and written again as the answers write them. */
+    json_t *probs = probabilities ? json_loads(probabilities, JSON_DECODE_ANY, NULL) : NULL;
+    char *ptext = json_dumps(probs ? probs : json_null(), JSON_COMPACT | JSON_REAL_PRECISION(9) | JSON_ENCODE_ANY);
+    bool ok = false;
+    if (!ptext) goto done;
+    if (e->fmt == PGCL_EXPORT_NDJSON) {
+        /* {summary…,"probabilities":{…},"vector":[…]} */
+        ok = put_summary_json(e, row) && buf_put(e, ",\"probabilities\":", 17) && buf_put(e, ptext, strlen(ptext)) &&
+             buf_put(e, ",\"vector\":", 10) && put_vector(e, vector, vector_bytes) && buf_put(e, "}\n", 2);
+        goto done;
+    }
+    ok = put_summary_csv(e, row);
+    /* The vector's text has commas: quoted, and it holds no quote to double. */
+    ok = ok && csv_field(e, ptext, false) && buf_put(e, "\"", 1) && put_vector(e, vector, vector_bytes) &&
+         buf_put(e, "\"\r\n", 3);
+done:
+    free(ptext);
+    json_decref(probs);
+    return ok;
+}
+
 static bool export_row(pgcl_export *e, sqlite3_stmt *s) {
     pgcl_row_arena a = {0};
     pgcl_decision_summary row;
     pgcl_read_summary(&a, s, &row);
-    /* The stored probabilities, parsed and written again as the answers write them. */
-    const char *stored = (const char *)sqlite3_column_text(s, 11);
-    json_t *probs = stored ? json_loads(stored, JSON_DECODE_ANY, NULL) : NULL;
-    char *ptext = json_dumps(probs ? probs : json_null(), JSON_COMPACT | JSON_REAL_PRECISION(9) | JSON_ENCODE_ANY);
-    bool ok = false;
-    if (a.failed || !ptext) goto done;
-    if (e->fmt == PGCL_EXPORT_NDJSON) {
-        /* {summary…,"probabilities":{…},"vector":[…]} */
-        ok = put_summary_json(e, &row) && buf_put(e, ",\"probabilities\":", 17) && buf_put(e, ptext, strlen(ptext)) &&
-             buf_put(e, ",\"vector\":", 10) && put_vector(e, s, 12) && buf_put(e, "}\n", 2);
-        goto done;
-    }
-    ok = put_summary_csv(e, &row);
-    /* The vector's text has commas: quoted, and it holds no quote to double. */
-    ok = ok && csv_field(e, ptext, false) && buf_put(e, "\"", 1) && put_vector(e, s, 12) && buf_put(e, "\"\r\n", 3);
-done:
-    free(ptext);
-    json_decref(probs);
+    bool ok = !a.failed && pgcl_export_put_row(e, &row, (const char *)sqlite3_column_text(s, 11),
+                                               sqlite3_column_blob(s, 12), (size_t)sqlite3_column_bytes(s, 12));
     pgcl_row_arena_release(&a);
     return ok;
 }
@@ -181,6 +189,11 @@ static int export_fill(pgcl_export *e) {
     if (!e->header_sent) {
         e->header_sent = true;
         if (e->fmt == PGCL_EXPORT_CSV && !buf_put(e, CSV_HEADER, sizeof CSV_HEADER - 1)) return -1;
+    }
+    if (e->source) {
+        if (e->source->next_chunk(e->source_ctx, e, &e->done, err, sizeof err) == 0) return 0;
+        pgcl_log_error("export: %s", err);
+        return -1;
     }
     qbuild *q = calloc(1, sizeof *q);
     sqlite3 *db = NULL;
@@ -266,6 +279,22 @@ pgcl_status pgcl_export_create(pgcl_qpool *p, const char *since, const char *unt
     return PGCL_OK;
 }
 
+pgcl_status pgcl_export_create_from(const pgcl_export_source *source, void *source_ctx, pgcl_export_format fmt,
+                                    pgcl_export **out, char *err, int cap) {
+    *out = NULL;
+    pgcl_export *e = calloc(1, sizeof *e);
+    if (!e) {
+        source->destroy(source_ctx);
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    e->source = source;
+    e->source_ctx = source_ctx;
+    e->fmt = fmt;
+    *out = e;
+    return PGCL_OK;
+}
+
 long pgcl_export_read(pgcl_export *e, char *buf, size_t max) {
     while (e->off == e->len) {
         if (e->done) return 0;
@@ -280,6 +309,7 @@ long pgcl_export_read(pgcl_export *e, char *buf, size_t max) {
 
 void pgcl_export_destroy(pgcl_export *e) {
     if (!e) return;
+    if (e->source) e->source->destroy(e->source_ctx);
     free(e->buf);
     free(e);
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "reader_pool.h"
+#include "review_rows.h"
 #include "status.h"
 
 typedef enum pgcl_export_format { PGCL_EXPORT_NDJSON, PGCL_EXPORT_CSV } pgcl_export_format;
@@ -22,6 +23,25 @@ typedef struct pgcl_export pgcl_export;
  * open between chunks, and memory stays constant whatever the size of the export. */
 pgcl_status pgcl_export_create(pgcl_qpool *p, const char *since, const char *until, pgcl_export_format fmt,
                                pgcl_export **out, char *err, int cap);
+
+/* Where another store's export rows come from (the PostgreSQL store, core/audit/pg/): next_chunk
+ * reads the next rows after the last one it gave, in (created_at, seq) order, a chunk at a time,
+ * passing each to pgcl_export_put_row, and sets *done when none are left; it returns 0, or -1 with
+ * err set (the export then ends with -1). destroy frees ctx. */
+typedef struct pgcl_export_source {
+    int (*next_chunk)(void *ctx, pgcl_export *e, bool *done, char *err, int cap);
+    void (*destroy)(void *ctx);
+} pgcl_export_source;
+
+/* An export whose rows come from source (ctx: its state, owned by the export from here on, also
+ * when this fails); formats and header as pgcl_export_create. */
+pgcl_status pgcl_export_create_from(const pgcl_export_source *source, void *ctx, pgcl_export_format fmt,
+                                    pgcl_export **out, char *err, int cap);
+
+/* Formats one row (for a source's next_chunk): its summary, the stored probabilities JSON text
+ * (NULL: null) and the vector's float32 little-endian bytes. False when out of memory. */
+bool pgcl_export_put_row(pgcl_export *e, const pgcl_decision_summary *row, const char *probabilities,
+                         const unsigned char *vector, size_t vector_bytes);
 
 /* Copies up to max bytes of the export into buf. Returns the number of bytes, 0 at the end, or
  * -1 on a database error (the reason is logged). Not thread-safe on one export. */

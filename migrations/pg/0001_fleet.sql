@@ -294,3 +294,10 @@ BEGIN
     PERFORM pgcld_grant_writer('pgcld_writer');
   END IF;
 END $$;
+
+-- Issue 17, the fleet-wide reads (core/audit/pg/audit_pg_reads.c): the export and the time
+-- windows walk decisions in (created_at, seq) order, keyset-paged on that pair, which an index on
+-- created_at alone cannot give without a sort (SQLite's carries the rowid; PostgreSQL's does not).
+-- It serves every query decisions_created_at served (retention's created_at bound too).
+DROP INDEX decisions_created_at;
+CREATE INDEX decisions_created_at_seq ON decisions (created_at, seq);

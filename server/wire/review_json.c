@@ -109,10 +109,12 @@ json_t *pgcld_decision_record_json(const pgcl_decision_record *r) {
                   json_object_get(rec, "model_sha256"), "request_id", json_object_get(rec, "request_id"), "item_id",
                   json_object_get(rec, "item_id"), "input_sha256", json_object_get(rec, "input_sha256"), "created_at",
                   json_object_get(rec, "created_at"), "latency_us", json_object_get(rec, "latency_us")));
-    json_object_set_new(
-        rec, "chain",
+    json_t *chain =
         r->has_chain ? json_pack("{s:o, s:o}", "seq", opt_int_json(r->chain_seq), "hash", text_json(r->chain_hash))
-                     : json_null());
+                     : json_null();
+    if (chain && r->has_chain && r->writer_id) /* a fleet's store: whose chain holds the entry */
+        json_object_set_new(chain, "writer_id", json_string(r->writer_id));
+    json_object_set_new(rec, "chain", chain);
     json_t *contests = record_contests_json(r);
     if (!contests) {
         json_decref(rec);

@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """SQL only through bound parameters: a static scan of core/*.c and server/*.c.
 
-Every SQL text handed to SQLite (sqlite3_prepare*, sqlite3_exec, and the project's wrappers
-around them, found automatically: a function that passes one of its parameters straight on as
-the SQL becomes a sink itself, and its callers are checked instead) must be built only from
-constants. Values — anything a request, a file or the database can influence — go through
-sqlite3_bind_* (a '?' in the text), never into the text.
+Every SQL text handed to SQLite (sqlite3_prepare*, sqlite3_exec), to libpq (PQexec*, PQprepare,
+PQsend*: the PostgreSQL store) and to the project's wrappers around them (found automatically: a
+function that passes one of its parameters straight on as the SQL becomes a sink itself, and its
+callers are checked instead) must be built only from constants. Values — anything a request, a
+file or the database can influence — go through sqlite3_bind_* (a '?' in the text) or libpq's
+parameters ($1, $2, ...), never into the text.
 
 What counts as constant, checked expression by expression:
 
@@ -50,6 +51,9 @@ SINKS = {  # function -> index of its SQL argument
     "sqlite3_prepare": 1, "sqlite3_prepare_v2": 1, "sqlite3_prepare_v3": 1,
     "sqlite3_prepare16": 1, "sqlite3_prepare16_v2": 1, "sqlite3_prepare16_v3": 1,
     "sqlite3_exec": 1,
+    # libpq (the PostgreSQL store, core/audit/pg/): values go through the $n parameters
+    "PQexec": 1, "PQexecParams": 1, "PQprepare": 2, "PQsendQuery": 1, "PQsendQueryParams": 1,
+    "PQsendPrepare": 2,
 }
 
 # %s arguments allowed in snprintf-built SQL: internal names of tables, never data.
@@ -66,6 +70,8 @@ CONSTANT_SOURCES = {
     "pgcl_chain_tables[t].select_sql_before_0008": "chain_tables",
     # core/audit/audit_sqlite.c: the migrations compiled into the binary from migrations/*.sql at build time.
     "mig->sql": "migrations",
+    # core/audit/pg/audit_pg.c: the PostgreSQL migrations compiled in from migrations/pg/*.sql.
+    "m->sql": "migrations",
     # core/review/decision_lists.c: the literal column of qb_filters' static `eq` table.
     "eq[i].sql": "queries_eq",
     # core/review/read_sql.c: qb_prepare's text: a constant prefix + the builder's buffer (see the builder check).
@@ -429,6 +435,7 @@ class SqlParameterTest(unittest.TestCase):
         # migrations: a const array generated from migrations/*.sql.
         mig = read("core/audit/migrations.h")
         self.assertRegex(mig, r"extern const pgcl_migration pgcl_migrations\[")
+        self.assertRegex(mig, r"extern const pgcl_migration pgcl_pg_migrations\[")
         # queries_eq: every row of qb_filters' eq table starts with a literal.
         q = read("core/review/decision_lists.c")
         m = re.search(r"\}\s*eq\[\]\s*=\s*\{(.*?)\};", q, re.S)
