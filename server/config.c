@@ -718,6 +718,8 @@ void pgcld_config_print_help(FILE *out) {
                  "  pgcld serve [OPTIONS]    start the daemon\n"
                  "  pgcld check-model DIR... validate checkpoints as serve would (goldens included); JSON per line\n"
             "  pgcld keys create|import|list|revoke --db FILE ...   manage API keys (pgcld keys help)\n"
+                 "  pgcld migrate --db DB    apply the audit database's pending migrations (a SQLite file or a\n"
+                 "                           PostgreSQL URI) and exit (pgcld migrate help)\n"
                  "  pgcld --help             this text\n"
                  "  pgcld --version          print the version\n\n"
                  "Options of serve (--name VALUE or --name=VALUE):\n");

@@ -15,6 +15,7 @@
 
 #include "cli_audit.h"
 #include "cli_keys.h"
+#include "cli_migrate.h"
 #include "clock.h"
 #include "config.h"
 #include "cuda_module.h"
@@ -446,6 +447,7 @@ static int check_models(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "keys") == 0) return pgcld_cli_keys(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "audit") == 0) return pgcld_cli_audit(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "migrate") == 0) return pgcld_cli_migrate(argc - 2, argv + 2);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 || (i == 1 && strcmp(argv[i], "help") == 0)) {
             pgcld_config_print_help(stdout);

@@ -134,6 +134,11 @@ pgcl_status pgcl_audit_revoke_key(pgcl_audit *a, const char *key_id, const char 
     return a->ops->revoke_key(a, key_id, actor, err, cap);
 }
 
+pgcl_status pgcl_audit_import_key(pgcl_audit *a, pgcl_role role, const char *name, const char *actor, const char *key,
+                                  char key_id_out[32], bool *created, char *err, int cap) {
+    return a->ops->import_key(a, role, name, actor, key, key_id_out, created, err, cap);
+}
+
 pgcl_status pgcl_audit_open_keyring(pgcl_audit *a, pgcl_keyring **out, char *err, int cap) {
     return a->ops->open_keyring(a, out, err, cap);
 }

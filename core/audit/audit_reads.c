@@ -198,6 +198,11 @@ pgcl_status pgcl_sqlite_revoke_key(pgcl_audit *store, const char *key_id, const 
     return pgcl_keys_revoke(pgcl_audit_sqlite_path(store), key_id, actor, err, cap);
 }
 
+pgcl_status pgcl_sqlite_import_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
+                                   const char *key, char key_id_out[32], bool *created, char *err, int cap) {
+    return pgcl_keys_import(pgcl_audit_sqlite_path(store), role, name, actor, key, key_id_out, created, err, cap);
+}
+
 pgcl_status pgcl_sqlite_open_keyring(pgcl_audit *store, pgcl_keyring **out, char *err, int cap) {
     return pgcl_keyring_open(pgcl_audit_sqlite_path(store), out, err, cap);
 }

@@ -112,6 +112,9 @@ pgcl_status pgcl_audit_verify_chain(pgcl_audit *a, pgcl_chain_report *report, ch
 pgcl_status pgcl_audit_create_key(pgcl_audit *a, pgcl_role role, const char *name, const char *actor,
                                   char key_out[128], char key_id_out[32], char *err, int cap);
 pgcl_status pgcl_audit_revoke_key(pgcl_audit *a, const char *key_id, const char *actor, char *err, int cap);
+/* Registers a key made elsewhere (keys.h, pgcl_keys_import's contract). */
+pgcl_status pgcl_audit_import_key(pgcl_audit *a, pgcl_role role, const char *name, const char *actor, const char *key,
+                                  char key_id_out[32], bool *created, char *err, int cap);
 pgcl_status pgcl_audit_open_keyring(pgcl_audit *a, pgcl_keyring **out, char *err, int cap);
 
 /* Calls on_key for every API key, oldest first (keys.h, pgcl_keys_list). */

@@ -835,6 +835,7 @@ const pgcl_audit_store_ops pgcl_audit_sqlite_ops = {
     .verify_chain = pgcl_sqlite_verify_chain,
     .create_key = pgcl_sqlite_create_key,
     .revoke_key = pgcl_sqlite_revoke_key,
+    .import_key = pgcl_sqlite_import_key,
     .open_keyring = pgcl_sqlite_open_keyring,
     .read_keys = pgcl_sqlite_read_keys,
     .read_activations = pgcl_sqlite_read_activations,

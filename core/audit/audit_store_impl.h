@@ -55,6 +55,8 @@ typedef struct pgcl_audit_store_ops {
     pgcl_status (*create_key)(pgcl_audit *store, pgcl_role role, const char *name, const char *actor, char key_out[128],
                               char key_id_out[32], char *err, int cap);
     pgcl_status (*revoke_key)(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap);
+    pgcl_status (*import_key)(pgcl_audit *store, pgcl_role role, const char *name, const char *actor, const char *key,
+                              char key_id_out[32], bool *created, char *err, int cap);
     pgcl_status (*open_keyring)(pgcl_audit *store, pgcl_keyring **out, char *err, int cap);
     pgcl_status (*read_keys)(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap);
     pgcl_status (*read_activations)(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
@@ -107,6 +109,8 @@ pgcl_status pgcl_sqlite_verify_chain(pgcl_audit *store, pgcl_chain_report *repor
 pgcl_status pgcl_sqlite_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
                                    char key_out[128], char key_id_out[32], char *err, int cap);
 pgcl_status pgcl_sqlite_revoke_key(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap);
+pgcl_status pgcl_sqlite_import_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
+                                   const char *key, char key_id_out[32], bool *created, char *err, int cap);
 pgcl_status pgcl_sqlite_open_keyring(pgcl_audit *store, pgcl_keyring **out, char *err, int cap);
 pgcl_status pgcl_sqlite_read_keys(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap);
 pgcl_status pgcl_sqlite_read_activations(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,

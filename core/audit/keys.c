@@ -24,9 +24,10 @@
 #define KEY_B64_VARIANT sodium_base64_VARIANT_URLSAFE_NO_PADDING
 #define ACTOR_MAX 256
 
-#define RECHECK_US 1000000 /* the keyring looks at data_version at most this often */
+#define RECHECK_US 1000000 /* the SQLite keyring looks at data_version at most this often */
+#define WARN_US 1000000    /* a keyring warns of failed checks at most this often */
 #define ERR_CAP 512
-#define CREATE_ATTEMPTS 8 /* fresh key_ids tried when one is already taken (p = n / 2^32 each) */
+#define CREATE_ATTEMPTS PGCL_KEYS_CREATE_ATTEMPTS
 
 _Static_assert(PGCL_KEY_ID_LEN == KEY_PREFIX_LEN + KEY_HEX_LEN, "key_id layout");
 _Static_assert(PGCL_KEY_LEN == PGCL_KEY_ID_LEN + 1 + KEY_SECRET_LEN, "key layout");
@@ -107,7 +108,7 @@ static bool text_valid(const char *s, size_t max) {
 
 /* Writes a new key text and its key_id. The secret is wiped from the temporaries; the caller wipes
  * `key` when done with it. */
-static void generate_key(char key[PGCL_KEY_LEN + 1], char key_id[PGCL_KEY_ID_LEN + 1]) {
+void pgcl_keys_generate(char key[PGCL_KEY_LEN + 1], char key_id[PGCL_KEY_ID_LEN + 1]) {
     unsigned char id[KEY_HEX_LEN / 2], secret[KEY_SECRET_BYTES];
     char hex[KEY_HEX_LEN + 1], b64[KEY_SECRET_LEN + 1];
     randombytes_buf(id, sizeof id);
@@ -180,10 +181,9 @@ static pgcl_status add_key_event(sqlite3 *db, const char *actor, const char *act
     char event_id[PGCL_UUID_LEN + 1], now[PGCL_TIMESTAMP_LEN + 1];
     sqlite3_stmt *s = NULL;
     pgcl_chain *chain = NULL;
-    char *details = NULL;
-    json_t *obj = json_pack("{s:s, s:s}", "name", name, "role", role);
+    char *details = pgcl_keys_event_details(name, role);
     pgcl_status st = PGCL_ERR_NOMEM;
-    if (!obj || !(details = json_dumps(obj, JSON_COMPACT))) {
+    if (!details) {
         pgcl_errorf(err, cap, "out of memory");
         goto done;
     }
@@ -220,7 +220,6 @@ done:
     pgcl_chain_destroy(chain);
     sqlite3_finalize(s);
     free(details);
-    json_decref(obj);
     return st;
 }
 
@@ -239,8 +238,8 @@ static pgcl_status record_and_commit(sqlite3 *db, const char *db_path, const cha
 }
 
 /* The role's name in *zrole after checking role, name and actor as create() and import() require. */
-static pgcl_status check_key_fields(pgcl_role role, const char *name, const char *actor, const char **zrole, char *err,
-                                    int cap) {
+pgcl_status pgcl_keys_check_fields(pgcl_role role, const char *name, const char *actor, const char **zrole, char *err,
+                                   int cap) {
     if (!(*zrole = role_name(role))) {
         pgcl_errorf(err, cap, "role must be scorer, reviewer or admin");
         return PGCL_ERR_INVALID;
@@ -294,6 +293,27 @@ static bool begin_write(sqlite3 *db, const char *db_path, char *err, int cap) {
     return false;
 }
 
+pgcl_status pgcl_keys_check_revoke(const char *key_id, const char *actor, char *err, int cap) {
+    /* The argument is not echoed: a full key pasted here by mistake must not reach a terminal log. */
+    if (!key_id_wellformed(key_id)) {
+        pgcl_errorf(err, cap, "not a key_id: expected pgcld_ and 8 lowercase hex digits (the first %d characters "
+                    "of the key)", PGCL_KEY_ID_LEN);
+        return PGCL_ERR_INVALID;
+    }
+    if (!text_valid(actor, ACTOR_MAX)) {
+        pgcl_errorf(err, cap, "actor must be 1 to %d bytes of UTF-8 without control characters", ACTOR_MAX);
+        return PGCL_ERR_INVALID;
+    }
+    return PGCL_OK;
+}
+
+char *pgcl_keys_event_details(const char *name, const char *role) {
+    json_t *obj = json_pack("{s:s, s:s}", "name", name, "role", role);
+    char *details = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    return details;
+}
+
 /* ---- management ---- */
 
 pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *name, const char *actor,
@@ -306,7 +326,7 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
     pgcl_status st;
     key_out[0] = 0;
     key_id_out[0] = 0;
-    if ((st = check_key_fields(role, name, actor, &zrole, err, cap)) != PGCL_OK) return st;
+    if ((st = pgcl_keys_check_fields(role, name, actor, &zrole, err, cap)) != PGCL_OK) return st;
     if ((st = open_for_write(db_path, &db, err, cap)) != PGCL_OK) return st;
     st = PGCL_ERR_DB;
     if (sqlite3_prepare_v2(db, INSERT_KEY_SQL, -1, &ins, NULL) != SQLITE_OK) {
@@ -318,7 +338,7 @@ pgcl_status pgcl_keys_create(const char *db_path, pgcl_role role, const char *na
     pgcl_timestamp_now(now);
     bool inserted = false;
     for (int attempt = 0; attempt < CREATE_ATTEMPTS && !inserted; attempt++) {
-        generate_key(key, key_id);
+        pgcl_keys_generate(key, key_id);
         pgcl_sha256_hex(key, PGCL_KEY_LEN, digest);
         if (insert_key_row(ins, digest, key_id, name, zrole, now, actor) == SQLITE_DONE)
             inserted = true;
@@ -404,7 +424,7 @@ pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *na
     pgcl_status st;
     key_id_out[0] = 0;
     *created = false;
-    if ((st = check_key_fields(role, name, actor, &zrole, err, cap)) != PGCL_OK) return st;
+    if ((st = pgcl_keys_check_fields(role, name, actor, &zrole, err, cap)) != PGCL_OK) return st;
     if ((st = pgcl_keys_check_text(key, key ? strnlen(key, PGCL_KEY_LEN + 1) : 0, err, cap)) != PGCL_OK) return st;
     memcpy(key_id, key, PGCL_KEY_ID_LEN);
     key_id[PGCL_KEY_ID_LEN] = 0;
@@ -474,16 +494,7 @@ pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char
     sqlite3_stmt *get = NULL, *upd = NULL;
     bool in_tx = false;
     pgcl_status st;
-    /* The argument is not echoed: a full key pasted here by mistake must not reach a terminal log. */
-    if (!key_id_wellformed(key_id)) {
-        pgcl_errorf(err, cap, "not a key_id: expected pgcld_ and 8 lowercase hex digits (the first %d characters "
-                    "of the key)", PGCL_KEY_ID_LEN);
-        return PGCL_ERR_INVALID;
-    }
-    if (!text_valid(actor, ACTOR_MAX)) {
-        pgcl_errorf(err, cap, "actor must be 1 to %d bytes of UTF-8 without control characters", ACTOR_MAX);
-        return PGCL_ERR_INVALID;
-    }
+    if ((st = pgcl_keys_check_revoke(key_id, actor, err, cap)) != PGCL_OK) return st;
     if ((st = open_for_write(db_path, &db, err, cap)) != PGCL_OK) return st;
     st = PGCL_ERR_DB;
     if (sqlite3_prepare_v2(db, "SELECT name, role, revoked_at, revoked_by FROM api_keys WHERE key_id = ?", -1, &get,
@@ -586,130 +597,110 @@ typedef struct key_entry {
 } key_entry;
 
 struct pgcl_keyring {
-    pthread_mutex_t lock; /* guards every field below, the connection and its statements included */
+    pthread_mutex_t lock; /* guards every field below, the source's calls included */
     bool lock_ready;
-    char *path;
-    sqlite3 *db;            /* read-only use (query_only) */
-    sqlite3_stmt *version;  /* PRAGMA data_version */
-    sqlite3_stmt *select;   /* the active keys */
-    key_entry *keys;        /* (n) sorted by key_id */
+    pgcl_keyring_source src; /* where the keys come from (owns src.ctx) */
+    key_entry *keys;         /* (n) sorted by key_id */
     int n;
-    int64_t data_version;   /* as read just before the rows in keys were read */
-    int64_t last_check_us;  /* monotonic time of the last data_version check */
+    int64_t last_check_us;        /* monotonic time of the last change check */
+    int64_t last_forced_check_us; /* ... of the last one forced by an unknown key_id */
+    int64_t last_warning_us;      /* ... of the last failed check's warning */
 };
 
 static int entry_cmp(const void *a, const void *b) {
     return strcmp(((const key_entry *)a)->key_id, ((const key_entry *)b)->key_id);
 }
 
-static pgcl_status read_data_version(pgcl_keyring *kr, int64_t *out, char *err, int cap) {
-    sqlite3_reset(kr->version);
-    int rc = sqlite3_step(kr->version);
-    if (rc != SQLITE_ROW) {
-        pgcl_errorf(err, cap, "%s: data_version: %s", kr->path, sqlite3_errmsg(kr->db));
-        sqlite3_reset(kr->version);
-        return PGCL_ERR_DB;
+/* The growing array a load fills (the source's pgcl_keyring_row_fn sink). */
+typedef struct key_load {
+    const char *source_name;
+    key_entry *keys;
+    int n, n_alloc;
+} key_load;
+
+/* Takes one active key from the source: a malformed row is skipped with a warning (it can never
+ * verify); false only when out of memory. */
+static bool take_active_key(void *sink, const char *key_id, const char *name, const char *role, const char *hex) {
+    key_load *l = sink;
+    if (l->n == l->n_alloc) {
+        int n_alloc = l->n_alloc ? 2 * l->n_alloc : 16;
+        key_entry *grown = realloc(l->keys, (size_t)n_alloc * sizeof *l->keys);
+        if (!grown) return false;
+        l->keys = grown;
+        l->n_alloc = n_alloc;
     }
-    *out = sqlite3_column_int64(kr->version, 0);
-    sqlite3_reset(kr->version);
-    return PGCL_OK;
+    key_entry *e = &l->keys[l->n];
+    size_t hex_len = hex ? strlen(hex) : 0;
+    if (!key_id_wellformed(key_id) || !name || strlen(name) > PGCL_KEY_NAME_MAX ||
+        pgcl_role_parse(role, &e->role) != 0 || hex_len != 2 * sizeof e->digest ||
+        sodium_hex2bin(e->digest, sizeof e->digest, hex, hex_len, NULL, NULL, NULL) != 0) {
+        pgcl_log_warn("keyring: %s: ignoring the malformed api_keys row %s", l->source_name,
+                      key_id_wellformed(key_id) ? key_id : "(bad key_id)");
+        return true;
+    }
+    memcpy(e->key_id, key_id, PGCL_KEY_ID_LEN + 1);
+    memcpy(e->name, name, strlen(name) + 1);
+    l->n++;
+    return true;
 }
 
-/* Reads the active keys into a new array and swaps it in; on failure the old set stays. data_version
- * is read first, so a commit that lands during the read is seen again at the next check, never
- * missed. Caller holds the lock (or owns kr exclusively). */
+/* Reads the active keys from the source into a new array and swaps it in; on failure the old set
+ * stays. Caller holds the lock (or owns kr exclusively). */
 static pgcl_status load_locked(pgcl_keyring *kr, char *err, int cap) {
-    int64_t version;
-    pgcl_status st = read_data_version(kr, &version, err, cap);
-    if (st != PGCL_OK) return st;
-    key_entry *keys = NULL;
-    int n = 0, n_alloc = 0, rc;
-    sqlite3_reset(kr->select);
-    while ((rc = sqlite3_step(kr->select)) == SQLITE_ROW) {
-        const char *key_id = (const char *)sqlite3_column_text(kr->select, 0);
-        const char *name = (const char *)sqlite3_column_text(kr->select, 1);
-        const char *role = (const char *)sqlite3_column_text(kr->select, 2);
-        const char *hex = (const char *)sqlite3_column_text(kr->select, 3);
-        if (n == n_alloc) {
-            n_alloc = n_alloc ? 2 * n_alloc : 16;
-            key_entry *grown = realloc(keys, (size_t)n_alloc * sizeof *keys);
-            if (!grown) {
-                pgcl_errorf(err, cap, "out of memory");
-                st = PGCL_ERR_NOMEM;
-                goto fail;
-            }
-            keys = grown;
-        }
-        key_entry *e = &keys[n];
-        size_t hex_len = hex ? strlen(hex) : 0;
-        if (!key_id_wellformed(key_id) || !name || strlen(name) > PGCL_KEY_NAME_MAX ||
-            pgcl_role_parse(role, &e->role) != 0 || hex_len != 2 * sizeof e->digest ||
-            sodium_hex2bin(e->digest, sizeof e->digest, hex, hex_len, NULL, NULL, NULL) != 0) {
-            pgcl_log_warn("keyring: %s: ignoring the malformed api_keys row %s", kr->path,
-                          key_id_wellformed(key_id) ? key_id : "(bad key_id)");
-            continue;
-        }
-        memcpy(e->key_id, key_id, PGCL_KEY_ID_LEN + 1);
-        memcpy(e->name, name, strlen(name) + 1);
-        n++;
+    key_load l = {.source_name = kr->src.name};
+    pgcl_status st = kr->src.load(kr->src.ctx, take_active_key, &l, err, cap);
+    if (st != PGCL_OK) {
+        free(l.keys);
+        return st;
     }
-    if (rc != SQLITE_DONE) {
-        pgcl_errorf(err, cap, "%s: api_keys: %s", kr->path, sqlite3_errmsg(kr->db));
-        st = PGCL_ERR_DB;
-        goto fail;
-    }
-    sqlite3_reset(kr->select); /* ends the read transaction */
-    if (n > 1) qsort(keys, (size_t)n, sizeof *keys, entry_cmp);
+    if (l.n > 1) qsort(l.keys, (size_t)l.n, sizeof *l.keys, entry_cmp);
     free(kr->keys);
-    kr->keys = keys;
-    kr->n = n;
-    kr->data_version = version;
+    kr->keys = l.keys;
+    kr->n = l.n;
     return PGCL_OK;
-fail:
-    sqlite3_reset(kr->select);
-    free(keys);
-    return st;
 }
 
-/* At most once per RECHECK_US: re-reads the keys if any connection committed since the last read.
+/* At most once per src.recheck_us (or at once when forced by an unknown key_id, at most once per
+ * src.min_forced_us): re-reads the keys if the source says they changed since the last load.
  * Caller holds the lock. */
 static void refresh_locked(pgcl_keyring *kr, bool now_please) {
     int64_t now = pgcl_monotonic_us();
-    if (!now_please && now - kr->last_check_us < RECHECK_US) return;
+    if (!now_please && now - kr->last_check_us < kr->src.recheck_us) return;
+    if (now_please && now - kr->last_forced_check_us < kr->src.min_forced_us) return;
     kr->last_check_us = now;
+    if (now_please) kr->last_forced_check_us = now;
     char err[ERR_CAP];
-    int64_t version;
-    pgcl_status st = read_data_version(kr, &version, err, sizeof err);
-    if (st == PGCL_OK && version == kr->data_version) return;
+    bool changed = false;
+    pgcl_status st = kr->src.changed(kr->src.ctx, &changed, err, sizeof err);
+    if (st == PGCL_OK && !changed) return;
     if (st == PGCL_OK) st = load_locked(kr, err, sizeof err);
-    if (st != PGCL_OK) pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in 1 s", err, kr->n);
+    if (st != PGCL_OK && now - kr->last_warning_us >= WARN_US) { /* one line a second while it lasts */
+        kr->last_warning_us = now;
+        pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in %g s", err, kr->n,
+                      (double)kr->src.recheck_us / 1e6);
+    }
 }
 
-pgcl_status pgcl_keyring_open(const char *db_path, pgcl_keyring **out, char *err, int cap) {
+pgcl_status pgcl_keyring_open_source(const pgcl_keyring_source *src, pgcl_keyring **out, char *err, int cap) {
     *out = NULL;
+    PGCL_ASSERT(src && src->name && src->changed && src->load && src->destroy && src->recheck_us > 0);
     pgcl_keyring *kr = calloc(1, sizeof *kr);
-    if (!kr || !(kr->path = strdup(db_path ? db_path : ""))) {
-        free(kr);
+    if (!kr) {
+        src->destroy(src->ctx);
         pgcl_errorf(err, cap, "out of memory");
         return PGCL_ERR_NOMEM;
     }
+    kr->src = *src;
     pgcl_status st = PGCL_ERR_NOMEM;
     if (pthread_mutex_init(&kr->lock, NULL) != 0) {
         pgcl_errorf(err, cap, "cannot create the keyring lock");
         goto fail;
     }
     kr->lock_ready = true;
-    if ((st = db_open(db_path, &kr->db, err, cap)) != PGCL_OK) goto fail;
-    st = PGCL_ERR_DB;
-    pgcl_db_exec(kr->db, "PRAGMA query_only = ON", NULL, 0);
-    if (sqlite3_prepare_v2(kr->db, "PRAGMA data_version", -1, &kr->version, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(kr->db, "SELECT key_id, name, role, key_sha256 FROM api_keys WHERE revoked_at IS NULL", -1,
-                           &kr->select, NULL) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", kr->path, sqlite3_errmsg(kr->db));
-        goto fail;
-    }
     if ((st = load_locked(kr, err, cap)) != PGCL_OK) goto fail;
     kr->last_check_us = pgcl_monotonic_us();
+    kr->last_forced_check_us = kr->last_check_us - kr->src.min_forced_us;
+    kr->last_warning_us = kr->last_check_us - WARN_US;
     *out = kr;
     return PGCL_OK;
 fail:
@@ -717,14 +708,113 @@ fail:
     return st;
 }
 
+/* ---- the SQLite source: PRAGMA data_version on a read connection of its own ---- */
+
+typedef struct sqlite_key_source {
+    char *path;
+    sqlite3 *db;           /* read-only use (query_only) */
+    sqlite3_stmt *version; /* PRAGMA data_version */
+    sqlite3_stmt *select;  /* the active keys */
+    int64_t data_version;  /* as read just before the rows of the last successful load */
+} sqlite_key_source;
+
+static pgcl_status read_data_version(sqlite_key_source *ks, int64_t *out, char *err, int cap) {
+    sqlite3_reset(ks->version);
+    int rc = sqlite3_step(ks->version);
+    if (rc != SQLITE_ROW) {
+        pgcl_errorf(err, cap, "%s: data_version: %s", ks->path, sqlite3_errmsg(ks->db));
+        sqlite3_reset(ks->version);
+        return PGCL_ERR_DB;
+    }
+    *out = sqlite3_column_int64(ks->version, 0);
+    sqlite3_reset(ks->version);
+    return PGCL_OK;
+}
+
+/* Whether any connection, in this process or another, committed to the database since the last
+ * load (data_version moved). */
+static pgcl_status sqlite_keys_changed(void *ctx, bool *changed, char *err, int cap) {
+    sqlite_key_source *ks = ctx;
+    int64_t version;
+    pgcl_status st = read_data_version(ks, &version, err, cap);
+    *changed = st == PGCL_OK && version != ks->data_version;
+    return st;
+}
+
+/* data_version is read first, so a commit that lands during the read is seen again at the next
+ * check, never missed. */
+static pgcl_status sqlite_keys_load(void *ctx, pgcl_keyring_row_fn add, void *sink, char *err, int cap) {
+    sqlite_key_source *ks = ctx;
+    int64_t version;
+    pgcl_status st = read_data_version(ks, &version, err, cap);
+    if (st != PGCL_OK) return st;
+    int rc;
+    sqlite3_reset(ks->select);
+    while ((rc = sqlite3_step(ks->select)) == SQLITE_ROW) {
+        if (!add(sink, (const char *)sqlite3_column_text(ks->select, 0),
+                 (const char *)sqlite3_column_text(ks->select, 1), (const char *)sqlite3_column_text(ks->select, 2),
+                 (const char *)sqlite3_column_text(ks->select, 3))) {
+            sqlite3_reset(ks->select);
+            pgcl_errorf(err, cap, "out of memory");
+            return PGCL_ERR_NOMEM;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "%s: api_keys: %s", ks->path, sqlite3_errmsg(ks->db));
+        sqlite3_reset(ks->select);
+        return PGCL_ERR_DB;
+    }
+    sqlite3_reset(ks->select); /* ends the read transaction */
+    ks->data_version = version;
+    return PGCL_OK;
+}
+
+static void sqlite_keys_destroy(void *ctx) {
+    sqlite_key_source *ks = ctx;
+    if (!ks) return;
+    sqlite3_finalize(ks->version);
+    sqlite3_finalize(ks->select);
+    sqlite3_close(ks->db);
+    free(ks->path);
+    free(ks);
+}
+
+pgcl_status pgcl_keyring_open(const char *db_path, pgcl_keyring **out, char *err, int cap) {
+    *out = NULL;
+    sqlite_key_source *ks = calloc(1, sizeof *ks);
+    if (!ks || !(ks->path = strdup(db_path ? db_path : ""))) {
+        free(ks);
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    pgcl_status st = db_open(db_path, &ks->db, err, cap);
+    if (st != PGCL_OK) goto fail;
+    st = PGCL_ERR_DB;
+    pgcl_db_exec(ks->db, "PRAGMA query_only = ON", NULL, 0);
+    if (sqlite3_prepare_v2(ks->db, "PRAGMA data_version", -1, &ks->version, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(ks->db, "SELECT key_id, name, role, key_sha256 FROM api_keys WHERE revoked_at IS NULL", -1,
+                           &ks->select, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", ks->path, sqlite3_errmsg(ks->db));
+        goto fail;
+    }
+    pgcl_keyring_source src = {.name = ks->path,
+                               .recheck_us = RECHECK_US,
+                               .min_forced_us = 0,
+                               .ctx = ks,
+                               .changed = sqlite_keys_changed,
+                               .load = sqlite_keys_load,
+                               .destroy = sqlite_keys_destroy};
+    return pgcl_keyring_open_source(&src, out, err, cap);
+fail:
+    sqlite_keys_destroy(ks);
+    return st;
+}
+
 void pgcl_keyring_close(pgcl_keyring *kr) {
     if (!kr) return;
-    sqlite3_finalize(kr->version);
-    sqlite3_finalize(kr->select);
-    sqlite3_close(kr->db);
+    kr->src.destroy(kr->src.ctx);
     if (kr->lock_ready) pthread_mutex_destroy(&kr->lock);
     free(kr->keys);
-    free(kr->path);
     free(kr);
 }
 
@@ -757,8 +847,8 @@ pgcl_status pgcl_keyring_verify(pgcl_keyring *kr, const char *token, pgcl_identi
     refresh_locked(kr, false);
     const key_entry *e = kr->n ? bsearch(&probe, kr->keys, (size_t)kr->n, sizeof *kr->keys, entry_cmp) : NULL;
     if (!e) {
-        /* An unknown key_id may have been created a moment ago by another process: look at
-         * data_version now (one cheap PRAGMA) rather than refuse it for up to a second. */
+        /* An unknown key_id may have been created a moment ago by another process: ask the source
+         * now (SQLite: one cheap PRAGMA) rather than refuse it until the next periodic check. */
         refresh_locked(kr, true);
         e = kr->n ? bsearch(&probe, kr->keys, (size_t)kr->n, sizeof *kr->keys, entry_cmp) : NULL;
     }

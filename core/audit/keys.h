@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "status.h"
 
@@ -121,7 +122,53 @@ int pgcl_keyring_count_active(pgcl_keyring *kr);
  * connection and re-reads the table when any connection, in this process or another, has committed
  * to the database since; so a key created or revoked elsewhere takes effect here within about a
  * second of the next request, without a restart. If that re-read fails the previous set stays in
- * force, a warning is logged and the next check (a second later) tries again. */
+ * force, a warning is logged and the next check (a second later) tries again. (A keyring over
+ * another source, pgcl_keyring_open_source, checks at its source's pace: the PostgreSQL store's
+ * every 250 ms; its warnings are at most one a second.) */
 pgcl_status pgcl_keyring_verify(pgcl_keyring *kr, const char *token, pgcl_identity *out);
+
+/* ---- keyring sources: where a keyring's keys come from ----
+ * pgcl_keyring_open reads a SQLite file (PRAGMA data_version as its change marker, checked at most
+ * once a second); another store (core/audit/pg/) gives its own source. The keyring calls the
+ * source under its lock only, one call at a time. */
+
+/* Takes one active (unrevoked) key row; false only when out of memory (the load then fails). A
+ * malformed row is skipped by the keyring, with a warning. */
+typedef bool (*pgcl_keyring_row_fn)(void *sink, const char *key_id, const char *name, const char *role,
+                                    const char *sha256_hex);
+
+typedef struct pgcl_keyring_source {
+    const char *name;      /* the database, for log lines (no password); valid until destroy */
+    int64_t recheck_us;    /* verify() asks changed() at most this often (> 0) */
+    int64_t min_forced_us; /* and at most this often when an unknown key_id forces a check (0: always) */
+    void *ctx;
+    /* *changed: whether the keys may differ from the last successful load. An error keeps the
+     * current set (logged; retried at the next check). */
+    pgcl_status (*changed)(void *ctx, bool *changed, char *err, int cap);
+    /* Calls add(sink, ...) for every active key. The source must note its change marker before
+     * reading the rows, and keep it only when it returns PGCL_OK, so that no change is missed. */
+    pgcl_status (*load)(void *ctx, pgcl_keyring_row_fn add, void *sink, char *err, int cap);
+    void (*destroy)(void *ctx); /* frees ctx */
+} pgcl_keyring_source;
+
+/* Makes a keyring over src and loads the keys. Takes src->ctx in every case: on failure it has
+ * been destroyed, and *out is NULL. */
+pgcl_status pgcl_keyring_open_source(const pgcl_keyring_source *src, pgcl_keyring **out, char *err, int cap);
+
+/* ---- for the audit stores: what every store's key change shares with this file's ---- */
+
+/* The checks of create and import on role, name and actor; *zrole the role's name. PGCL_OK or
+ * PGCL_ERR_INVALID with err. */
+pgcl_status pgcl_keys_check_fields(pgcl_role role, const char *name, const char *actor, const char **zrole, char *err,
+                                   int cap);
+/* The checks of revoke on key_id (never echoed) and actor. PGCL_OK or PGCL_ERR_INVALID with err. */
+pgcl_status pgcl_keys_check_revoke(const char *key_id, const char *actor, char *err, int cap);
+/* A new key text and its key_id (the caller wipes key with sodium_memzero). */
+void pgcl_keys_generate(char key[PGCL_KEY_LEN + 1], char key_id[PGCL_KEY_ID_LEN + 1]);
+/* The details of a key's admin_events row, {"name":..,"role":..} compact, malloc'd; NULL when out
+ * of memory. */
+char *pgcl_keys_event_details(const char *name, const char *role);
+/* Attempts at a fresh key_id when one is taken (the chance of a clash is n / 2^32 each). */
+#define PGCL_KEYS_CREATE_ATTEMPTS 8
 
 #endif

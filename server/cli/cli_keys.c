@@ -1,6 +1,8 @@
 /* pgcld keys create|import|list|revoke: API key administration from the command line, on the same
- * database file a running daemon uses (SQLite's locking makes that safe; the daemon's keyring picks
- * the change up within about a second). See cli_keys.h. */
+ * database a running daemon uses: a SQLite file (SQLite's locking makes that safe; the daemon's
+ * keyring picks the change up within about a second) or a PostgreSQL URI (the store is opened as a
+ * writer of its own, "<host name>/cli" unless --writer-id says otherwise, and every daemon of the
+ * fleet sees the change within a second). See cli_keys.h. */
 #include "cli_keys.h"
 
 #include <jansson.h>
@@ -13,10 +15,12 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "audit_reads.h"
 #include "cli_options.h"
 #include "files.h"
 #include "keys.h"
 #include "keys_json.h"
+#include "pg_db.h"
 
 static const char USAGE[] =
     "usage: pgcld keys create --db FILE --role ROLE --name NAME\n"
@@ -26,6 +30,9 @@ static const char USAGE[] =
     "\n"
     "Manages the API keys kept in the audit database FILE (the --db of pgcld serve, which creates\n"
     "the schema: run it once first). Options are --name VALUE or --name=VALUE.\n"
+    "FILE may also be a PostgreSQL URI (postgresql://... or postgres://...), the database of a fleet:\n"
+    "the command then writes as its own writer, --writer-id NAME (default: \"<host name>/cli\"; it\n"
+    "must differ from every running daemon's), waiting up to 10 s for another command that holds it.\n"
     "\n"
     "  create  makes a key with one ROLE: scorer (scoring), reviewer (audit reading, contests,\n"
     "          resolutions) or admin (models, keys). NAME (1 to 128 bytes) says who holds it.\n"
@@ -47,17 +54,18 @@ static const char USAGE[] =
     "Exit status: 0 done, 1 the operation failed (reason on stderr), 2 bad usage.\n";
 
 typedef struct cli_opts {
-    const char *db, *role, *name, *key_id, *key_file;
+    const char *db, *role, *name, *key_id, *key_file, *writer_id;
 } cli_opts;
 
-enum { OPT_DB = 1, OPT_ROLE = 2, OPT_NAME = 4, OPT_KEY_ID = 8, OPT_KEY_FILE = 16 };
+enum { OPT_DB = 1, OPT_ROLE = 2, OPT_NAME = 4, OPT_KEY_ID = 8, OPT_KEY_FILE = 16, OPT_WRITER_ID = 32 };
 
 static const pgcld_cli_option OPTIONS[] = {
     {.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db)},
     {.name = "role", .bit = OPT_ROLE, .offset = offsetof(cli_opts, role)},
     {.name = "name", .bit = OPT_NAME, .offset = offsetof(cli_opts, name)},
     {.name = "key-id", .bit = OPT_KEY_ID, .offset = offsetof(cli_opts, key_id)},
-    {.name = "key-file", .bit = OPT_KEY_FILE, .offset = offsetof(cli_opts, key_file)}};
+    {.name = "key-file", .bit = OPT_KEY_FILE, .offset = offsetof(cli_opts, key_file)},
+    {.name = "writer-id", .bit = OPT_WRITER_ID, .offset = offsetof(cli_opts, writer_id)}};
 
 /* "--name=" is an empty value (refused later where it matters), and a repeated option is refused
  * before its value is looked for. */
@@ -92,14 +100,55 @@ static int ensure_schema(const char *db, const char *cmd) {
     return 0;
 }
 
+#define CLI_WRITER_LOCK_WAIT_MS 10000 /* another `pgcld keys` on this host may hold "<host>/cli" */
+
+/* Opens the PostgreSQL store of --db (migrating it when needed) as the writer --writer-id, or
+ * "<host name>/cli": a daemon's writer id is its host name, so the command never takes a running
+ * daemon's chain. NULL after printing why. */
+static pgcl_audit *open_fleet_store(const cli_opts *o, const char *cmd) {
+    char err[1024], writer_id[300];
+    if (o->writer_id) {
+        snprintf(writer_id, sizeof writer_id, "%s", o->writer_id);
+    } else {
+        char host[256];
+        if (gethostname(host, sizeof host) != 0 || !host[0]) snprintf(host, sizeof host, "pgcld");
+        host[sizeof host - 1] = 0;
+        snprintf(writer_id, sizeof writer_id, "%s/cli", host);
+    }
+    pgcl_audit_options aopts = {.path = o->db,
+                                .writer_id = writer_id,
+                                .writer_lock_wait_ms = CLI_WRITER_LOCK_WAIT_MS,
+                                .synchronous_full = true};
+    pgcl_audit *audit = NULL;
+    if (pgcl_audit_open(&aopts, &audit, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld keys %s: %s\n", cmd, err);
+        return NULL;
+    }
+    return audit;
+}
+
+/* The database as it may be printed: a URI's password hidden. */
+static void db_shown(const char *db, char *out, int cap) { pgcl_pg_redact(db, out, cap); }
+
 static int cmd_create(const cli_opts *o, const char *actor) {
     pgcl_role role;
     if (pgcl_role_parse(o->role, &role) != 0)
         return pgcld_cli_usage_error(&CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
-    char key[128], key_id[32], err[1024];
-    /* The first admin key is made before the daemon ever ran. */
-    if (ensure_schema(o->db, "create") != 0) return 1;
-    if (pgcl_keys_create(o->db, role, o->name, actor, key, key_id, err, sizeof err) != PGCL_OK) {
+    char key[128], key_id[32], err[1024], shown[512];
+    db_shown(o->db, shown, sizeof shown);
+    pgcl_status st;
+    if (pgcl_pg_is_uri(o->db)) {
+        pgcl_audit *audit = open_fleet_store(o, "create");
+        if (!audit) return 1;
+        st = pgcl_audit_create_key(audit, role, o->name, actor, key, key_id, err, sizeof err);
+        pgcl_audit_close(audit);
+    } else {
+        /* The first admin key is made before the daemon ever ran. */
+        if (ensure_schema(o->db, "create") != 0) return 1;
+        st = pgcl_keys_create(o->db, role, o->name, actor, key, key_id, err, sizeof err);
+    }
+    if (st != PGCL_OK) {
+        sodium_memzero(key, sizeof key);
         fprintf(stderr, "pgcld keys create: %s\n", err);
         return 1;
     }
@@ -111,7 +160,7 @@ static int cmd_create(const cli_opts *o, const char *actor) {
     sodium_memzero(key, sizeof key);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "pgcld keys create: the key was created but could not be written to stdout; "
-                        "revoke it with: pgcld keys revoke --db %s --key-id %s\n", o->db, key_id);
+                        "revoke it with: pgcld keys revoke --db %s --key-id %s\n", shown, key_id);
         return 1;
     }
     return 0;
@@ -151,7 +200,7 @@ static int cmd_import(const cli_opts *o, const char *actor) {
     pgcl_role role;
     if (pgcl_role_parse(o->role, &role) != 0)
         return pgcld_cli_usage_error(&CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
-    char key[KEY_FILE_MAX + 1], key_id[32], err[1024];
+    char key[KEY_FILE_MAX + 1], key_id[32], err[1024], shown[512];
     bool created = false;
     int rc = 1;
     /* The file is checked before the database is touched: a bad key file writes nothing. */
@@ -159,15 +208,25 @@ static int cmd_import(const cli_opts *o, const char *actor) {
         fprintf(stderr, "pgcld keys import: %s\n", err);
         goto done;
     }
-    if (ensure_schema(o->db, "import") != 0) goto done;
-    if (pgcl_keys_import(o->db, role, o->name, actor, key, key_id, &created, err, sizeof err) != PGCL_OK) {
+    pgcl_status st;
+    if (pgcl_pg_is_uri(o->db)) {
+        pgcl_audit *audit = open_fleet_store(o, "import");
+        if (!audit) goto done;
+        st = pgcl_audit_import_key(audit, role, o->name, actor, key, key_id, &created, err, sizeof err);
+        pgcl_audit_close(audit);
+    } else {
+        if (ensure_schema(o->db, "import") != 0) goto done;
+        st = pgcl_keys_import(o->db, role, o->name, actor, key, key_id, &created, err, sizeof err);
+    }
+    if (st != PGCL_OK) {
         fprintf(stderr, "pgcld keys import: %s\n", err);
         goto done;
     }
+    db_shown(o->db, shown, sizeof shown);
     if (created)
         printf("Imported API key %s (role %s) for \"%s\".\n", key_id, pgcl_role_str(role), o->name);
     else
-        printf("API key %s (role %s) is already in %s; nothing changed.\n", key_id, pgcl_role_str(role), o->db);
+        printf("API key %s (role %s) is already in %s; nothing changed.\n", key_id, pgcl_role_str(role), shown);
     rc = 0;
 done:
     sodium_memzero(key, sizeof key);
@@ -181,7 +240,19 @@ static int cmd_list(const cli_opts *o) {
         fprintf(stderr, "pgcld keys list: out of memory\n");
         return 1;
     }
-    if (pgcl_keys_list(o->db, pgcld_key_append_json, keys, err, sizeof err) != PGCL_OK) {
+    pgcl_status st;
+    if (pgcl_pg_is_uri(o->db)) {
+        pgcl_audit *audit = open_fleet_store(o, "list");
+        if (!audit) {
+            json_decref(keys);
+            return 1;
+        }
+        st = pgcl_audit_read_keys(audit, pgcld_key_append_json, keys, err, sizeof err);
+        pgcl_audit_close(audit);
+    } else {
+        st = pgcl_keys_list(o->db, pgcld_key_append_json, keys, err, sizeof err);
+    }
+    if (st != PGCL_OK) {
         fprintf(stderr, "pgcld keys list: %s\n", err);
         json_decref(keys);
         return 1;
@@ -209,7 +280,16 @@ static int cmd_list(const cli_opts *o) {
 
 static int cmd_revoke(const cli_opts *o, const char *actor) {
     char err[1024];
-    if (pgcl_keys_revoke(o->db, o->key_id, actor, err, sizeof err) != PGCL_OK) {
+    pgcl_status st;
+    if (pgcl_pg_is_uri(o->db)) {
+        pgcl_audit *audit = open_fleet_store(o, "revoke");
+        if (!audit) return 1;
+        st = pgcl_audit_revoke_key(audit, o->key_id, actor, err, sizeof err);
+        pgcl_audit_close(audit);
+    } else {
+        st = pgcl_keys_revoke(o->db, o->key_id, actor, err, sizeof err);
+    }
+    if (st != PGCL_OK) {
         fprintf(stderr, "pgcld keys revoke: %s\n", err);
         return 1;
     }
@@ -226,18 +306,20 @@ int pgcld_cli_keys(int argc, char **argv) {
     }
     int allowed;
     if (strcmp(cmd, "create") == 0)
-        allowed = OPT_DB | OPT_ROLE | OPT_NAME;
+        allowed = OPT_DB | OPT_ROLE | OPT_NAME | OPT_WRITER_ID;
     else if (strcmp(cmd, "import") == 0)
-        allowed = OPT_DB | OPT_ROLE | OPT_NAME | OPT_KEY_FILE;
+        allowed = OPT_DB | OPT_ROLE | OPT_NAME | OPT_KEY_FILE | OPT_WRITER_ID;
     else if (strcmp(cmd, "list") == 0)
-        allowed = OPT_DB;
+        allowed = OPT_DB | OPT_WRITER_ID;
     else if (strcmp(cmd, "revoke") == 0)
-        allowed = OPT_DB | OPT_KEY_ID;
+        allowed = OPT_DB | OPT_KEY_ID | OPT_WRITER_ID;
     else
         return pgcld_cli_usage_error(&CLI, "unknown subcommand '%s' (create, import, list or revoke)", cmd);
     cli_opts o = {0};
     if (pgcld_cli_parse(&CLI, argc - 1, argv + 1, allowed, &o) != 0) return 2;
     if (!o.db) return pgcld_cli_usage_error(&CLI, "%s needs --db FILE", cmd);
+    if (o.writer_id && !pgcl_pg_is_uri(o.db))
+        return pgcld_cli_usage_error(&CLI, "--writer-id names a writer of a PostgreSQL --db (postgresql://...)");
     if ((strcmp(cmd, "create") == 0 || strcmp(cmd, "import") == 0) && (!o.role || !o.name))
         return pgcld_cli_usage_error(&CLI, "%s needs --role ROLE and --name NAME", cmd);
     if (strcmp(cmd, "import") == 0 && !o.key_file)

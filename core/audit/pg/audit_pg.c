@@ -217,6 +217,7 @@ const pgcl_audit_store_ops pgcl_audit_pg_ops = {
     .verify_chain = pgcl_pg_verify_chain,
     .create_key = pgcl_pg_create_key,
     .revoke_key = pgcl_pg_revoke_key,
+    .import_key = pgcl_pg_import_key,
     .open_keyring = pgcl_pg_open_keyring,
     .read_keys = pgcl_pg_read_keys,
     .read_activations = pgcl_pg_read_activations,

@@ -134,6 +134,8 @@ pgcl_status pgcl_pg_resolve_contest(pgcl_audit *store, pgcl_resolution_request *
 pgcl_status pgcl_pg_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
                                char key_out[128], char key_id_out[32], char *err, int cap);
 pgcl_status pgcl_pg_revoke_key(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap);
+pgcl_status pgcl_pg_import_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor, const char *key,
+                               char key_id_out[32], bool *created, char *err, int cap);
 pgcl_status pgcl_pg_open_keyring(pgcl_audit *store, pgcl_keyring **out, char *err, int cap);
 pgcl_status pgcl_pg_read_keys(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap);
 pgcl_status pgcl_pg_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped, bool *more,

@@ -1,37 +1,702 @@
-/* The PostgreSQL store's reviewers' writes, keys and retention. See audit_pg.h. (A stub until it is written: every call answers PGCL_ERR_UNSUPPORTED.) */
+/* The PostgreSQL store's reviewers' writes, API keys, the keyring and input retention. See
+ * audit_pg.h.
+ *
+ * Every write here is a job on this process's writer (pgcl_pg_run): it runs inside the writer's
+ * transaction after the fleet order lock (fleet_counters' one row) is held, so the rules it checks
+ * (one open contest per decision, one resolution per contest, a key revoked once, the retention
+ * cursor) see every other replica's committed writes and hold until COMMIT: two replicas' jobs
+ * never interleave. Each job's event rows take their seq from pgcl_pg_txn_next_seq and are chained
+ * with their version-2 leaf (pgcl_chain_leaf_of_values, columns in pgcl_chain_tables' order).
+ *
+ * The rules, error codes and messages are the SQLite store's (core/review/review.c,
+ * core/audit/keys.c, core/audit/retention.c); the database is named by its redacted URI where the
+ * SQLite store names its file.
+ *
+ * The keyring's source polls a change marker of api_keys (counts and latest times: rows are only
+ * inserted and revoked, never changed otherwise) on a connection of its own, at most every
+ * KEYRING_RECHECK_US, so a key created or revoked through any replica takes effect here within
+ * about a quarter of a second. */
 #include "audit_pg.h"
 
+#include <jansson.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "ids.h"
+#include "keys.h"
+#include "log.h"
+#include "retention.h"
+#include "review.h"
+
+#define KEYRING_RECHECK_US 250000 /* the keyring looks at api_keys' marker at most this often */
+#define KEYRING_FORCED_US 20000   /* ... and at most this often for unknown key_ids (no query flood) */
+#define KEYRING_WAIT_MS 2000      /* its own one-connection pool is free unless a check hangs */
+#define MARKER_CAP 160
+#define INT_TEXT 24 /* an int64 in decimal, with sign and NUL */
+
+/* ---- shared pieces ---- */
+
+static void int_text(int64_t v, char out[INT_TEXT]) {
+    snprintf(out, INT_TEXT, "%lld", (long long)v);
+}
+
+static pgcl_chain_value chain_int(int64_t v) {
+    return (pgcl_chain_value){.type = PGCL_CHAIN_VALUE_INTEGER, .integer = v};
+}
+
+/* TEXT, or NULL for a NULL pointer. */
+static pgcl_chain_value chain_text(const char *s) {
+    if (!s) return (pgcl_chain_value){.type = PGCL_CHAIN_VALUE_NULL};
+    return (pgcl_chain_value){.type = PGCL_CHAIN_VALUE_TEXT, .bytes = s, .len = strlen(s)};
+}
+
+/* Chains row seq of table `name` (an event table of chain_encoding.h) whose encoded columns are
+ * values[0..n), in its row SELECT's order, in this transaction's commit entry. */
+static pgcl_status chain_row(pgcl_pg_txn *t, const char *name, int64_t seq, const pgcl_chain_value *values, int n,
+                             char *err, int cap) {
+    int table = pgcl_chain_table_index(name, strlen(name));
+    PGCL_ASSERT(table >= 0 && values[0].type == PGCL_CHAIN_VALUE_INTEGER && values[0].integer == seq);
+    pgcl_merkle_hash leaf = pgcl_chain_leaf_of_values(table, values, n);
+    return pgcl_pg_txn_chain(t, table, seq, leaf, err, cap);
+}
+
+/* The rows a statement changed (INSERT, UPDATE, DELETE). */
+static int64_t changed_rows(PGresult *res) {
+    const char *n = PQcmdTuples(res);
+    return n && *n ? strtoll(n, NULL, 10) : 0;
+}
+
+/* An RFC 3339 timestamp ("2026-11-21T10:33:00.123456Z", the fraction optional, "Z" or "+HH:MM" /
+ * "-HH:MM") in microseconds since 1970. false when it is not one. */
+static bool timestamp_us(const char *s, int64_t *out) {
+    int y, mo, d, h, mi, sec, used = 0;
+    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &used) != 6 || used != 19)
+        return false;
+    const char *p = s + used;
+    int64_t frac_us = 0, scale = 100000;
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9') return false;
+        for (; *p >= '0' && *p <= '9'; p++, scale /= 10)
+            frac_us += scale * (*p - '0');
+    }
+    int64_t offset_s = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om, n = 0;
+        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5) return false;
+        offset_s = (*p == '-' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
+        p += 6;
+    } else {
+        return false;
+    }
+    if (*p) return false;
+    struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi, .tm_sec = sec};
+    time_t secs = timegm(&tm);
+    *out = ((int64_t)secs - offset_s) * 1000000 + frac_us;
+    return true;
+}
+
+/* Appends one admin_events row (seq from the fleet counter, created_at the transaction's time) and
+ * chains it. */
+static pgcl_status add_admin_event(pgcl_pg_txn *t, const char *actor, const char *action, const char *target,
+                                   const char *details, char *err, int cap) {
+    static const char INSERT_EVENT_SQL[] =
+        "INSERT INTO admin_events (seq, event_id, created_at, actor, action, target, details)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7)";
+    int64_t seq;
+    pgcl_status st = pgcl_pg_txn_next_seq(t, "admin_events", &seq, err, cap);
+    if (st != PGCL_OK) return st;
+    char seq_text[INT_TEXT], event_id[PGCL_UUID_LEN + 1];
+    int_text(seq, seq_text);
+    pgcl_uuid7(event_id);
+    const char *now = pgcl_pg_txn_now(t);
+    const char *values[] = {seq_text, event_id, now, actor, action, target, details};
+    st = pgcl_pg_exec(pgcl_pg_txn_conn(t), "admin_events", INSERT_EVENT_SQL, 7, values, err, cap);
+    if (st != PGCL_OK) return st;
+    pgcl_chain_value row[] = {chain_int(seq),     chain_text(event_id), chain_text(now),    chain_text(actor),
+                              chain_text(action), chain_text(target),   chain_text(details)};
+    return chain_row(t, "admin_events", seq, row, 7, err, cap);
+}
+
+/* ---- contests and resolutions (core/review/review.c's rules) ---- */
+
+static const char CONTEST_DECISION_SQL[] = "SELECT created_at FROM decisions WHERE decision_id = $1";
+static const char OPEN_CONTEST_SQL[] =
+    "SELECT c.contest_id FROM contests AS c WHERE c.decision_id = $1"
+    " AND NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id) LIMIT 1";
+static const char INSERT_CONTEST_SQL[] =
+    "INSERT INTO contests (seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+/* The contest window: whether the decision created at created_at is more than window_days old at
+ * `now` (the days as a fraction, as SQLite's julianday difference; a created_at that is not a
+ * timestamp counts as new, as julianday's NULL does). *age_days for the message. */
+static bool window_closed(const char *created_at, const char *now, int window_days, double *age_days) {
+    int64_t created_us, now_us;
+    *age_days = 0;
+    if (!timestamp_us(created_at, &created_us) || !timestamp_us(now, &now_us)) return false;
+    *age_days = (double)(now_us - created_us) / 86400e6;
+    return *age_days > window_days;
+}
+
+static pgcl_status contest_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
+    pgcl_contest_request *r = ctx;
+    PGconn *conn = pgcl_pg_txn_conn(t);
+    const char *now = pgcl_pg_txn_now(t);
+    char sub[512];
+    pgcl_status st;
+    const char *id[] = {r->decision_id};
+    PGresult *res = pgcl_pg_query(conn, "contest", CONTEST_DECISION_SQL, 1, id, &st, err, cap);
+    if (!res) return st;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        r->code = "decision_not_found";
+        pgcl_errorf(err, cap, "no decision with id %.64s", r->decision_id);
+        return PGCL_ERR_NOT_FOUND;
+    }
+    double age_days;
+    bool closed = window_closed(pgcl_pg_text(res, 0, 0), now, r->window_days, &age_days);
+    PQclear(res);
+    if (closed) {
+        r->code = "contest_window_closed";
+        pgcl_errorf(err, cap, "decision %s is %.0f days old; contests are accepted for %d days", r->decision_id,
+                    age_days, r->window_days);
+        return PGCL_ERR_INVALID;
+    }
+    if (!(res = pgcl_pg_query(conn, "contest", OPEN_CONTEST_SQL, 1, id, &st, err, cap))) return st;
+    if (PQntuples(res) > 0) {
+        r->code = "contest_open";
+        pgcl_errorf(err, cap, "decision %s already has an open contest (%s)", r->decision_id, pgcl_pg_text(res, 0, 0));
+        PQclear(res);
+        return PGCL_ERR_MISMATCH;
+    }
+    PQclear(res);
+    int64_t seq;
+    if ((st = pgcl_pg_txn_next_seq(t, "contests", &seq, sub, sizeof sub)) != PGCL_OK) {
+        pgcl_errorf(err, cap, "contest: %s", sub);
+        return st;
+    }
+    char seq_text[INT_TEXT];
+    int_text(seq, seq_text);
+    pgcl_uuid7(r->contest_id);
+    snprintf(r->filed_at, sizeof r->filed_at, "%s", now);
+    const char *values[] = {seq_text,    r->contest_id,   r->decision_id, r->filed_at,
+                            r->filed_by, r->filer_key_id, r->reason};
+    if ((st = pgcl_pg_exec(conn, "contest", INSERT_CONTEST_SQL, 7, values, err, cap)) != PGCL_OK) return st;
+    pgcl_chain_value row[] = {chain_int(seq),          chain_text(r->contest_id), chain_text(r->decision_id),
+                              chain_text(r->filed_at), chain_text(r->filed_by),   chain_text(r->filer_key_id),
+                              chain_text(r->reason)};
+    return chain_row(t, "contests", seq, row, 7, err, cap);
+}
+
 pgcl_status pgcl_pg_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+    r->code = NULL;
+    return pgcl_pg_run(pgcl_audit_pg_of(store), contest_job, r, err, cap);
+}
+
+static const char RESOLVE_CONTEST_SQL[] =
+    "SELECT c.decision_id, c.filer_key_id, d.probabilities,"
+    " (SELECT count(*) FROM resolutions AS r WHERE r.contest_id = c.contest_id)"
+    " FROM contests AS c JOIN decisions AS d ON d.decision_id = c.decision_id WHERE c.contest_id = $1";
+static const char INSERT_RESOLUTION_SQL[] =
+    "INSERT INTO resolutions (seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label,"
+    " note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/* The rules of a resolution on the contest's row (decision_id, filer_key_id, probabilities,
+ * resolutions so far), in review.c's order. PGCL_OK when it may be resolved. */
+static pgcl_status check_resolution(pgcl_resolution_request *r, const PGresult *res, char *err, int cap) {
+    snprintf(r->decision_id, sizeof r->decision_id, "%s", pgcl_pg_text(res, 0, 0));
+    const char *filer = pgcl_pg_text(res, 0, 1);
+    if (pgcl_pg_int(res, 0, 3) > 0) {
+        r->code = "already_resolved";
+        pgcl_errorf(err, cap, "contest %s is already resolved", r->contest_id);
+        return PGCL_ERR_MISMATCH;
+    }
+    if (filer && r->resolver_key_id && strcmp(filer, r->resolver_key_id) == 0) {
+        r->code = "filer_cannot_resolve";
+        pgcl_errorf(err, cap, "the key that filed contest %s (%s) cannot resolve it; another reviewer must",
+                    r->contest_id, filer);
+        return PGCL_ERR_UNSUPPORTED;
+    }
+    if (r->corrected_label) {
+        const char *probabilities = pgcl_pg_text(res, 0, 2);
+        json_t *probs = probabilities ? json_loads(probabilities, 0, NULL) : NULL;
+        bool known = probs && json_object_get(probs, r->corrected_label);
+        json_decref(probs);
+        if (!known) {
+            r->code = "invalid_label";
+            pgcl_errorf(err, cap, "corrected_label '%.128s' is not a label of the decision's model",
+                        r->corrected_label);
+            return PGCL_ERR_INVALID;
+        }
+    }
+    return PGCL_OK;
+}
+
+static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
+    pgcl_resolution_request *r = ctx;
+    PGconn *conn = pgcl_pg_txn_conn(t);
+    char sub[512];
+    pgcl_status st;
+    const char *id[] = {r->contest_id};
+    PGresult *res = pgcl_pg_query(conn, "resolution", RESOLVE_CONTEST_SQL, 1, id, &st, err, cap);
+    if (!res) return st;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        r->code = "contest_not_found";
+        pgcl_errorf(err, cap, "no contest with id %.64s", r->contest_id);
+        return PGCL_ERR_NOT_FOUND;
+    }
+    st = check_resolution(r, res, err, cap);
+    PQclear(res);
+    if (st != PGCL_OK) return st;
+    int64_t seq;
+    if ((st = pgcl_pg_txn_next_seq(t, "resolutions", &seq, sub, sizeof sub)) != PGCL_OK) {
+        pgcl_errorf(err, cap, "resolution: %s", sub);
+        return st;
+    }
+    char seq_text[INT_TEXT];
+    int_text(seq, seq_text);
+    snprintf(r->resolved_at, sizeof r->resolved_at, "%s", pgcl_pg_txn_now(t));
+    const char *values[] = {seq_text,           r->contest_id, r->resolved_at,     r->resolved_by,
+                            r->resolver_key_id, r->outcome,    r->corrected_label, r->note};
+    if ((st = pgcl_pg_exec(conn, "resolution", INSERT_RESOLUTION_SQL, 8, values, err, cap)) != PGCL_OK) return st;
+    pgcl_chain_value row[] = {chain_int(seq),
+                              chain_text(r->contest_id),
+                              chain_text(r->resolved_at),
+                              chain_text(r->resolved_by),
+                              chain_text(r->resolver_key_id),
+                              chain_text(r->outcome),
+                              chain_text(r->corrected_label),
+                              chain_text(r->note)};
+    return chain_row(t, "resolutions", seq, row, 8, err, cap);
 }
 
 pgcl_status pgcl_pg_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+    r->code = NULL;
+    return pgcl_pg_run(pgcl_audit_pg_of(store), resolve_job, r, err, cap);
 }
 
-pgcl_status pgcl_pg_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor, char key_out[128], char key_id_out[32], char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+/* ---- API keys (core/audit/keys.c's texts, checks and events) ---- */
+
+static const char INSERT_KEY_SQL[] =
+    "INSERT INTO api_keys (key_id, name, role, key_sha256, created_at, created_by) VALUES ($1, $2, $3, $4, $5, $6)"
+    " ON CONFLICT (key_id) DO NOTHING";
+static const char KEY_STATE_SQL[] =
+    "SELECT name, role, revoked_at, revoked_by, key_sha256 FROM api_keys WHERE key_id = $1";
+static const char REVOKE_KEY_SQL[] =
+    "UPDATE api_keys SET revoked_at = $2, revoked_by = $3 WHERE key_id = $1 AND revoked_at IS NULL";
+static const char LIST_KEYS_SQL[] =
+    "SELECT key_id, name, role, created_at, created_by, revoked_at, revoked_by FROM api_keys"
+    " ORDER BY created_at COLLATE \"C\", key_id COLLATE \"C\"";
+
+/* One key change: what the job needs and what it hands back. */
+typedef struct key_job {
+    const pgcl_audit_pg *s;
+    const char *zrole, *name, *actor;
+    const char *key_id_in;            /* revoke, import: the key_id */
+    const char *digest_in;            /* import: the hex SHA-256 of the key */
+    char key[PGCL_KEY_LEN + 1];       /* create: the new key (wiped by the caller) */
+    char key_id[PGCL_KEY_ID_LEN + 1]; /* create: its key_id */
+    bool created;                     /* import: a row was inserted */
+} key_job;
+
+/* Inserts the api_keys row of key_id (ON CONFLICT DO NOTHING): *inserted whether it went in. */
+static pgcl_status insert_key_row(pgcl_pg_txn *t, const char *key_id, const char *digest, const key_job *j,
+                                  bool *inserted, char *err, int cap) {
+    const char *values[] = {key_id, j->name, j->zrole, digest, pgcl_pg_txn_now(t), j->actor};
+    pgcl_status st;
+    PGresult *res = pgcl_pg_query(pgcl_pg_txn_conn(t), "api_keys", INSERT_KEY_SQL, 6, values, &st, err, cap);
+    if (!res) return st;
+    *inserted = changed_rows(res) == 1;
+    PQclear(res);
+    return PGCL_OK;
+}
+
+/* The key's admin_events row, details {"name","role"}. */
+static pgcl_status add_key_event(pgcl_pg_txn *t, const key_job *j, const char *action, const char *key_id,
+                                 const char *name, const char *role, char *err, int cap) {
+    char *details = pgcl_keys_event_details(name, role);
+    if (!details) {
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    pgcl_status st = add_admin_event(t, j->actor, action, key_id, details, err, cap);
+    free(details);
+    return st;
+}
+
+static pgcl_status create_key_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
+    key_job *j = ctx;
+    char digest[65];
+    bool inserted = false;
+    pgcl_status st = PGCL_OK;
+    for (int attempt = 0; attempt < PGCL_KEYS_CREATE_ATTEMPTS && !inserted && st == PGCL_OK; attempt++) {
+        pgcl_keys_generate(j->key, j->key_id);
+        pgcl_sha256_hex(j->key, PGCL_KEY_LEN, digest);
+        st = insert_key_row(t, j->key_id, digest, j, &inserted, err, cap);
+    }
+    sodium_memzero(digest, sizeof digest);
+    if (st != PGCL_OK) return st;
+    if (!inserted) {
+        pgcl_errorf(err, cap, "%s: %d random key_ids in a row were taken", j->s->redacted, PGCL_KEYS_CREATE_ATTEMPTS);
+        return PGCL_ERR_DB;
+    }
+    return add_key_event(t, j, "key.create", j->key_id, j->name, j->zrole, err, cap);
+}
+
+pgcl_status pgcl_pg_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
+                               char key_out[128], char key_id_out[32], char *err, int cap) {
+    pgcl_audit_pg *s = pgcl_audit_pg_of(store);
+    key_out[0] = 0;
+    key_id_out[0] = 0;
+    key_job j = {.s = s, .name = name, .actor = actor};
+    pgcl_status st = pgcl_keys_check_fields(role, name, actor, &j.zrole, err, cap);
+    if (st == PGCL_OK) st = pgcl_pg_run(s, create_key_job, &j, err, cap);
+    if (st == PGCL_OK) {
+        memcpy(key_out, j.key, sizeof j.key);
+        memcpy(key_id_out, j.key_id, sizeof j.key_id);
+    }
+    sodium_memzero(j.key, sizeof j.key);
+    return st;
+}
+
+static pgcl_status revoke_key_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
+    key_job *j = ctx;
+    PGconn *conn = pgcl_pg_txn_conn(t);
+    const char *id[] = {j->key_id_in};
+    pgcl_status st;
+    PGresult *res = pgcl_pg_query(conn, "api_keys", KEY_STATE_SQL, 1, id, &st, err, cap);
+    if (!res) return st;
+    if (PQntuples(res) == 0) {
+        pgcl_errorf(err, cap, "no key with key_id %s in %s", j->key_id_in, j->s->redacted);
+        PQclear(res);
+        return PGCL_ERR_INVALID;
+    }
+    if (pgcl_pg_text(res, 0, 2)) {
+        const char *by = pgcl_pg_text(res, 0, 3);
+        pgcl_errorf(err, cap, "key %s was already revoked at %s by %s", j->key_id_in, pgcl_pg_text(res, 0, 2),
+                    by ? by : "?");
+        PQclear(res);
+        return PGCL_ERR_INVALID;
+    }
+    char name[PGCL_KEY_NAME_MAX + 1], role[16];
+    snprintf(name, sizeof name, "%s", pgcl_pg_text(res, 0, 0) ? pgcl_pg_text(res, 0, 0) : "");
+    snprintf(role, sizeof role, "%s", pgcl_pg_text(res, 0, 1) ? pgcl_pg_text(res, 0, 1) : "");
+    PQclear(res);
+    const char *values[] = {j->key_id_in, pgcl_pg_txn_now(t), j->actor};
+    if (!(res = pgcl_pg_query(conn, "api_keys", REVOKE_KEY_SQL, 3, values, &st, err, cap))) return st;
+    int64_t changed = changed_rows(res);
+    PQclear(res);
+    if (changed != 1) {
+        pgcl_errorf(err, cap, "%s: revoking %s: %lld rows changed", j->s->redacted, j->key_id_in, (long long)changed);
+        return PGCL_ERR_DB;
+    }
+    return add_key_event(t, j, "key.revoke", j->key_id_in, name, role, err, cap);
 }
 
 pgcl_status pgcl_pg_revoke_key(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+    pgcl_audit_pg *s = pgcl_audit_pg_of(store);
+    pgcl_status st = pgcl_keys_check_revoke(key_id, actor, err, cap);
+    if (st != PGCL_OK) return st;
+    key_job j = {.s = s, .actor = actor, .key_id_in = key_id};
+    return pgcl_pg_run(s, revoke_key_job, &j, err, cap);
 }
 
-pgcl_status pgcl_pg_open_keyring(pgcl_audit *store, pgcl_keyring **out, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+/* keys.h's import rules on an existing row: PGCL_OK (already there, nothing to write) or an
+ * error. */
+static pgcl_status check_existing_import(const key_job *j, const PGresult *res, char *err, int cap) {
+    const char *have_role = pgcl_pg_text(res, 0, 1), *have_digest = pgcl_pg_text(res, 0, 4);
+    bool same_key = have_digest && strlen(have_digest) == 64 && sodium_memcmp(have_digest, j->digest_in, 64) == 0;
+    if (!same_key) {
+        pgcl_errorf(err, cap,
+                    "%s already holds another key with key_id %s (a different secret): nothing was "
+                    "changed; make a new key for one of the two holders",
+                    j->s->redacted, j->key_id_in);
+        return PGCL_ERR_MISMATCH;
+    }
+    if (!have_role || strcmp(have_role, j->zrole) != 0) {
+        pgcl_errorf(err, cap,
+                    "key %s is already in %s with role %s, not %s: nothing was changed; a key keeps "
+                    "its role (revoke it and make a new key)",
+                    j->key_id_in, j->s->redacted, have_role ? have_role : "?", j->zrole);
+        return PGCL_ERR_MISMATCH;
+    }
+    if (pgcl_pg_text(res, 0, 2)) {
+        const char *by = pgcl_pg_text(res, 0, 3);
+        pgcl_errorf(err, cap, "key %s was revoked at %s by %s and cannot be imported again: make a new key",
+                    j->key_id_in, pgcl_pg_text(res, 0, 2), by ? by : "?");
+        return PGCL_ERR_INVALID;
+    }
+    return PGCL_OK;
+}
+
+static pgcl_status import_key_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
+    key_job *j = ctx;
+    const char *id[] = {j->key_id_in};
+    pgcl_status st;
+    PGresult *res = pgcl_pg_query(pgcl_pg_txn_conn(t), "api_keys", KEY_STATE_SQL, 1, id, &st, err, cap);
+    if (!res) return st;
+    if (PQntuples(res) > 0) {
+        st = check_existing_import(j, res, err, cap);
+        PQclear(res);
+        return st;
+    }
+    PQclear(res);
+    bool inserted = false;
+    if ((st = insert_key_row(t, j->key_id_in, j->digest_in, j, &inserted, err, cap)) != PGCL_OK) return st;
+    if (!inserted) { /* the fleet lock is held: nobody can have inserted it since the SELECT */
+        pgcl_errorf(err, cap, "%s: api_keys: key_id %s appeared during the import", j->s->redacted, j->key_id_in);
+        return PGCL_ERR_DB;
+    }
+    j->created = true;
+    return add_key_event(t, j, "key.import", j->key_id_in, j->name, j->zrole, err, cap);
+}
+
+pgcl_status pgcl_pg_import_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor, const char *key,
+                               char key_id_out[32], bool *created, char *err, int cap) {
+    pgcl_audit_pg *s = pgcl_audit_pg_of(store);
+    key_id_out[0] = 0;
+    *created = false;
+    key_job j = {.s = s, .name = name, .actor = actor};
+    pgcl_status st = pgcl_keys_check_fields(role, name, actor, &j.zrole, err, cap);
+    if (st == PGCL_OK) st = pgcl_keys_check_text(key, key ? strnlen(key, PGCL_KEY_LEN + 1) : 0, err, cap);
+    if (st != PGCL_OK) return st;
+    char key_id[PGCL_KEY_ID_LEN + 1], digest[65];
+    memcpy(key_id, key, PGCL_KEY_ID_LEN);
+    key_id[PGCL_KEY_ID_LEN] = 0;
+    pgcl_sha256_hex(key, PGCL_KEY_LEN, digest);
+    j.key_id_in = key_id;
+    j.digest_in = digest;
+    st = pgcl_pg_run(s, import_key_job, &j, err, cap);
+    sodium_memzero(digest, sizeof digest);
+    if (st != PGCL_OK) return st;
+    memcpy(key_id_out, key_id, sizeof key_id);
+    *created = j.created;
+    return PGCL_OK;
 }
 
 pgcl_status pgcl_pg_read_keys(pgcl_audit *store, pgcl_key_fn on_key, void *ctx, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+    pgcl_audit_pg *s = pgcl_audit_pg_of(store);
+    PGconn *conn;
+    pgcl_status st = pgcl_pg_pool_acquire(s->readers, PGCL_PG_READ_WAIT_MS, &conn, err, cap);
+    if (st != PGCL_OK) return st;
+    PGresult *res = pgcl_pg_query(conn, "api_keys", LIST_KEYS_SQL, 0, NULL, &st, err, cap);
+    pgcl_pg_pool_release(s->readers, conn);
+    if (!res) return st;
+    for (int i = 0; i < PQntuples(res) && st == PGCL_OK; i++) {
+        pgcl_key_info key = {pgcl_pg_text(res, i, 0), pgcl_pg_text(res, i, 1), pgcl_pg_text(res, i, 2),
+                             pgcl_pg_text(res, i, 3), pgcl_pg_text(res, i, 4), pgcl_pg_text(res, i, 5),
+                             pgcl_pg_text(res, i, 6)};
+        if (!on_key(&key, ctx)) {
+            pgcl_errorf(err, cap, "%s: key %.32s: a column is not valid UTF-8 (or out of memory)", s->redacted,
+                        key.key_id ? key.key_id : "?");
+            st = PGCL_ERR_FORMAT;
+        }
+    }
+    PQclear(res);
+    return st;
 }
 
-pgcl_status pgcl_pg_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped, bool *more, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+/* ---- the keyring's source: api_keys' change marker, polled on a connection of its own ---- */
+
+/* Rows of api_keys are inserted, and revoked once; nothing else changes them. Any insert raises
+ * the count, any revocation the count of revoked_at; the latest times cover a row deleted by
+ * hand. */
+static const char KEYS_MARKER_SQL[] =
+    "SELECT count(*)::text || '/' || count(revoked_at)::text || '/' || coalesce(max(created_at), '') || '/'"
+    " || coalesce(max(revoked_at), '') FROM api_keys";
+static const char ACTIVE_KEYS_SQL[] = "SELECT key_id, name, role, key_sha256 FROM api_keys WHERE revoked_at IS NULL";
+
+typedef struct pg_key_source {
+    pgcl_pg_pool *pool;      /* one connection, this keyring's only */
+    char name[512];          /* the redacted URI */
+    char marker[MARKER_CAP]; /* as read before the rows of the last successful load */
+} pg_key_source;
+
+static pgcl_status read_marker(PGconn *conn, char out[MARKER_CAP], char *err, int cap) {
+    pgcl_status st;
+    PGresult *res = pgcl_pg_query(conn, "api_keys marker", KEYS_MARKER_SQL, 0, NULL, &st, err, cap);
+    if (!res) return st;
+    snprintf(out, MARKER_CAP, "%s", PQntuples(res) == 1 && pgcl_pg_text(res, 0, 0) ? pgcl_pg_text(res, 0, 0) : "");
+    PQclear(res);
+    return PGCL_OK;
+}
+
+static pgcl_status pg_keys_changed(void *ctx, bool *changed, char *err, int cap) {
+    pg_key_source *ks = ctx;
+    *changed = false;
+    PGconn *conn;
+    char marker[MARKER_CAP];
+    pgcl_status st = pgcl_pg_pool_acquire(ks->pool, KEYRING_WAIT_MS, &conn, err, cap);
+    if (st != PGCL_OK) return st;
+    st = read_marker(conn, marker, err, cap);
+    pgcl_pg_pool_release(ks->pool, conn);
+    *changed = st == PGCL_OK && strcmp(marker, ks->marker) != 0;
+    return st;
+}
+
+/* The marker is read before the rows (READ COMMITTED: each statement sees what committed before
+ * it): a change that commits between the two is seen again at the next check, never missed. */
+static pgcl_status pg_keys_load(void *ctx, pgcl_keyring_row_fn add, void *sink, char *err, int cap) {
+    pg_key_source *ks = ctx;
+    PGconn *conn;
+    char marker[MARKER_CAP];
+    pgcl_status st = pgcl_pg_pool_acquire(ks->pool, KEYRING_WAIT_MS, &conn, err, cap);
+    if (st != PGCL_OK) return st;
+    PGresult *res = NULL;
+    if ((st = read_marker(conn, marker, err, cap)) == PGCL_OK)
+        res = pgcl_pg_query(conn, "api_keys", ACTIVE_KEYS_SQL, 0, NULL, &st, err, cap);
+    pgcl_pg_pool_release(ks->pool, conn);
+    if (!res) return st;
+    for (int i = 0; i < PQntuples(res); i++) {
+        if (!add(sink, pgcl_pg_text(res, i, 0), pgcl_pg_text(res, i, 1), pgcl_pg_text(res, i, 2),
+                 pgcl_pg_text(res, i, 3))) {
+            PQclear(res);
+            pgcl_errorf(err, cap, "out of memory");
+            return PGCL_ERR_NOMEM;
+        }
+    }
+    PQclear(res);
+    memcpy(ks->marker, marker, sizeof marker);
+    return PGCL_OK;
+}
+
+static void pg_keys_destroy(void *ctx) {
+    pg_key_source *ks = ctx;
+    if (!ks) return;
+    pgcl_pg_pool_destroy(ks->pool);
+    free(ks);
+}
+
+pgcl_status pgcl_pg_open_keyring(pgcl_audit *store, pgcl_keyring **out, char *err, int cap) {
+    pgcl_audit_pg *s = pgcl_audit_pg_of(store);
+    *out = NULL;
+    pg_key_source *ks = calloc(1, sizeof *ks);
+    if (!ks || !(ks->pool = pgcl_pg_pool_create(s->uri, 1, err, cap))) {
+        free(ks);
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    snprintf(ks->name, sizeof ks->name, "%s", s->redacted);
+    pgcl_keyring_source src = {.name = ks->name,
+                               .recheck_us = KEYRING_RECHECK_US,
+                               .min_forced_us = KEYRING_FORCED_US,
+                               .ctx = ks,
+                               .changed = pg_keys_changed,
+                               .load = pg_keys_load,
+                               .destroy = pg_keys_destroy};
+    return pgcl_keyring_open_source(&src, out, err, cap);
+}
+
+/* ---- input retention (core/audit/retention.c's walk) ----
+ * The walk goes through decisions in seq order from the cursor and stops at the first decision
+ * created at or after the horizon: seqs are handed out in commit order and each writer stamps its
+ * transactions no earlier than its previous one, so an old created_at forged behind the writers'
+ * backs cannot make the walk drop the inputs of newer decisions. Inputs of decisions under an open
+ * contest stay; once the contest is resolved they go at the next step behind the cursor. Every
+ * chain entry here is encoding 2 (no input bytes in any payload), so no input is kept for that.
+ * Times compare as text in the C collation: RFC 3339 UTC of one width orders as time. */
+
+static const char RET_OLDEST_INPUT_SQL[] =
+    "SELECT (d.created_at COLLATE \"C\" < $1)::int FROM decision_inputs AS i JOIN decisions AS d"
+    " ON d.seq = i.decision_seq ORDER BY i.decision_seq LIMIT 1";
+static const char RET_CURSOR_SQL[] = "SELECT through_seq FROM input_retention WHERE id = 1";
+static const char RET_LAST_SEQ_SQL[] = "SELECT max(seq) FROM decisions";
+static const char RET_FIRST_RECENT_SQL[] =
+    "SELECT min(seq) FROM decisions WHERE seq > $1::bigint AND seq <= $2::bigint AND created_at COLLATE \"C\" >= $3";
+/* Decisions whose input stays: under an open contest. $1 < seq <= $2. */
+#define RET_KEPT_SQL                                                                                                   \
+    " AND decision_seq NOT IN (SELECT d.seq FROM contests AS c JOIN decisions AS d ON d.decision_id = c.decision_id"   \
+    " WHERE NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id) AND d.seq > $1::bigint"      \
+    " AND d.seq <= $2::bigint)"
+static const char RET_DROP_RANGE_SQL[] =
+    "DELETE FROM decision_inputs WHERE decision_seq > $1::bigint AND decision_seq <= $2::bigint" RET_KEPT_SQL;
+static const char RET_DROP_RESOLVED_SQL[] =
+    "DELETE FROM decision_inputs WHERE decision_seq IN (SELECT d.seq FROM contests AS c JOIN decisions AS d ON"
+    " d.decision_id = c.decision_id WHERE d.seq <= $2::bigint)" RET_KEPT_SQL;
+static const char RET_ADVANCE_SQL[] = "UPDATE input_retention SET through_seq = $1 WHERE id = 1";
+
+/* Runs a DELETE over ($1, $2] = (lo, hi]; adds the rows it deleted to *dropped. */
+static pgcl_status drop_range(PGconn *conn, const char *sql, int64_t lo, int64_t hi, int64_t *dropped, char *err,
+                              int cap) {
+    char lo_text[INT_TEXT], hi_text[INT_TEXT];
+    int_text(lo, lo_text);
+    int_text(hi, hi_text);
+    const char *values[] = {lo_text, hi_text};
+    pgcl_status st;
+    PGresult *res = pgcl_pg_query(conn, "input retention", sql, 2, values, &st, err, cap);
+    if (!res) return st;
+    *dropped += changed_rows(res);
+    PQclear(res);
+    return PGCL_OK;
+}
+
+static pgcl_status drop_inputs_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
+    pgcl_drop_inputs *job = ctx;
+    PGconn *conn = pgcl_pg_txn_conn(t);
+    job->dropped = 0;
+    job->more = false;
+    int64_t last_seq = 0, cursor = 0, first_recent = 0;
+    bool any = false, have_cursor = false, recent = false;
+    pgcl_status st =
+        pgcl_pg_query_int(conn, "input retention", RET_CURSOR_SQL, 0, NULL, &cursor, &have_cursor, err, cap);
+    if (st == PGCL_OK)
+        st = pgcl_pg_query_int(conn, "input retention", RET_LAST_SEQ_SQL, 0, NULL, &last_seq, &any, err, cap);
+    if (st != PGCL_OK) return st;
+    PGCL_ASSERT(have_cursor); /* migration 0001 inserts the one row, and nothing deletes it */
+    int64_t hi = any && last_seq - cursor > job->max_rows ? cursor + job->max_rows : last_seq;
+    if (any && hi > cursor) {
+        char lo_text[INT_TEXT], hi_text[INT_TEXT];
+        int_text(cursor, lo_text);
+        int_text(hi, hi_text);
+        const char *values[] = {lo_text, hi_text, job->older_than};
+        st = pgcl_pg_query_int(conn, "input retention", RET_FIRST_RECENT_SQL, 3, values, &first_recent, &recent, err,
+                               cap);
+        if (st != PGCL_OK) return st;
+    }
+    if (recent) hi = first_recent - 1; /* the walk ends there */
+    job->more = !recent && hi < last_seq;
+    if (!any || hi <= cursor) /* nothing new past the horizon: catch up behind the cursor */
+        return drop_range(conn, RET_DROP_RESOLVED_SQL, 0, cursor, &job->dropped, err, cap);
+    if ((st = drop_range(conn, RET_DROP_RANGE_SQL, cursor, hi, &job->dropped, err, cap)) != PGCL_OK) return st;
+    char hi_text[INT_TEXT];
+    int_text(hi, hi_text);
+    const char *advance[] = {hi_text};
+    return pgcl_pg_exec(conn, "input retention", RET_ADVANCE_SQL, 1, advance, err, cap);
+}
+
+/* Whether any stored input belongs to a decision older than the horizon, read on a pooled
+ * connection: a step with nothing to do takes no write transaction. True when it cannot tell. */
+static bool anything_to_drop(pgcl_audit_pg *s, const char *horizon) {
+    char err[256];
+    PGconn *conn;
+    if (pgcl_pg_pool_acquire(s->readers, PGCL_PG_READ_WAIT_MS, &conn, err, sizeof err) != PGCL_OK) return true;
+    int64_t oldest_is_older = 0;
+    bool have_input = false;
+    const char *values[] = {horizon};
+    bool answered = pgcl_pg_query_int(conn, "input retention", RET_OLDEST_INPUT_SQL, 1, values, &oldest_is_older,
+                                      &have_input, err, sizeof err) == PGCL_OK;
+    pgcl_pg_pool_release(s->readers, conn);
+    return !answered || (have_input && oldest_is_older);
+}
+
+pgcl_status pgcl_pg_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped, bool *more,
+                                char *err, int cap) {
+    pgcl_audit_pg *s = pgcl_audit_pg_of(store);
+    *dropped = 0;
+    *more = false;
+    if (!anything_to_drop(s, older_than)) return PGCL_OK;
+    pgcl_drop_inputs job = {.older_than = older_than, .max_rows = max_rows};
+    pgcl_status st = pgcl_pg_run(s, drop_inputs_job, &job, err, cap);
+    if (st != PGCL_OK) return st;
+    *dropped = job.dropped;
+    *more = job.more;
+    return PGCL_OK;
 }

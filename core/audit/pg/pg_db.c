@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "log.h"
 
 bool pgcl_pg_is_uri(const char *db) {
     return db && (strncmp(db, "postgresql://", 13) == 0 || strncmp(db, "postgres://", 11) == 0);
@@ -52,11 +53,25 @@ static void first_line(const char *msg, char *out, int cap) {
     snprintf(out, (size_t)cap, "%.*s", (int)n, msg ? msg : "");
 }
 
+/* The server's notices: a WARNING goes to the log; NOTICE and below ("relation ... already exists,
+ * skipping" from an idempotent migration step) are dropped rather than written to stderr, as libpq
+ * would by default. */
+static void log_notice(void *arg, const PGresult *res) {
+    const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    if (!severity || strcmp(severity, "WARNING") != 0) return;
+    char msg[512];
+    first_line(PQresultErrorMessage(res), msg, sizeof msg);
+    pgcl_log_warn("audit: PostgreSQL: %s", msg);
+}
+
 PGconn *pgcl_pg_connect(const char *uri, char *err, int cap) {
     const char *keys[] = {"dbname", "fallback_application_name", "connect_timeout", NULL};
     const char *values[] = {uri, "pgcld", "10", NULL};
     PGconn *conn = PQconnectdbParams(keys, values, 1); /* expand_dbname: dbname holds the URI */
-    if (conn && PQstatus(conn) == CONNECTION_OK) return conn;
+    if (conn && PQstatus(conn) == CONNECTION_OK) {
+        PQsetNoticeReceiver(conn, log_notice, NULL);
+        return conn;
+    }
     char redacted[512], msg[512];
     pgcl_pg_redact(uri, redacted, sizeof redacted);
     first_line(conn ? PQerrorMessage(conn) : "out of memory", msg, sizeof msg);
