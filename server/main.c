@@ -301,6 +301,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     }
     pgcl_audit_options aopts = {.path = cfg.db_path,
                                 .writer_id = cfg.writer_id,
+                                .writer_lock_wait_ms = 10000, /* a restarted replica waits for its old session to end */
                                 .synchronous_full = strcmp(cfg.synchronous, "FULL") == 0,
                                 .busy_timeout_ms = 5000,
                                 .max_pending_rows = (int)cfg.max_pending_rows,

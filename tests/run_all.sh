@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds pgcld twice (optimised, and with AddressSanitizer + UndefinedBehaviorSanitizer) and runs
-# the whole test suite on both, then fuzzes (tests/fuzz/run.sh: a clang build, each harness for
+# the whole test suite on both, every meson suite (the 'postgresql' one too: throw-away PostgreSQL 15
+# clusters, docs/testing.md), then fuzzes (tests/fuzz/run.sh: a clang build, each harness for
 # FUZZ_SECONDS, default 60). Prints meson's summaries, every skip with its test and reason, and then
 # one closing line "N passed, N failed, N skipped (W whole tests, C cases inside tests that ran)" over
 # both builds and the fuzz targets (tests/closing_summary.py; docs/testing.md, "Skips"). Exit status:

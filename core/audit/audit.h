@@ -109,7 +109,9 @@ typedef pgcl_status (*pgcl_audit_fn)(pgcl_audit_txn *t, void *ctx, char *err, in
 pgcl_status pgcl_audit_run(pgcl_audit *a, pgcl_audit_fn fn, void *ctx, char *err, int cap);
 
 /* pgcl_audit_append(), and the idempotency key that answers for the rows (idempotency.h; may be
- * NULL) stored in the same all-or-nothing unit. */
+ * NULL) stored in the same all-or-nothing unit. PGCL_ERR_DUPLICATE (the PostgreSQL store only):
+ * another process committed a live key of the same (scope, key) first; nothing of this call is
+ * recorded, and the stored key's answer is the request's answer (server/routes/score_idempotency.c). */
 pgcl_status pgcl_audit_append_with(pgcl_audit *a, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
                                    char *err, int cap);
 

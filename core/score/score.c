@@ -30,6 +30,7 @@ const char *pgcl_score_failure_str(pgcl_score_failure f) {
     case PGCL_SCORE_OUTPUT_NOT_FINITE: return "output_not_finite";
     case PGCL_SCORE_AUDIT_BEHIND: return "audit_behind";
     case PGCL_SCORE_AUDIT_FAILED: return "audit_failed";
+    case PGCL_SCORE_IDEMPOTENCY_ANSWERED: return "idempotency_answered";
     }
     return "unknown";
 }
@@ -183,6 +184,11 @@ static void finish(score_call *call, pgcl_score_failure f) {
 /* The writer's callback (audit.h: cheap, never blocking): the rows are durable, or nothing was. */
 static void on_committed(void *ctx, pgcl_status st, const char *err) {
     score_call *call = ctx;
+    if (st == PGCL_ERR_DUPLICATE) { /* only with an Idempotency-Key, on a store shared by replicas */
+        pgcl_log_info("score: %s; replaying its stored answer", err);
+        finish(call, PGCL_SCORE_IDEMPOTENCY_ANSWERED);
+        return;
+    }
     if (st != PGCL_OK) {
         pgcl_log_error("score: audit append failed (%s): %s", pgcl_status_str(st), err);
         finish(call, st == PGCL_ERR_BUSY ? PGCL_SCORE_AUDIT_BEHIND : PGCL_SCORE_AUDIT_FAILED);

@@ -69,6 +69,9 @@ typedef enum {
     PGCL_SCORE_OUTPUT_NOT_FINITE,  /* item `failed_item`'s output overflowed: nothing recorded */
     PGCL_SCORE_AUDIT_BEHIND,       /* the audit backlog is full: nothing recorded, retry */
     PGCL_SCORE_AUDIT_FAILED,       /* the rows could not be recorded: nothing recorded */
+    PGCL_SCORE_IDEMPOTENCY_ANSWERED, /* the Idempotency-Key was committed meanwhile by another request (another
+                                      * replica on a shared store): nothing recorded; its stored answer is the
+                                      * answer */
 } pgcl_score_failure;
 
 const char *pgcl_score_failure_str(pgcl_score_failure f);

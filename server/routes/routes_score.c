@@ -74,6 +74,7 @@ static void reply_failure(pgcl_score_failure f, const pgcl_score_result *res, pg
                           "the decision could not be recorded, so it is not returned; retry shortly");
         return;
     case PGCL_SCORE_OK:
+    case PGCL_SCORE_IDEMPOTENCY_ANSWERED: /* score_finish replays the stored answer */
     case PGCL_SCORE_NO_MEMORY:
     case PGCL_SCORE_FORWARD_FAILED:
         break;
@@ -107,6 +108,11 @@ static void on_scored(void *ctx, pgcl_score_failure f) {
 static void score_finish(pgcld_server *srv, void *state, pgcld_reply *reply) {
     score_job *job = state;
     count_stages(srv, job->model, job->failure, &job->result);
+    if (job->failure == PGCL_SCORE_IDEMPOTENCY_ANSWERED) {
+        pgcld_score_idempotency_replay(srv, job, reply);
+        pgcld_score_job_free(job);
+        return;
+    }
     if (job->failure != PGCL_SCORE_OK) {
         reply_failure(job->failure, &job->result, reply);
         pgcld_score_job_free(job);

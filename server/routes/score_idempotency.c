@@ -61,6 +61,41 @@ void pgcld_score_idempotency_end(pgcld_idem_claim *slot) {
 
 static const char *const g_replayed_headers[] = {"Idempotent-Replayed", "true", NULL};
 
+/* The reply for a key found stored: its answer (the same request) or 422 (another request). */
+static void reply_stored(const score_job *job, pgcl_idem_record *rec, pgcld_reply *reply) {
+    if (pgcl_idem_same_request(rec, job->request_sha256, job->body_sha256)) {
+        reply->status = 200;
+        reply->text = rec->answer; /* the original answer, byte for byte */
+        reply->headers = g_replayed_headers;
+        return;
+    }
+    free(rec->answer);
+    pgcld_reply_error(reply, 422, "idempotency_key_reused", -1, "Idempotency-Key",
+                      "this Idempotency-Key was used for a different request (request %s): another body, "
+                      "route, model, query or item ids",
+                      rec->request_id);
+}
+
+void pgcld_score_idempotency_replay(pgcld_server *srv, const score_job *job, pgcld_reply *reply) {
+    char err[512], now[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_timestamp_now(now);
+    bool found = false;
+    pgcl_idem_record rec = {0};
+    pgcl_status st =
+        pgcl_audit_read_idempotency_key(srv->audit, job->idem.scope, job->idem.key, now, &found, &rec, err, sizeof err);
+    if (st != PGCL_OK) {
+        reply->retry_after = "1";
+        pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "idempotency keys cannot be read; retry shortly");
+        pgcl_log_error("score: idempotency lookup failed: %s", err);
+    } else if (found) {
+        reply_stored(job, &rec, reply);
+    } else {
+        reply->retry_after = "1";
+        pgcld_reply_error(reply, 409, "idempotency_in_flight", -1, "Idempotency-Key",
+                          "another request with this Idempotency-Key was answered meanwhile; retry");
+    }
+}
+
 int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, score_job *job,
                                   pgcld_idem_claim **slot, pgcld_reply *reply) {
     *slot = NULL;
@@ -100,17 +135,7 @@ int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, s
         return 1;
     }
     if (found) {
-        if (pgcl_idem_same_request(&rec, job->request_sha256, job->body_sha256)) {
-            reply->status = 200;
-            reply->text = rec.answer; /* the original answer, byte for byte */
-            reply->headers = g_replayed_headers;
-        } else {
-            free(rec.answer);
-            pgcld_reply_error(reply, 422, "idempotency_key_reused", -1, "Idempotency-Key",
-                              "this Idempotency-Key was used for a different request (request %s): another body, "
-                              "route, model, query or item ids",
-                              rec.request_id);
-        }
+        reply_stored(job, &rec, reply);
         return 1;
     }
     job->idem = (pgcl_idem_entry){.scope = (*slot)->scope, .key = (*slot)->key, .body_sha256 = job->body_sha256,

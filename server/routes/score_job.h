@@ -60,6 +60,12 @@ typedef struct score_job {
 int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, score_job *job,
                                   pgcld_idem_claim **claim, pgcld_reply *reply);
 
+/* The answer of a request whose key another request (another replica, on a shared PostgreSQL
+ * store) committed while this one was scored (PGCL_SCORE_IDEMPOTENCY_ANSWERED: its own rows were not
+ * recorded): the stored answer as pgcld_score_idempotency_begin replays it, 422 when that key
+ * answered another request, 409 when it is gone again (expired), 503 when it cannot be read. */
+void pgcld_score_idempotency_replay(pgcld_server *srv, const score_job *job, pgcld_reply *reply);
+
 /* Releases the claim (accepts NULL). */
 void pgcld_score_idempotency_end(pgcld_idem_claim *claim);
 

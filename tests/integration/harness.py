@@ -8,8 +8,17 @@ Environment:
   PGCLD_BIN          the daemon binary (default: <root>/build/server/pgcld)
   PGCLD_SOURCE_ROOT  the repository root (default: two directories above this file)
   PGCLD_KEEP_TMP     if set, temporary directories are not removed (for debugging)
+  PGCLD_TEST_STORE   "postgresql": every Daemon not given a db_path gets a fresh database in one
+                     throw-away PostgreSQL cluster per test program (pg_cluster.PgCluster, made on
+                     first use, dropped at exit and on SIGTERM/SIGINT/SIGHUP) and is started with
+                     --db <URI>; anything else (or unset): a SQLite file in the daemon's directory
 
-Only the Python standard library and numpy are used here.
+The database helpers (db_query, db_scalar, Daemon.query/scalar/count/rows_for) take either store:
+a libpq URI is read through psycopg2 with the same SQL and `?` placeholders, rows come back as
+dicts keyed by column name, bytea as bytes. Tests that are about the SQLite file by nature (they
+open, lock or tamper it, read PRAGMAs) skip on PostgreSQL with sqlite_only(reason).
+
+Only the Python standard library and numpy are used here (psycopg2 on PostgreSQL only).
 """
 
 import base64
@@ -29,6 +38,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import unittest
 import uuid
 
 import numpy as np
@@ -361,10 +371,108 @@ def near_policy_boundary(policy, labels, probs, tol=1e-5):
             abs(srt[0] - policy.get("min_confidence", 0)) < tol)
 
 
-# --------------------------------------------------------------------------- SQLite
+# --------------------------------------------------------------------------- the audit DB (either store)
+
+TEST_STORE = os.environ.get("PGCLD_TEST_STORE", "sqlite")
+ON_POSTGRES = TEST_STORE == "postgresql"
+if TEST_STORE not in ("sqlite", "postgresql"):
+    raise RuntimeError(f"PGCLD_TEST_STORE={TEST_STORE!r}: expected sqlite or postgresql")
+
+
+def is_postgres(db):
+    """True when db (a Daemon's db_path) is a libpq URI rather than a SQLite file."""
+    return str(db).startswith(("postgresql://", "postgres://"))
+
+
+def sqlite_only(reason):
+    """Decorator for a test (method or class) that is about the SQLite store by nature: it skips,
+    with its reason, when the suite runs on PostgreSQL (PGCLD_TEST_STORE=postgresql)."""
+    return unittest.skipIf(ON_POSTGRES, f"SQLite store only: {reason}")
+
+
+def _pg_sql(sql, params):
+    """SQLite-style SQL and parameters for psycopg2: every `%` doubled, every `?` outside a quoted
+    string made %s, every numbered `?N` made %(pN)s (then the parameters go as a dict)."""
+    out, quote, numbered, i = [], None, False, 0
+    while i < len(sql):
+        ch = sql[i]
+        i += 1
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "?":
+            digits = ""
+            while i < len(sql) and sql[i].isdigit():
+                digits += sql[i]
+                i += 1
+            if digits:
+                numbered = True
+                out.append(f"%(p{int(digits)})s")
+            else:
+                out.append("%s")
+            continue
+        out.append("%%" if ch == "%" else ch)
+    params = list(params)
+    if numbered:
+        params = {f"p{k + 1}": v for k, v in enumerate(params)}
+    return "".join(out), params
+
+
+def _pg_value(v):
+    return bytes(v) if isinstance(v, memoryview) else v
+
+
+_PG_CONNECTIONS = {}  # URI -> an autocommit psycopg2 connection, reused by the read helpers
+
+
+def _pg_connection(uri):
+    conn = _PG_CONNECTIONS.get(uri)
+    if conn is None or conn.closed:
+        import psycopg2
+        conn = psycopg2.connect(uri, connect_timeout=10)
+        conn.autocommit = True
+        _PG_CONNECTIONS[uri] = conn
+    return conn
+
+
+def _pg_forget(uri):
+    conn = _PG_CONNECTIONS.pop(uri, None)
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:
+            pass
+
+
+def _pg_execute(uri, sql, params, fetch):
+    """Runs sql on uri (one retry on a fresh connection when the cached one was lost, e.g. after
+    the server restarted); returns fetch(cursor)."""
+    import psycopg2
+    for attempt in (1, 2):
+        conn = _pg_connection(uri)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(*_pg_sql(sql, params))
+                return fetch(cur)
+        except (psycopg2.OperationalError, psycopg2.InterfaceError):
+            _pg_forget(uri)
+            if attempt == 2:
+                raise
+
+
+def _pg_rows(cur):
+    if cur.description is None:
+        return []
+    names = [c.name for c in cur.description]
+    return [{n: _pg_value(v) for n, v in zip(names, row)} for row in cur.fetchall()]
+
 
 def db_query(db_path, sql, params=()):
-    """Run a read query on the audit DB with a short-lived connection (never writes)."""
+    """Run a read query on the audit DB (a SQLite file or a PostgreSQL URI); rows as dicts."""
+    if is_postgres(db_path):
+        return _pg_execute(db_path, sql, params, _pg_rows)
     conn = sqlite3.connect(db_path, timeout=30)
     try:
         conn.row_factory = sqlite3.Row
@@ -374,6 +482,8 @@ def db_query(db_path, sql, params=()):
 
 
 def db_scalar(db_path, sql, params=()):
+    if is_postgres(db_path):
+        return _pg_execute(db_path, sql, params, lambda cur: _pg_value(cur.fetchone()[0]))
     conn = sqlite3.connect(db_path, timeout=30)
     try:
         return conn.execute(sql, params).fetchone()[0]
@@ -381,12 +491,157 @@ def db_scalar(db_path, sql, params=()):
         conn.close()
 
 
+def db_execute(db_path, sql, params=()):
+    """A write behind pgcld's back (tests that tamper with the record on purpose), committed."""
+    if is_postgres(db_path):
+        _pg_execute(db_path, sql, params, lambda cur: None)
+        return
+    conn = sqlite3.connect(db_path, timeout=30)
+    try:
+        conn.execute(sql, params)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def db_insert_events(db_path, table, sql, rows):
+    """Inserts event rows behind pgcld's back (tests that need controlled timestamps), in one
+    transaction. sql is `INSERT INTO <table> (<columns>) VALUES (...)` or `... SELECT ...` without
+    seq: SQLite numbers the rows itself; on PostgreSQL each row gets the next seq of its table from
+    fleet_counters (as a writer would), which goes first in the VALUES or SELECT list."""
+    rows = [tuple(r) for r in rows]
+    if not is_postgres(db_path):
+        conn = sqlite3.connect(db_path, timeout=30)
+        try:
+            with conn:
+                conn.executemany(sql, rows)
+        finally:
+            conn.close()
+        return
+    head = f"INSERT INTO {table} ("
+    assert sql.startswith(head), sql
+    body = head + "seq, " + sql[len(head):]
+    for marker, with_seq in ((" VALUES (", " VALUES (?, "), (" SELECT ", " SELECT ?, ")):
+        if marker in body:
+            body = body.replace(marker, with_seq, 1)
+            break
+    else:
+        raise ValueError(f"db_insert_events: neither VALUES nor SELECT in {sql!r}")
+    conn = _pg_connection(db_path)
+    conn.autocommit = False
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute(f"UPDATE fleet_counters SET {table} = {table} + %s WHERE id = 1 RETURNING {table}",
+                        (len(rows),))
+            last = cur.fetchone()[0]
+            for k, r in enumerate(rows):
+                cur.execute(*_pg_sql(body, (last - len(rows) + 1 + k,) + r))
+    finally:
+        conn.autocommit = True
+
+
+class WriterLock:
+    """Makes the audit writer's next commit wait, behind pgcld's back, until release(): on SQLite
+    the file's write lock (BEGIN EXCLUSIVE), on PostgreSQL the row of fleet_counters that every
+    writer transaction locks first (SELECT ... FOR UPDATE in an open transaction)."""
+
+    def __init__(self, db_path):
+        self.db_path = db_path
+        if is_postgres(db_path):
+            import psycopg2
+            self.conn = psycopg2.connect(db_path, connect_timeout=10)
+            self.conn.autocommit = False
+            self.conn.cursor().execute("SELECT 1 FROM fleet_counters WHERE id = 1 FOR UPDATE")
+        else:
+            self.conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
+            self.conn.execute("BEGIN EXCLUSIVE")
+
+    def release(self):
+        if self.conn is None:
+            return
+        try:
+            self.conn.rollback() if is_postgres(self.db_path) else self.conn.execute("ROLLBACK")
+        finally:
+            self.conn.close()
+            self.conn = None
+
+
 def decision_count(db_path):
     return db_scalar(db_path, "SELECT COUNT(*) FROM decisions")
 
 
+def decisions_present(db_path, decision_ids):
+    """How many of decision_ids have a row in decisions (each id counted once)."""
+    ids = sorted(set(decision_ids))
+    found = 0
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        found += db_scalar(db_path, "SELECT COUNT(*) FROM decisions WHERE decision_id IN (%s)"
+                           % ",".join("?" * len(chunk)), chunk)
+    return found
+
+
+def sqlite_integrity_ok(db_path):
+    """PRAGMA integrity_check on a SQLite file is "ok"; always True for a PostgreSQL database,
+    which has no such file-level check (its consistency is the server's)."""
+    return is_postgres(db_path) or db_scalar(db_path, "PRAGMA integrity_check") == "ok"
+
+
 def blob_vector(blob):
     return np.frombuffer(blob, dtype="<f4")
+
+
+# --------------------------------------------------------------------------- the test cluster
+
+_PG_CLUSTER = None
+
+
+def pg_cluster():
+    """The test program's throw-away PostgreSQL cluster, made on first use (pg_cluster.PgCluster)
+    and dropped when the program exits (atexit), or by its watchdog when the program is killed
+    (on SIGTERM, SIGINT or SIGHUP the daemons are killed first)."""
+    global _PG_CLUSTER
+    if _PG_CLUSTER is None:
+        import pg_cluster as pgc
+        pgc.require()
+        _PG_CLUSTER = pgc.PgCluster()
+        print(f"harness: PostgreSQL test cluster {_PG_CLUSTER.name} on port {_PG_CLUSTER.port}", file=sys.stderr,
+              flush=True)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, _drop_on_signal)
+    return _PG_CLUSTER
+
+
+def _drop_pg_cluster():
+    """Kills the daemons still running (they use the cluster), then drops the cluster."""
+    global _PG_CLUSTER
+    cluster, _PG_CLUSTER = _PG_CLUSTER, None
+    if cluster is None:
+        return
+    _kill_leftovers()
+    for uri in list(_PG_CONNECTIONS):
+        _pg_forget(uri)
+    cluster.drop()
+
+
+def _drop_on_signal(signum, frame):
+    # unittest records a SystemExit raised inside a test as an error and goes on, so the daemons are
+    # killed here and the signal is then delivered again with its default action; the cluster's
+    # watchdog (pg_cluster.py) drops it once this process is gone (meson sends SIGKILL to the whole
+    # process group half a second after SIGTERM: too soon for pg_dropcluster to finish here)
+    _kill_leftovers()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+if ON_POSTGRES:  # the whole program needs the server: skip (77) or fail (run_all.sh) up front
+    import pg_cluster as _pgc
+    _pgc.require()
+
+
+def new_pg_database():
+    """A fresh, empty database in the program's cluster; returns its URI."""
+    return pg_cluster().new_database()
 
 
 # --------------------------------------------------------------------------- daemon
@@ -405,6 +660,7 @@ def _kill_leftovers():
 import atexit  # noqa: E402
 
 atexit.register(_kill_leftovers)
+atexit.register(_drop_pg_cluster)  # runs first (atexit is last in, first out); kills daemons too
 
 
 class DaemonError(RuntimeError):
@@ -430,7 +686,9 @@ class Daemon:
             self.models_dir = models
         else:
             self.models_dir = make_models_dir(self.tmp, list(models), extra_models)
-        self.db_path = db_path or os.path.join(self.tmp, "audit.db")
+        if db_path is None:
+            db_path = new_pg_database() if ON_POSTGRES else os.path.join(self.tmp, "audit.db")
+        self.db_path = db_path  # a SQLite file or a PostgreSQL URI (is_postgres)
         self.args = list(args)
         self.default_model = default_model
         self.proc = None
@@ -477,6 +735,10 @@ class Daemon:
                "--db", self.db_path, "--port-file", port_file]
         if self.default_model:
             cmd += ["--default-model", self.default_model]
+        if self.on_postgres and not any(a == "--writer-id" or a.startswith("--writer-id=") for a in self.args):
+            # a writer id of its own (the same across restarts), not the host name, which the CLI
+            # (`pgcld keys ... --db URI`) uses: its writer must not wait for the daemon's chain
+            cmd += ["--writer-id", "it-" + os.path.basename(self.tmp)]
         return cmd + self.args
 
     def start(self):
@@ -601,8 +863,15 @@ class Daemon:
     def scalar(self, sql, params=()):
         return db_scalar(self.db_path, sql, params)
 
+    def execute(self, sql, params=()):
+        db_execute(self.db_path, sql, params)
+
     def count(self):
         return decision_count(self.db_path)
+
+    @property
+    def on_postgres(self):
+        return is_postgres(self.db_path)
 
     def rows_for(self, decision_ids):
         ids = list(decision_ids)
@@ -611,9 +880,11 @@ class Daemon:
             chunk = ids[i:i + 500]
             # "input": the stored input wherever it is kept (inline before migration 0008, in
             # decision_inputs since)
-            q = ("SELECT d.*, coalesce(d.input, (SELECT i.input FROM decision_inputs AS i"
+            # (the PostgreSQL schema has decision_inputs only)
+            inline = "NULL" if self.on_postgres else "d.input"
+            q = ("SELECT d.*, coalesce(%s, (SELECT i.input FROM decision_inputs AS i"
                  " WHERE i.decision_seq = d.seq)) AS stored_input FROM decisions AS d"
-                 " WHERE d.decision_id IN (%s)" % ",".join("?" * len(chunk)))
+                 " WHERE d.decision_id IN (%s)" % (inline, ",".join("?" * len(chunk))))
             for r in self.query(q, chunk):
                 row = dict(r)
                 row["input"] = row.pop("stored_input")

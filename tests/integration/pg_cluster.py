@@ -4,7 +4,8 @@ Each PgCluster is a real PostgreSQL 15 server from Debian's packages, made with 
 (postgresql-common; works as root: the server runs as the postgres user) under a unique name on a
 free port, with trust authentication on the loopback, and dropped at the end. A test makes its
 databases with new_database(); restart()/stop(mode='immediate') let fault tests take the server
-away under load.
+away under load. A watchdog process drops the cluster when the test process is gone, even after a
+SIGKILL (meson's timeout), so no cluster is left behind.
 
 Without pg_createcluster (postgresql-15 not installed) the tests skip (77), and fail under
 tests/run_all.sh, where deploy/install-deps.sh --test has installed it (skips.py).
@@ -56,6 +57,7 @@ class PgCluster:
         subprocess.run([PG_CREATECLUSTER, PG_VERSION, self.name, "-p", str(self.port), "--start"] + opts +
                        ["--", "--auth-host=trust", "--auth-local=trust"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._watchdog = _start_watchdog(self.name)
 
     def __enter__(self):
         return self
@@ -95,3 +97,19 @@ class PgCluster:
     def drop(self):
         subprocess.run(["pg_dropcluster", "--stop", PG_VERSION, self.name], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
+        if self._watchdog.poll() is None:
+            self._watchdog.kill()
+            self._watchdog.wait()
+
+
+# The watchdog: a shell in a session of its own (so that a signal to the test's process group, such
+# as meson's SIGTERM then SIGKILL half a second later on a timeout, does not reach it) that drops the
+# cluster once the test process is gone, however it ended. drop() ends it after dropping the cluster.
+_WATCHDOG = ('while kill -0 "$0" 2>/dev/null; do sleep 1; done; '
+             'pg_dropcluster --stop "$1" "$2" >/dev/null 2>&1')
+
+
+def _start_watchdog(name):
+    return subprocess.Popen(["/bin/sh", "-c", _WATCHDOG, str(os.getpid()), PG_VERSION, name],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)

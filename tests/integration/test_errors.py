@@ -522,6 +522,7 @@ class AuditUnavailableTest(ErrorChecks, unittest.TestCase):
         H.require_models("tiny_binary")
         cls.daemon = H.start_daemon(cls, models=["tiny_binary"], default_model="tiny_binary")
 
+    @H.sqlite_only("write-locks the SQLite file (PostgreSQL going away under load: test_pg_fleet)")
     def test_audit_unavailable(self):
         d = self.daemon
         Z = H.random_embeddings(3, 32, seed=4)

@@ -8,7 +8,6 @@ thread either (it runs on its own).
 Run: /usr/bin/python3 tests/integration/test_event_server.py (PGCLD_BIN selects the binary).
 """
 import os
-import sqlite3
 import sys
 import threading
 import time
@@ -92,9 +91,8 @@ class EventServerTest(unittest.TestCase):
         d = self.start()
         pid = d.proc.pid
         idle_threads = proc_status(pid, "Threads")
-        locker = sqlite3.connect(d.db_path, timeout=30, isolation_level=None)
-        self.addCleanup(locker.close)
-        locker.execute("BEGIN EXCLUSIVE")  # the writer's next commit waits for this lock
+        locker = H.WriterLock(d.db_path)  # the writer's next commit waits for this lock
+        self.addCleanup(locker.release)
         t_locked = time.monotonic()
         clients = Clients(d, "commit")
         # every request has its rows computed and queued for the writer: all 64 are waiting
@@ -102,7 +100,7 @@ class EventServerTest(unittest.TestCase):
         busy_threads, busy_rss = proc_status(pid, "Threads"), proc_status(pid, "VmRSS")
         answered_early = len(clients.answers)
         held_s = time.monotonic() - t_locked
-        locker.execute("ROLLBACK")  # within the writer's 5 s busy timeout: the commit goes through
+        locker.release()  # within the writer's 5 s busy timeout (SQLite): the commit goes through
         self.assertTrue(waiting, "the requests did not all reach the audit writer")
         self.assertLess(held_s, 4.5, "the machine was too slow to hold the lock within the busy timeout")
         self.assertEqual(answered_early, 0, "answers left before their rows were committed")
@@ -136,9 +134,8 @@ class EventServerTest(unittest.TestCase):
         d = self.start("--http-threads", "1")
         scored = d.score({"items": H.json_items(H.random_embeddings(1, D, 2), "contested-")})
         decision_id = scored.json["results"][0]["decision_id"]
-        locker = sqlite3.connect(d.db_path, timeout=30, isolation_level=None)
-        self.addCleanup(locker.close)
-        locker.execute("BEGIN EXCLUSIVE")
+        locker = H.WriterLock(d.db_path)
+        self.addCleanup(locker.release)
         answers = {}
         staff = threading.Thread(target=lambda: answers.update(
             r=d.post(f"/v1/decisions/{decision_id}/contests", {"reason": "while locked"}, key=d.keys["reviewer"],
@@ -152,7 +149,7 @@ class EventServerTest(unittest.TestCase):
             took = time.monotonic() - t0
             still_waiting = staff.is_alive()
         finally:
-            locker.execute("ROLLBACK")
+            locker.release()
         staff.join(WAIT_S)
         self.assertEqual(ready.status, 200, ready)
         self.assertTrue(still_waiting, "the staff call was not waiting when the pool answered")

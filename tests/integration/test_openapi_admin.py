@@ -448,6 +448,7 @@ class LiveAdminAuditLockTest(LiveValidationMixin, unittest.TestCase):
         with open(os.path.join(vdir, "model.safetensors"), "rb") as f:
             cls.weights = f.read()
 
+    @H.sqlite_only("write-locks the SQLite file and relies on its busy timeout (PostgreSQL going away: test_pg_fleet)")
     def test_locked_audit_database(self):
         d = self.daemon
         reviewer = d.keys["reviewer"]

@@ -24,7 +24,6 @@ import copy
 import json
 import os
 import shutil
-import sqlite3
 import sys
 import tempfile
 import unittest
@@ -665,18 +664,16 @@ class LiveReviewStatesTest(LiveValidationMixin, unittest.TestCase):
         self.assertIn("1024", body["error"]["message"])
         # a decision older than the contest window and recorded without its input, written behind
         # the daemon's back (so not chained either)
-        conn = sqlite3.connect(d.db_path, timeout=30)
-        with conn:
-            conn.execute(
-                "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name,"
-                " model_version, model_sha256, label, label_index, probabilities, toxicity,"
-                " decision, policy, t_review, t_block, vector, input_sha256, latency_us) SELECT ?,"
-                " '2020-01-01T00:00:00.000000Z', request_id, 'old', model_name, model_version,"
-                " model_sha256, label, label_index, probabilities, toxicity, decision, policy,"
-                " t_review, t_block, vector, input_sha256, latency_us FROM decisions"
-                " WHERE decision_id = ?",
-                (OLD_DECISION_ID, did))
-        conn.close()
+        H.db_insert_events(
+            d.db_path, "decisions",
+            "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name,"
+            " model_version, model_sha256, label, label_index, probabilities, toxicity,"
+            " decision, policy, t_review, t_block, vector, input_sha256, latency_us) SELECT ?,"
+            " '2020-01-01T00:00:00.000000Z', request_id, 'old', model_name, model_version,"
+            " model_sha256, label, label_index, probabilities, toxicity, decision, policy,"
+            " t_review, t_block, vector, input_sha256, latency_us FROM decisions"
+            " WHERE decision_id = ?",
+            [(OLD_DECISION_ID, did)])
         self.expect("POST", f"/v1/decisions/{OLD_DECISION_ID}/contests", 422,
                     "contest_window_closed", {"reason": "late"})
         self.expect("POST", f"/v1/decisions/{OLD_DECISION_ID}/rescore", 409, "input_not_stored")

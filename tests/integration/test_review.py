@@ -177,12 +177,18 @@ class WindowAndStorageTest(unittest.TestCase):
         did = d.score({"items": items(1, 4)}).json["results"][0]["decision_id"]
         d.stop()
         # age the decision by two days behind pgcld's back (triggers dropped for the test only)
-        db = sqlite3.connect(d.db_path)
-        db.execute("DROP TRIGGER decisions_append_only_u")
-        db.execute("UPDATE decisions SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-2 days')"
-                   " WHERE decision_id = ?", (did,))
-        db.commit()
-        db.close()
+        if d.on_postgres:
+            d.execute("ALTER TABLE decisions DISABLE TRIGGER decisions_append_only")
+            d.execute("UPDATE decisions SET created_at = to_char(now() AT TIME ZONE 'UTC' - interval '2 days',"
+                      " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') WHERE decision_id = ?", (did,))
+            d.execute("ALTER TABLE decisions ENABLE TRIGGER decisions_append_only")
+        else:
+            db = sqlite3.connect(d.db_path)
+            db.execute("DROP TRIGGER decisions_append_only_u")
+            db.execute("UPDATE decisions SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-2 days')"
+                       " WHERE decision_id = ?", (did,))
+            db.commit()
+            db.close()
         d.start()
         r = d.request("POST", f"/v1/decisions/{did}/contests", {"reason": "late"}, key=d.keys["reviewer"])
         self.assertEqual((r.status, r.error_code()), (422, "contest_window_closed"), r)
@@ -199,8 +205,7 @@ class WindowAndStorageTest(unittest.TestCase):
     def test_store_none(self):
         d = self.start("--store-inputs", "none")
         item = d.score({"items": items(1, 6)}).json["results"][0]
-        self.assertIsNone(d.scalar("SELECT coalesce(d.input, i.input) FROM decisions AS d LEFT JOIN decision_inputs AS i"
-                                   " ON i.decision_seq = d.seq WHERE d.decision_id = ?", (item["decision_id"],)))
+        self.assertIsNone(d.rows_for([item["decision_id"]])[item["decision_id"]]["input"])
         r = d.request("POST", f"/v1/decisions/{item['decision_id']}/rescore", key=d.keys["reviewer"])
         self.assertEqual((r.status, r.error_code()), (409, "input_not_stored"), r)
 

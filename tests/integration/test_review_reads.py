@@ -3,7 +3,7 @@
 (also while decisions are being inserted), NDJSON and CSV exports, figures, the contest queue,
 statements of reasons, roles and every 400/404.
 
-Contests and resolutions are inserted directly with sqlite3 (valid rows, controlled timestamps),
+Contests and resolutions are inserted directly with H.db_insert_events (valid rows, controlled timestamps),
 so these tests do not depend on the contest endpoints.
 
 Run: python3 tests/integration/test_review_reads.py (PGCLD_BIN selects the binary).
@@ -15,7 +15,6 @@ import io
 import json
 import os
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -117,21 +116,19 @@ class ReviewReadsTest(unittest.TestCase):
             ("hr", h(5), "overturned", None), ("gr", h(4), "upheld", None),
         ]
         cls.contest_ids = {}
-        conn = sqlite3.connect(d.db_path, timeout=30)
-        with conn:
-            for name, did, filed in contests:
-                cid = str(uuid.uuid4())
-                cls.contest_ids[name] = cid
-                conn.execute("INSERT INTO contests (contest_id, decision_id, filed_at, filed_by, filer_key_id, reason)"
-                             " VALUES (?,?,?,?,?,?)",
-                             (cid, did, ts(filed), f"test-reviewer ({cls.key_id})", cls.key_id,
-                              f"reason for {name}"))
-            for name, at, outcome, corrected in resolutions:
-                conn.execute("INSERT INTO resolutions (contest_id, resolved_at, resolved_by, resolver_key_id,"
-                             " outcome, corrected_label, note) VALUES (?,?,?,?,?,?,?)",
-                             (cls.contest_ids[name], ts(at), "lead (pgcld_lead0000)", "pgcld_lead0000", outcome,
-                              corrected, f"note for {name}"))
-        conn.close()
+        contest_rows = []
+        for name, did, filed in contests:
+            cid = str(uuid.uuid4())
+            cls.contest_ids[name] = cid
+            contest_rows.append((cid, did, ts(filed), f"test-reviewer ({cls.key_id})", cls.key_id, f"reason for {name}"))
+        H.db_insert_events(d.db_path, "contests",
+                           "INSERT INTO contests (contest_id, decision_id, filed_at, filed_by, filer_key_id, reason)"
+                           " VALUES (?,?,?,?,?,?)", contest_rows)
+        H.db_insert_events(d.db_path, "resolutions",
+                           "INSERT INTO resolutions (contest_id, resolved_at, resolved_by, resolver_key_id,"
+                           " outcome, corrected_label, note) VALUES (?,?,?,?,?,?,?)",
+                           [(cls.contest_ids[name], ts(at), "lead (pgcld_lead0000)", "pgcld_lead0000", outcome,
+                             corrected, f"note for {name}") for name, at, outcome, corrected in resolutions])
 
     # -- helpers
     def get(self, path, key=None, **kw):
@@ -210,8 +207,12 @@ class ReviewReadsTest(unittest.TestCase):
                 "request_id": answer["request_id"], "item_id": res["id"], "input_sha256": H.input_sha256(z),
                 "created_at": row["created_at"], "latency_us": row["latency_us"]})
             # encoding version 2 (the default): the entry of the commit whose run holds the row
-            chain = d.query("SELECT c.seq, c.hash FROM audit_chain_runs AS u JOIN audit_chain AS c ON c.seq ="
-                            " u.entry_seq WHERE u.kind = 'decisions' AND u.first_row_seq <= ?1 AND"
+            # (on PostgreSQL entries are numbered per writer: the run names its writer's chain)
+            chain = d.query(("SELECT c.writer_id, c.seq, c.hash FROM audit_chain_runs AS u JOIN audit_chain AS c"
+                             " ON c.writer_id = u.writer_id AND c.seq = u.entry_seq" if d.on_postgres else
+                             "SELECT c.seq, c.hash FROM audit_chain_runs AS u JOIN audit_chain AS c ON c.seq ="
+                             " u.entry_seq") +
+                            " WHERE u.kind = 'decisions' AND u.first_row_seq <= ?1 AND"
                             " ?1 < u.first_row_seq + u.n", (row["seq"],))
             self.assertEqual(rec["chain"], chain[0] if chain else None)
             self.assertIsNotNone(rec["chain"], "the writer chains every decision")
@@ -671,13 +672,11 @@ class LargeWindowTest(unittest.TestCase):
                          label, int(label == "pos"), '{"neg":0.5,"pos":0.5}', 0.5, decision,
                          '{"kind":"threshold","label":"pos","t_block":0.7,"t_review":0.4}', 0.4, 0.7, vec, "0" * 64,
                          100))
-        conn = sqlite3.connect(d.db_path, timeout=30)
-        with conn:
-            conn.executemany(
-                "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
-                " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
-                " vector, input_sha256, latency_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        conn.close()
+        H.db_insert_events(
+            d.db_path, "decisions",
+            "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
+            " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
+            " vector, input_sha256, latency_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         cls.rows = d.query("SELECT seq, decision_id, created_at, label, decision, model_version FROM decisions"
                            " ORDER BY seq DESC")
         cls.base = base
@@ -768,15 +767,13 @@ class TimeOrderTest(unittest.TestCase):
         # a new row stamped between two existing ones
         late = ts(parse_ts(stamps[1]) + dt.timedelta(microseconds=1))
         did = str(uuid.uuid4())
-        conn = sqlite3.connect(d.db_path, timeout=30)
-        with conn:
-            conn.execute(
-                "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
-                " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
-                " vector, input_sha256, latency_us) SELECT ?, ?, request_id, 'late', model_name, model_version,"
-                " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
-                " vector, input_sha256, latency_us FROM decisions WHERE seq = ?", (did, late, rows[0]["seq"]))
-        conn.close()
+        H.db_insert_events(
+            d.db_path, "decisions",
+            "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
+            " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
+            " vector, input_sha256, latency_us) SELECT ?, ?, request_id, 'late', model_name, model_version,"
+            " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
+            " vector, input_sha256, latency_us FROM decisions WHERE seq = ?", [(did, late, rows[0]["seq"])])
         got = self.ids(window)
         self.assertEqual(got, [did] + [r["decision_id"] for r in rows])
         self.assertEqual(self.ids({"since": late, "until": stamps[2]}),

@@ -432,6 +432,7 @@ class ScoreTest(ScoreChecks, unittest.TestCase):
             self.assertAlmostEqual(r["toxicity"], r["probabilities"][cfg["labels"][1]], delta=1e-9)
 
     # ------------------------------------------------------------------ the audit DB itself
+    @H.sqlite_only("the SQLite file's journal mode and schema through PRAGMAs (the PostgreSQL schema: test_pg_fleet)")
     def test_audit_schema(self):
         mode = self.daemon.scalar("PRAGMA journal_mode")
         self.assertEqual(mode.lower(), "wal")
@@ -500,7 +501,7 @@ class RestartTest(ScoreChecks, unittest.TestCase):
         # the DB is consistent with the daemon gone
         self.assertEqual(H.db_query(d.db_path, "SELECT * FROM decisions ORDER BY seq"),
                          rows_before)
-        self.assertEqual(H.db_scalar(d.db_path, "PRAGMA integrity_check"), "ok")
+        self.assertTrue(H.sqlite_integrity_ok(d.db_path))
 
         time.sleep(0.01)
         d.start()
@@ -643,12 +644,10 @@ class ConcurrencyTest(ScoreChecks, unittest.TestCase):
             self.assertEqual(rc, 0, f"round {round_}: pgcld should exit 0 on SIGTERM under load"
                                     f"\n{d.logs()}")
             self.assertGreater(len(answered), 0)
-            found = H.db_scalar(d.db_path, "SELECT COUNT(*) FROM decisions WHERE decision_id IN "
-                                           "(SELECT value FROM json_each(?))",
-                                (json.dumps(answered),))
+            found = H.decisions_present(d.db_path, answered)
             self.assertEqual(found, len(answered), f"round {round_}: decisions answered with 200 "
                                                    "are missing from the audit DB after SIGTERM")
-            self.assertEqual(H.db_scalar(d.db_path, "PRAGMA integrity_check"), "ok")
+            self.assertTrue(H.sqlite_integrity_ok(d.db_path))
             d.start()
             self.assertEqual(d.get("/healthz").status, 200)
 

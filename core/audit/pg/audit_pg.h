@@ -83,7 +83,11 @@ bool pgcl_pg_healthy(pgcl_audit *store);
  * (fleet_counters' row) is held — so a rule it checks holds fleet-wide until COMMIT — inside a
  * savepoint: anything but PGCL_OK undoes exactly its own writes and leaves. It must not block on
  * anything but its own statements. pgcl_pg_run returns once the transaction committed, with the
- * job's status (PGCL_ERR_DB when the commit failed or its outcome is unknown). */
+ * job's status (PGCL_ERR_DB when the commit failed or its outcome is unknown). As in the SQLite
+ * store, a job may run twice: when a statement of another request of its group fails, the group
+ * is rolled back and runs again with each request alone in a savepoint; so a job writes only
+ * through the transaction and into its own context (and takes its seqs from
+ * pgcl_pg_txn_next_seq, which a savepoint's rollback takes back with it). */
 typedef struct pgcl_pg_txn pgcl_pg_txn;
 typedef pgcl_status (*pgcl_pg_job_fn)(pgcl_pg_txn *t, void *ctx, char *err, int cap);
 pgcl_status pgcl_pg_run(pgcl_audit_pg *s, pgcl_pg_job_fn fn, void *ctx, char *err, int cap);

@@ -4,8 +4,11 @@
  * (bytea parameters in binary), in two round trips:
  *   1. BEGIN; UPDATE fleet_counters ... RETURNING (allocates the group's seqs of every event table
  *      and locks the counters' one row until COMMIT, so commit order is seq order fleet-wide and the
- *      reviewers' rules hold across replicas); one SELECT per Idempotency-Key of the group (a live
- *      key committed by another replica takes its request out of the group, see below).
+ *      reviewers' rules hold across replicas); the newest created_at (the transaction's timestamp
+ *      is never earlier: created_at follows seq fleet-wide); one SELECT per Idempotency-Key of the
+ *      group (a live key another replica committed takes its request out of the group: its rows are
+ *      not written and it ends with PGCL_ERR_DUPLICATE, on which the server replays the stored
+ *      answer; its seqs go back to the counters in the same transaction).
  *   2. the rows (decisions + decision_inputs, shadow_decisions, idempotency_keys), the chain entry,
  *      its runs and log tree nodes, COMMIT.
  * Jobs of other files (pgcl_pg_run) run between the two, synchronously, each in a savepoint. Every
@@ -14,7 +17,7 @@
  *
  * When a statement of round trip 2 fails the transaction is rolled back and the group runs again
  * with every job in its own savepoint, its seqs allocated inside it (so a failed job leaves no gap
- * in any table's seqs): only the job that failed fails. Jobs may so run twice (as in the SQLite
+ * in any table's seqs): only the job that failed fails. Jobs may therefore run twice (as in the SQLite
  * store): a job callback writes only through the transaction and into its own context.
  *
  * The chain (encoding version 2, one chain per writer; docs/audit.md, "PostgreSQL store"):
@@ -42,7 +45,9 @@
  * unhealthy (/readyz 503) and is replaced by the writer itself, with backoff: a new connection,
  * the writer id's lock again, and the chain head and log edge read again from the database (a
  * COMMIT whose answer was lost may or may not have landed). While the database is down, a group
- * fails at once instead of waiting. Nothing is acknowledged before its COMMIT returned. */
+ * fails at once instead of waiting. Nothing is acknowledged before its COMMIT returned. The
+ * session's idle_in_transaction_session_timeout and lock_timeout (10 s) keep a stalled replica from
+ * holding the fleet's counters lock, and this writer from waiting on one forever. */
 #include "audit_pg.h"
 
 #include <errno.h>
@@ -54,18 +59,18 @@
 #include <time.h>
 
 #include "clock.h"
-#include "ids.h"
 #include "idempotency.h"
+#include "ids.h"
 #include "log.h"
 #include "merkle.h"
 #include "sha256.h"
 
 #define ERR_CAP 512
-#define PIPE_CHUNK 256            /* statements sent before the pipeline is synced and read */
-#define RECONNECT_FIRST_MS 100    /* the reconnection backoff: doubles up to RECONNECT_MAX_MS */
+#define PIPE_CHUNK 256         /* statements sent before the pipeline is synced and read */
+#define RECONNECT_FIRST_MS 100 /* the reconnection backoff: doubles up to RECONNECT_MAX_MS */
 #define RECONNECT_MAX_MS 2000
-#define PROBE_INTERVAL_MS 1000    /* an unhealthy, idle writer's probe write */
-#define LOCK_RETRY_MS 100         /* between tries of the writer id's lock at start */
+#define PROBE_INTERVAL_MS 1000 /* an unhealthy, idle writer's probe write */
+#define LOCK_RETRY_MS 100      /* between tries of the writer id's lock at start */
 
 /* fleet_counters' columns, in the order of COUNTERS_SQL's parameters and RETURNING. The first four
  * are also pgcl_chain_tables' order. */
@@ -106,13 +111,14 @@ static const char IDEM_LIVE_SQL[] =
 static const char IDEM_EXPIRE_SQL[] =
     "DELETE FROM idempotency_keys WHERE (scope, idem_key) IN"
     " (SELECT scope, idem_key FROM idempotency_keys WHERE expires_at <= $1 ORDER BY expires_at LIMIT 100)";
-/* An expired key of the same (scope, key) is replaced; a live one was ruled out after the lock. */
+/* An expired key of the same (scope, key) is replaced. A live one was ruled out after the lock; were
+ * one there all the same, the plain INSERT fails (unique violation) and the request with it, instead
+ * of committing rows that its stored answer does not name. */
+static const char IDEM_DROP_EXPIRED_SQL[] =
+    "DELETE FROM idempotency_keys WHERE scope = $1 AND idem_key = $2 AND expires_at <= $3";
 static const char IDEM_STORE_SQL[] =
     "INSERT INTO idempotency_keys (scope, idem_key, body_sha256, request_id, answer, created_at, expires_at,"
-    " request_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (scope, idem_key) DO UPDATE SET"
-    " body_sha256 = EXCLUDED.body_sha256, request_id = EXCLUDED.request_id, answer = EXCLUDED.answer,"
-    " created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, request_sha256 = EXCLUDED.request_sha256"
-    " WHERE idempotency_keys.expires_at <= EXCLUDED.created_at";
+    " request_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 static const char INSERT_COMMIT_SQL[] =
     "INSERT INTO audit_chain (writer_id, seq, kind, row_seq, payload_sha256, prev_hash, hash, leaf_count, leaves)"
     " VALUES ($1, $2, 'commit', $3, $4, $5, $6, $3, $7)";
@@ -122,11 +128,16 @@ static const char INSERT_GENESIS_SQL[] =
 static const char INSERT_RUN_SQL[] =
     "INSERT INTO audit_chain_runs (kind, first_row_seq, n, writer_id, entry_seq, first_leaf)"
     " VALUES ($1, $2, $3, $4, $5, $6)";
-static const char INSERT_NODE_SQL[] = "INSERT INTO audit_log_nodes (writer_id, level, idx, hash) VALUES ($1, $2, $3, $4)";
+static const char INSERT_NODE_SQL[] =
+    "INSERT INTO audit_log_nodes (writer_id, level, idx, hash) VALUES ($1, $2, $3, $4)";
 static const char LOCK_SQL[] = "SELECT pg_try_advisory_lock($1::int, hashtext($2))";
-static const char UPSERT_WRITER_SQL[] =
-    "INSERT INTO writers (writer_id, first_seen, last_seen) VALUES ($1, $2, $2)"
-    " ON CONFLICT (writer_id) DO UPDATE SET last_seen = EXCLUDED.last_seen";
+/* The writer's session: a transaction of this writer that stalls (its process stopped, its network
+ * cut) holds the fleet's counters lock; the server ends it after 10 s instead of letting every
+ * other replica wait, and this writer's own wait for that lock fails (503) after as long. */
+static const char SESSION_SQL[] =
+    "SELECT set_config('idle_in_transaction_session_timeout', '10s', false), set_config('lock_timeout', '10s', false)";
+static const char UPSERT_WRITER_SQL[] = "INSERT INTO writers (writer_id, first_seen, last_seen) VALUES ($1, $2, $2)"
+                                        " ON CONFLICT (writer_id) DO UPDATE SET last_seen = EXCLUDED.last_seen";
 static const char TOUCH_WRITER_SQL[] = "UPDATE writers SET last_seen = $2 WHERE writer_id = $1";
 static const char HEAD_SQL[] = "SELECT seq, hash FROM audit_chain WHERE writer_id = $1 ORDER BY seq DESC LIMIT 1";
 static const char ENTRY_HASH_SQL[] = "SELECT hash FROM audit_chain WHERE writer_id = $1 AND seq = $2";
@@ -142,8 +153,8 @@ typedef enum { JOB_DECISIONS, JOB_SHADOWS, JOB_FN } job_kind;
  * append, on_done set) in an async_append that the writer frees after on_done. */
 typedef struct pg_job {
     job_kind kind;
-    const pgcl_decision_row *rows; /* JOB_DECISIONS */
-    const pgcl_idem_entry *idem;   /* JOB_DECISIONS, optional */
+    const pgcl_decision_row *rows;  /* JOB_DECISIONS */
+    const pgcl_idem_entry *idem;    /* JOB_DECISIONS, optional */
     const pgcl_shadow_row *shadows; /* JOB_SHADOWS */
     int n;                          /* rows or shadows */
     pgcl_pg_job_fn fn;              /* JOB_FN */
@@ -213,10 +224,14 @@ struct pgcl_pg_txn {
 
 /* ---- small helpers ---- */
 
-static void fmt_i64(char out[24], int64_t v) { snprintf(out, 24, "%" PRId64, v); }
+static void fmt_i64(char out[24], int64_t v) {
+    snprintf(out, 24, "%" PRId64, v);
+}
 
 /* A double as text that reads back to the same bits (float8 in, the leaf hashes the double). */
-static void fmt_double(char out[32], double v) { snprintf(out, 32, "%.17g", v); }
+static void fmt_double(char out[32], double v) {
+    snprintf(out, 32, "%.17g", v);
+}
 
 /* Every job of the batch not already failed by itself (its own rule, a taken key) fails with st. */
 static void fail_jobs(pg_job *batch, pgcl_status st, const char *err) {
@@ -237,7 +252,8 @@ typedef struct sender {
     bool pipelined;
     pgcl_status st;
     char err[ERR_CAP];
-    PGresult ***keeps; /* pipelined: where each unread statement's result goes (NULL: checked, dropped) */
+    PGresult ***keeps;  /* pipelined: where each unread statement's result goes (NULL: checked, dropped) */
+    const char **whats; /* pipelined: what each unread statement is, for the message of its failure */
     int n_unread, cap_keeps;
 } sender;
 
@@ -284,7 +300,7 @@ static void sender_drain(sender *s) {
             break;
         }
         bool ok = rs == PGRES_COMMAND_OK || rs == PGRES_TUPLES_OK;
-        if (!ok && rs != PGRES_PIPELINE_ABORTED) sender_fail(s, "statement", res);
+        if (!ok && rs != PGRES_PIPELINE_ABORTED) sender_fail(s, read < s->n_unread ? s->whats[read] : "statement", res);
         if (!ok && rs == PGRES_PIPELINE_ABORTED && s->st == PGCL_OK) sender_fail(s, "pipeline aborted", res);
         if (ok && read < s->n_unread && s->keeps[read]) {
             *s->keeps[read] = res;
@@ -325,18 +341,21 @@ static void sender_send(sender *s, const char *what, const char *sql, int n, con
     if (s->n_unread == s->cap_keeps) {
         int cap = s->cap_keeps ? 2 * s->cap_keeps : 64;
         PGresult ***grown = realloc(s->keeps, (size_t)cap * sizeof *grown);
-        if (!grown) {
+        if (grown) s->keeps = grown;
+        const char **grown_whats = grown ? realloc(s->whats, (size_t)cap * sizeof *grown_whats) : NULL;
+        if (grown_whats) s->whats = grown_whats;
+        if (!grown || !grown_whats) {
             s->st = PGCL_ERR_NOMEM;
             snprintf(s->err, ERR_CAP, "out of memory");
             return;
         }
-        s->keeps = grown;
         s->cap_keeps = cap;
     }
     if (!PQsendQueryParams(s->conn, sql, n, NULL, values, lengths, formats, 0)) {
         sender_fail(s, what, NULL);
         return;
     }
+    s->whats[s->n_unread] = what;
     s->keeps[s->n_unread++] = keep;
     if (s->n_unread >= PIPE_CHUNK) sender_drain(s);
 }
@@ -348,7 +367,9 @@ static pgcl_status sender_finish(sender *s) {
         if (PQstatus(s->conn) == CONNECTION_OK) PQexitPipelineMode(s->conn);
     }
     free(s->keeps);
+    free(s->whats);
     s->keeps = NULL;
+    s->whats = NULL;
     return s->st;
 }
 
@@ -452,6 +473,7 @@ static pgcl_status edge_load(pgcl_pg_writer *w, char *err, int cap) {
         e.height[e.top++] = level;
         at += span;
     }
+    PGCL_ASSERT(at == n && e.top == __builtin_popcountll(n)); /* one node per set bit of the size */
     w->edge = e;
     return PGCL_OK;
 }
@@ -532,8 +554,10 @@ static pgcl_status take_writer_lock(pgcl_pg_writer *w, int wait_ms, char *err, i
         struct timespec pause = {0, LOCK_RETRY_MS * 1000000L};
         nanosleep(&pause, NULL);
     }
-    pgcl_errorf(err, cap, "writer id %s is in use by another process (its advisory lock is held); give each replica "
-                "its own --writer-id", w->s->writer_id);
+    pgcl_errorf(err, cap,
+                "writer id %s is in use by another process (its advisory lock is held); give each replica "
+                "its own --writer-id",
+                w->s->writer_id);
     return PGCL_ERR_BUSY;
 }
 
@@ -547,6 +571,7 @@ static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err
     pgcl_timestamp_now(now);
     const char *v[] = {w->s->writer_id, now};
     pgcl_status st = take_writer_lock(w, lock_wait_ms, err, cap);
+    if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "session settings", SESSION_SQL, 0, NULL, err, cap);
     if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "writers row", UPSERT_WRITER_SQL, 2, v, err, cap);
     if (st == PGCL_OK) st = load_chain(w, err, cap);
     if (st == PGCL_OK) {
@@ -598,11 +623,17 @@ static bool reconnect_if_due(pgcl_pg_writer *w) {
 
 /* ---- the transaction's API for jobs ---- */
 
-PGconn *pgcl_pg_txn_conn(pgcl_pg_txn *t) { return t->w->conn; }
+PGconn *pgcl_pg_txn_conn(pgcl_pg_txn *t) {
+    return t->w->conn;
+}
 
-const char *pgcl_pg_txn_now(pgcl_pg_txn *t) { return t->now; }
+const char *pgcl_pg_txn_now(pgcl_pg_txn *t) {
+    return t->now;
+}
 
-const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t) { return t->w->s->writer_id; }
+const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t) {
+    return t->w->s->writer_id;
+}
 
 static int counter_index(const char *table) {
     for (int i = 0; i < N_COUNTERS; i++)
@@ -676,8 +707,10 @@ static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_
     bool input_stored = r->input && r->input_dtype;
     unsigned char digest[PGCL_SHA256_BYTES];
     if (input_stored) {
-        if (r->input_digest) memcpy(digest, r->input_digest, sizeof digest);
-        else pgcl_sha256(r->input, (size_t)r->input_bytes, digest);
+        if (r->input_digest)
+            memcpy(digest, r->input_digest, sizeof digest);
+        else
+            pgcl_sha256(r->input, (size_t)r->input_bytes, digest);
     }
     char seq_t[24], label_index[24], latency[24], toxicity[32], t_review[32], t_block[32];
     fmt_i64(seq_t, seq);
@@ -687,14 +720,30 @@ static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_
     fmt_double(t_review, r->t_review);
     fmt_double(t_block, r->t_block);
     _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "vector bytea are stored little-endian");
-    const char *v[21] = {seq_t, r->decision_id, t->now, r->request_id, r->item_id, r->model_name, r->model_version,
-                         r->model_sha256, r->label, label_index, r->probabilities_json,
-                         r->has_toxicity ? toxicity : NULL, r->decision, r->policy_json,
-                         r->has_thresholds ? t_review : NULL, r->has_thresholds ? t_block : NULL,
-                         (const char *)r->vector, r->input_sha256, latency,
-                         input_stored ? (const char *)digest : NULL, input_stored ? r->input_dtype : NULL};
+    const char *v[21] = {seq_t,
+                         r->decision_id,
+                         t->now,
+                         r->request_id,
+                         r->item_id,
+                         r->model_name,
+                         r->model_version,
+                         r->model_sha256,
+                         r->label,
+                         label_index,
+                         r->probabilities_json,
+                         r->has_toxicity ? toxicity : NULL,
+                         r->decision,
+                         r->policy_json,
+                         r->has_thresholds ? t_review : NULL,
+                         r->has_thresholds ? t_block : NULL,
+                         (const char *)r->vector,
+                         r->input_sha256,
+                         latency,
+                         input_stored ? (const char *)digest : NULL,
+                         input_stored ? r->input_dtype : NULL};
     int bin[21];
-    for (int i = 0; i < 21; i++) bin[i] = -1;
+    for (int i = 0; i < 21; i++)
+        bin[i] = -1;
     bin[16] = r->d * (int)sizeof(float);
     if (input_stored) bin[19] = PGCL_SHA256_BYTES;
     sender_send(s, "insert decision", INSERT_DECISION_SQL, 21, v, bin, NULL);
@@ -703,21 +752,38 @@ static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_
         const int ib[] = {-1, r->input_bytes};
         sender_send(s, "insert decision input", INSERT_INPUT_SQL, 2, iv, ib, NULL);
     }
-    pgcl_chain_decision_values dv = {
-        .seq = seq, .decision_id = r->decision_id, .created_at = t->now, .request_id = r->request_id,
-        .item_id = r->item_id, .model_name = r->model_name, .model_version = r->model_version,
-        .model_sha256 = r->model_sha256, .label = r->label, .label_index = r->label_index,
-        .probabilities = r->probabilities_json, .has_toxicity = r->has_toxicity, .toxicity = r->toxicity,
-        .decision = r->decision, .policy = r->policy_json, .has_thresholds = r->has_thresholds,
-        .t_review = r->t_review, .t_block = r->t_block, .vector = r->vector,
-        .vector_bytes = (size_t)r->d * sizeof(float), .input_sha256 = r->input_sha256, .latency_us = r->latency_us,
-        .input_digest = input_stored ? digest : NULL, .input_dtype = input_stored ? r->input_dtype : NULL};
+    pgcl_chain_decision_values dv = {.seq = seq,
+                                     .decision_id = r->decision_id,
+                                     .created_at = t->now,
+                                     .request_id = r->request_id,
+                                     .item_id = r->item_id,
+                                     .model_name = r->model_name,
+                                     .model_version = r->model_version,
+                                     .model_sha256 = r->model_sha256,
+                                     .label = r->label,
+                                     .label_index = r->label_index,
+                                     .probabilities = r->probabilities_json,
+                                     .has_toxicity = r->has_toxicity,
+                                     .toxicity = r->toxicity,
+                                     .decision = r->decision,
+                                     .policy = r->policy_json,
+                                     .has_thresholds = r->has_thresholds,
+                                     .t_review = r->t_review,
+                                     .t_block = r->t_block,
+                                     .vector = r->vector,
+                                     .vector_bytes = (size_t)r->d * sizeof(float),
+                                     .input_sha256 = r->input_sha256,
+                                     .latency_us = r->latency_us,
+                                     .input_digest = input_stored ? digest : NULL,
+                                     .input_dtype = input_stored ? r->input_dtype : NULL};
     return chain_leaf(t->w, T_DECISIONS, seq, pgcl_chain_decision_leaf(&dv));
 }
 
 static void send_idem(sender *s, pgcl_pg_txn *t, const pgcl_idem_entry *e) {
     char expires[PGCL_TIMESTAMP_LEN + 1];
     pgcl_timestamp_after(e->ttl_s, expires);
+    const char *drop[] = {e->scope, e->key, t->now};
+    sender_send(s, "expired idempotency key", IDEM_DROP_EXPIRED_SQL, 3, drop, NULL, NULL);
     const char *v[] = {e->scope, e->key, e->body_sha256, e->request_id, e->answer, t->now, expires, e->request_sha256};
     sender_send(s, "idempotency key", IDEM_STORE_SQL, 8, v, NULL, NULL);
 }
@@ -727,17 +793,27 @@ static void send_shadow(sender *s, pgcl_pg_txn *t, const pgcl_shadow_row *r, int
     fmt_i64(seq_t, seq);
     fmt_double(primary, r->primary_score);
     fmt_double(shadow, r->shadow_score);
-    const char *v[] = {seq_t, r->decision_id, t->now, r->model_name, r->primary_version, r->shadow_version,
-                       r->shadow_sha256, r->primary_label, r->shadow_label, r->primary_decision, r->shadow_decision,
-                       primary, shadow, r->probabilities_json};
+    const char *v[] = {seq_t,
+                       r->decision_id,
+                       t->now,
+                       r->model_name,
+                       r->primary_version,
+                       r->shadow_version,
+                       r->shadow_sha256,
+                       r->primary_label,
+                       r->shadow_label,
+                       r->primary_decision,
+                       r->shadow_decision,
+                       primary,
+                       shadow,
+                       r->probabilities_json};
     sender_send(s, "insert shadow row", INSERT_SHADOW_SQL, 14, v, NULL, NULL);
 }
 
 /* A decisions or shadows job's statements, its seqs taken from t (reserved: see take_seqs). */
 static pgcl_status send_job_rows(sender *s, pgcl_pg_txn *t, pg_job *j, bool reserved, char *err, int cap) {
     int64_t first = 0;
-    pgcl_status st =
-        take_seqs(t, j->kind == JOB_DECISIONS ? T_DECISIONS : T_SHADOWS, j->n, reserved, &first, err, cap);
+    pgcl_status st = take_seqs(t, j->kind == JOB_DECISIONS ? T_DECISIONS : T_SHADOWS, j->n, reserved, &first, err, cap);
     if (st != PGCL_OK) return st;
     for (int i = 0; i < j->n; i++) {
         if (j->kind == JOB_SHADOWS) {
@@ -761,7 +837,8 @@ static pgcl_status send_chain_entry(sender *s, pgcl_pg_writer *w, log_edge *edge
         w->packed = grown;
         w->cap_packed = w->n_leaves;
     }
-    for (size_t i = 0; i < w->n_leaves; i++) w->packed[i] = w->leaves[i].leaf;
+    for (size_t i = 0; i < w->n_leaves; i++)
+        w->packed[i] = w->leaves[i].leaf;
     pgcl_merkle_hash root = pgcl_merkle_root(w->packed, w->n_leaves);
     char root_hex[PGCL_CHAIN_HEX_LEN + 1];
     pgcl_merkle_to_hex(&root, root_hex);
@@ -798,9 +875,15 @@ static pgcl_status send_chain_entry(sender *s, pgcl_pg_writer *w, log_edge *edge
 
 /* ---- one group ---- */
 
-static void stamp(pgcl_pg_writer *w, char out[PGCL_TIMESTAMP_LEN + 1]) {
+/* The transaction's timestamp, taken once the counters' lock is held: now, but never before this
+ * writer's previous one nor before fleet_latest (the newest created_at any writer committed, NULL
+ * for none), so that created_at follows seq across the whole fleet even between hosts whose clocks
+ * differ a little (time-range reads rely on it). */
+static void stamp(pgcl_pg_writer *w, const char *fleet_latest, char out[PGCL_TIMESTAMP_LEN + 1]) {
     pgcl_timestamp_now(out);
     if (strcmp(out, w->last_stamp) < 0) memcpy(out, w->last_stamp, sizeof w->last_stamp);
+    if (fleet_latest && strlen(fleet_latest) == PGCL_TIMESTAMP_LEN && strcmp(out, fleet_latest) < 0)
+        memcpy(out, fleet_latest, PGCL_TIMESTAMP_LEN + 1);
     memcpy(w->last_stamp, out, sizeof w->last_stamp);
 }
 
@@ -809,10 +892,10 @@ typedef enum { GROUP_DONE, GROUP_RETRY_ISOLATED } group_outcome;
 /* After a failure: a connection that is gone is dropped; otherwise the transaction is rolled back.
  * Every job not already failed by itself fails with err. */
 static void abandon_group(pgcl_pg_writer *w, pg_job *batch, const char *err) {
-    if (pgcl_pg_broken(w->conn)) {
-        lose_connection(w, err);
+    if (!pgcl_pg_broken(w->conn) && PQpipelineStatus(w->conn) != PQ_PIPELINE_OFF) PQexitPipelineMode(w->conn);
+    if (pgcl_pg_broken(w->conn) || PQpipelineStatus(w->conn) != PQ_PIPELINE_OFF) {
+        lose_connection(w, err); /* gone, or left with results nobody will read: a new one */
     } else {
-        if (PQpipelineStatus(w->conn) != PQ_PIPELINE_OFF) PQexitPipelineMode(w->conn);
         PQclear(PQexec(w->conn, "ROLLBACK"));
         if (pgcl_pg_broken(w->conn)) lose_connection(w, err);
     }
@@ -824,11 +907,12 @@ static bool savepoint(pgcl_pg_writer *w, const char *sql, char *err, int cap) {
     return pgcl_pg_exec(w->conn, "savepoint", sql, 0, NULL, err, cap) == PGCL_OK;
 }
 
-/* Round trip 1: BEGIN, the counters' lock (allocating `add` seqs of each table), the group's keys. */
-static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const int64_t add[N_COUNTERS], char *err,
-                       int cap) {
+/* Round trip 1: BEGIN, the counters' lock (allocating `add` seqs of each table), the newest
+ * created_at, the group's keys (live at `now`); then the transaction's timestamp in t->now. */
+static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const int64_t add[N_COUNTERS], const char *now,
+                       char *err, int cap) {
     sender s;
-    PGresult *counters = NULL;
+    PGresult *counters = NULL, *latest = NULL;
     if (sender_start(&s, w->conn, true)) {
         sender_send(&s, "begin", "BEGIN", 0, NULL, NULL, NULL);
         char addv[N_COUNTERS][24];
@@ -838,15 +922,17 @@ static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const i
             v[c] = addv[c];
         }
         sender_send(&s, "fleet_counters", COUNTERS_SQL, N_COUNTERS, v, NULL, &counters);
+        sender_send(&s, "newest timestamp", LAST_STAMP_SQL, 0, NULL, NULL, &latest);
         for (pg_job *j = batch; j; j = j->next) {
             if (j->kind != JOB_DECISIONS || !j->idem) continue;
-            const char *kv[] = {j->idem->scope, j->idem->key, t->now};
+            const char *kv[] = {j->idem->scope, j->idem->key, now};
             sender_send(&s, "idempotency key lookup", IDEM_LIVE_SQL, 3, kv, NULL, &j->idem_live);
         }
     }
     pgcl_status st = sender_finish(&s);
-    bool ok = st == PGCL_OK && counters && PQntuples(counters) == 1;
+    bool ok = st == PGCL_OK && counters && PQntuples(counters) == 1 && latest && PQntuples(latest) == 1;
     if (ok) {
+        stamp(w, pgcl_pg_text(latest, 0, 0), t->now);
         for (int c = 0; c < N_COUNTERS; c++) {
             int64_t last = pgcl_pg_int(counters, 0, c);
             t->next[c] = last - add[c] + 1;
@@ -856,6 +942,7 @@ static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const i
         snprintf(err, (size_t)cap, "%s", st != PGCL_OK ? s.err : "fleet_counters: its row is missing");
     }
     PQclear(counters);
+    PQclear(latest);
     return ok;
 }
 
@@ -868,8 +955,8 @@ static int64_t mark_taken_keys(pg_job *batch) {
         PQclear(j->idem_live);
         j->idem_live = NULL;
         for (pg_job *k = batch; k != j && !taken; k = k->next)
-            taken = k->kind == JOB_DECISIONS && k->idem && !k->idem_taken && strcmp(k->idem->scope, j->idem->scope) == 0 &&
-                    strcmp(k->idem->key, j->idem->key) == 0;
+            taken = k->kind == JOB_DECISIONS && k->idem && !k->idem_taken &&
+                    strcmp(k->idem->scope, j->idem->scope) == 0 && strcmp(k->idem->key, j->idem->key) == 0;
         if (!taken) continue;
         j->idem_taken = true;
         j->status = PGCL_ERR_DUPLICATE;
@@ -893,7 +980,8 @@ static bool run_fn_jobs(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, char *
         if (j->status == PGCL_OK) {
             if (!savepoint(w, "RELEASE SAVEPOINT job", err, cap)) return false;
         } else {
-            if (!savepoint(w, "ROLLBACK TO SAVEPOINT job", err, cap) || !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
+            if (!savepoint(w, "ROLLBACK TO SAVEPOINT job", err, cap) ||
+                !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
                 return false;
             w->n_leaves = mark;
         }
@@ -923,7 +1011,8 @@ static bool run_row_jobs_isolated(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *bat
         if (st == PGCL_OK) {
             if (!savepoint(w, "RELEASE SAVEPOINT job", err, cap)) return false;
         } else {
-            if (!savepoint(w, "ROLLBACK TO SAVEPOINT job", err, cap) || !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
+            if (!savepoint(w, "ROLLBACK TO SAVEPOINT job", err, cap) ||
+                !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
                 return false;
             w->n_leaves = mark;
         }
@@ -936,7 +1025,8 @@ static bool run_row_jobs_isolated(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *bat
 static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) {
     char err[ERR_CAP] = "";
     pgcl_pg_txn t = {.w = w};
-    stamp(w, t.now);
+    char now[PGCL_TIMESTAMP_LEN + 1]; /* before the lock: when the group's keys must be live */
+    pgcl_timestamp_now(now);
     w->n_leaves = 0;
     int64_t add[N_COUNTERS] = {0};
     for (pg_job *j = batch; j; j = j->next) {
@@ -948,7 +1038,7 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
         if (j->kind == JOB_DECISIONS) add[T_DECISIONS] += j->n;
         if (j->kind == JOB_SHADOWS) add[T_SHADOWS] += j->n;
     }
-    if (!open_group(w, &t, batch, add, err, sizeof err)) {
+    if (!open_group(w, &t, batch, add, now, err, sizeof err)) {
         for (pg_job *j = batch; j; j = j->next) {
             PQclear(j->idem_live);
             j->idem_live = NULL;
@@ -988,6 +1078,8 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
             return GROUP_DONE;
         }
     }
+    /* every seq the counters handed this group is used: a seq left over would be a gap forever */
+    PGCL_ASSERT(t.next[T_DECISIONS] == t.end[T_DECISIONS] && t.next[T_SHADOWS] == t.end[T_SHADOWS]);
     if (any_key && !isolated) {
         const char *v[] = {t.now};
         sender_send(&s, "expired idempotency keys", IDEM_EXPIRE_SQL, 1, v, NULL, NULL);
@@ -1026,7 +1118,11 @@ static void commit_group(pgcl_pg_writer *w, pg_job *batch) {
         fail_jobs(batch, PGCL_ERR_DB, err); /* no job ran: each is still PGCL_ERR_DB as queued */
         return;
     }
-    if (run_group(w, batch, false) == GROUP_RETRY_ISOLATED) run_group(w, batch, true);
+    if (run_group(w, batch, false) == GROUP_RETRY_ISOLATED) {
+        pgcl_log_warn("audit: writer %s: a statement of a group failed (%s); each request of the group runs alone",
+                      w->s->writer_id, batch->err);
+        run_group(w, batch, true);
+    }
 }
 
 /* An unhealthy writer's check that writes work again: the writers row's last_seen, committed. */
@@ -1137,8 +1233,10 @@ static pgcl_status enqueue_locked(pgcl_pg_writer *w, pg_job *job, char *err, int
         return PGCL_ERR_BUSY;
     }
     w->pending_rows += job->n_rows;
-    if (w->tail) w->tail->next = job;
-    else w->head = job;
+    if (w->tail)
+        w->tail->next = job;
+    else
+        w->head = job;
     w->tail = job;
     pthread_cond_signal(&w->work);
     return PGCL_OK;
@@ -1148,7 +1246,8 @@ static pgcl_status submit(pgcl_pg_writer *w, pg_job *job, char *err, int cap) {
     pthread_mutex_lock(&w->lock);
     pthread_cond_init(&job->done_cond, NULL);
     pgcl_status st = enqueue_locked(w, job, err, cap);
-    while (st == PGCL_OK && !job->done) pthread_cond_wait(&job->done_cond, &w->lock);
+    while (st == PGCL_OK && !job->done)
+        pthread_cond_wait(&job->done_cond, &w->lock);
     pthread_mutex_unlock(&w->lock);
     pthread_cond_destroy(&job->done_cond);
     if (st != PGCL_OK) return st;
@@ -1166,8 +1265,8 @@ static void finish_async_jobs(pg_job *list) {
 
 pgcl_status pgcl_pg_append(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
                            char *err, int cap) {
-    pg_job job = {.kind = JOB_DECISIONS, .rows = rows, .n = n, .idem = idem, .n_rows = n, .bounded = true,
-                  .status = PGCL_ERR_DB};
+    pg_job job = {
+        .kind = JOB_DECISIONS, .rows = rows, .n = n, .idem = idem, .n_rows = n, .bounded = true, .status = PGCL_ERR_DB};
     return submit(writer_of(store), &job, err, cap);
 }
 
@@ -1179,8 +1278,15 @@ void pgcl_pg_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int 
         done(done_ctx, PGCL_ERR_NOMEM, "out of memory");
         return;
     }
-    *job = (pg_job){.kind = JOB_DECISIONS, .rows = rows, .n = n, .idem = idem, .n_rows = n, .bounded = true,
-                    .status = PGCL_ERR_DB, .on_done = done, .on_done_ctx = done_ctx};
+    *job = (pg_job){.kind = JOB_DECISIONS,
+                    .rows = rows,
+                    .n = n,
+                    .idem = idem,
+                    .n_rows = n,
+                    .bounded = true,
+                    .status = PGCL_ERR_DB,
+                    .on_done = done,
+                    .on_done_ctx = done_ctx};
     char err[ERR_CAP];
     pthread_mutex_lock(&w->lock);
     pgcl_status st = enqueue_locked(w, job, err, sizeof err);
@@ -1191,8 +1297,7 @@ void pgcl_pg_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int 
 }
 
 pgcl_status pgcl_pg_append_shadow(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap) {
-    pg_job job = {.kind = JOB_SHADOWS, .shadows = rows, .n = n, .n_rows = n, .bounded = true,
-                  .status = PGCL_ERR_DB};
+    pg_job job = {.kind = JOB_SHADOWS, .shadows = rows, .n = n, .n_rows = n, .bounded = true, .status = PGCL_ERR_DB};
     return submit(writer_of(store), &job, err, cap);
 }
 
@@ -1239,7 +1344,9 @@ int pgcl_pg_pending_rows(pgcl_audit *store) {
     return n;
 }
 
-bool pgcl_pg_healthy(pgcl_audit *store) { return writer_of(store)->healthy; }
+bool pgcl_pg_healthy(pgcl_audit *store) {
+    return writer_of(store)->healthy;
+}
 
 /* ---- start / stop ---- */
 

@@ -228,7 +228,10 @@ pgcl_status pgcl_pg_pool_acquire(pgcl_pg_pool *p, int wait_ms, PGconn **out, cha
     p->out++;
     PGconn *conn = p->n_idle ? p->idle[--p->n_idle] : NULL;
     pthread_mutex_unlock(&p->lock);
-    if (conn && pgcl_pg_broken(conn)) {
+    /* An idle connection whose server restarted or went away looks fine until it is used: the
+     * server's goodbye (or the socket's end) is waiting unread. PQconsumeInput reads what is there
+     * without blocking (libpq's sockets are non-blocking) and marks such a connection bad. */
+    if (conn && (PQconsumeInput(conn) == 0 || pgcl_pg_broken(conn))) {
         PQfinish(conn);
         conn = NULL;
     }
