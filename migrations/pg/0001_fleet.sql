@@ -281,10 +281,9 @@ BEGIN
   EXECUTE format('GRANT UPDATE (through_seq) ON TABLE input_retention TO %I', writer_role);
   -- revocation: a key's revoked_at and revoked_by are set once; its hash, role and name never change.
   EXECUTE format('GRANT UPDATE (revoked_at, revoked_by) ON TABLE api_keys TO %I', writer_role);
-  -- idempotency keys expire: an expired entry is deleted or replaced by a new request's under the
-  -- same key (its (scope, idem_key) stays).
-  EXECUTE format('GRANT UPDATE (body_sha256, request_id, answer, created_at, expires_at, request_sha256),'
-                 ' DELETE ON TABLE idempotency_keys TO %I', writer_role);
+  -- idempotency keys expire: the writer deletes expired entries (a new request under an expired
+  -- key deletes it, then inserts its own); a live entry is never changed.
+  EXECUTE format('GRANT DELETE ON TABLE idempotency_keys TO %I', writer_role);
 END $$;
 REVOKE ALL ON FUNCTION pgcld_grant_writer(name) FROM PUBLIC;
 

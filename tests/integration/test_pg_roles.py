@@ -48,8 +48,7 @@ EXPECTED = {
     "shadow_decisions": (APPEND, set()),
     "contests": (APPEND, set()),
     "resolutions": (APPEND, set()),
-    "idempotency_keys": (APPEND | {"DELETE"},
-                         {"body_sha256", "request_id", "answer", "created_at", "expires_at", "request_sha256"}),
+    "idempotency_keys": (APPEND | {"DELETE"}, set()),
     "audit_chain": (APPEND, set()),
     "audit_chain_runs": (APPEND, set()),
     "audit_log_nodes": (APPEND, set()),
@@ -180,7 +179,6 @@ class RolesTest(unittest.TestCase):
         cur.execute("INSERT INTO api_keys VALUES (%s, 'n', 'scorer', 'h', %s, 'a', NULL, NULL)", (f"k-{seq}", T0))
         cur.execute("UPDATE api_keys SET revoked_at = %s, revoked_by = 'a' WHERE key_id = %s", (T0, f"k-{seq}"))
         cur.execute("INSERT INTO idempotency_keys VALUES ('s', %s, 'b', 'r', '{}', %s, %s, NULL)", (f"i-{seq}", T0, T0))
-        cur.execute("UPDATE idempotency_keys SET expires_at = %s WHERE idem_key = %s", (T0, f"i-{seq}"))
         cur.execute("DELETE FROM idempotency_keys WHERE idem_key = %s", (f"i-{seq}",))
         cur.execute("UPDATE input_retention SET through_seq = %s WHERE id = 1", (seq,))
         cur.execute("DELETE FROM decision_inputs WHERE decision_seq = %s", (seq,))
@@ -236,6 +234,7 @@ class RolesTest(unittest.TestCase):
         self.refused(w, "UPDATE api_keys SET key_sha256 = 'mine', role = 'admin'")
         self.refused(w, "DELETE FROM api_keys")
         self.refused(w, "UPDATE fleet_counters SET id = 2")
+        self.refused(w, "UPDATE idempotency_keys SET answer = '{}'")
         self.refused(w, "DELETE FROM schema_migrations")
         for table in APPEND_ONLY + ("decision_inputs", "api_keys"):
             self.refused(w, f"TRUNCATE {table}")
