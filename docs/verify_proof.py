@@ -3,7 +3,9 @@
 only (docs/audit.md, "Inclusion proofs"): the leaf is the decision as recorded, its RFC 9162 path
 gives the commit's root, the root gives the chain entry's hash, and the entry's path in the log tree
 gives the root a signed checkpoint signs. Also checks a consistency proof (GET /v1/audit/consistency):
-that the log tree an older checkpoint signs is a prefix of the one a newer checkpoint signs. Usage:
+that the log tree an older checkpoint signs is a prefix of the one a newer checkpoint signs. On the
+PostgreSQL store each writer has its own log: the proof names it (writer_id) and the checkpoint is a
+fleet checkpoint, whose head of that writer is the one compared. Usage:
     python3 verify_proof.py PROOF.json [CHECKPOINT.json | ENTRY_HASH]
     python3 verify_proof.py --consistency CONSISTENCY.json [OLD_CHECKPOINT.json NEW_CHECKPOINT.json]
 CHECKPOINT.json: a signed checkpoint you hold (check its signature with `pgcld audit verify
@@ -29,12 +31,22 @@ def root_from_path(leaf, index, size, path):  # RFC 9162 s2.1.3.2
     if sn: raise ValueError("a path is too short")
     return r
 
+def signed_head(cp, writer=None):
+    """(size, log root) a checkpoint signs: its head's, or, in a fleet checkpoint (PostgreSQL, one log
+    per writer), the head of the proof's writer."""
+    if cp.get("format") == "pgcld-fleet-checkpoint":
+        heads = [w for w in cp["writers"] if w["writer_id"] == writer]
+        if not heads: raise ValueError(f"the fleet checkpoint signs no head of writer {writer!r}")
+        return heads[0]["head_seq"], heads[0]["log_root"]
+    if writer is not None: raise ValueError("a proof of one writer's log needs a fleet checkpoint")
+    return cp["head_seq"], cp["log_root"]
+
 def verify_consistency(c, old=None, new=None):  # RFC 9162 s2.1.4.2
     first, second, path = c["first"], c["second"], [bytes.fromhex(p) for p in c["path"]]
     r1, r2 = bytes.fromhex(c["first_root"]), bytes.fromhex(c["second_root"])
     for cp, size, root in ((old, first, r1), (new, second, r2)):
-        if cp and (cp["head_seq"], cp["log_root"]) != (size, root.hex()):
-            raise ValueError(f"the checkpoint at {cp['head_seq']} does not sign the log tree of size {size}")
+        if cp and signed_head(cp, c.get("writer_id")) != (size, root.hex()):
+            raise ValueError(f"the checkpoint does not sign the log tree of size {size}")
     if not 0 < first <= second: raise ValueError("the sizes are not 0 < first <= second")
     if first == second:
         if path or r1 != r2: raise ValueError("equal sizes need equal roots and an empty path")
@@ -67,7 +79,7 @@ def verify(proof, held=None):
     if root_from_path(sha(b"\x00" + h), log["leaf_index"], log["tree_size"], log["path"]).hex() != log["root"]:
         raise ValueError("the log path does not lead to the log root")
     for cp in filter(None, [log["checkpoint"], held if isinstance(held, dict) else None]):
-        if (cp["head_seq"], cp["log_root"]) != (log["tree_size"], log["root"]):
+        if (signed_head(cp, proof.get("writer_id"))) != (log["tree_size"], log["root"]):
             raise ValueError("a checkpoint does not sign this log tree")
     if isinstance(held, str) and h.hex() != held.lower(): raise ValueError("the chain entry is not the one you hold")
 

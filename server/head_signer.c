@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "audit_reads.h"
 #include "signing.h"
 
 struct pgcld_head_signer {
@@ -23,16 +24,27 @@ struct pgcld_head_signer {
 };
 
 static void checkpoint_once(pgcld_head_signer *c) {
-    pgcl_checkpoint cp;
+    pgcl_store_checkpoint *cp = malloc(sizeof *cp);
     char err[1024];
-    pgcl_status st = pgcld_checkpoint_now(c->srv, &cp, err, sizeof err);
+    if (!cp) {
+        pgcl_log_error("audit checkpoint failed: out of memory");
+        return;
+    }
+    pgcl_status st = pgcld_checkpoint_now(c->srv, cp, err, sizeof err);
     if (st == PGCL_OK) {
-        if (cp.head_seq != c->last_seq)
-            pgcl_log_info("audit checkpoint: head %lld signed, written to %s", (long long)cp.head_seq, cp.file);
-        c->last_seq = cp.head_seq;
+        /* a fleet's "head": the sum of its writers' heads, which grows whenever one chain grows */
+        int64_t seq = cp->is_fleet ? 0 : cp->chain.head_seq;
+        for (int i = 0; cp->is_fleet && i < cp->fleet.n_heads; i++)
+            seq += cp->fleet.heads[i].head_seq;
+        if (seq != c->last_seq)
+            pgcl_log_info("audit checkpoint: head %lld signed, written to %s", (long long)seq,
+                          cp->is_fleet ? cp->fleet.file : cp->chain.file);
+        c->last_seq = seq;
     } else if (st != PGCL_ERR_NOT_FOUND) {
         pgcl_log_error("audit checkpoint failed: %s", err);
     }
+    pgcl_store_checkpoint_release(cp);
+    free(cp);
 }
 
 static void *head_signer_main(void *arg) {

@@ -151,10 +151,14 @@ bool pgcld_is_json_type(const char *content_type);
 /* Parses the body as a JSON object. Returns it, or NULL with reply set (415 / 400). */
 json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply);
 
-/* Signs the chain head with --signing-key and writes <checkpoint-dir>/checkpoint-<seq>.json
- * (routes_chain.c). PGCL_ERR_NOT_FOUND: the chain is empty. */
-struct pgcl_checkpoint;
-pgcl_status pgcld_checkpoint_now(pgcld_server *srv, struct pgcl_checkpoint *out, char *err, int cap);
+/* Signs the store's head(s) with --signing-key and writes <checkpoint-dir>/checkpoint-<seq>.json
+ * (SQLite) or <checkpoint-dir>/fleet-checkpoint-<sum of seqs>.json (PostgreSQL: every writer's
+ * head), through the store (pgcl_audit_create_checkpoint; routes_chain.c). PGCL_ERR_NOT_FOUND: the
+ * chain is empty. Release out (pgcl_store_checkpoint_release) in any case. */
+struct pgcl_store_checkpoint;
+pgcl_status pgcld_checkpoint_now(pgcld_server *srv, struct pgcl_store_checkpoint *out, char *err, int cap);
+/* The JSON of a checkpoint just made (POST /v1/audit/checkpoints, pgcld audit checkpoint). */
+json_t *pgcld_checkpoint_json(const struct pgcl_store_checkpoint *cp);
 
 /* Route patterns, for metrics labels. */
 extern const char *const pgcld_route_names[];

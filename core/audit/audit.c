@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap) {
     pgcl_status st = pgcl_pg_is_uri(opts->path) ? pgcl_audit_pg_open(opts, out, err, cap)
@@ -116,9 +117,19 @@ pgcl_status pgcl_audit_read_archive_where(pgcl_audit *a, const char *decision_id
     return a->ops->read_archive_where(a, decision_id, out, err, cap);
 }
 
-pgcl_status pgcl_audit_read_consistency(pgcl_audit *a, int64_t first, int64_t second, pgcl_log_consistency *out,
-                                        char *err, int cap) {
-    return a->ops->read_consistency(a, first, second, out, err, cap);
+pgcl_status pgcl_audit_read_consistency(pgcl_audit *a, const char *writer_id, int64_t first, int64_t second,
+                                        pgcl_log_consistency *out, char *err, int cap) {
+    return a->ops->read_consistency(a, writer_id, first, second, out, err, cap);
+}
+
+void pgcl_store_checkpoint_release(pgcl_store_checkpoint *cp) {
+    if (cp) pgcl_fleet_checkpoint_release(&cp->fleet);
+}
+
+pgcl_status pgcl_audit_create_checkpoint(pgcl_audit *a, const char *key_path, const char *out_file, const char *out_dir,
+                                         pgcl_store_checkpoint *out, char *err, int cap) {
+    memset(out, 0, sizeof *out);
+    return a->ops->create_checkpoint(a, key_path, out_file, out_dir, out, err, cap);
 }
 
 pgcl_status pgcl_audit_verify_chain(pgcl_audit *a, pgcl_chain_report *report, char *err, int cap) {

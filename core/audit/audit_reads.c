@@ -173,8 +173,13 @@ pgcl_status pgcl_sqlite_read_archive_where(pgcl_audit *store, const char *decisi
     return st;
 }
 
-pgcl_status pgcl_sqlite_read_consistency(pgcl_audit *store, int64_t first, int64_t second, pgcl_log_consistency *out,
-                                         char *err, int cap) {
+pgcl_status pgcl_sqlite_read_consistency(pgcl_audit *store, const char *writer_id, int64_t first, int64_t second,
+                                         pgcl_log_consistency *out, char *err, int cap) {
+    if (writer_id) {
+        memset(out, 0, sizeof *out);
+        pgcl_errorf(err, cap, "this audit store (SQLite) has one log: it takes no writer");
+        return PGCL_ERR_INVALID;
+    }
     pgcl_qpool *p = readers_of(store, err, cap);
     sqlite3 *db = NULL;
     if (!p) return PGCL_ERR_NOMEM;
@@ -187,6 +192,12 @@ pgcl_status pgcl_sqlite_read_consistency(pgcl_audit *store, int64_t first, int64
 
 pgcl_status pgcl_sqlite_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap) {
     return pgcl_chain_verify(pgcl_audit_sqlite_path(store), NULL, 0, report, err, cap);
+}
+
+pgcl_status pgcl_sqlite_create_checkpoint(pgcl_audit *store, const char *key_path, const char *out_file,
+                                          const char *out_dir, pgcl_store_checkpoint *out, char *err, int cap) {
+    out->is_fleet = false;
+    return pgcl_checkpoint_create(pgcl_audit_sqlite_path(store), key_path, out_file, out_dir, &out->chain, err, cap);
 }
 
 pgcl_status pgcl_sqlite_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,

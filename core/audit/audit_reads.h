@@ -97,15 +97,34 @@ pgcl_status pgcl_audit_read_archive_where(pgcl_audit *a, const char *decision_id
 
 /* The consistency proof between the log trees of first and second entries (chain_proof.h,
  * pgcl_chain_prove_consistency: PGCL_ERR_INVALID for sizes out of order, PGCL_ERR_NOT_FOUND beyond
- * the head). */
-pgcl_status pgcl_audit_read_consistency(pgcl_audit *a, int64_t first, int64_t second, pgcl_log_consistency *out,
-                                        char *err, int cap);
+ * the head) of writer_id's log. writer_id: NULL for the store's only log; the SQLite store has one
+ * log and refuses any writer_id (PGCL_ERR_INVALID); the PostgreSQL store needs one when several
+ * writers have a chain (PGCL_ERR_INVALID naming them), and answers PGCL_ERR_NOT_FOUND for a writer
+ * without a chain. */
+pgcl_status pgcl_audit_read_consistency(pgcl_audit *a, const char *writer_id, int64_t first, int64_t second,
+                                        pgcl_log_consistency *out, char *err, int cap);
 
 /* ---- operators ---- */
 
 /* Verifies the whole chain (chain.h, pgcl_chain_verify without checkpoints): *report says whether
  * it is intact. PGCL_ERR_DB when the chain cannot be read. */
 pgcl_status pgcl_audit_verify_chain(pgcl_audit *a, pgcl_chain_report *report, char *err, int cap);
+
+/* A signed checkpoint a store made: of its one chain (SQLite, signing.h) or a fleet checkpoint over
+ * every writer's chain (PostgreSQL, fleet_checkpoint.h). */
+typedef struct pgcl_store_checkpoint {
+    bool is_fleet;
+    pgcl_checkpoint chain;       /* !is_fleet */
+    pgcl_fleet_checkpoint fleet; /* is_fleet: its heads are malloc'd (pgcl_store_checkpoint_release) */
+} pgcl_store_checkpoint;
+void pgcl_store_checkpoint_release(pgcl_store_checkpoint *cp); /* accepts NULL */
+
+/* Signs the store's head(s) with the key file at key_path and writes the checkpoint file at
+ * out_file, or, when that is NULL, into out_dir (pgcl_checkpoint_create; fleet:
+ * pgcl_fleet_checkpoint_write), then records it in audit_checkpoints. PGCL_ERR_NOT_FOUND: no chain
+ * has an entry yet. out is filled on PGCL_OK; release it in any case. */
+pgcl_status pgcl_audit_create_checkpoint(pgcl_audit *a, const char *key_path, const char *out_file, const char *out_dir,
+                                         pgcl_store_checkpoint *out, char *err, int cap);
 
 /* API keys (keys.h): create, revoke, and the keyring that authenticates requests, on the store's
  * record. Contracts as pgcl_keys_create, pgcl_keys_revoke and pgcl_keyring_open. */

@@ -833,6 +833,7 @@ const pgcl_audit_store_ops pgcl_audit_sqlite_ops = {
     .read_consistency = pgcl_sqlite_read_consistency,
     .read_archive_where = pgcl_sqlite_read_archive_where,
     .verify_chain = pgcl_sqlite_verify_chain,
+    .create_checkpoint = pgcl_sqlite_create_checkpoint,
     .create_key = pgcl_sqlite_create_key,
     .revoke_key = pgcl_sqlite_revoke_key,
     .import_key = pgcl_sqlite_import_key,

@@ -47,11 +47,14 @@ typedef struct pgcl_audit_store_ops {
     pgcl_status (*read_idempotency_key)(pgcl_audit *store, const char *scope, const char *key, const char *now,
                                         bool *found, pgcl_idem_record *out, char *err, int cap);
     pgcl_status (*read_proof)(pgcl_audit *store, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
-    pgcl_status (*read_consistency)(pgcl_audit *store, int64_t first, int64_t second, pgcl_log_consistency *out,
-                                    char *err, int cap);
+    pgcl_status (*read_consistency)(pgcl_audit *store, const char *writer_id, int64_t first, int64_t second,
+                                    pgcl_log_consistency *out, char *err, int cap);
     pgcl_status (*read_archive_where)(pgcl_audit *store, const char *decision_id, pgcl_archive_where *out, char *err,
                                       int cap);
     pgcl_status (*verify_chain)(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap);
+    /* out zeroed by the caller */
+    pgcl_status (*create_checkpoint)(pgcl_audit *store, const char *key_path, const char *out_file, const char *out_dir,
+                                     pgcl_store_checkpoint *out, char *err, int cap);
     pgcl_status (*create_key)(pgcl_audit *store, pgcl_role role, const char *name, const char *actor, char key_out[128],
                               char key_id_out[32], char *err, int cap);
     pgcl_status (*revoke_key)(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap);
@@ -103,8 +106,10 @@ pgcl_status pgcl_sqlite_read_proof(pgcl_audit *store, const char *decision_id, p
                                    int cap);
 pgcl_status pgcl_sqlite_read_archive_where(pgcl_audit *store, const char *decision_id, pgcl_archive_where *out,
                                            char *err, int cap);
-pgcl_status pgcl_sqlite_read_consistency(pgcl_audit *store, int64_t first, int64_t second, pgcl_log_consistency *out,
-                                         char *err, int cap);
+pgcl_status pgcl_sqlite_read_consistency(pgcl_audit *store, const char *writer_id, int64_t first, int64_t second,
+                                         pgcl_log_consistency *out, char *err, int cap);
+pgcl_status pgcl_sqlite_create_checkpoint(pgcl_audit *store, const char *key_path, const char *out_file,
+                                          const char *out_dir, pgcl_store_checkpoint *out, char *err, int cap);
 pgcl_status pgcl_sqlite_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap);
 pgcl_status pgcl_sqlite_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
                                    char key_out[128], char key_id_out[32], char *err, int cap);

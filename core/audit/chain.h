@@ -74,6 +74,15 @@ pgcl_status pgcl_chain_rewind(pgcl_chain *c, size_t mark, char *err, int cap);
 int64_t pgcl_chain_head_seq(const pgcl_chain *c);
 const char *pgcl_chain_head_hash(const pgcl_chain *c);
 
+/* One writer's chain in a report of the PostgreSQL store (one chain per writer, audit_pg.h). */
+typedef struct pgcl_chain_writer_head {
+    char writer_id[129];
+    int64_t head_seq;  /* its last entry */
+    char head_hash[65];
+    char log_root[65]; /* the root of its log tree over entries 1..head_seq; "" unless its walk went through */
+    bool intact;       /* nothing was found wrong in this writer's chain */
+} pgcl_chain_writer_head;
+
 typedef struct pgcl_chain_report {
     bool intact;
     int64_t events;          /* chain entries checked */
@@ -83,7 +92,19 @@ typedef struct pgcl_chain_report {
     char head_hash[65];
     int64_t archive_cut_seq; /* the latest archive cut's entry E (audit_cuts, migration 0010), 0 for none */
     int64_t archived_rows;   /* event rows archived by the cuts (their audit_cuts.rows_archived) */
+    /* The PostgreSQL store (several chains): each writer's head, in writer id order (malloc'd;
+     * pgcl_chain_report_release), and the writer of first_bad_seq ("" when none or SQLite). There,
+     * events counts the entries checked over every chain, and head_seq/head_hash are the one
+     * writer's head when there is one writer, else head_seq is the sum of the heads' seqs (the
+     * fleet's entries) and head_hash is "" (see writers). */
+    bool has_writers; /* a report of the PostgreSQL store (writers, bad_writer_id are set) */
+    int n_writers;
+    pgcl_chain_writer_head *writers;
+    char bad_writer_id[129];
 } pgcl_chain_report;
+
+/* Frees report->writers; accepts NULL. */
+void pgcl_chain_report_release(pgcl_chain_report *report);
 
 /* Verifies the whole chain of the database at path (read-only connection): sequence without gaps,
  * each prev_hash and hash, each payload against its row, every event row chained, and (when

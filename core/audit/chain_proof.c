@@ -20,6 +20,9 @@ void pgcl_chain_proof_release(pgcl_chain_proof *p) {
     if (!p) return;
     free(p->leaf_data);
     p->leaf_data = NULL;
+    pgcl_fleet_checkpoint_release(p->fleet);
+    free(p->fleet);
+    p->fleet = NULL;
 }
 
 static const char FIND_SQL[] =
@@ -239,6 +242,20 @@ bool pgcl_chain_proof_check(const pgcl_chain_proof *p, const char *decision_id, 
             return false;
         }
         if (pgcl_checkpoint_verify(&p->checkpoint, NULL, sub, sizeof sub) != PGCL_OK) {
+            pgcl_errorf(why, cap, "%s", sub);
+            return false;
+        }
+    }
+    if (p->fleet) { /* the PostgreSQL store: the fleet checkpoint signs the writer's log root */
+        char log_hex[65], sub[512];
+        pgcl_merkle_to_hex(&p->log_root, log_hex);
+        const pgcl_fleet_head *h = pgcl_fleet_checkpoint_head(p->fleet, p->writer_id);
+        if (!h || h->head_seq != p->log_size || strcmp(h->log_root, log_hex) != 0) {
+            pgcl_errorf(why, cap, "the fleet checkpoint does not sign writer '%.128s''s log root over %lld entries",
+                        p->writer_id, (long long)p->log_size);
+            return false;
+        }
+        if (pgcl_fleet_checkpoint_verify(p->fleet, NULL, sub, sizeof sub) != PGCL_OK) {
             pgcl_errorf(why, cap, "%s", sub);
             return false;
         }

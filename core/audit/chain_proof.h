@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fleet_checkpoint.h"
 #include "merkle.h"
 #include "signing.h"
 #include "status.h"
@@ -40,6 +41,11 @@ typedef struct pgcl_chain_proof {
     pgcl_merkle_hash log_root;
     bool has_checkpoint;
     pgcl_checkpoint checkpoint; /* valid when has_checkpoint: as recorded in audit_checkpoints */
+    /* The PostgreSQL store: the writer whose chain holds the entry (entry_seq, log_* are in its chain
+     * and its log tree), and the latest fleet checkpoint that covers the entry (NULL when none does;
+     * malloc'd, freed by pgcl_chain_proof_release). "" and NULL for SQLite. */
+    char writer_id[PGCL_FLEET_WRITER_ID_MAX + 1];
+    pgcl_fleet_checkpoint *fleet;
 } pgcl_chain_proof;
 
 /* The proof for decision decision_id, read on db (a read-only connection with no transaction open,
@@ -80,6 +86,7 @@ pgcl_status pgcl_chain_log_consistency(struct sqlite3 *db, int64_t first, int64_
 typedef struct pgcl_log_consistency {
     int64_t first, second; /* tree sizes: signed checkpoints' head_seq */
     int64_t head_seq;      /* the chain's head when it was read */
+    char writer_id[PGCL_FLEET_WRITER_ID_MAX + 1]; /* PostgreSQL: the writer whose log it is; "" for SQLite */
     pgcl_merkle_hash first_root, second_root;
     pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH];
     int proof_len;

@@ -826,6 +826,13 @@ done:
     return st;
 }
 
+void pgcl_chain_report_release(pgcl_chain_report *report) {
+    if (!report) return;
+    free(report->writers);
+    report->writers = NULL;
+    report->n_writers = 0;
+}
+
 pgcl_status pgcl_chain_verify(const char *path, const char *const *checkpoint_files, int n_checkpoints,
                               pgcl_chain_report *report, char *err, int cap) {
     return pgcl_chain_verify_signed(path, checkpoint_files, n_checkpoints, NULL, report, err, cap);

@@ -134,6 +134,26 @@ pgcl_status pgcl_signing_public_key(const char *path, char public_hex[PGCL_PUBLI
     return PGCL_OK;
 }
 
+pgcl_status pgcl_signing_sign(const char *key_path, const void *msg, size_t len,
+                              char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1], char signature_hex[PGCL_SIGNATURE_HEX_LEN + 1],
+                              char *err, int cap) {
+    unsigned char sk[crypto_sign_SECRETKEYBYTES], pk[crypto_sign_PUBLICKEYBYTES], sig[crypto_sign_BYTES];
+    pgcl_status st = load_secret_key(key_path, sk, err, cap);
+    if (st != PGCL_OK) return st;
+    crypto_sign_detached(sig, NULL, msg, (unsigned long long)len, sk);
+    crypto_sign_ed25519_sk_to_pk(pk, sk);
+    sodium_memzero(sk, sizeof sk);
+    sodium_bin2hex(public_hex, PGCL_PUBLIC_KEY_HEX_LEN + 1, pk, sizeof pk);
+    sodium_bin2hex(signature_hex, PGCL_SIGNATURE_HEX_LEN + 1, sig, sizeof sig);
+    return PGCL_OK;
+}
+
+bool pgcl_signing_verify(const char *public_hex, const char *signature_hex, const void *msg, size_t len) {
+    unsigned char pk[crypto_sign_PUBLICKEYBYTES], sig[crypto_sign_BYTES];
+    return hex_to_bin(public_hex, pk, sizeof pk) == 0 && hex_to_bin(signature_hex, sig, sizeof sig) == 0 &&
+           crypto_sign_verify_detached(sig, msg, (unsigned long long)len, pk) == 0;
+}
+
 /* ---- statements and verification ---- */
 
 int pgcl_checkpoint_statement(const pgcl_checkpoint *cp, char *buf, int cap) {
@@ -256,7 +276,7 @@ done:
 /* ---- making checkpoints ---- */
 
 /* Writes text to path atomically: a temporary file beside it, fsync, rename, fsync of the directory. */
-static pgcl_status write_file_atomic(const char *path, const char *text, char *err, int cap) {
+pgcl_status pgcl_checkpoint_write_atomic(const char *path, const char *text, char *err, int cap) {
     char tmp[PGCL_CHECKPOINT_PATH_MAX + 64], dir[PGCL_CHECKPOINT_PATH_MAX];
     unsigned char rnd[6];
     char rhex[13];
@@ -454,7 +474,7 @@ pgcl_status pgcl_checkpoint_create_at(const char *db_path, const char *key_path,
     }
     text = with_nl;
     memcpy(text + len, "\n", 2);
-    if ((st = write_file_atomic(out->file, text, err, cap)) != PGCL_OK) goto done;
+    if ((st = pgcl_checkpoint_write_atomic(out->file, text, err, cap)) != PGCL_OK) goto done;
     if ((st = record_checkpoint(db, out, sub, sizeof sub)) != PGCL_OK) {
         pgcl_errorf(err, cap, "%s: the checkpoint file %s was written and is valid, but recording it in "
                     "audit_checkpoints failed: %s", db_path, out->file, sub);

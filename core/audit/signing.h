@@ -16,6 +16,8 @@
 #ifndef PGCL_SIGNING_H
 #define PGCL_SIGNING_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "status.h"
@@ -47,6 +49,19 @@ pgcl_status pgcl_signing_keygen(const char *path, char public_hex[PGCL_PUBLIC_KE
  * writable by group or others (PGCL_ERR_INVALID), a malformed one (PGCL_ERR_FORMAT). */
 pgcl_status pgcl_signing_public_key(const char *path, char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1], char *err,
                                     int cap);
+
+/* Signs msg[0:len) with the secret key file at key_path (checked as pgcl_signing_public_key does):
+ * the public key's and the Ed25519 signature's hex. For statements of other formats (the fleet
+ * checkpoints of fleet_checkpoint.h). */
+pgcl_status pgcl_signing_sign(const char *key_path, const void *msg, size_t len,
+                              char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1], char signature_hex[PGCL_SIGNATURE_HEX_LEN + 1],
+                              char *err, int cap);
+/* True when signature_hex (128 hex digits) is public_hex's (64) Ed25519 signature of msg[0:len). */
+bool pgcl_signing_verify(const char *public_hex, const char *signature_hex, const void *msg, size_t len);
+
+/* Writes text to path atomically: a temporary file beside it, fsync, rename, fsync of the
+ * directory. PGCL_ERR_IO with err naming the file. */
+pgcl_status pgcl_checkpoint_write_atomic(const char *path, const char *text, char *err, int cap);
 
 /* Writes the statement signed for cp (by its version) into buf. Returns its length,
  * or -1 when it does not fit in cap bytes (NUL included). */

@@ -15,13 +15,15 @@
 #include "archive.h"
 #include "chain.h"
 #include "chain_proof.h"
+#include "audit_pg.h"
 #include "cli_options.h"
+#include "fleet_checkpoint.h"
 #include "signing.h"
 #include "time_cursor.h"
 
 static const char USAGE[] =
-    "usage: pgcld audit verify     --db FILE [--checkpoint FILE]... [--public-key HEX]\n"
-    "       pgcld audit checkpoint --db FILE --signing-key FILE --out FILE\n"
+    "usage: pgcld audit verify     --db FILE|URI [--checkpoint FILE]... [--public-key HEX]\n"
+    "       pgcld audit checkpoint --db FILE|URI --signing-key FILE --out FILE\n"
     "       pgcld audit keygen     --out FILE\n"
     "       pgcld audit archive    --db FILE (--before RFC3339 | --older-than-days N) --out ARCHIVE\n"
     "                              --signing-key FILE [--checkpoint-dir DIR] [--max-decisions N]\n"
@@ -29,7 +31,9 @@ static const char USAGE[] =
     "       pgcld audit verify-consistency PROOF [--checkpoint OLD --checkpoint NEW] [--public-key HEX]\n"
     "\n"
     "Tamper evidence for the audit database FILE (the --db of pgcld serve). Options are\n"
-    "--name VALUE or --name=VALUE.\n"
+    "--name VALUE or --name=VALUE. verify and checkpoint also take a PostgreSQL URI\n"
+    "(postgresql://...): every writer's chain is verified, checkpoints are fleet checkpoints\n"
+    "over every writer's head (docs/audit.md, \"A fleet on PostgreSQL\"); archive is SQLite-only.\n"
     "\n"
     "  verify      walks the hash chain over every decision, admin event, contest and resolution:\n"
     "              entries numbered without gaps, each linked to the previous one, each row hashing\n"
@@ -129,11 +133,38 @@ static int print_line(json_t *obj, const char *cmd) {
     return rc;
 }
 
+/* The report's writers (the PostgreSQL store) as a JSON array. */
+static json_t *writers_json(const pgcl_chain_report *rep) {
+    json_t *writers = json_array();
+    for (int i = 0; writers && i < rep->n_writers; i++) {
+        const pgcl_chain_writer_head *h = &rep->writers[i];
+        json_array_append_new(writers, json_pack("{s:s, s:I, s:s, s:o, s:b}", "writer_id", h->writer_id, "head_seq",
+                                                 (json_int_t)h->head_seq, "head_hash", h->head_hash, "log_root",
+                                                 h->log_root[0] ? json_string(h->log_root) : json_null(), "intact",
+                                                 h->intact));
+    }
+    return writers;
+}
+
+/* Verifies the chains of the PostgreSQL database at uri (a connection of its own, no writer). */
+static pgcl_status verify_pg(const cli_opts *o, pgcl_chain_report *rep, char *err, int cap) {
+    PGconn *conn = pgcl_pg_connect(o->db, err, cap);
+    if (!conn) {
+        memset(rep, 0, sizeof *rep);
+        return PGCL_ERR_DB;
+    }
+    pgcl_status st = pgcl_pg_chain_verify(conn, o->checkpoints, o->n_checkpoints, o->public_key, rep, err, cap);
+    PQfinish(conn);
+    return st;
+}
+
 static int cmd_verify(const cli_opts *o) {
     pgcl_chain_report rep;
     char err[1024];
-    pgcl_status st = pgcl_chain_verify_signed(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
-                                              sizeof err);
+    bool pg = pgcl_pg_is_uri(o->db);
+    pgcl_status st = pg ? verify_pg(o, &rep, err, sizeof err)
+                        : pgcl_chain_verify_signed(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
+                                                   sizeof err);
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld audit verify: %s\n", err);
         return 1;
@@ -146,18 +177,44 @@ static int cmd_verify(const cli_opts *o) {
                             o->n_checkpoints, "archive_cut_seq",
                             rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(), "archived_rows",
                             (json_int_t)rep.archived_rows);
+    if (out && pg) {
+        json_object_set_new(out, "writers", writers_json(&rep));
+        json_object_set_new(out, "first_bad_writer", rep.intact ? json_null() : json_string(rep.bad_writer_id));
+    }
     int rc = print_line(out, "verify");
     json_decref(out);
-    if (rc != 0) return 1;
-    if (!rep.intact) {
+    if (rc == 0 && !rep.intact) {
         fprintf(stderr, "pgcld audit verify: NOT INTACT (first bad entry %lld): %s\n", (long long)rep.first_bad_seq,
                 rep.reason);
-        return 1;
+        rc = 1;
     }
-    return 0;
+    pgcl_chain_report_release(&rep);
+    return rc;
+}
+
+/* A fleet checkpoint of every writer's head of the PostgreSQL database at o->db. */
+static int checkpoint_pg(const cli_opts *o) {
+    char err[1024];
+    pgcl_fleet_checkpoint *cp = calloc(1, sizeof *cp);
+    PGconn *conn = cp ? pgcl_pg_connect(o->db, err, sizeof err) : NULL;
+    int rc = 1;
+    if (!cp) snprintf(err, sizeof err, "out of memory");
+    if (!conn || pgcl_pg_checkpoint_create(conn, o->signing_key, o->out, NULL, cp, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld audit checkpoint: %s\n", err);
+    } else {
+        json_t *out = pgcl_fleet_checkpoint_to_json(cp);
+        if (out) json_object_set_new(out, "file", json_string(cp->file));
+        rc = print_line(out, "checkpoint");
+        json_decref(out);
+    }
+    if (conn) PQfinish(conn);
+    pgcl_fleet_checkpoint_release(cp);
+    free(cp);
+    return rc;
 }
 
 static int cmd_checkpoint(const cli_opts *o) {
+    if (pgcl_pg_is_uri(o->db)) return checkpoint_pg(o);
     pgcl_checkpoint *cp = malloc(sizeof *cp);
     char err[1024];
     if (!cp) {
@@ -202,6 +259,10 @@ static bool archive_horizon(const cli_opts *o, char out[PGCL_QTIME_LEN + 1]) {
 
 static int cmd_archive(const cli_opts *o) {
     char horizon[PGCL_QTIME_LEN + 1], err[1024];
+    if (pgcl_pg_is_uri(o->db)) {
+        fprintf(stderr, "pgcld audit archive: not supported for PostgreSQL yet (the SQLite store only)\n");
+        return 1;
+    }
     if (!archive_horizon(o, horizon)) return 2;
     int64_t max_decisions = PGCL_ARCHIVE_MAX_DECISIONS_DEFAULT;
     if (o->max_decisions) {
@@ -308,7 +369,16 @@ static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_i
     p->log_index = json_integer_value(json_object_get(log, "leaf_index"));
     p->log_size = json_integer_value(json_object_get(log, "tree_size"));
     if (!hash_array(log_path, "log.path", p->log_path, &p->log_path_len, why, cap)) return false;
-    if (json_is_object(cp)) {
+    const char *writer = json_string_value(json_object_get(doc, "writer_id"));
+    if (writer) snprintf(p->writer_id, sizeof p->writer_id, "%s", writer);
+    if (json_is_object(cp) && pgcl_fleet_checkpoint_json_is_fleet(cp)) { /* the PostgreSQL store */
+        if (!writer || !(p->fleet = calloc(1, sizeof *p->fleet))) {
+            snprintf(why, (size_t)cap, "a proof with a fleet checkpoint must name its writer_id");
+            return false;
+        }
+        snprintf(p->fleet->file, sizeof p->fleet->file, "the proof's fleet checkpoint");
+        if (pgcl_fleet_checkpoint_from_json(cp, p->fleet->file, p->fleet, why, cap) != PGCL_OK) return false;
+    } else if (json_is_object(cp)) {
         snprintf(p->checkpoint.file, sizeof p->checkpoint.file, "the proof's checkpoint");
         if (pgcl_checkpoint_from_json(cp, p->checkpoint.file, &p->checkpoint, why, cap) != PGCL_OK) return false;
         p->has_checkpoint = true;
@@ -323,6 +393,23 @@ static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_i
     return true;
 }
 
+/* The (size, log root) a held checkpoint file signs: of its one chain, or, when writer_id is not
+ * empty, of that writer's log in a fleet checkpoint. False with why set (unreadable, altered, not
+ * by --public-key, no head of that writer). */
+static bool held_fleet_head(const char *path, const char *public_key, const char *writer_id, int64_t *size,
+                            char root_hex[65], char *why, int cap) {
+    pgcl_fleet_checkpoint cp;
+    bool ok = pgcl_fleet_checkpoint_read(path, public_key, &cp, why, cap) == PGCL_OK;
+    const pgcl_fleet_head *h = ok ? pgcl_fleet_checkpoint_head(&cp, writer_id) : NULL;
+    if (ok && !h) snprintf(why, (size_t)cap, "%s signs no head of writer '%.128s'", path, writer_id);
+    if (h) {
+        *size = h->head_seq;
+        memcpy(root_hex, h->log_root, 65);
+    }
+    pgcl_fleet_checkpoint_release(&cp);
+    return h != NULL;
+}
+
 /* The checkpoints the holder has (--checkpoint, signed by --public-key when given) must sign the
  * log tree the proof leads to; so must the proof's own checkpoint be signed by --public-key. */
 static bool held_checkpoints_agree(const pgcl_chain_proof *p, const cli_opts *o, char *why, int cap) {
@@ -332,7 +419,23 @@ static bool held_checkpoints_agree(const pgcl_chain_proof *p, const cli_opts *o,
         snprintf(why, (size_t)cap, "the proof's checkpoint is signed by %s, not by --public-key", p->checkpoint.public_key);
         return false;
     }
-    for (int i = 0; i < o->n_checkpoints; i++) {
+    if (o->public_key && p->fleet && strcmp(p->fleet->public_key, o->public_key) != 0) {
+        snprintf(why, (size_t)cap, "the proof's fleet checkpoint is signed by %s, not by --public-key",
+                 p->fleet->public_key);
+        return false;
+    }
+    for (int i = 0; p->writer_id[0] && i < o->n_checkpoints; i++) {
+        int64_t size = 0;
+        char held_root[65];
+        if (!held_fleet_head(o->checkpoints[i], o->public_key, p->writer_id, &size, held_root, why, cap)) return false;
+        if (size != p->log_size || strcmp(held_root, root_hex) != 0) {
+            snprintf(why, (size_t)cap, "%s signs writer '%.128s''s log tree of %lld entries with root %s; the proof "
+                     "leads to the tree of %lld entries with root %s", o->checkpoints[i], p->writer_id,
+                     (long long)size, held_root, (long long)p->log_size, root_hex);
+            return false;
+        }
+    }
+    for (int i = 0; !p->writer_id[0] && i < o->n_checkpoints; i++) {
         pgcl_checkpoint *held = malloc(sizeof *held);
         if (!held) {
             snprintf(why, (size_t)cap, "out of memory");
@@ -394,6 +497,8 @@ static bool read_consistency(json_t *doc, pgcl_log_consistency *c, char *why, in
     }
     c->first = json_integer_value(json_object_get(doc, "first"));
     c->second = json_integer_value(json_object_get(doc, "second"));
+    const char *writer = json_string_value(json_object_get(doc, "writer_id"));
+    if (writer) snprintf(c->writer_id, sizeof c->writer_id, "%s", writer);
     return hash_array(path, "path", c->proof, &c->proof_len, why, cap);
 }
 
@@ -401,7 +506,20 @@ static bool read_consistency(json_t *doc, pgcl_log_consistency *c, char *why, in
 static bool checkpoints_sign_both(const pgcl_log_consistency *c, const cli_opts *o, char *why, int cap) {
     const int64_t size[2] = {c->first, c->second};
     const pgcl_merkle_hash *root[2] = {&c->first_root, &c->second_root};
-    for (int i = 0; i < o->n_checkpoints; i++) {
+    for (int i = 0; c->writer_id[0] && i < o->n_checkpoints; i++) { /* fleet checkpoints: the writer's head */
+        int64_t held_size = 0;
+        char root_hex[65], held_root[65];
+        pgcl_merkle_to_hex(root[i], root_hex);
+        if (!held_fleet_head(o->checkpoints[i], o->public_key, c->writer_id, &held_size, held_root, why, cap))
+            return false;
+        if (held_size != size[i] || strcmp(held_root, root_hex) != 0) {
+            snprintf(why, (size_t)cap, "%s signs writer '%.128s''s log tree of %lld entries with root %s, not the "
+                     "proof's %s tree of %lld entries with root %s", o->checkpoints[i], c->writer_id,
+                     (long long)held_size, held_root, i ? "second" : "first", (long long)size[i], root_hex);
+            return false;
+        }
+    }
+    for (int i = 0; !c->writer_id[0] && i < o->n_checkpoints; i++) {
         pgcl_checkpoint *cp = malloc(sizeof *cp);
         char root_hex[65];
         pgcl_merkle_to_hex(root[i], root_hex);

@@ -27,7 +27,7 @@ static const char *const DECISIONS_PARAMS[] = {"model", "version", "label",   "d
 static const char *const EXPORT_PARAMS[] = {"since", "until", "format", NULL};
 static const char *const STATS_PARAMS[] = {"since", "until", NULL};
 static const char *const CONTESTS_PARAMS[] = {"status", "limit", "cursor", NULL};
-static const char *const CONSISTENCY_PARAMS[] = {"first", "second", NULL};
+static const char *const CONSISTENCY_PARAMS[] = {"first", "second", "writer", NULL};
 
 static const route g_routes[] = {
     {"POST", "/v1/score", pgcld_handle_score, PGCL_ROLE_SCORER, false, SCORE_PARAMS},

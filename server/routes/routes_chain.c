@@ -2,8 +2,10 @@
  *   GET  /v1/audit/verify       (reviewer, admin) verifies the chain of the daemon's database
  *   POST /v1/audit/checkpoints  (admin) signs the current head and writes a checkpoint file
  *   GET  /v1/audit/consistency  (reviewer) proves that one log tree size extends another
- * Both run on the request's thread with their own connections (core/audit/chain.c, core/audit/signing.c); a
- * verification reads one snapshot while the writer goes on. */
+ * Each runs on the request's thread through the audit store (its own connections; a verification
+ * reads one snapshot while the writer goes on). With the PostgreSQL store there is one chain per
+ * writer: verify reports each writer's head, checkpoints are fleet checkpoints over every head, and
+ * consistency proofs are within one writer's log (writer=). */
 #include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include "chain.h"
 #include "chain_proof.h"
 #include "log.h"
+#include "pg_db.h"
 #include "review_json.h"
 #include "server.h"
 #include "signing.h"
@@ -24,6 +27,7 @@ void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcl
     pgcl_chain_report rep;
     char err[ERR_CAP];
     if (pgcl_audit_verify_chain(srv->audit, &rep, err, sizeof err) != PGCL_OK) {
+        pgcl_chain_report_release(&rep);
         pgcl_log_error("audit verify: %s", err);
         pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "the audit chain could not be read: %s", err);
         reply->retry_after = "1";
@@ -39,6 +43,20 @@ void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcl
                             "head_hash", rep.head_hash[0] ? json_string(rep.head_hash) : json_null(),
                             "archive_cut_seq", rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(),
                             "archived_rows", (json_int_t)rep.archived_rows);
+    if (reply->body && rep.has_writers) { /* the PostgreSQL store: one chain per writer */
+        json_t *writers = json_array();
+        for (int i = 0; writers && i < rep.n_writers; i++) {
+            const pgcl_chain_writer_head *h = &rep.writers[i];
+            json_array_append_new(writers, json_pack("{s:s, s:I, s:s, s:o, s:b}", "writer_id", h->writer_id, "head_seq",
+                                                     (json_int_t)h->head_seq, "head_hash", h->head_hash, "log_root",
+                                                     h->log_root[0] ? json_string(h->log_root) : json_null(),
+                                                     "intact", h->intact));
+        }
+        json_object_set_new(reply->body, "writers", writers ? writers : json_null());
+        json_object_set_new(reply->body, "first_bad_writer",
+                            rep.intact ? json_null() : json_string(rep.bad_writer_id));
+    }
+    pgcl_chain_report_release(&rep);
 }
 
 /* The directory of the database file ("." when it has none). */
@@ -50,14 +68,29 @@ static void db_directory(const char *db_path, char *out, size_t cap) {
     else *slash = 0;
 }
 
-pgcl_status pgcld_checkpoint_now(pgcld_server *srv, pgcl_checkpoint *out, char *err, int cap) {
-    /* --signing-key and --checkpoint-dir (or PGCLD_SIGNING_KEY / PGCLD_CHECKPOINT_DIR, config layer) */
+pgcl_status pgcld_checkpoint_now(pgcld_server *srv, pgcl_store_checkpoint *out, char *err, int cap) {
+    /* --signing-key and --checkpoint-dir (or PGCLD_SIGNING_KEY / PGCLD_CHECKPOINT_DIR, config layer);
+     * the default directory: the SQLite file's, or the working directory for a PostgreSQL URI */
     char dir[PATH_MAX];
     if (srv->cfg->checkpoint_dir && *srv->cfg->checkpoint_dir)
         snprintf(dir, sizeof dir, "%s", srv->cfg->checkpoint_dir);
+    else if (pgcl_pg_is_uri(srv->cfg->db_path))
+        snprintf(dir, sizeof dir, ".");
     else
         db_directory(srv->cfg->db_path, dir, sizeof dir);
-    return pgcl_checkpoint_create(srv->cfg->db_path, srv->cfg->signing_key, NULL, dir, out, err, cap);
+    return pgcl_audit_create_checkpoint(srv->audit, srv->cfg->signing_key, NULL, dir, out, err, cap);
+}
+
+json_t *pgcld_checkpoint_json(const pgcl_store_checkpoint *cp) {
+    if (cp->is_fleet) {
+        json_t *out = pgcl_fleet_checkpoint_to_json(&cp->fleet);
+        if (out) json_object_set_new(out, "file", json_string(cp->fleet.file));
+        return out;
+    }
+    const pgcl_checkpoint *c = &cp->chain;
+    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s}", "head_seq", (json_int_t)c->head_seq, "head_hash",
+                     c->head_hash, "log_root", c->log_root, "created_at", c->created_at, "public_key", c->public_key,
+                     "signature", c->signature, "file", c->file);
 }
 
 void pgcld_handle_audit_checkpoint(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
@@ -77,7 +110,7 @@ void pgcld_handle_audit_checkpoint(pgcld_server *srv, const pgcld_request *req, 
                           "pgcld with --signing-key FILE");
         return;
     }
-    pgcl_checkpoint *cp = malloc(sizeof *cp);
+    pgcl_store_checkpoint *cp = malloc(sizeof *cp);
     char err[ERR_CAP];
     if (!cp) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
@@ -89,14 +122,19 @@ void pgcld_handle_audit_checkpoint(pgcld_server *srv, const pgcld_request *req, 
     } else if (st != PGCL_OK) {
         pgcl_log_error("audit checkpoint: %s", err);
         pgcld_reply_error(reply, 500, "checkpoint_failed", -1, NULL, "%s", err);
+    } else if (!(reply->body = pgcld_checkpoint_json(cp))) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
     } else {
-        pgcl_log_info("audit checkpoint: head %lld %s signed by %s, written to %s (by %s)", (long long)cp->head_seq,
-                      cp->head_hash, cp->public_key, cp->file, req->actor ? req->actor : "anonymous");
+        if (cp->is_fleet)
+            pgcl_log_info("audit checkpoint: the heads of %d writers signed by %s, written to %s (by %s)",
+                          cp->fleet.n_heads, cp->fleet.public_key, cp->fleet.file, req->actor ? req->actor : "anonymous");
+        else
+            pgcl_log_info("audit checkpoint: head %lld %s signed by %s, written to %s (by %s)",
+                          (long long)cp->chain.head_seq, cp->chain.head_hash, cp->chain.public_key, cp->chain.file,
+                          req->actor ? req->actor : "anonymous");
         reply->status = 201;
-        reply->body = json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s}", "head_seq", (json_int_t)cp->head_seq,
-                                "head_hash", cp->head_hash, "log_root", cp->log_root, "created_at", cp->created_at,
-                                "public_key", cp->public_key, "signature", cp->signature, "file", cp->file);
     }
+    pgcl_store_checkpoint_release(cp);
     free(cp);
 }
 
@@ -147,7 +185,7 @@ void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pg
     reply->status = 200;
 }
 
-/* ---- GET /v1/audit/consistency?first=N&second=M ---- */
+/* ---- GET /v1/audit/consistency?first=N&second=M[&writer=ID] ---- */
 
 /* A required tree size: a decimal integer from 1 to 10^15 (no sign, no leading zero). */
 static bool tree_size_param(const pgcld_request *req, const char *key, int64_t *out, pgcld_reply *reply) {
@@ -187,8 +225,17 @@ void pgcld_handle_audit_consistency(pgcld_server *srv, const pgcld_request *req,
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         return;
     }
-    pgcl_status st = pgcl_audit_read_consistency(srv->audit, first, second, c, err, sizeof err);
-    if (st == PGCL_ERR_NOT_FOUND) {
+    const char *writer = pgcld_request_query(req, "writer");
+    if (writer && !pgcl_fleet_writer_id_ok(writer)) {
+        free(c);
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "writer",
+                          "'writer' must be a writer id (1 to 128 bytes, no control character)");
+        return;
+    }
+    pgcl_status st = pgcl_audit_read_consistency(srv->audit, writer, first, second, c, err, sizeof err);
+    if (st == PGCL_ERR_INVALID) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "writer", "%s", err);
+    } else if (st == PGCL_ERR_NOT_FOUND) {
         pgcld_reply_error(reply, 404, "tree_size_beyond_log", -1, "second", "%s", err);
     } else if (st != PGCL_OK) {
         pgcl_log_error("audit consistency: %s", err);

@@ -227,7 +227,8 @@ json_t *pgcld_inclusion_proof_json(const char *decision_id, const pgcl_chain_pro
     for (int i = 0; log_path && i < p->log_path_len; i++)
         json_array_append_new(log_path, hash_json(&p->log_path[i]));
     const pgcl_checkpoint *cp = &p->checkpoint;
-    json_t *checkpoint = p->has_checkpoint
+    json_t *checkpoint = p->fleet ? pgcl_fleet_checkpoint_to_json(p->fleet)
+                         : p->has_checkpoint
                              ? json_pack("{s:s, s:i, s:I, s:s, s:s, s:s, s:s, s:s}", "format", PGCL_CHECKPOINT_FORMAT,
                                          "version", cp->version, "head_seq", (json_int_t)cp->head_seq, "head_hash",
                                          cp->head_hash, "log_root", cp->log_root, "created_at", cp->created_at,
@@ -241,6 +242,8 @@ json_t *pgcld_inclusion_proof_json(const char *decision_id, const pgcl_chain_pro
                   "hash", p->entry_hash, "log", "leaf_index", (json_int_t)p->log_index, "tree_size",
                   (json_int_t)p->log_size, "path", log_path, "root", hash_json(&p->log_root), "checkpoint", checkpoint);
     free(b64);
+    /* the PostgreSQL store: the writer whose chain and log the entry is in */
+    if (out && p->writer_id[0]) json_object_set_new(out, "writer_id", json_string(p->writer_id));
     return out;
 }
 
@@ -248,6 +251,9 @@ json_t *pgcld_consistency_proof_json(const pgcl_log_consistency *c) {
     json_t *path = json_array();
     for (int i = 0; path && i < c->proof_len; i++)
         json_array_append_new(path, hash_json(&c->proof[i]));
-    return json_pack("{s:I, s:I, s:o, s:o, s:o}", "first", (json_int_t)c->first, "second", (json_int_t)c->second,
-                     "first_root", hash_json(&c->first_root), "second_root", hash_json(&c->second_root), "path", path);
+    json_t *out = json_pack("{s:I, s:I, s:o, s:o, s:o}", "first", (json_int_t)c->first, "second",
+                            (json_int_t)c->second, "first_root", hash_json(&c->first_root), "second_root",
+                            hash_json(&c->second_root), "path", path);
+    if (out && c->writer_id[0]) json_object_set_new(out, "writer_id", json_string(c->writer_id));
+    return out;
 }

@@ -142,7 +142,8 @@ class ConsistencyTest(LiveValidationMixin, unittest.TestCase):
         for query, field in (("second=3", "first"), ("first=1", "second"), ("first=0&second=3", "first"),
                              ("first=-1&second=3", "first"), ("first=x&second=3", "first"),
                              ("first=1&second=1.5", "second"), ("first=5&second=3", "first"),
-                             ("first=1&second=3&verbose=1", "verbose"), ("first=1&first=2&second=3", "first")):
+                             ("first=1&second=3&verbose=1", "verbose"), ("first=1&first=2&second=3", "first"),
+                             ("first=1&second=3&writer=a", "writer")):  # SQLite: one log, no writer
             self.expect_error("GET", f"/v1/audit/consistency?{query}", 400, "invalid_request", key=rk, field=field)
         err = self.expect_error("GET", f"/v1/audit/consistency?first=1&second={head + 1000}", 404,
                                 "tree_size_beyond_log", key=rk, field="second")

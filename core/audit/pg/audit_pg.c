@@ -215,6 +215,7 @@ const pgcl_audit_store_ops pgcl_audit_pg_ops = {
     .read_consistency = pgcl_pg_read_consistency,
     .read_archive_where = pgcl_pg_read_archive_where,
     .verify_chain = pgcl_pg_verify_chain,
+    .create_checkpoint = pgcl_pg_create_checkpoint,
     .create_key = pgcl_pg_create_key,
     .revoke_key = pgcl_pg_revoke_key,
     .import_key = pgcl_pg_import_key,

@@ -126,11 +126,41 @@ pgcl_status pgcl_pg_read_shadow_report(pgcl_audit *store, const char *model, con
 pgcl_status pgcl_pg_read_archive_where(pgcl_audit *store, const char *decision_id, pgcl_archive_where *out, char *err,
                                        int cap);
 
-/* ---- audit_pg_chain.c ---- */
+/* ---- audit_pg_chain.c ----
+ * The store's operations run on a connection of its read pool, each in one REPEATABLE READ
+ * snapshot. The proof names its writer (pgcl_chain_proof.writer_id) and carries the newest fleet
+ * checkpoint that covers its entry; consistency proofs are within one writer's log (writer_id NULL:
+ * the only writer's, PGCL_ERR_INVALID when there are several). Checkpoints are fleet checkpoints
+ * (fleet_checkpoint.h) over every writer's head, recorded in audit_checkpoints (statement = the
+ * signed bytes). */
 pgcl_status pgcl_pg_read_proof(pgcl_audit *store, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
-pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, int64_t first, int64_t second, pgcl_log_consistency *out,
-                                     char *err, int cap);
+pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, const char *writer_id, int64_t first, int64_t second,
+                                     pgcl_log_consistency *out, char *err, int cap);
 pgcl_status pgcl_pg_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap);
+pgcl_status pgcl_pg_create_checkpoint(pgcl_audit *store, const char *key_path, const char *out_file,
+                                      const char *out_dir, pgcl_store_checkpoint *out, char *err, int cap);
+/* The same on a connection of the caller's with no transaction open, for `pgcld audit` (no store,
+ * no writer lock). Verify: every writer's chain (entries 1..N, links, hashes, genesis payloads,
+ * commit roots from their leaves, each leaf against its row through the runs, the log tree nodes),
+ * every row of the four chained tables covered by exactly one run, and each fleet checkpoint file
+ * (read and checked as pgcl_fleet_checkpoint_read, by public_key_hex unless NULL: an unusable file
+ * is an error) against the chains: each head it signs must be in its writer's chain with that hash
+ * and log root. Report conventions: chain.h (pgcl_chain_report: writers, bad_writer_id); findings
+ * are ordered by (writer id, entry), the first is reported; a row no run covers is reported at the
+ * writer of the nearest run before it (or after it), at that chain's end + 1. Release the report. */
+pgcl_status pgcl_pg_chain_verify(PGconn *conn, const char *const *checkpoint_files, int n_checkpoints,
+                                 const char *public_key_hex, pgcl_chain_report *report, char *err, int cap);
+/* Signs every writer's head (and log root) in one snapshot, writes the file (at out_file, or into
+ * out_dir), records it in audit_checkpoints. PGCL_ERR_NOT_FOUND: no chain yet. Release out. */
+pgcl_status pgcl_pg_checkpoint_create(PGconn *conn, const char *key_path, const char *out_file, const char *out_dir,
+                                      pgcl_fleet_checkpoint *out, char *err, int cap);
+/* The proof and the consistency proof of pgcl_pg_read_proof / pgcl_pg_read_consistency, on conn.
+ * A decision no run covers, or whose entry or log nodes are malformed or missing, has no proof:
+ * PGCL_ERR_UNSUPPORTED (409 proof_unavailable; the statement of reasons carries proof null), with
+ * err saying why and to run `pgcld audit verify`. */
+pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
+pgcl_status pgcl_pg_chain_consistency(PGconn *conn, const char *writer_id, int64_t first, int64_t second,
+                                      pgcl_log_consistency *out, char *err, int cap);
 
 /* ---- audit_pg_admin.c ---- */
 pgcl_status pgcl_pg_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap);

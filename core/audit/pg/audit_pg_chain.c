@@ -1,17 +1,1393 @@
-/* The PostgreSQL store's chain reads. See audit_pg.h. (A stub until it is written: every call answers PGCL_ERR_UNSUPPORTED.) */
-#include "audit_pg.h"
+/* The PostgreSQL store's chain reads (audit_pg.h; docs/audit.md, "A fleet on PostgreSQL"):
+ * verification of every writer's chain, a decision's inclusion proof, consistency proofs within one
+ * writer's log, and fleet checkpoints (fleet_checkpoint.h) over every writer's head.
+ *
+ * The chains, as the writer (audit_pg_writer.c) makes them, one per writer_id:
+ *   entry 1      kind 'genesis', row_seq 0, payload = hex SHA-256(TEXT value of writer_id),
+ *                prev_hash = 64 zeros
+ *   entry k >= 2 kind 'commit', row_seq = leaf_count, payload = hex RFC 9162 root of its leaves,
+ *                leaves = the leaf hashes (32 bytes each), prev_hash = entry k - 1's hash
+ *   hash         = pgcl_chain_entry_hash(seq, kind, row_seq, payload, prev_hash)
+ * audit_chain_runs map event rows to (writer, entry, leaf); audit_log_nodes hold each writer's log
+ * tree's complete subtrees (log_tree.h). Shadow decisions are not chained.
+ *
+ * Every read runs in one REPEATABLE READ, READ ONLY transaction: one snapshot of the fleet. The
+ * verifier streams the chains, runs and log nodes through server-side cursors ordered by writer id
+ * (bytewise: COLLATE "C", the order of strcmp and of a fleet statement), merging them as it walks:
+ * its memory is one fetched batch of each plus O(log n) per writer. The rows come the same way: per
+ * writer, one binary cursor per table over the rows its runs chain, in (entry, first leaf, seq)
+ * order, which is the order the walk checks them in. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-pgcl_status pgcl_pg_read_proof(pgcl_audit *store, const char *decision_id, pgcl_chain_proof *out, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+#include "audit_pg.h"
+#include "chain.h"
+#include "chain_proof.h"
+#include "clock.h"
+#include "fleet_checkpoint.h"
+#include "merkle.h"
+#include "sha256.h"
+
+#define ERR_CAP 512
+#define DECISIONS_TABLE 0
+
+static const char BEGIN_SNAPSHOT_SQL[] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+static const char COMMIT_SQL[] = "COMMIT";
+static const char ROLLBACK_SQL[] = "ROLLBACK";
+
+/* ---- leaves of rows as PostgreSQL stores them ----
+ * The row selects return the chained columns in pgcl_chain_tables[t].select_sql's order; for
+ * decisions, column 19 is SHA-256 of the stored input (decision_inputs) and a last column
+ * input_digest, from which the leaf's digest value is made as encode_digest_column does
+ * (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"). */
+static const char *const ROW_RANGE_SQL[PGCL_CHAIN_TABLES] = {
+    "SELECT d.seq, d.decision_id, d.created_at, d.request_id, d.item_id, d.model_name, d.model_version,"
+    " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
+    " d.t_block, d.vector, d.input_sha256, d.latency_us, sha256(i.input), d.input_dtype, d.input_digest"
+    " FROM decisions AS d LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq"
+    " WHERE d.seq BETWEEN $1 AND $2 ORDER BY d.seq",
+    "SELECT seq, event_id, created_at, actor, action, target, details FROM admin_events"
+    " WHERE seq BETWEEN $1 AND $2 ORDER BY seq",
+    "SELECT seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason FROM contests"
+    " WHERE seq BETWEEN $1 AND $2 ORDER BY seq",
+    "SELECT seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label, note"
+    " FROM resolutions WHERE seq BETWEEN $1 AND $2 ORDER BY seq",
+};
+enum { MAX_ROW_COLUMNS = 22, DECISIONS_INPUT_DIGEST_COLUMN = 21 };
+
+/* The verifier's per-writer row cursors (binary): the rows of one table that writer $1's runs
+ * chain, in the order its walk checks them — (entry, first leaf, seq) — each after its run's
+ * entry_seq and first_leaf. A row missing from a run is a gap in the seqs of that run. */
+static const char *const DECLARE_ROWS_SQL[PGCL_CHAIN_TABLES] = {
+    "DECLARE pgcld_rows_0 BINARY NO SCROLL CURSOR FOR SELECT u.entry_seq, u.first_leaf, d.seq, d.decision_id,"
+    " d.created_at, d.request_id, d.item_id, d.model_name, d.model_version, d.model_sha256, d.label, d.label_index,"
+    " d.probabilities, d.toxicity, d.decision, d.policy, d.t_review, d.t_block, d.vector, d.input_sha256,"
+    " d.latency_us, sha256(i.input), d.input_dtype, d.input_digest FROM audit_chain_runs AS u"
+    " JOIN decisions AS d ON d.seq >= u.first_row_seq AND d.seq < u.first_row_seq + u.n"
+    " LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq WHERE u.writer_id = $1 AND u.kind = 'decisions'"
+    " ORDER BY u.entry_seq, u.first_leaf, d.seq",
+    "DECLARE pgcld_rows_1 BINARY NO SCROLL CURSOR FOR SELECT u.entry_seq, u.first_leaf, r.seq, r.event_id,"
+    " r.created_at, r.actor, r.action, r.target, r.details FROM audit_chain_runs AS u JOIN admin_events AS r"
+    " ON r.seq >= u.first_row_seq AND r.seq < u.first_row_seq + u.n WHERE u.writer_id = $1"
+    " AND u.kind = 'admin_events' ORDER BY u.entry_seq, u.first_leaf, r.seq",
+    "DECLARE pgcld_rows_2 BINARY NO SCROLL CURSOR FOR SELECT u.entry_seq, u.first_leaf, r.seq, r.contest_id,"
+    " r.decision_id, r.filed_at, r.filed_by, r.filer_key_id, r.reason FROM audit_chain_runs AS u JOIN contests AS r"
+    " ON r.seq >= u.first_row_seq AND r.seq < u.first_row_seq + u.n WHERE u.writer_id = $1"
+    " AND u.kind = 'contests' ORDER BY u.entry_seq, u.first_leaf, r.seq",
+    "DECLARE pgcld_rows_3 BINARY NO SCROLL CURSOR FOR SELECT u.entry_seq, u.first_leaf, r.seq, r.contest_id,"
+    " r.resolved_at, r.resolved_by, r.resolver_key_id, r.outcome, r.corrected_label, r.note"
+    " FROM audit_chain_runs AS u JOIN resolutions AS r ON r.seq >= u.first_row_seq AND r.seq < u.first_row_seq + u.n"
+    " WHERE u.writer_id = $1 AND u.kind = 'resolutions' ORDER BY u.entry_seq, u.first_leaf, r.seq"};
+static const char *const CLOSE_ROWS_SQL[PGCL_CHAIN_TABLES] = {"CLOSE pgcld_rows_0", "CLOSE pgcld_rows_1",
+                                                              "CLOSE pgcld_rows_2", "CLOSE pgcld_rows_3"};
+enum { ROW_CURSOR_OFFSET = 2 }; /* entry_seq, first_leaf, then the row's columns */
+
+/* PostgreSQL type oids of the chained columns (pg_type.h). */
+enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 = 700, OID_FLOAT8 = 701 };
+
+/* One row's values; TEXT and BLOB bytes point into the result (binary format: no decoding). */
+typedef struct row_values {
+    pgcl_chain_value v[MAX_ROW_COLUMNS];
+    unsigned char digest[64];
+    int n; /* encoded columns */
+} row_values;
+
+static uint64_t be_uint(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
 }
 
-pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, int64_t first, int64_t second, pgcl_log_consistency *out, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+/* An integer column of a binary result (int2, int4 or int8, big-endian). */
+static int64_t binary_int(const PGresult *res, int row, int col) {
+    int n = PQgetlength(res, row, col);
+    uint64_t u = be_uint((const unsigned char *)PQgetvalue(res, row, col), n);
+    if (n == 2) return (int16_t)u;
+    if (n == 4) return (int32_t)u;
+    return (int64_t)u;
+}
+
+/* Column col of row of a binary result as the encoding types it (by its PostgreSQL type).
+ * PGCL_ERR_FORMAT for a value of an unexpected size. */
+static pgcl_status column_value(const PGresult *res, int row, int col, pgcl_chain_value *v) {
+    memset(v, 0, sizeof *v);
+    if (PQgetisnull(res, row, col)) {
+        v->type = PGCL_CHAIN_VALUE_NULL;
+        return PGCL_OK;
+    }
+    const unsigned char *p = (const unsigned char *)PQgetvalue(res, row, col);
+    int n = PQgetlength(res, row, col);
+    switch (PQftype(res, col)) {
+    case OID_INT8:
+    case OID_INT4:
+    case OID_INT2:
+        if (n != 8 && n != 4 && n != 2) return PGCL_ERR_FORMAT;
+        v->type = PGCL_CHAIN_VALUE_INTEGER;
+        v->integer = binary_int(res, row, col);
+        return PGCL_OK;
+    case OID_FLOAT8: {
+        if (n != 8) return PGCL_ERR_FORMAT;
+        uint64_t bits = be_uint(p, 8);
+        v->type = PGCL_CHAIN_VALUE_REAL;
+        memcpy(&v->real, &bits, sizeof v->real);
+        return PGCL_OK;
+    }
+    case OID_FLOAT4: {
+        if (n != 4) return PGCL_ERR_FORMAT;
+        uint32_t bits = (uint32_t)be_uint(p, 4);
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        v->type = PGCL_CHAIN_VALUE_REAL;
+        v->real = f;
+        return PGCL_OK;
+    }
+    case OID_BYTEA:
+        v->type = PGCL_CHAIN_VALUE_BLOB;
+        v->bytes = p;
+        v->len = (size_t)n;
+        return PGCL_OK;
+    default: /* text: its UTF-8 bytes in the binary format too */
+        v->type = PGCL_CHAIN_VALUE_TEXT;
+        v->bytes = p;
+        v->len = (size_t)n;
+        return PGCL_OK;
+    }
+}
+
+/* The encoded values of row `row` of a ROW_RANGE_SQL[table] result. */
+static pgcl_status row_values_of(int table, const PGresult *res, int row, int offset, row_values *r) {
+    memset(r, 0, sizeof *r);
+    int columns = PQnfields(res) - offset;
+    r->n = table == DECISIONS_TABLE ? PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS : columns;
+    PGCL_ASSERT(columns <= MAX_ROW_COLUMNS && r->n <= columns);
+    for (int i = 0; i < columns; i++) {
+        pgcl_status st = column_value(res, row, offset + i, &r->v[i]);
+        if (st != PGCL_OK) return st;
+    }
+    if (table != DECISIONS_TABLE) return PGCL_OK;
+    /* the input's place: its SHA-256, or the recorded digest once it was dropped, or both */
+    pgcl_chain_value *input = &r->v[PGCL_CHAIN_DECISIONS_INPUT_COLUMN];
+    const pgcl_chain_value *recorded = &r->v[DECISIONS_INPUT_DIGEST_COLUMN];
+    bool have_recorded = recorded->type == PGCL_CHAIN_VALUE_BLOB;
+    if (input->type == PGCL_CHAIN_VALUE_NULL) {
+        if (have_recorded) *input = *recorded;
+        return PGCL_OK;
+    }
+    if (input->type != PGCL_CHAIN_VALUE_BLOB || input->len != PGCL_SHA256_BYTES) return PGCL_ERR_FORMAT;
+    if (!have_recorded || (recorded->len == PGCL_SHA256_BYTES && memcmp(recorded->bytes, input->bytes, 32) == 0))
+        return PGCL_OK;
+    size_t keep = recorded->len < 32 ? recorded->len : 32;
+    memset(r->digest, 0, sizeof r->digest);
+    memcpy(r->digest, recorded->bytes, keep);
+    memcpy(r->digest + 32, input->bytes, 32);
+    input->bytes = r->digest;
+    input->len = sizeof r->digest;
+    return PGCL_OK;
+}
+
+/* The rows first..last of table (ROW_RANGE_SQL) in the binary format (a vector or digest is sent
+ * as its bytes, not as hex text), or NULL with *st and err. Read values with column_value and
+ * binary_int. */
+static PGresult *read_rows(PGconn *conn, int table, int64_t first, int64_t last, pgcl_status *st, char *err, int cap) {
+    char a[24], b[24];
+    snprintf(a, sizeof a, "%lld", (long long)first);
+    snprintf(b, sizeof b, "%lld", (long long)last);
+    const char *values[] = {a, b};
+    PGresult *res = PQexecParams(conn, ROW_RANGE_SQL[table], 2, NULL, values, NULL, NULL, 1);
+    if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
+        *st = PGCL_OK;
+        return res;
+    }
+    pgcl_errorf(err, cap, "%s: %.300s", pgcl_chain_tables[table].name,
+                res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+    char *nl = strchr(err, '\n');
+    if (nl) *nl = 0;
+    PQclear(res);
+    *st = PGCL_ERR_DB;
+    return NULL;
+}
+
+/* ---- the log tree from stored subtrees (pgcl_merkle_subtree_fn over one writer's nodes) ---- */
+
+static const char ENTRY_HASH_SQL[] = "SELECT hash FROM audit_chain WHERE writer_id = $1 AND seq = $2";
+static const char NODE_SQL[] = "SELECT hash FROM audit_log_nodes WHERE writer_id = $1 AND level = $2 AND idx = $3";
+
+typedef struct node_source {
+    PGconn *conn;
+    const char *writer_id;
+    pgcl_status st; /* of the last failed get */
+    char err[ERR_CAP];
+} node_source;
+
+static bool get_node(void *ctx, int level, uint64_t index, pgcl_merkle_hash *out) {
+    node_source *src = ctx;
+    char a[24], b[24];
+    snprintf(a, sizeof a, "%d", level);
+    snprintf(b, sizeof b, "%llu", (unsigned long long)(level == 0 ? index + 1 : index));
+    const char *entry_values[] = {src->writer_id, b}, *node_values[] = {src->writer_id, a, b};
+    pgcl_status st;
+    PGresult *res =
+        level == 0
+            ? pgcl_pg_query(src->conn, "audit_chain", ENTRY_HASH_SQL, 2, entry_values, &st, src->err, sizeof src->err)
+            : pgcl_pg_query(src->conn, "audit_log_nodes", NODE_SQL, 3, node_values, &st, src->err, sizeof src->err);
+    if (!res) {
+        src->st = st;
+        return false;
+    }
+    bool ok = PQntuples(res) == 1;
+    if (ok && level == 0) {
+        pgcl_merkle_hash entry;
+        ok = pgcl_merkle_from_hex(pgcl_pg_text(res, 0, 0), &entry);
+        if (ok) *out = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
+    } else if (ok) {
+        unsigned char *h = NULL;
+        size_t len = 0;
+        ok = pgcl_pg_bytea(res, 0, 0, &h, &len) == PGCL_OK && h && len == PGCL_MERKLE_HASH_BYTES;
+        if (ok) memcpy(out->b, h, PGCL_MERKLE_HASH_BYTES);
+        free(h);
+    }
+    if (!ok) {
+        src->st = PQntuples(res) == 1 ? PGCL_ERR_FORMAT : PGCL_ERR_NOT_FOUND;
+        snprintf(src->err, sizeof src->err,
+                 "writer '%s': the log tree %s at level %d, index %llu is %s (run `pgcld audit verify`)",
+                 src->writer_id, level == 0 ? "entry" : "node", level, (unsigned long long)index,
+                 src->st == PGCL_ERR_FORMAT ? "malformed" : "not stored");
+    }
+    PQclear(res);
+    return ok;
+}
+
+/* The failure of a *_from_subtrees call as a status, with its message. A node that is not stored
+ * is PGCL_ERR_FORMAT (the writer stores every node in the commit that completes it). */
+static pgcl_status source_failed(const node_source *src, char *err, int cap) {
+    pgcl_errorf(err, cap, "%s", src->err);
+    return src->st == PGCL_ERR_DB ? PGCL_ERR_DB : PGCL_ERR_FORMAT;
+}
+
+/* ---- small helpers ---- */
+
+static pgcl_status begin_snapshot(PGconn *conn, char *err, int cap) {
+    return pgcl_pg_exec(conn, "begin", BEGIN_SNAPSHOT_SQL, 0, NULL, err, cap);
+}
+
+static void end_transaction(PGconn *conn, bool commit) {
+    char ignored[64];
+    pgcl_pg_exec(conn, commit ? "commit" : "rollback", commit ? COMMIT_SQL : ROLLBACK_SQL, 0, NULL, ignored,
+                 sizeof ignored);
+}
+
+/* The hex SHA-256 of the TEXT value of writer_id: a genesis entry's payload. */
+static void genesis_payload(const char *writer_id, char out[PGCL_CHAIN_HEX_LEN + 1]) {
+    unsigned char value[5 + PGCL_FLEET_WRITER_ID_MAX + 64], digest[PGCL_SHA256_BYTES];
+    size_t n = pgcl_chain_text_value(writer_id, strlen(writer_id), value, sizeof value);
+    PGCL_ASSERT(n > 0);
+    pgcl_sha256(value, n, digest);
+    pgcl_sha256_to_hex(digest, out);
+}
+
+/* The root of the tree of the perfect subtrees stack[0..top) (heights decreasing): MTH of the
+ * leaves they hold, as RFC 9162 splits them. */
+static pgcl_merkle_hash fold_stack(const pgcl_merkle_hash *stack, int top) {
+    PGCL_ASSERT(top >= 1);
+    pgcl_merkle_hash r = stack[top - 1];
+    for (int i = top - 2; i >= 0; i--)
+        r = pgcl_merkle_node_hash(&stack[i], &r);
+    return r;
+}
+
+/* ---- cursors: a server-side cursor read in batches ---- */
+
+/* The FETCH of each cursor (a cursor's name is in the SQL text, not a parameter). */
+enum { FETCH_ENTRIES, FETCH_RUNS, FETCH_NODES, FETCH_RUN_ORDER, FETCH_ROWS /* + table */ };
+static const char *const FETCH_SQL[] = {
+    "FETCH FORWARD 128 FROM pgcld_entries", "FETCH FORWARD 1024 FROM pgcld_runs",
+    "FETCH FORWARD 1024 FROM pgcld_nodes",  "FETCH FORWARD 1024 FROM pgcld_run_order",
+    "FETCH FORWARD 256 FROM pgcld_rows_0",  "FETCH FORWARD 256 FROM pgcld_rows_1",
+    "FETCH FORWARD 256 FROM pgcld_rows_2",  "FETCH FORWARD 256 FROM pgcld_rows_3"};
+_Static_assert(sizeof FETCH_SQL / sizeof FETCH_SQL[0] == FETCH_ROWS + PGCL_CHAIN_TABLES, "a FETCH per cursor");
+
+typedef struct pg_cursor {
+    PGconn *conn;
+    int fetch; /* its FETCH_SQL */
+    const char *what;
+    PGresult *batch;
+    int row, n;
+    bool open, done;
+} pg_cursor;
+
+/* Declares the cursor (declare_sql, with one text parameter when param is not NULL) inside the open
+ * transaction. */
+static pgcl_status cursor_open(pg_cursor *c, PGconn *conn, const char *what, const char *declare_sql, const char *param,
+                               int fetch, char *err, int cap) {
+    memset(c, 0, sizeof *c);
+    c->conn = conn;
+    c->what = what;
+    c->fetch = fetch;
+    c->row = -1;
+    const char *values[] = {param};
+    pgcl_status st = pgcl_pg_exec(conn, what, declare_sql, param ? 1 : 0, param ? values : NULL, err, cap);
+    c->open = st == PGCL_OK;
+    c->done = !c->open;
+    return st;
+}
+
+/* Moves to the next row: true when there is one (c->batch, c->row); false at the end or on error
+ * (*st). */
+static bool cursor_next(pg_cursor *c, pgcl_status *st, char *err, int cap) {
+    *st = PGCL_OK;
+    if (c->done) return false;
+    if (c->batch && c->row + 1 < c->n) {
+        c->row++;
+        return true;
+    }
+    PQclear(c->batch);
+    c->batch = pgcl_pg_query(c->conn, c->what, FETCH_SQL[c->fetch], 0, NULL, st, err, cap);
+    c->n = c->batch ? PQntuples(c->batch) : 0;
+    c->row = 0;
+    if (c->n == 0) {
+        c->done = true;
+        PQclear(c->batch);
+        c->batch = NULL;
+        return false;
+    }
+    return true;
+}
+
+static bool cursor_at(const pg_cursor *c) {
+    return !c->done && c->batch && c->row >= 0 && c->row < c->n;
+}
+
+static void cursor_close(pg_cursor *c) {
+    PQclear(c->batch);
+    c->batch = NULL;
+    c->done = true;
+}
+
+/* ---- the verifier ---- */
+
+static const char DECLARE_ENTRIES_SQL[] =
+    "DECLARE pgcld_entries NO SCROLL CURSOR FOR SELECT writer_id, seq, kind, row_seq, payload_sha256, prev_hash,"
+    " hash, leaf_count, leaves FROM audit_chain ORDER BY writer_id COLLATE \"C\", seq";
+static const char DECLARE_RUNS_SQL[] =
+    "DECLARE pgcld_runs NO SCROLL CURSOR FOR SELECT writer_id, entry_seq, first_leaf, kind, first_row_seq, n"
+    " FROM audit_chain_runs ORDER BY writer_id COLLATE \"C\", entry_seq, first_leaf";
+/* a node (L, j) is completed by entry (j + 1) * 2^L, lower levels first */
+static const char DECLARE_NODES_SQL[] =
+    "DECLARE pgcld_nodes NO SCROLL CURSOR FOR SELECT writer_id, (idx + 1) << level, level, idx, hash"
+    " FROM audit_log_nodes ORDER BY writer_id COLLATE \"C\", 2, level";
+static const char DECLARE_RUN_ORDER_SQL[] =
+    "DECLARE pgcld_run_order NO SCROLL CURSOR FOR SELECT kind, first_row_seq, n, writer_id, entry_seq"
+    " FROM audit_chain_runs ORDER BY kind, first_row_seq";
+static const char *const COUNT_ROWS_SQL[PGCL_CHAIN_TABLES] = {
+    "SELECT count(*) FROM decisions", "SELECT count(*) FROM admin_events", "SELECT count(*) FROM contests",
+    "SELECT count(*) FROM resolutions"};
+/* the first row no run covers, then the writer of the run nearest before it ($2 = its seq) */
+static const char *const FIRST_UNCHAINED_SQL[PGCL_CHAIN_TABLES] = {
+    "SELECT min(r.seq) FROM decisions AS r WHERE NOT EXISTS (SELECT 1 FROM audit_chain_runs AS u WHERE u.kind = $1"
+    " AND u.first_row_seq <= r.seq AND r.seq < u.first_row_seq + u.n)",
+    "SELECT min(r.seq) FROM admin_events AS r WHERE NOT EXISTS (SELECT 1 FROM audit_chain_runs AS u WHERE u.kind ="
+    " $1 AND u.first_row_seq <= r.seq AND r.seq < u.first_row_seq + u.n)",
+    "SELECT min(r.seq) FROM contests AS r WHERE NOT EXISTS (SELECT 1 FROM audit_chain_runs AS u WHERE u.kind = $1"
+    " AND u.first_row_seq <= r.seq AND r.seq < u.first_row_seq + u.n)",
+    "SELECT min(r.seq) FROM resolutions AS r WHERE NOT EXISTS (SELECT 1 FROM audit_chain_runs AS u WHERE u.kind ="
+    " $1 AND u.first_row_seq <= r.seq AND r.seq < u.first_row_seq + u.n)"};
+static const char NEIGHBOUR_WRITER_SQL[] =
+    "SELECT writer_id FROM audit_chain_runs WHERE kind = $1 ORDER BY first_row_seq <= $2 DESC,"
+    " CASE WHEN first_row_seq <= $2 THEN -first_row_seq ELSE first_row_seq END LIMIT 1";
+
+/* A head a fleet checkpoint file signs, to be found in the walk. */
+typedef struct checkpoint_target {
+    const pgcl_fleet_head *head;
+    const char *file;
+} checkpoint_target;
+
+/* The walk's state for the writer whose entries it is reading. */
+typedef struct writer_walk {
+    char id[PGCL_FLEET_WRITER_ID_MAX + 1];
+    int64_t expected; /* the next seq */
+    char prev[PGCL_CHAIN_HEX_LEN + 1];
+    int64_t last_seq; /* the last entry seen (also past a stop) */
+    char last_hash[PGCL_CHAIN_HEX_LEN + 1];
+    bool stopped; /* a finding: the rest of this chain is skipped */
+    pgcl_merkle_hash stack[PGCL_MERKLE_MAX_PATH + 1];
+    int height[PGCL_MERKLE_MAX_PATH + 1], top;
+} writer_walk;
+
+typedef struct verifier {
+    PGconn *conn;
+    pgcl_chain_report *rep;
+    pg_cursor entries, runs, nodes;
+    pg_cursor rows[PGCL_CHAIN_TABLES]; /* the current writer's, positioned on their first row */
+    writer_walk w;
+    bool have_writer;
+    bool all_clean; /* no finding in any walk */
+    int64_t per_kind[PGCL_CHAIN_TABLES];
+    checkpoint_target *targets; /* sorted by (writer id, head_seq) */
+    int n_targets, next_target;
+    char *err;
+    int cap;
+} verifier;
+
+__attribute__((format(printf, 4, 5))) static void note_bad(verifier *v, const char *writer, int64_t seq,
+                                                           const char *fmt, ...);
+
+/* Records a finding at (writer, seq) unless one earlier in (writer id, seq) order is recorded. */
+static void note_bad(verifier *v, const char *writer, int64_t seq, const char *fmt, ...) {
+    pgcl_chain_report *r = v->rep;
+    v->all_clean = false;
+    if (!r->intact) {
+        int c = strcmp(writer, r->bad_writer_id);
+        if (c > 0 || (c == 0 && r->first_bad_seq <= seq)) return;
+    }
+    r->intact = false;
+    r->first_bad_seq = seq;
+    snprintf(r->bad_writer_id, sizeof r->bad_writer_id, "%s", writer);
+    char what[sizeof r->reason];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(r->reason, sizeof r->reason, "writer '%.128s': %.370s", writer, what);
+}
+
+static const char *col(const pg_cursor *c, int i) {
+    return pgcl_pg_text(c->batch, c->row, i);
+}
+static int64_t col_int(const pg_cursor *c, int i) {
+    return pgcl_pg_int(c->batch, c->row, i);
+}
+
+/* Compares the writer of cursor c's row with id (strcmp). */
+static int writer_cmp(const pg_cursor *c, const char *id) {
+    const char *w = col(c, 0);
+    return strcmp(w ? w : "", id);
+}
+
+/* Runs and nodes of writers with no chain (ids before `before`, or all when before is NULL). */
+static pgcl_status drain_chainless(verifier *v, const char *before) {
+    pgcl_status st = PGCL_OK;
+    while (cursor_at(&v->runs) && (!before || writer_cmp(&v->runs, before) < 0)) {
+        note_bad(v, col(&v->runs, 0), col_int(&v->runs, 1),
+                 "audit_chain_runs: a run names entry %lld, but this writer has no chain",
+                 (long long)col_int(&v->runs, 1));
+        if (!cursor_next(&v->runs, &st, v->err, v->cap) && st != PGCL_OK) return st;
+    }
+    while (cursor_at(&v->nodes) && (!before || writer_cmp(&v->nodes, before) < 0)) {
+        note_bad(v, col(&v->nodes, 0), 1,
+                 "audit_log_nodes: a log tree node at level %lld, index %lld, but this writer "
+                 "has no chain",
+                 (long long)col_int(&v->nodes, 2), (long long)col_int(&v->nodes, 3));
+        if (!cursor_next(&v->nodes, &st, v->err, v->cap) && st != PGCL_OK) return st;
+    }
+    while (v->next_target < v->n_targets &&
+           (!before || strcmp(v->targets[v->next_target].head->writer_id, before) < 0)) {
+        const checkpoint_target *t = &v->targets[v->next_target++];
+        note_bad(v, t->head->writer_id, 1,
+                 "the fleet checkpoint %.200s signs this writer's entry %lld, but it has no "
+                 "chain",
+                 t->file, (long long)t->head->head_seq);
+    }
+    return PGCL_OK;
+}
+
+static pgcl_status close_row_cursors(verifier *v);
+
+/* The end of writer v->w's entries: what is left of its runs, nodes and checkpoint heads lies
+ * beyond its chain (reported unless the walk stopped earlier), and its head goes in the report. */
+static pgcl_status finish_writer(verifier *v) {
+    writer_walk *w = &v->w;
+    pgcl_status st = close_row_cursors(v);
+    if (st != PGCL_OK) return st;
+    int64_t n = w->expected - 1; /* the entries that checked */
+    while (cursor_at(&v->runs) && writer_cmp(&v->runs, w->id) == 0) {
+        if (!w->stopped)
+            note_bad(v, w->id, col_int(&v->runs, 1) > n ? n + 1 : col_int(&v->runs, 1),
+                     "audit_chain_runs: a run names entry %lld, which is not a commit entry of this chain (it ends at "
+                     "%lld)",
+                     (long long)col_int(&v->runs, 1), (long long)n);
+        if (!cursor_next(&v->runs, &st, v->err, v->cap) && st != PGCL_OK) return st;
+    }
+    bool reported = false;
+    while (cursor_at(&v->nodes) && writer_cmp(&v->nodes, w->id) == 0) {
+        if (!w->stopped && !reported)
+            note_bad(v, w->id, n + 1,
+                     "audit_log_nodes: the log tree node at level %lld, index %lld covers entries "
+                     "beyond the chain's end (%lld): entries were removed",
+                     (long long)col_int(&v->nodes, 2), (long long)col_int(&v->nodes, 3), (long long)n);
+        reported = true;
+        if (!cursor_next(&v->nodes, &st, v->err, v->cap) && st != PGCL_OK) return st;
+    }
+    while (v->next_target < v->n_targets && strcmp(v->targets[v->next_target].head->writer_id, w->id) == 0) {
+        const checkpoint_target *t = &v->targets[v->next_target++];
+        if (!w->stopped)
+            note_bad(v, w->id, n + 1, "fleet checkpoint at entry %lld but the chain ends at %lld (%.200s)",
+                     (long long)t->head->head_seq, (long long)n, t->file);
+    }
+    pgcl_chain_report *r = v->rep;
+    pgcl_chain_writer_head *grown = realloc(r->writers, (size_t)(r->n_writers + 1) * sizeof *grown);
+    if (!grown) {
+        pgcl_errorf(v->err, v->cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    r->writers = grown;
+    pgcl_chain_writer_head *h = &r->writers[r->n_writers++];
+    memset(h, 0, sizeof *h);
+    snprintf(h->writer_id, sizeof h->writer_id, "%s", w->id);
+    h->head_seq = w->last_seq;
+    snprintf(h->head_hash, sizeof h->head_hash, "%s", w->last_hash);
+    h->intact = !w->stopped && strcmp(r->bad_writer_id, w->id) != 0;
+    if (!w->stopped && w->top > 0) {
+        pgcl_merkle_hash root = fold_stack(w->stack, w->top);
+        pgcl_merkle_to_hex(&root, h->log_root);
+    }
+    return PGCL_OK;
+}
+
+static pgcl_status start_writer(verifier *v, const char *id) {
+    pgcl_status st = drain_chainless(v, id);
+    if (st != PGCL_OK) return st;
+    writer_walk *w = &v->w;
+    memset(w, 0, sizeof *w);
+    snprintf(w->id, sizeof w->id, "%s", id);
+    w->expected = 1;
+    memcpy(w->prev, pgcl_chain_zero_hash, sizeof w->prev);
+    v->have_writer = true;
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
+        if ((st = cursor_open(&v->rows[t], v->conn, pgcl_chain_tables[t].name, DECLARE_ROWS_SQL[t], w->id,
+                              FETCH_ROWS + t, v->err, v->cap)) != PGCL_OK)
+            return st;
+        if (!cursor_next(&v->rows[t], &st, v->err, v->cap) && st != PGCL_OK) return st;
+    }
+    return PGCL_OK;
+}
+
+/* Closes the writer's row cursors (their names are reused by the next writer). */
+static pgcl_status close_row_cursors(verifier *v) {
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
+        bool was_open = v->rows[t].open;
+        cursor_close(&v->rows[t]);
+        v->rows[t].open = false;
+        pgcl_status st =
+            was_open ? pgcl_pg_exec(v->conn, pgcl_chain_tables[t].name, CLOSE_ROWS_SQL[t], 0, NULL, v->err, v->cap)
+                     : PGCL_OK;
+        if (st != PGCL_OK) return st;
+    }
+    return PGCL_OK;
+}
+
+/* A commit entry's runs (the runs cursor's rows of (writer, seq), in leaf order): they cover its
+ * leaves 0..leaf_count-1 once each, and each leaf is its row's leaf as stored now. */
+static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, const pgcl_merkle_hash *leaves, bool *ok) {
+    writer_walk *w = &v->w;
+    pgcl_status st = PGCL_OK;
+    *ok = false;
+    while (cursor_at(&v->runs) && writer_cmp(&v->runs, w->id) == 0 && col_int(&v->runs, 1) < seq) {
+        note_bad(v, w->id, col_int(&v->runs, 1),
+                 "audit_chain_runs: a run names entry %lld, which is not a commit entry",
+                 (long long)col_int(&v->runs, 1));
+        return PGCL_OK;
+    }
+    int64_t next_leaf = 0, chained[PGCL_CHAIN_TABLES] = {0};
+    while (cursor_at(&v->runs) && writer_cmp(&v->runs, w->id) == 0 && col_int(&v->runs, 1) == seq) {
+        const char *kind = col(&v->runs, 3);
+        int t = kind ? pgcl_chain_table_index(kind, strlen(kind)) : -1;
+        int64_t first_leaf = col_int(&v->runs, 2), first_row = col_int(&v->runs, 4), n = col_int(&v->runs, 5);
+        if (t < 0 || n < 1 || first_leaf != next_leaf || n > leaf_count - first_leaf) {
+            note_bad(v, w->id, seq,
+                     "entry %lld: its runs in audit_chain_runs do not cover leaves 0..%lld once each, in "
+                     "order",
+                     (long long)seq, (long long)(leaf_count - 1));
+            return PGCL_OK;
+        }
+        /* this run's rows, from the writer's row cursor of table t (rows of runs before it: none
+         * in a walk that got here, skipped all the same) */
+        pg_cursor *rows = &v->rows[t];
+        while (cursor_at(rows) &&
+               (binary_int(rows->batch, rows->row, 0) < seq ||
+                (binary_int(rows->batch, rows->row, 0) == seq && binary_int(rows->batch, rows->row, 1) < first_leaf)))
+            if (!cursor_next(rows, &st, v->err, v->cap) && st != PGCL_OK) return st;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t row_seq = first_row + i;
+            if (!cursor_at(rows) || binary_int(rows->batch, rows->row, 0) != seq ||
+                binary_int(rows->batch, rows->row, 1) != first_leaf ||
+                binary_int(rows->batch, rows->row, ROW_CURSOR_OFFSET) != row_seq) {
+                note_bad(v, w->id, seq, "entry %lld, leaf %lld: %s row %lld is missing", (long long)seq,
+                         (long long)(first_leaf + i), pgcl_chain_tables[t].name, (long long)row_seq);
+                return PGCL_OK;
+            }
+            row_values rv;
+            st = row_values_of(t, rows->batch, rows->row, ROW_CURSOR_OFFSET, &rv);
+            pgcl_merkle_hash leaf = pgcl_chain_leaf_of_values(t, rv.v, rv.n);
+            if (st != PGCL_OK || memcmp(leaf.b, leaves[first_leaf + i].b, PGCL_MERKLE_HASH_BYTES) != 0) {
+                note_bad(
+                    v, w->id, seq,
+                    "entry %lld, leaf %lld of %lld: %s row %lld: payload differs (the row was changed after it was "
+                    "chained)",
+                    (long long)seq, (long long)(first_leaf + i), (long long)leaf_count, pgcl_chain_tables[t].name,
+                    (long long)row_seq);
+                return PGCL_OK;
+            }
+            if (!cursor_next(rows, &st, v->err, v->cap) && st != PGCL_OK) return st;
+        }
+        chained[t] += n;
+        next_leaf += n;
+        if (!cursor_next(&v->runs, &st, v->err, v->cap) && st != PGCL_OK) return st;
+    }
+    if (next_leaf != leaf_count) {
+        note_bad(v, w->id, seq, "entry %lld: its runs cover %lld of its %lld leaves", (long long)seq,
+                 (long long)next_leaf, (long long)leaf_count);
+        return PGCL_OK;
+    }
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+        v->per_kind[t] += chained[t];
+    *ok = true;
+    return PGCL_OK;
+}
+
+/* Entry seq (hash) is leaf seq - 1 of the writer's log tree: pushes it, checks each stored node it
+ * completes (the nodes cursor, in completion order), then the checkpoint heads at seq. */
+static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex, bool *ok) {
+    writer_walk *w = &v->w;
+    pgcl_status st = PGCL_OK;
+    *ok = false;
+    pgcl_merkle_hash entry;
+    PGCL_ASSERT(pgcl_merkle_from_hex(hash_hex, &entry)); /* the entry's hash recomputed: 64 hex digits */
+    w->stack[w->top] = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
+    w->height[w->top++] = 0;
+    while (w->top >= 2 && w->height[w->top - 1] == w->height[w->top - 2]) {
+        w->stack[w->top - 2] = pgcl_merkle_node_hash(&w->stack[w->top - 2], &w->stack[w->top - 1]);
+        int level = ++w->height[w->top - 2];
+        w->top--;
+        int64_t idx = (seq - 1) >> level;
+        /* a stored node ordered before this one is one no entry completes (every earlier one was
+         * consumed): e.g. a level past 62, whose end wraps */
+        if (cursor_at(&v->nodes) && writer_cmp(&v->nodes, w->id) == 0 &&
+            (col_int(&v->nodes, 1) < seq || (col_int(&v->nodes, 1) == seq && col_int(&v->nodes, 2) < level))) {
+            note_bad(v, w->id, seq,
+                     "audit_log_nodes: a stored node at level %lld, index %lld is not a node of the log "
+                     "tree",
+                     (long long)col_int(&v->nodes, 2), (long long)col_int(&v->nodes, 3));
+            return PGCL_OK;
+        }
+        bool here = cursor_at(&v->nodes) && writer_cmp(&v->nodes, w->id) == 0 && col_int(&v->nodes, 1) == seq &&
+                    col_int(&v->nodes, 2) == level;
+        bool same = false;
+        if (here) {
+            unsigned char *h = NULL;
+            size_t len = 0;
+            same = pgcl_pg_bytea(v->nodes.batch, v->nodes.row, 4, &h, &len) == PGCL_OK && h &&
+                   len == PGCL_MERKLE_HASH_BYTES && memcmp(h, w->stack[w->top - 1].b, PGCL_MERKLE_HASH_BYTES) == 0;
+            free(h);
+            if (!cursor_next(&v->nodes, &st, v->err, v->cap) && st != PGCL_OK) return st;
+        }
+        if (!same) {
+            note_bad(v, w->id, seq,
+                     "audit_log_nodes: the log tree node at level %d, index %lld (entries %lld..%lld) %s", level,
+                     (long long)idx, (long long)((idx << level) + 1), (long long)seq,
+                     here ? "does not match the entries' hashes" : "is missing");
+            return PGCL_OK;
+        }
+    }
+    while (v->next_target < v->n_targets && strcmp(v->targets[v->next_target].head->writer_id, w->id) == 0 &&
+           v->targets[v->next_target].head->head_seq == seq) {
+        const checkpoint_target *t = &v->targets[v->next_target++];
+        char root_hex[PGCL_CHAIN_HEX_LEN + 1];
+        pgcl_merkle_hash root = fold_stack(w->stack, w->top);
+        pgcl_merkle_to_hex(&root, root_hex);
+        if (strcmp(t->head->head_hash, hash_hex) != 0) {
+            note_bad(v, w->id, seq,
+                     "entry %lld: hash differs from the signed fleet checkpoint (%.200s): the history up "
+                     "to entry %lld was rewritten",
+                     (long long)seq, t->file, (long long)seq);
+            return PGCL_OK;
+        }
+        if (strcmp(t->head->log_root, root_hex) != 0) {
+            note_bad(v, w->id, seq,
+                     "fleet checkpoint %.200s: its log_root is not the root of the log tree over entries "
+                     "1..%lld",
+                     t->file, (long long)seq);
+            return PGCL_OK;
+        }
+    }
+    *ok = true;
+    return PGCL_OK;
+}
+
+static bool hex_is(const char *s, const char *want) {
+    return s && strcmp(s, want) == 0;
+}
+
+/* One entry of the entries cursor, of writer v->w: its place, link, hash, kind, leaves and rows,
+ * and its log tree step. A finding stops this writer's walk. */
+static pgcl_status check_entry(verifier *v) {
+    writer_walk *w = &v->w;
+    const pg_cursor *e = &v->entries;
+    int64_t seq = col_int(e, 1);
+    const char *kind = col(e, 2), *payload = col(e, 4), *prev = col(e, 5), *hash = col(e, 6);
+    w->last_seq = seq;
+    snprintf(w->last_hash, sizeof w->last_hash, "%s", hash ? hash : "");
+    if (w->stopped) return PGCL_OK;
+    if (seq != w->expected) {
+        if (w->expected == 1)
+            note_bad(v, w->id, 1, "entry 1 missing (the chain starts at entry %lld)", (long long)seq);
+        else
+            note_bad(v, w->id, w->expected, "entry %lld missing (sequence jumps from %lld to %lld)",
+                     (long long)w->expected, (long long)(w->expected - 1), (long long)seq);
+        w->stopped = true;
+        return PGCL_OK;
+    }
+    v->rep->events++;
+    if (!hex_is(prev, w->prev)) {
+        if (seq == 1)
+            note_bad(v, w->id, 1, "entry 1: the genesis entry's prev_hash is not 64 zeros");
+        else
+            note_bad(v, w->id, seq, "entry %lld: prev_hash does not match entry %lld", (long long)seq,
+                     (long long)(seq - 1));
+        w->stopped = true;
+        return PGCL_OK;
+    }
+    if (!kind || !payload || !hash || PQgetisnull(e->batch, e->row, 3)) {
+        note_bad(v, w->id, seq, "entry %lld: a field is NULL", (long long)seq);
+        w->stopped = true;
+        return PGCL_OK;
+    }
+    int64_t row_seq = col_int(e, 3);
+    char computed[PGCL_CHAIN_HEX_LEN + 1];
+    pgcl_chain_entry_hash(seq, kind, strlen(kind), row_seq, payload, strlen(payload), prev, strlen(prev), computed);
+    if (!hex_is(hash, computed)) {
+        note_bad(v, w->id, seq, "entry %lld: hash does not match the entry's contents", (long long)seq);
+        w->stopped = true;
+        return PGCL_OK;
+    }
+    pgcl_status st = PGCL_OK;
+    bool ok = false;
+    if (seq == 1) {
+        char want[PGCL_CHAIN_HEX_LEN + 1];
+        genesis_payload(w->id, want);
+        if (strcmp(kind, "genesis") != 0 || row_seq != 0 || !hex_is(payload, want)) {
+            note_bad(v, w->id, 1,
+                     "entry 1 is not this writer's genesis entry (kind '%.32s', row_seq %lld, payload not "
+                     "SHA-256 of the writer id)",
+                     kind, (long long)row_seq);
+            w->stopped = true;
+            return PGCL_OK;
+        }
+    } else {
+        pgcl_merkle_hash root;
+        unsigned char *leaves = NULL;
+        size_t leaves_len = 0;
+        int64_t leaf_count = PQgetisnull(e->batch, e->row, 7) ? -1 : col_int(e, 7);
+        if (strcmp(kind, PGCL_CHAIN_COMMIT_KIND) != 0 || leaf_count < 1 || row_seq != leaf_count ||
+            !pgcl_merkle_from_hex(payload, &root) ||
+            pgcl_pg_bytea(e->batch, e->row, 8, &leaves, &leaves_len) != PGCL_OK || !leaves ||
+            leaves_len != (size_t)leaf_count * PGCL_MERKLE_HASH_BYTES) {
+            free(leaves);
+            note_bad(v, w->id, seq,
+                     "entry %lld: not a well-formed commit entry (kind '%.32s'; leaf_count, row_seq, "
+                     "leaves and root must agree)",
+                     (long long)seq, kind);
+            w->stopped = true;
+            return PGCL_OK;
+        }
+        pgcl_merkle_hash computed_root = pgcl_merkle_root((const pgcl_merkle_hash *)leaves, (uint64_t)leaf_count);
+        if (memcmp(computed_root.b, root.b, PGCL_MERKLE_HASH_BYTES) != 0) {
+            free(leaves);
+            note_bad(v, w->id, seq, "entry %lld: its %lld stored leaf hashes do not give its Merkle root",
+                     (long long)seq, (long long)leaf_count);
+            w->stopped = true;
+            return PGCL_OK;
+        }
+        st = check_runs(v, seq, leaf_count, (const pgcl_merkle_hash *)leaves, &ok);
+        free(leaves);
+        if (st != PGCL_OK) return st;
+        if (!ok) {
+            w->stopped = true;
+            return PGCL_OK;
+        }
+    }
+    if ((st = log_tree_step(v, seq, hash, &ok)) != PGCL_OK) return st;
+    if (!ok) {
+        w->stopped = true;
+        return PGCL_OK;
+    }
+    memcpy(w->prev, hash, sizeof w->prev);
+    w->expected++;
+    return PGCL_OK;
+}
+
+/* The walk over every writer's chain, merging the runs and nodes cursors. */
+static pgcl_status walk(verifier *v) {
+    pgcl_status st;
+    while (cursor_next(&v->entries, &st, v->err, v->cap)) {
+        const char *id = col(&v->entries, 0);
+        if (!id) id = "";
+        if (!v->have_writer || strcmp(id, v->w.id) != 0) {
+            if (v->have_writer && (st = finish_writer(v)) != PGCL_OK) return st;
+            if ((st = start_writer(v, id)) != PGCL_OK) return st;
+        }
+        if ((st = check_entry(v)) != PGCL_OK) return st;
+    }
+    if (st != PGCL_OK) return st;
+    if (v->have_writer && (st = finish_writer(v)) != PGCL_OK) return st;
+    return drain_chainless(v, NULL);
+}
+
+/* Runs of one kind never overlap (a row chained twice), checked in (kind, first_row_seq) order. */
+static pgcl_status check_overlaps(verifier *v) {
+    pg_cursor c;
+    pgcl_status st =
+        cursor_open(&c, v->conn, "audit_chain_runs", DECLARE_RUN_ORDER_SQL, NULL, FETCH_RUN_ORDER, v->err, v->cap);
+    if (st != PGCL_OK) return st;
+    char kind[64] = "";
+    int64_t end = 0;
+    while (cursor_next(&c, &st, v->err, v->cap)) {
+        const char *k = col(&c, 0);
+        int64_t first = col_int(&c, 1), n = col_int(&c, 2);
+        if (k && strcmp(k, kind) == 0 && first < end) {
+            note_bad(v, col(&c, 3) ? col(&c, 3) : "", col_int(&c, 4),
+                     "entry %lld refers to %.32s rows an earlier run already refers to (rows %lld..%lld)",
+                     (long long)col_int(&c, 4), k, (long long)first, (long long)(end - 1));
+            break;
+        }
+        if (!k || strcmp(kind, k) != 0) {
+            snprintf(kind, sizeof kind, "%s", k ? k : "");
+            end = first + n;
+        } else if (first + n > end) {
+            end = first + n;
+        }
+    }
+    cursor_close(&c);
+    return st;
+}
+
+/* Every row of the four tables is covered by a run: with every run's rows present and distinct
+ * (the walk, check_overlaps), a table with more rows than its runs cover holds an unchained row;
+ * the first is reported at the writer of the nearest run before it (else after it), at that
+ * chain's end + 1, where its entry would have been. */
+static pgcl_status check_unchained(verifier *v) {
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
+        int64_t rows = 0, first = 0;
+        bool found = false;
+        pgcl_status st = pgcl_pg_query_int(v->conn, pgcl_chain_tables[t].name, COUNT_ROWS_SQL[t], 0, NULL, &rows, NULL,
+                                           v->err, v->cap);
+        if (st != PGCL_OK) return st;
+        if (rows == v->per_kind[t]) continue;
+        const char *kind_value[] = {pgcl_chain_tables[t].name};
+        if ((st = pgcl_pg_query_int(v->conn, pgcl_chain_tables[t].name, FIRST_UNCHAINED_SQL[t], 1, kind_value, &first,
+                                    &found, v->err, v->cap)) != PGCL_OK)
+            return st;
+        if (!found) continue; /* more references than rows: check_overlaps reported it */
+        char seq_text[24];
+        snprintf(seq_text, sizeof seq_text, "%lld", (long long)first);
+        const char *values[] = {pgcl_chain_tables[t].name, seq_text};
+        PGresult *res =
+            pgcl_pg_query(v->conn, "audit_chain_runs", NEIGHBOUR_WRITER_SQL, 2, values, &st, v->err, v->cap);
+        if (!res) return st;
+        char writer[PGCL_FLEET_WRITER_ID_MAX + 1] = "";
+        if (PQntuples(res) == 1 && pgcl_pg_text(res, 0, 0))
+            snprintf(writer, sizeof writer, "%s", pgcl_pg_text(res, 0, 0));
+        else if (v->rep->n_writers > 0)
+            snprintf(writer, sizeof writer, "%s", v->rep->writers[0].writer_id);
+        PQclear(res);
+        int64_t end = 0;
+        for (int i = 0; i < v->rep->n_writers; i++)
+            if (strcmp(v->rep->writers[i].writer_id, writer) == 0) end = v->rep->writers[i].head_seq;
+        note_bad(v, writer, end + 1, "%s row %lld is not in the chain of any writer (no run covers it)",
+                 pgcl_chain_tables[t].name, (long long)first);
+        return PGCL_OK;
+    }
+    return PGCL_OK;
+}
+
+static int target_cmp(const void *a, const void *b) {
+    const checkpoint_target *x = a, *y = b;
+    int c = strcmp(x->head->writer_id, y->head->writer_id);
+    if (c) return c;
+    return x->head->head_seq < y->head->head_seq ? -1 : x->head->head_seq > y->head->head_seq;
+}
+
+/* The fleet checkpoint files, read and checked (signature, signer), and their heads as sorted
+ * targets. A file that is not a valid fleet checkpoint is an error, naming it. */
+static pgcl_status load_checkpoints(verifier *v, pgcl_fleet_checkpoint *cps, const char *const *files, int n,
+                                    const char *public_key_hex) {
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        pgcl_status st = pgcl_fleet_checkpoint_read(files[i], public_key_hex, &cps[i], v->err, v->cap);
+        if (st != PGCL_OK) return st;
+        total += cps[i].n_heads;
+    }
+    if (total == 0) return PGCL_OK;
+    if (!(v->targets = calloc((size_t)total, sizeof *v->targets))) {
+        pgcl_errorf(v->err, v->cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < cps[i].n_heads; j++)
+            v->targets[v->n_targets++] = (checkpoint_target){.head = &cps[i].heads[j], .file = cps[i].file};
+    qsort(v->targets, (size_t)v->n_targets, sizeof *v->targets, target_cmp);
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_pg_chain_verify(PGconn *conn, const char *const *checkpoint_files, int n_checkpoints,
+                                 const char *public_key_hex, pgcl_chain_report *report, char *err, int cap) {
+    memset(report, 0, sizeof *report);
+    report->intact = true;
+    report->has_writers = true;
+    verifier v = {.conn = conn, .rep = report, .all_clean = true, .err = err, .cap = cap};
+    pgcl_fleet_checkpoint *cps = n_checkpoints > 0 ? calloc((size_t)n_checkpoints, sizeof *cps) : NULL;
+    pgcl_status st = PGCL_ERR_NOMEM;
+    bool in_tx = false;
+    if (n_checkpoints > 0 && !cps) {
+        pgcl_errorf(err, cap, "out of memory");
+        goto done;
+    }
+    if ((st = load_checkpoints(&v, cps, checkpoint_files, n_checkpoints, public_key_hex)) != PGCL_OK) goto done;
+    if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
+    in_tx = true;
+    if ((st = cursor_open(&v.entries, conn, "audit_chain", DECLARE_ENTRIES_SQL, NULL, FETCH_ENTRIES, err, cap)) !=
+            PGCL_OK ||
+        (st = cursor_open(&v.runs, conn, "audit_chain_runs", DECLARE_RUNS_SQL, NULL, FETCH_RUNS, err, cap)) !=
+            PGCL_OK ||
+        (st = cursor_open(&v.nodes, conn, "audit_log_nodes", DECLARE_NODES_SQL, NULL, FETCH_NODES, err, cap)) !=
+            PGCL_OK)
+        goto done;
+    /* position the merged cursors on their first rows */
+    if ((!cursor_next(&v.runs, &st, err, cap) && st != PGCL_OK) ||
+        (!cursor_next(&v.nodes, &st, err, cap) && st != PGCL_OK))
+        goto done;
+    if ((st = walk(&v)) != PGCL_OK) goto done;
+    cursor_close(&v.entries);
+    cursor_close(&v.runs);
+    cursor_close(&v.nodes);
+    if (v.all_clean && (st = check_overlaps(&v)) != PGCL_OK) goto done;
+    if (v.all_clean && (st = check_unchained(&v)) != PGCL_OK) goto done;
+    if (report->n_writers == 1) {
+        report->head_seq = report->writers[0].head_seq;
+        snprintf(report->head_hash, sizeof report->head_hash, "%s", report->writers[0].head_hash);
+    } else {
+        for (int i = 0; i < report->n_writers; i++)
+            report->head_seq += report->writers[i].head_seq;
+    }
+    st = PGCL_OK;
+done:
+    cursor_close(&v.entries);
+    cursor_close(&v.runs);
+    cursor_close(&v.nodes);
+    for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+        cursor_close(&v.rows[t]);
+    if (in_tx) end_transaction(conn, false);
+    for (int i = 0; cps && i < n_checkpoints; i++)
+        pgcl_fleet_checkpoint_release(&cps[i]);
+    free(cps);
+    free(v.targets);
+    if (st != PGCL_OK) {
+        pgcl_chain_report_release(report);
+        report->intact = false;
+        report->first_bad_seq = 0;
+        report->reason[0] = 0;
+        report->bad_writer_id[0] = 0;
+    }
+    return st;
+}
+
+/* ---- the store's operations: on a connection of its read pool ---- */
+
+static const char PING_SQL[] = "SELECT 1";
+
+/* A live connection of the read pool. A pooled connection may be gone (the server restarted or
+ * was stopped since it was last used; libpq notices only at the next statement): each one found
+ * gone by a ping is dropped and the next tried (at most PGCL_PG_READERS of them, then a new one). */
+static pgcl_status acquire(pgcl_audit *store, PGconn **conn, char *err, int cap) {
+    pgcl_pg_pool *pool = pgcl_audit_pg_of(store)->readers;
+    pgcl_status st = PGCL_ERR_DB;
+    for (int attempt = 0; attempt <= PGCL_PG_READERS; attempt++) {
+        if ((st = pgcl_pg_pool_acquire(pool, PGCL_PG_READ_WAIT_MS, conn, err, cap)) != PGCL_OK) return st;
+        if ((st = pgcl_pg_exec(*conn, "the audit database", PING_SQL, 0, NULL, err, cap)) == PGCL_OK) return st;
+        bool gone = pgcl_pg_broken(*conn);
+        pgcl_pg_pool_release(pool, *conn); /* a broken connection is closed, not pooled */
+        *conn = NULL;
+        if (!gone) break;
+    }
+    return st;
+}
+
+static void release(pgcl_audit *store, PGconn *conn) {
+    pgcl_pg_pool_release(pgcl_audit_pg_of(store)->readers, conn);
 }
 
 pgcl_status pgcl_pg_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap) {
-    pgcl_errorf(err, cap, "the PostgreSQL store is not written yet");
-    return PGCL_ERR_UNSUPPORTED;
+    PGconn *conn = NULL;
+    pgcl_status st = acquire(store, &conn, err, cap);
+    if (st != PGCL_OK) {
+        memset(report, 0, sizeof *report);
+        return st;
+    }
+    st = pgcl_pg_chain_verify(conn, NULL, 0, NULL, report, err, cap);
+    release(store, conn);
+    return st;
+}
+
+/* ---- fleet checkpoints ---- */
+
+static const char HEADS_SQL[] =
+    "SELECT c.writer_id, c.seq, c.hash FROM audit_chain AS c JOIN (SELECT writer_id, max(seq) AS seq FROM audit_chain"
+    " GROUP BY writer_id) AS h ON h.writer_id = c.writer_id AND h.seq = c.seq ORDER BY c.writer_id COLLATE \"C\"";
+static const char INSERT_CHECKPOINT_SQL[] =
+    "INSERT INTO audit_checkpoints (created_at, statement, public_key, signature) VALUES ($1, $2, $3, $4)";
+
+/* Every writer's head and log root, in one snapshot. PGCL_ERR_NOT_FOUND when no chain has an entry. */
+static pgcl_status read_heads(PGconn *conn, pgcl_fleet_checkpoint *cp, char *err, int cap) {
+    pgcl_status st = begin_snapshot(conn, err, cap);
+    if (st != PGCL_OK) return st;
+    PGresult *res = pgcl_pg_query(conn, "audit_chain", HEADS_SQL, 0, NULL, &st, err, cap);
+    if (!res) goto done;
+    int n = PQntuples(res);
+    st = PGCL_ERR_NOT_FOUND;
+    if (n == 0) {
+        pgcl_errorf(err, cap, "the audit chains are empty (no writer has recorded anything yet)");
+        goto done;
+    }
+    st = PGCL_ERR_NOMEM;
+    if (n > PGCL_FLEET_WRITERS_MAX || !(cp->heads = calloc((size_t)n, sizeof *cp->heads))) {
+        pgcl_errorf(err, cap, n > PGCL_FLEET_WRITERS_MAX ? "more than %d writers" : "out of memory",
+                    PGCL_FLEET_WRITERS_MAX);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        pgcl_fleet_head *h = &cp->heads[cp->n_heads++];
+        const char *id = pgcl_pg_text(res, i, 0), *hash = pgcl_pg_text(res, i, 2);
+        pgcl_merkle_hash ignored, root;
+        if (!pgcl_fleet_writer_id_ok(id) || !pgcl_merkle_from_hex(hash, &ignored) || strlen(hash) != 64) {
+            pgcl_errorf(err, cap,
+                        "writer '%.128s': its writer id or head's hash cannot be signed (run `pgcld audit "
+                        "verify`)",
+                        id ? id : "");
+            st = PGCL_ERR_FORMAT;
+            goto done;
+        }
+        snprintf(h->writer_id, sizeof h->writer_id, "%s", id);
+        h->head_seq = pgcl_pg_int(res, i, 1);
+        snprintf(h->head_hash, sizeof h->head_hash, "%s", hash);
+        node_source src = {.conn = conn, .writer_id = h->writer_id};
+        if (!pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)h->head_seq, &root)) {
+            st = source_failed(&src, err, cap);
+            goto done;
+        }
+        pgcl_merkle_to_hex(&root, h->log_root);
+    }
+    st = PGCL_OK;
+done:
+    PQclear(res);
+    end_transaction(conn, false);
+    return st;
+}
+
+pgcl_status pgcl_pg_checkpoint_create(PGconn *conn, const char *key_path, const char *out_file, const char *out_dir,
+                                      pgcl_fleet_checkpoint *out, char *err, int cap) {
+    memset(out, 0, sizeof *out);
+    char sub[ERR_CAP];
+    pgcl_status st = read_heads(conn, out, err, cap);
+    if (st != PGCL_OK) return st;
+    char now[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_timestamp_now(now);
+    snprintf(out->created_at, sizeof out->created_at, "%s", now);
+    if ((st = pgcl_fleet_checkpoint_sign(out, key_path, err, cap)) != PGCL_OK) return st;
+    if ((st = pgcl_fleet_checkpoint_write(out, out_file, out_dir, err, cap)) != PGCL_OK) return st;
+    size_t len;
+    char *statement = pgcl_fleet_checkpoint_statement(out, &len);
+    if (!statement) {
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    const char *values[] = {out->created_at, statement, out->public_key, out->signature};
+    st = pgcl_pg_exec(conn, "audit_checkpoints", INSERT_CHECKPOINT_SQL, 4, values, sub, sizeof sub);
+    free(statement);
+    if (st != PGCL_OK)
+        pgcl_errorf(err, cap,
+                    "the checkpoint file %s was written and is valid, but recording it in audit_checkpoints "
+                    "failed: %s",
+                    out->file, sub);
+    return st;
+}
+
+pgcl_status pgcl_pg_create_checkpoint(pgcl_audit *store, const char *key_path, const char *out_file,
+                                      const char *out_dir, pgcl_store_checkpoint *out, char *err, int cap) {
+    out->is_fleet = true;
+    PGconn *conn = NULL;
+    pgcl_status st = acquire(store, &conn, err, cap);
+    if (st != PGCL_OK) return st;
+    st = pgcl_pg_checkpoint_create(conn, key_path, out_file, out_dir, &out->fleet, err, cap);
+    release(store, conn);
+    return st;
+}
+
+/* A statement as recorded in audit_checkpoints back into cp (heads malloc'd); false when it is not a
+ * fleet statement (the form pgcl_fleet_checkpoint_statement writes). */
+static bool parse_statement(const char *text, const char *public_key, const char *signature,
+                            pgcl_fleet_checkpoint *cp) {
+    memset(cp, 0, sizeof *cp);
+    const char *magic = "pgcld-fleet-checkpoint-v1\n";
+    if (!text || strncmp(text, magic, strlen(magic)) != 0) return false;
+    const char *p = text + strlen(magic), *nl = strchr(p, '\n');
+    if (!nl || (size_t)(nl - p) >= sizeof cp->created_at) return false;
+    memcpy(cp->created_at, p, (size_t)(nl - p));
+    char *end = NULL;
+    long n = strtol(nl + 1, &end, 10);
+    if (!end || *end != '\n' || n < 1 || n > PGCL_FLEET_WRITERS_MAX) return false;
+    if (!(cp->heads = calloc((size_t)n, sizeof *cp->heads))) return false;
+    p = end + 1;
+    for (long i = 0; i < n; i++) {
+        pgcl_fleet_head *h = &cp->heads[i];
+        long long seq = strtoll(p, &end, 10);
+        nl = end ? strchr(end, '\n') : NULL;
+        if (!end || *end != ' ' || !nl || nl - end < 1 + 64 + 1 + 64 + 2) goto bad;
+        memcpy(h->head_hash, end + 1, 64);
+        memcpy(h->log_root, end + 66, 64);
+        size_t id_len = (size_t)(nl - (end + 131));
+        if (end[65] != ' ' || end[130] != ' ' || id_len < 1 || id_len > PGCL_FLEET_WRITER_ID_MAX) goto bad;
+        memcpy(h->writer_id, end + 131, id_len);
+        h->head_seq = seq;
+        cp->n_heads++;
+        p = nl + 1;
+    }
+    if (*p) goto bad;
+    cp->version = PGCL_FLEET_CHECKPOINT_VERSION;
+    snprintf(cp->public_key, sizeof cp->public_key, "%s", public_key ? public_key : "");
+    snprintf(cp->signature, sizeof cp->signature, "%s", signature ? signature : "");
+    snprintf(cp->file, sizeof cp->file, "audit_checkpoints");
+    return true;
+bad:
+    pgcl_fleet_checkpoint_release(cp);
+    return false;
+}
+
+/* ---- inclusion proofs ---- */
+
+static const char FIND_SQL[] =
+    "SELECT d.seq, u.writer_id, u.entry_seq, u.first_leaf + d.seq - u.first_row_seq, c.leaf_count, c.leaves,"
+    " c.payload_sha256, c.prev_hash, c.hash FROM decisions AS d"
+    " LEFT JOIN audit_chain_runs AS u ON " PGCL_CHAIN_RUN_OF_DECISION_SQL
+    " LEFT JOIN audit_chain AS c ON c.writer_id = u.writer_id AND c.seq = u.entry_seq WHERE d.decision_id = $1";
+static const char WRITER_HEAD_SQL[] = "SELECT coalesce(max(seq), 0) FROM audit_chain WHERE writer_id = $1";
+/* the latest fleet checkpoints, newest first: the proof takes the newest that covers its entry */
+static const char RECENT_CHECKPOINTS_SQL[] =
+    "SELECT statement, public_key, signature FROM audit_checkpoints ORDER BY seq DESC LIMIT 64";
+
+/* The commit entry holding the decision, its leaf and path; found and chained as in chain_proof.c. */
+static pgcl_status find_entry(PGconn *conn, const char *decision_id, pgcl_chain_proof *p, bool *found, bool *chained,
+                              char *err, int cap) {
+    pgcl_status st;
+    const char *values[] = {decision_id};
+    PGresult *res = pgcl_pg_query(conn, "decisions", FIND_SQL, 1, values, &st, err, cap);
+    if (!res) return st;
+    *found = PQntuples(res) == 1;
+    *chained = *found && !PQgetisnull(res, 0, 2);
+    st = PGCL_OK;
+    if (!*chained) goto done;
+    p->row_seq = pgcl_pg_int(res, 0, 0);
+    snprintf(p->writer_id, sizeof p->writer_id, "%s", pgcl_pg_text(res, 0, 1));
+    p->entry_seq = pgcl_pg_int(res, 0, 2);
+    p->leaf_index = pgcl_pg_int(res, 0, 3);
+    p->tree_size = pgcl_pg_int(res, 0, 4);
+    const char *root = pgcl_pg_text(res, 0, 6), *prev = pgcl_pg_text(res, 0, 7), *hash = pgcl_pg_text(res, 0, 8);
+    unsigned char *leaves = NULL;
+    size_t len = 0;
+    if (p->tree_size < 1 || p->leaf_index < 0 || p->leaf_index >= p->tree_size ||
+        pgcl_pg_bytea(res, 0, 5, &leaves, &len) != PGCL_OK || !leaves ||
+        len != (size_t)p->tree_size * PGCL_MERKLE_HASH_BYTES || !root || !pgcl_merkle_from_hex(root, &p->root) ||
+        !prev || strlen(prev) != 64 || !hash || strlen(hash) != 64) {
+        free(leaves);
+        pgcl_errorf(err, cap, "writer '%s': audit chain entry %lld is malformed (run `pgcld audit verify`)",
+                    p->writer_id, (long long)p->entry_seq);
+        st = PGCL_ERR_FORMAT;
+        goto done;
+    }
+    memcpy(p->prev_hash, prev, 65);
+    memcpy(p->entry_hash, hash, 65);
+    const pgcl_merkle_hash *all = (const pgcl_merkle_hash *)leaves;
+    p->leaf_hash = all[p->leaf_index];
+    p->path_len = pgcl_merkle_inclusion_path(all, (uint64_t)p->tree_size, (uint64_t)p->leaf_index, p->path);
+    free(leaves);
+done:
+    PQclear(res);
+    return st;
+}
+
+/* The entry's place in its writer's log tree: that of the newest fleet checkpoint covering it
+ * (among the recent ones), else of the chain now. */
+static pgcl_status prove_in_log(PGconn *conn, pgcl_chain_proof *p, char *err, int cap) {
+    pgcl_status st;
+    PGresult *res = pgcl_pg_query(conn, "audit_checkpoints", RECENT_CHECKPOINTS_SQL, 0, NULL, &st, err, cap);
+    if (!res) return st;
+    int64_t size = 0;
+    for (int i = 0; i < PQntuples(res) && !p->fleet; i++) {
+        pgcl_fleet_checkpoint cp;
+        if (!parse_statement(pgcl_pg_text(res, i, 0), pgcl_pg_text(res, i, 1), pgcl_pg_text(res, i, 2), &cp)) continue;
+        const pgcl_fleet_head *h = pgcl_fleet_checkpoint_head(&cp, p->writer_id);
+        if (h && h->head_seq >= p->entry_seq && (p->fleet = malloc(sizeof *p->fleet))) {
+            size = h->head_seq;
+            *p->fleet = cp;
+        } else {
+            pgcl_fleet_checkpoint_release(&cp);
+        }
+    }
+    PQclear(res);
+    if (!p->fleet) {
+        const char *values[] = {p->writer_id};
+        if ((st = pgcl_pg_query_int(conn, "audit_chain", WRITER_HEAD_SQL, 1, values, &size, NULL, err, cap)) != PGCL_OK)
+            return st;
+    }
+    p->log_index = p->entry_seq - 1;
+    p->log_size = size;
+    node_source src = {.conn = conn, .writer_id = p->writer_id};
+    if (size < p->entry_seq || !pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)size, &p->log_root) ||
+        (p->log_path_len = pgcl_merkle_inclusion_path_from_subtrees(get_node, &src, (uint64_t)size,
+                                                                    (uint64_t)p->log_index, p->log_path)) < 0) {
+        if (size < p->entry_seq)
+            snprintf(src.err, sizeof src.err, "writer '%s': the chain ends before entry %lld", p->writer_id,
+                     (long long)p->entry_seq);
+        return source_failed(&src, err, cap);
+    }
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_pg_read_proof(pgcl_audit *store, const char *decision_id, pgcl_chain_proof *out, char *err, int cap) {
+    memset(out, 0, sizeof *out);
+    PGconn *conn = NULL;
+    pgcl_status st = acquire(store, &conn, err, cap);
+    if (st != PGCL_OK) return st;
+    st = pgcl_pg_chain_prove(conn, decision_id, out, err, cap);
+    release(store, conn);
+    return st;
+}
+
+pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chain_proof *out, char *err, int cap) {
+    memset(out, 0, sizeof *out);
+    pgcl_status st;
+    bool found = false, chained = false;
+    PGresult *rows = NULL;
+    if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
+    if ((st = find_entry(conn, decision_id, out, &found, &chained, err, cap)) != PGCL_OK) goto done;
+    if (!found) {
+        pgcl_errorf(err, cap, "no decision with id '%.64s'", decision_id);
+        st = PGCL_ERR_NOT_FOUND;
+        goto done;
+    }
+    if (!chained) {
+        pgcl_errorf(err, cap, "decision '%.64s' is in no writer's chain (no run covers it: run `pgcld audit verify`)",
+                    decision_id);
+        st = PGCL_ERR_UNSUPPORTED;
+        goto done;
+    }
+    if ((st = prove_in_log(conn, out, err, cap)) != PGCL_OK) goto done;
+    if (!(rows = read_rows(conn, DECISIONS_TABLE, out->row_seq, out->row_seq, &st, err, cap))) goto done;
+    st = PGCL_ERR_DB;
+    if (PQntuples(rows) != 1) {
+        pgcl_errorf(err, cap, "decisions row %lld vanished", (long long)out->row_seq);
+        goto done;
+    }
+    row_values rv;
+    st = row_values_of(DECISIONS_TABLE, rows, 0, 0, &rv);
+    if (st == PGCL_OK)
+        pgcl_chain_leaf_data_of_values(DECISIONS_TABLE, rv.v, rv.n, &out->leaf_data, &out->leaf_data_len);
+    if (st != PGCL_OK || !out->leaf_data) {
+        pgcl_errorf(err, cap, "decisions row %lld: %s", (long long)out->row_seq,
+                    st == PGCL_OK ? "out of memory" : "malformed stored input digest");
+        st = st == PGCL_OK ? PGCL_ERR_NOMEM : st;
+        goto done;
+    }
+    st = PGCL_OK;
+done:
+    PQclear(rows);
+    end_transaction(conn, false);
+    /* a chain that cannot give a proof (a malformed entry, a missing log node) is no database error:
+     * the decision has no proof, as a version-1 one (the statement of reasons goes out without it) */
+    if (st == PGCL_ERR_FORMAT) st = PGCL_ERR_UNSUPPORTED;
+    if (st != PGCL_OK) pgcl_chain_proof_release(out);
+    return st;
+}
+
+/* ---- consistency proofs, within one writer's log ---- */
+
+static const char CHAINED_WRITERS_SQL[] =
+    "SELECT writer_id FROM audit_chain WHERE seq = 1 ORDER BY writer_id COLLATE \"C\" LIMIT 8";
+
+/* The writer whose log is meant: writer_id, or the only one. */
+static pgcl_status pick_writer(PGconn *conn, const char *writer_id, pgcl_log_consistency *out, char *err, int cap) {
+    if (writer_id) {
+        snprintf(out->writer_id, sizeof out->writer_id, "%s", writer_id);
+        return PGCL_OK;
+    }
+    pgcl_status st;
+    PGresult *res = pgcl_pg_query(conn, "audit_chain", CHAINED_WRITERS_SQL, 0, NULL, &st, err, cap);
+    if (!res) return st;
+    int n = PQntuples(res);
+    if (n == 1) {
+        snprintf(out->writer_id, sizeof out->writer_id, "%s", pgcl_pg_text(res, 0, 0));
+        st = PGCL_OK;
+    } else if (n == 0) {
+        pgcl_errorf(err, cap, "no writer has a chain yet: no tree of size %lld", (long long)out->second);
+        st = PGCL_ERR_NOT_FOUND;
+    } else {
+        char names[400] = "";
+        for (int i = 0; i < n && strlen(names) < 300; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%.40s'", i ? ", " : "",
+                     pgcl_pg_text(res, i, 0));
+        pgcl_errorf(err, cap, "the store has one log per writer (%s%s): name one with writer=", names,
+                    n == 8 ? ", ..." : "");
+        st = PGCL_ERR_INVALID;
+    }
+    PQclear(res);
+    return st;
+}
+
+pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, const char *writer_id, int64_t first, int64_t second,
+                                     pgcl_log_consistency *out, char *err, int cap) {
+    memset(out, 0, sizeof *out);
+    PGconn *conn = NULL;
+    pgcl_status st = acquire(store, &conn, err, cap);
+    if (st != PGCL_OK) return st;
+    st = pgcl_pg_chain_consistency(conn, writer_id, first, second, out, err, cap);
+    release(store, conn);
+    return st;
+}
+
+pgcl_status pgcl_pg_chain_consistency(PGconn *conn, const char *writer_id, int64_t first, int64_t second,
+                                      pgcl_log_consistency *out, char *err, int cap) {
+    memset(out, 0, sizeof *out);
+    out->first = first;
+    out->second = second;
+    if (first < 1 || first > second) {
+        pgcl_errorf(err, cap, "tree sizes must satisfy 1 <= first (%lld) <= second (%lld)", (long long)first,
+                    (long long)second);
+        return PGCL_ERR_INVALID;
+    }
+    pgcl_status st;
+    if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
+    if ((st = pick_writer(conn, writer_id, out, err, cap)) != PGCL_OK) goto done;
+    const char *values[] = {out->writer_id};
+    if ((st = pgcl_pg_query_int(conn, "audit_chain", WRITER_HEAD_SQL, 1, values, &out->head_seq, NULL, err, cap)) !=
+        PGCL_OK)
+        goto done;
+    if (second > out->head_seq) {
+        pgcl_errorf(err, cap, "writer '%.128s''s log has %lld entries: no tree of size %lld yet", out->writer_id,
+                    (long long)out->head_seq, (long long)second);
+        st = PGCL_ERR_NOT_FOUND;
+        goto done;
+    }
+    node_source src = {.conn = conn, .writer_id = out->writer_id};
+    if (!pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)first, &out->first_root) ||
+        !pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)second, &out->second_root) ||
+        (out->proof_len = pgcl_merkle_consistency_proof_from_subtrees(get_node, &src, (uint64_t)first, (uint64_t)second,
+                                                                      out->proof)) < 0) {
+        st = source_failed(&src, err, cap);
+        goto done;
+    }
+    st = PGCL_OK;
+done:
+    end_transaction(conn, false);
+    return st;
 }
