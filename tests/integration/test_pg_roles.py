@@ -66,14 +66,6 @@ def pgcld(*args, timeout=60):
                           stdin=subprocess.DEVNULL)
 
 
-def have_migrate_command():
-    """Whether this pgcld has `pgcld migrate` (issue 17: the PostgreSQL store's migrations, alone)."""
-    if not os.access(H.PGCLD_BIN, os.X_OK):
-        return False
-    p = pgcld("migrate", "--help")
-    return "usage: pgcld migrate" in p.stdout + p.stderr
-
-
 class RolesTest(unittest.TestCase):
     """One cluster, one database set up as deploy/postgres/roles.sql says."""
 
@@ -89,20 +81,11 @@ class RolesTest(unittest.TestCase):
 
     @classmethod
     def migrate_as_owner(cls):
-        """`pgcld migrate` as pgcld_owner; a build without that command applies the schema the other
-        way the docs give: a daemon started as the owner migrates before it serves."""
-        if have_migrate_command():
-            p = pgcld("migrate", "--db", cls.uri("pgcld_owner"))
-            if p.returncode != 0:
-                raise AssertionError(f"pgcld migrate as pgcld_owner: exit {p.returncode}\n{p.stderr}")
-            return
-        d = H.Daemon(db_path=cls.uri("pgcld_owner"), auth=False, args=["--writer-id", "roles-owner-start"])
-        try:
-            d.start()
-            if d.stop() != 0:
-                raise AssertionError(f"pgcld serve as pgcld_owner did not exit 0\n{d.logs()}")
-        finally:
-            d.cleanup(check=False)
+        p = pgcld("migrate", "--db", cls.uri("pgcld_owner"))
+        if p.returncode != 0:
+            raise AssertionError(f"pgcld migrate as pgcld_owner: exit {p.returncode}\n{p.stderr}")
+        if "schema at version" not in p.stdout:
+            raise AssertionError(f"pgcld migrate said: {p.stdout!r}")
 
     @classmethod
     def uri(cls, user):
@@ -286,8 +269,6 @@ class RolesTest(unittest.TestCase):
         # an idempotent request and its replay: idempotency_keys written and read as pgcld_writer
         body = {"items": H.json_items(Z[:2], prefix="idem")}
         first = d.score(body, headers={"Idempotency-Key": "roles-idem-1"})
-        if first.status == 503 and "idempotency lookup failed: the PostgreSQL store is not written yet" in d.logs():
-            self.skipTest("idempotency keys on the PostgreSQL store are not in this build yet (issue 17, scope 5)")
         self.assertEqual(first.status, 200, first.body)
         again = d.score(body, headers={"Idempotency-Key": "roles-idem-1"})
         self.assertEqual((again.status, again.body), (200, first.body))
@@ -295,8 +276,6 @@ class RolesTest(unittest.TestCase):
         self.assertEqual(d.stop(), 0, d.logs())
         d.start()  # its chain again, after a restart, as pgcld_writer
         v = d.get("/v1/audit/verify")
-        if v.status == 503 and b"not written yet" in v.body:  # the store's chain reads (issue 17, scope 4)
-            self.skipTest("GET /v1/audit/verify on the PostgreSQL store is not in this build yet")
         self.assertEqual(v.status, 200, v.body)
         self.assertTrue(v.json.get("intact"), v.body)
         self.assertEqual(d.stop(), 0, d.logs())
