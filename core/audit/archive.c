@@ -671,6 +671,14 @@ static bool uuid7_ms(const char *id, int64_t *ms) {
     return true;
 }
 
+bool pgcl_archive_id_time(const char *decision_id, char out[32]) {
+    int64_t ms = 0;
+    if (!uuid7_ms(decision_id, &ms)) return false;
+    _Static_assert(PGCL_QTIME_LEN + 1 <= 32, "a time fits the caller's buffer");
+    pgcl_time_format(ms * 1000, out);
+    return true;
+}
+
 pgcl_status pgcl_archive_where_is(sqlite3 *db, const char *decision_id, pgcl_archive_where *out, char *err, int cap) {
     memset(out, 0, sizeof *out);
     int64_t ms = 0;

@@ -80,6 +80,11 @@ typedef struct pgcl_archive_where {
     char archive_name[256];
 } pgcl_archive_where;
 
+/* The time in decision_id (a UUIDv7 carries its Unix milliseconds) in the audit columns' format;
+ * false when it is not a UUIDv7. What pgcl_archive_where_is compares with the cuts' horizons (also
+ * the PostgreSQL store's). */
+bool pgcl_archive_id_time(const char *decision_id, char out[32]);
+
 /* Looks decision_id up against audit_cuts on db (any connection; no transaction needed). A schema
  * without audit_cuts, an id that is not a UUIDv7 or a time after every horizon: archived false. */
 pgcl_status pgcl_archive_where_is(sqlite3 *db, const char *decision_id, pgcl_archive_where *out, char *err, int cap);

@@ -258,10 +258,11 @@ BEGIN
   FOREACH t IN ARRAY ARRAY['schema_migrations', 'fleet_counters', 'writers', 'decisions', 'decision_inputs',
                            'input_retention', 'api_keys', 'admin_events', 'shadow_decisions', 'contests',
                            'resolutions', 'idempotency_keys', 'audit_chain', 'audit_chain_runs',
-                           'audit_log_nodes', 'audit_checkpoints'] LOOP
+                           'audit_log_nodes', 'audit_checkpoints', 'audit_cuts'] LOOP
     EXECUTE format('REVOKE ALL ON TABLE %I FROM %I', t, writer_role);
     EXECUTE format('GRANT SELECT ON TABLE %I TO %I', t, writer_role);
   END LOOP;
+  -- audit_cuts: read only (verify); archival (pgcld audit archive) runs as the owner.
   -- Append-only: rows are added, never changed (the triggers above refuse it to every role).
   FOREACH t IN ARRAY ARRAY['decisions', 'decision_inputs', 'admin_events', 'shadow_decisions', 'contests',
                            'resolutions', 'audit_chain', 'audit_chain_runs', 'audit_log_nodes',
@@ -287,12 +288,6 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION pgcld_grant_writer(name) FROM PUBLIC;
 
-DO $$
-BEGIN
-  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgcld_writer') THEN
-    PERFORM pgcld_grant_writer('pgcld_writer');
-  END IF;
-END $$;
 
 -- Issue 17, the fleet-wide reads (core/audit/pg/audit_pg_reads.c): the export and the time
 -- windows walk decisions in (created_at, seq) order, keyset-paged on that pair, which an index on
@@ -300,3 +295,71 @@ END $$;
 -- It serves every query decisions_created_at served (retention's created_at bound too).
 DROP INDEX decisions_created_at;
 CREATE INDEX decisions_created_at_seq ON decisions (created_at, seq);
+
+-- Issue 17, archival past a horizon (core/audit/pg/audit_pg_archive.c; docs/audit.md, "Archival on
+-- PostgreSQL"). `pgcld audit archive --db URI` signs a fleet checkpoint (every writer's head),
+-- writes the event rows up to per-table maxima into a self-contained SQLite archive file, and then
+-- deletes those rows from the live database in one transaction that also inserts one row here.
+-- Chain entries, runs and log tree nodes stay: every proof and consistency proof is unchanged, and
+-- verify treats a missing row at or below the latest cut's maxima as archived (and one that is
+-- there as having reappeared).
+CREATE TABLE audit_cuts (
+  seq                   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  decisions_through     bigint NOT NULL,  -- rows with seq at most these were archived
+  admin_events_through  bigint NOT NULL,
+  contests_through      bigint NOT NULL,
+  resolutions_through   bigint NOT NULL,
+  rows_archived         bigint NOT NULL,  -- event rows this cut deleted from the live database
+  archived_before       text NOT NULL,    -- the horizon (RFC 3339): every archived row is older
+  created_at            text NOT NULL,    -- the fleet checkpoint's created_at
+  statement             text NOT NULL,    -- the signed fleet checkpoint statement at the cut
+  public_key            text NOT NULL,    -- Ed25519, hex
+  signature             text NOT NULL,    -- Ed25519 over statement, hex
+  archive_sha256        text NOT NULL,    -- SHA-256 of the archive file, hex
+  archive_name          text NOT NULL     -- the archive file's name as given to the command
+);
+
+-- A cut only moves forward, in each table.
+CREATE FUNCTION pgcld_audit_cuts_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM audit_cuts WHERE decisions_through > NEW.decisions_through
+             OR admin_events_through > NEW.admin_events_through OR contests_through > NEW.contests_through
+             OR resolutions_through > NEW.resolutions_through) THEN
+    RAISE EXCEPTION 'an archive cut must lie after the previous one' USING ERRCODE = 'check_violation';
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER audit_cuts_forward BEFORE INSERT ON audit_cuts
+  FOR EACH ROW EXECUTE FUNCTION pgcld_audit_cuts_forward();
+CREATE TRIGGER audit_cuts_append_only BEFORE UPDATE OR DELETE ON audit_cuts
+  FOR EACH ROW EXECUTE FUNCTION pgcld_append_only();
+
+-- The event tables stay append-only, except that the rows at or below the latest cut's maxima may
+-- be deleted (by the archive's pruning transaction, after its cut row is inserted); nothing else.
+CREATE OR REPLACE FUNCTION pgcld_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  through bigint;
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    through := CASE TG_TABLE_NAME
+      WHEN 'decisions' THEN (SELECT max(decisions_through) FROM audit_cuts)
+      WHEN 'admin_events' THEN (SELECT max(admin_events_through) FROM audit_cuts)
+      WHEN 'contests' THEN (SELECT max(contests_through) FROM audit_cuts)
+      WHEN 'resolutions' THEN (SELECT max(resolutions_through) FROM audit_cuts)
+    END;
+    IF through IS NOT NULL THEN  -- (nested: OLD.seq exists only in the event tables)
+      IF OLD.seq <= through THEN
+        RETURN OLD;
+      END IF;
+    END IF;
+  END IF;
+  RAISE EXCEPTION '% is append-only', TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
+END $$;
+
+-- ---- Privileges, last (issue 17, scope 2): pgcld_grant_writer above, once every table exists.
+DO $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgcld_writer') THEN
+    PERFORM pgcld_grant_writer('pgcld_writer');
+  END IF;
+END $$;

@@ -16,6 +16,7 @@
 #include "chain.h"
 #include "chain_proof.h"
 #include "audit_pg.h"
+#include "audit_pg_archive.h"
 #include "cli_options.h"
 #include "fleet_checkpoint.h"
 #include "signing.h"
@@ -25,15 +26,16 @@ static const char USAGE[] =
     "usage: pgcld audit verify     --db FILE|URI [--checkpoint FILE]... [--public-key HEX]\n"
     "       pgcld audit checkpoint --db FILE|URI --signing-key FILE --out FILE\n"
     "       pgcld audit keygen     --out FILE\n"
-    "       pgcld audit archive    --db FILE (--before RFC3339 | --older-than-days N) --out ARCHIVE\n"
+    "       pgcld audit archive    --db FILE|URI (--before RFC3339 | --older-than-days N) --out ARCHIVE\n"
     "                              --signing-key FILE [--checkpoint-dir DIR] [--max-decisions N]\n"
+    "                              [--contest-window-days N]\n"
     "       pgcld audit verify-proof PROOF [--entry-hash HEX] [--checkpoint FILE]... [--public-key HEX]\n"
     "       pgcld audit verify-consistency PROOF [--checkpoint OLD --checkpoint NEW] [--public-key HEX]\n"
     "\n"
     "Tamper evidence for the audit database FILE (the --db of pgcld serve). Options are\n"
     "--name VALUE or --name=VALUE. verify and checkpoint also take a PostgreSQL URI\n"
     "(postgresql://...): every writer's chain is verified, checkpoints are fleet checkpoints\n"
-    "over every writer's head (docs/audit.md, \"A fleet on PostgreSQL\"); archive is SQLite-only.\n"
+    "over every writer's head (docs/audit.md, \"A fleet on PostgreSQL\"), and so does archive.\n"
     "\n"
     "  verify      walks the hash chain over every decision, admin event, contest and resolution:\n"
     "              entries numbered without gaps, each linked to the previous one, each row hashing\n"
@@ -52,6 +54,7 @@ static const char USAGE[] =
     "              beside the daemon; at most --max-decisions (50000; 0: all) per run. Prints\n"
     "              one JSON line (entry_seq, rows_archived, archive,\n"
     "              checkpoint, prune_ms...). Exit 3: nothing to archive. See docs/audit.md.\n"
+
     "  keygen      writes a new secret signing key to --out (mode 0600, never overwritten) and\n"
     "              prints its public key (64 hex digits) for verify --public-key.\n"
     "  verify-proof  checks the inclusion proof PROOF (the answer of GET /v1/decisions/{id}/proof,\n"
@@ -77,7 +80,7 @@ static const char USAGE[] =
 
 typedef struct cli_opts {
     const char *db, *signing_key, *out, *public_key, *entry_hash, *before, *older_than_days, *checkpoint_dir;
-    const char *max_decisions;
+    const char *max_decisions, *contest_window_days;
     const char *checkpoints[MAX_CHECKPOINTS];
     int n_checkpoints;
 } cli_opts;
@@ -92,7 +95,8 @@ enum {
     OPT_BEFORE = 64,
     OPT_OLDER_THAN_DAYS = 128,
     OPT_CHECKPOINT_DIR = 256,
-    OPT_MAX_DECISIONS = 512
+    OPT_MAX_DECISIONS = 512,
+    OPT_CONTEST_WINDOW_DAYS = 1024
 };
 
 static const pgcld_cli_option OPTIONS[] = {
@@ -105,6 +109,7 @@ static const pgcld_cli_option OPTIONS[] = {
     {.name = "older-than-days", .bit = OPT_OLDER_THAN_DAYS, .offset = offsetof(cli_opts, older_than_days)},
     {.name = "checkpoint-dir", .bit = OPT_CHECKPOINT_DIR, .offset = offsetof(cli_opts, checkpoint_dir)},
     {.name = "max-decisions", .bit = OPT_MAX_DECISIONS, .offset = offsetof(cli_opts, max_decisions)},
+    {.name = "contest-window-days", .bit = OPT_CONTEST_WINDOW_DAYS, .offset = offsetof(cli_opts, contest_window_days)},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
      .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints"}};
 
@@ -161,10 +166,13 @@ static pgcl_status verify_pg(const cli_opts *o, pgcl_chain_report *rep, char *er
 static int cmd_verify(const cli_opts *o) {
     pgcl_chain_report rep;
     char err[1024];
-    bool pg = pgcl_pg_is_uri(o->db);
+    bool pg = pgcl_pg_is_uri(o->db), fleet_archive = !pg && pgcl_pg_archive_is_fleet(o->db);
     pgcl_status st = pg ? verify_pg(o, &rep, err, sizeof err)
-                        : pgcl_chain_verify_signed(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
-                                                   sizeof err);
+                     : fleet_archive
+                         ? pgcl_pg_archive_verify(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
+                                                  sizeof err)
+                         : pgcl_chain_verify_signed(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
+                                                    sizeof err);
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld audit verify: %s\n", err);
         return 1;
@@ -177,7 +185,7 @@ static int cmd_verify(const cli_opts *o) {
                             o->n_checkpoints, "archive_cut_seq",
                             rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(), "archived_rows",
                             (json_int_t)rep.archived_rows);
-    if (out && pg) {
+    if (out && (pg || fleet_archive)) {
         json_object_set_new(out, "writers", writers_json(&rep));
         json_object_set_new(out, "first_bad_writer", rep.intact ? json_null() : json_string(rep.bad_writer_id));
     }
@@ -257,12 +265,49 @@ static bool archive_horizon(const cli_opts *o, char out[PGCL_QTIME_LEN + 1]) {
     return true;
 }
 
-static int cmd_archive(const cli_opts *o) {
-    char horizon[PGCL_QTIME_LEN + 1], err[1024];
-    if (pgcl_pg_is_uri(o->db)) {
-        fprintf(stderr, "pgcld audit archive: not supported for PostgreSQL yet (the SQLite store only)\n");
+/* The PostgreSQL store's archive (audit_pg_archive.h): a fleet checkpoint at the cut. */
+static int archive_pg(const cli_opts *o, const char *horizon, int64_t max_decisions) {
+    long window = 180;
+    if (o->contest_window_days) {
+        char *end = NULL;
+        window = strtol(o->contest_window_days, &end, 10);
+        if (!end || *end || window < 0 || window > 36500) {
+            pgcld_cli_usage_error(&CLI, "--contest-window-days must be a whole number of days from 0 to 36500");
+            return 2;
+        }
+    }
+    pgcl_pg_archive_result *res = calloc(1, sizeof *res);
+    char err[1024];
+    if (!res) {
+        fprintf(stderr, "pgcld audit archive: out of memory\n");
         return 1;
     }
+    int rc = 1;
+    pgcl_status st = pgcl_pg_archive_run(o->db, horizon, (int)window, max_decisions, o->signing_key, o->out,
+                                         o->checkpoint_dir, res, err, sizeof err);
+    if (st != PGCL_OK) {
+        fprintf(stderr, "pgcld audit archive: %s\n", err);
+        rc = st == PGCL_ERR_NOT_FOUND ? 3 : 1;
+    } else {
+        json_t *out = json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:f}", "cut_seq",
+                                (json_int_t)res->cut_seq, "before", horizon, "decisions_through",
+                                (json_int_t)res->cut.through[0], "admin_events_through",
+                                (json_int_t)res->cut.through[1], "contests_through", (json_int_t)res->cut.through[2],
+                                "resolutions_through", (json_int_t)res->cut.through[3], "rows_archived",
+                                (json_int_t)res->rows_archived, "archive", o->out, "archive_sha256",
+                                res->archive_sha256, "checkpoint", res->checkpoint.file, "prune_ms",
+                                (double)res->prune_us / 1000.0);
+        if (out) json_object_set_new(out, "fleet_checkpoint", pgcl_fleet_checkpoint_to_json(&res->checkpoint));
+        rc = print_line(out, "archive");
+        json_decref(out);
+    }
+    pgcl_pg_archive_result_release(res);
+    free(res);
+    return rc;
+}
+
+static int cmd_archive(const cli_opts *o) {
+    char horizon[PGCL_QTIME_LEN + 1], err[1024];
     if (!archive_horizon(o, horizon)) return 2;
     int64_t max_decisions = PGCL_ARCHIVE_MAX_DECISIONS_DEFAULT;
     if (o->max_decisions) {
@@ -273,6 +318,11 @@ static int cmd_archive(const cli_opts *o) {
             return 2;
         }
         max_decisions = v;
+    }
+    if (pgcl_pg_is_uri(o->db)) return archive_pg(o, horizon, max_decisions);
+    if (o->contest_window_days) {
+        pgcld_cli_usage_error(&CLI, "--contest-window-days is for a PostgreSQL --db only");
+        return 2;
     }
     pgcl_archive_result *res = malloc(sizeof *res);
     if (!res) {
@@ -600,7 +650,7 @@ int pgcld_cli_audit(int argc, char **argv) {
         allowed = OPT_OUT;
     else if (strcmp(cmd, "archive") == 0)
         allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT | OPT_BEFORE | OPT_OLDER_THAN_DAYS | OPT_CHECKPOINT_DIR |
-                  OPT_MAX_DECISIONS;
+                  OPT_MAX_DECISIONS | OPT_CONTEST_WINDOW_DAYS;
     else
         return pgcld_cli_usage_error(
             &CLI, "unknown subcommand '%s' (verify, checkpoint, keygen, archive, verify-proof or verify-consistency)", cmd);

@@ -53,6 +53,7 @@ EXPECTED = {
     "audit_chain_runs": (APPEND, set()),
     "audit_log_nodes": (APPEND, set()),
     "audit_checkpoints": (APPEND, set()),
+    "audit_cuts": ({"SELECT"}, set()),  # archival runs as the owner
 }
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 APPEND_ONLY = ("decisions", "admin_events", "shadow_decisions", "contests", "resolutions", "audit_chain",
@@ -219,6 +220,10 @@ class RolesTest(unittest.TestCase):
         self.refused(w, "UPDATE fleet_counters SET id = 2")
         self.refused(w, "UPDATE idempotency_keys SET answer = '{}'")
         self.refused(w, "DELETE FROM schema_migrations")
+        self.refused(w, "INSERT INTO audit_cuts (decisions_through, admin_events_through, contests_through,"
+                        " resolutions_through, rows_archived, archived_before, created_at, statement, public_key,"
+                        " signature, archive_sha256, archive_name) VALUES (9, 9, 9, 9, 0, 'x', 'x', 'x', 'x', 'x',"
+                        " 'x', 'x')")
         for table in APPEND_ONLY + ("decision_inputs", "api_keys"):
             self.refused(w, f"TRUNCATE {table}")
         # nothing was changed

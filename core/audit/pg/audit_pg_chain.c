@@ -425,6 +425,7 @@ typedef struct verifier {
     bool have_writer;
     bool all_clean; /* no finding in any walk */
     int64_t per_kind[PGCL_CHAIN_TABLES];
+    int64_t archived_through[PGCL_CHAIN_TABLES]; /* the latest archive cut's maxima (audit_cuts; 0: none) */
     checkpoint_target *targets; /* sorted by (writer id, head_seq) */
     int n_targets, next_target;
     char *err;
@@ -609,8 +610,23 @@ static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, cons
                (binary_int(rows->batch, rows->row, 0) < seq ||
                 (binary_int(rows->batch, rows->row, 0) == seq && binary_int(rows->batch, rows->row, 1) < first_leaf)))
             if (!cursor_next(rows, &st, v->err, v->cap) && st != PGCL_OK) return st;
+        int64_t present = 0;
         for (int64_t i = 0; i < n; i++) {
             int64_t row_seq = first_row + i;
+            bool at_row = cursor_at(rows) && binary_int(rows->batch, rows->row, 0) == seq &&
+                          binary_int(rows->batch, rows->row, 1) == first_leaf &&
+                          binary_int(rows->batch, rows->row, ROW_CURSOR_OFFSET) == row_seq;
+            if (row_seq <= v->archived_through[t]) { /* archived (pgcl_pg_archive_run): must be gone */
+                if (at_row) {
+                    note_bad(v, w->id, seq, "entry %lld, leaf %lld: %s row %lld was archived (at or below the latest "
+                             "cut, %lld) but is in the live database again", (long long)seq,
+                             (long long)(first_leaf + i), pgcl_chain_tables[t].name, (long long)row_seq,
+                             (long long)v->archived_through[t]);
+                    return PGCL_OK;
+                }
+                v->rep->archived_rows++;
+                continue;
+            }
             if (!cursor_at(rows) || binary_int(rows->batch, rows->row, 0) != seq ||
                 binary_int(rows->batch, rows->row, 1) != first_leaf ||
                 binary_int(rows->batch, rows->row, ROW_CURSOR_OFFSET) != row_seq) {
@@ -630,9 +646,10 @@ static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, cons
                     (long long)row_seq);
                 return PGCL_OK;
             }
+            present++;
             if (!cursor_next(rows, &st, v->err, v->cap) && st != PGCL_OK) return st;
         }
-        chained[t] += n;
+        chained[t] += present;
         next_leaf += n;
         if (!cursor_next(&v->runs, &st, v->err, v->cap) && st != PGCL_OK) return st;
     }
@@ -909,16 +926,61 @@ static int target_cmp(const void *a, const void *b) {
     return x->head->head_seq < y->head->head_seq ? -1 : x->head->head_seq > y->head->head_seq;
 }
 
+static bool parse_statement(const char *text, const char *public_key, const char *signature, pgcl_fleet_checkpoint *cp);
+
+/* Archive cuts (audit_cuts, pgcl_pg_archive_run): the latest cut's maxima, and each cut's signed
+ * fleet statement, which must verify (a finding, reported first, when it does not) and whose heads
+ * become targets of the walk (load_checkpoints) like a checkpoint file's. *cuts: malloc'd. */
+static const char CUTS_SQL[] =
+    "SELECT seq, statement, public_key, signature, decisions_through, admin_events_through, contests_through,"
+    " resolutions_through FROM audit_cuts ORDER BY seq";
+
+static pgcl_status load_cuts(verifier *v, pgcl_fleet_checkpoint **cuts, int *n_cuts) {
+    pgcl_status st = PGCL_OK;
+    *cuts = NULL;
+    *n_cuts = 0;
+    PGresult *res = pgcl_pg_query(v->conn, "audit_cuts", CUTS_SQL, 0, NULL, &st, v->err, v->cap);
+    if (!res) return st;
+    int n = PQntuples(res);
+    if (n > 0 && !(*cuts = calloc((size_t)n, sizeof **cuts))) {
+        PQclear(res);
+        pgcl_errorf(v->err, v->cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        pgcl_fleet_checkpoint *cp = &(*cuts)[*n_cuts];
+        char why[256] = "";
+        bool ok = parse_statement(pgcl_pg_text(res, i, 1), pgcl_pg_text(res, i, 2), pgcl_pg_text(res, i, 3), cp) &&
+                  pgcl_fleet_checkpoint_verify(cp, NULL, why, sizeof why) == PGCL_OK;
+        if (!ok) {
+            pgcl_fleet_checkpoint_release(cp);
+            note_bad(v, "", 0, "audit_cuts: the signed statement of archive cut %lld does not verify%s%.200s",
+                     (long long)pgcl_pg_int(res, i, 0), why[0] ? ": " : "", why);
+            continue;
+        }
+        snprintf(cp->file, sizeof cp->file, "archive cut %lld", (long long)pgcl_pg_int(res, i, 0));
+        (*n_cuts)++;
+        for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
+            if (pgcl_pg_int(res, i, 4 + t) > v->archived_through[t]) v->archived_through[t] = pgcl_pg_int(res, i, 4 + t);
+        v->rep->archive_cut_seq = pgcl_pg_int(res, i, 0);
+    }
+    PQclear(res);
+    return PGCL_OK;
+}
+
 /* The fleet checkpoint files, read and checked (signature, signer), and their heads as sorted
- * targets. A file that is not a valid fleet checkpoint is an error, naming it. */
+ * targets, with the archive cuts' heads. A file that is not a valid fleet checkpoint is an error,
+ * naming it. */
 static pgcl_status load_checkpoints(verifier *v, pgcl_fleet_checkpoint *cps, const char *const *files, int n,
-                                    const char *public_key_hex) {
+                                    const char *public_key_hex, const pgcl_fleet_checkpoint *cuts, int n_cuts) {
     int total = 0;
     for (int i = 0; i < n; i++) {
         pgcl_status st = pgcl_fleet_checkpoint_read(files[i], public_key_hex, &cps[i], v->err, v->cap);
         if (st != PGCL_OK) return st;
         total += cps[i].n_heads;
     }
+    for (int i = 0; i < n_cuts; i++)
+        total += cuts[i].n_heads;
     if (total == 0) return PGCL_OK;
     if (!(v->targets = calloc((size_t)total, sizeof *v->targets))) {
         pgcl_errorf(v->err, v->cap, "out of memory");
@@ -927,6 +989,9 @@ static pgcl_status load_checkpoints(verifier *v, pgcl_fleet_checkpoint *cps, con
     for (int i = 0; i < n; i++)
         for (int j = 0; j < cps[i].n_heads; j++)
             v->targets[v->n_targets++] = (checkpoint_target){.head = &cps[i].heads[j], .file = cps[i].file};
+    for (int i = 0; i < n_cuts; i++)
+        for (int j = 0; j < cuts[i].n_heads; j++)
+            v->targets[v->n_targets++] = (checkpoint_target){.head = &cuts[i].heads[j], .file = cuts[i].file};
     qsort(v->targets, (size_t)v->n_targets, sizeof *v->targets, target_cmp);
     return PGCL_OK;
 }
@@ -938,15 +1003,19 @@ pgcl_status pgcl_pg_chain_verify(PGconn *conn, const char *const *checkpoint_fil
     report->has_writers = true;
     verifier v = {.conn = conn, .rep = report, .all_clean = true, .err = err, .cap = cap};
     pgcl_fleet_checkpoint *cps = n_checkpoints > 0 ? calloc((size_t)n_checkpoints, sizeof *cps) : NULL;
+    pgcl_fleet_checkpoint *cuts = NULL;
+    int n_cuts = 0;
     pgcl_status st = PGCL_ERR_NOMEM;
     bool in_tx = false;
     if (n_checkpoints > 0 && !cps) {
         pgcl_errorf(err, cap, "out of memory");
         goto done;
     }
-    if ((st = load_checkpoints(&v, cps, checkpoint_files, n_checkpoints, public_key_hex)) != PGCL_OK) goto done;
     if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
     in_tx = true;
+    if ((st = load_cuts(&v, &cuts, &n_cuts)) != PGCL_OK ||
+        (st = load_checkpoints(&v, cps, checkpoint_files, n_checkpoints, public_key_hex, cuts, n_cuts)) != PGCL_OK)
+        goto done;
     if ((st = cursor_open(&v.entries, conn, "audit_chain", DECLARE_ENTRIES_SQL, NULL, FETCH_ENTRIES, err, cap)) !=
             PGCL_OK ||
         (st = cursor_open(&v.runs, conn, "audit_chain_runs", DECLARE_RUNS_SQL, NULL, FETCH_RUNS, err, cap)) !=
@@ -982,6 +1051,9 @@ done:
     for (int i = 0; cps && i < n_checkpoints; i++)
         pgcl_fleet_checkpoint_release(&cps[i]);
     free(cps);
+    for (int i = 0; i < n_cuts; i++)
+        pgcl_fleet_checkpoint_release(&cuts[i]);
+    free(cuts);
     free(v.targets);
     if (st != PGCL_OK) {
         pgcl_chain_report_release(report);

@@ -1022,13 +1022,32 @@ pgcl_status pgcl_pg_read_shadow_report(pgcl_audit *store, const char *model, con
     return PGCL_OK;
 }
 
+static const char ARCHIVE_WHERE_SQL[] =
+    "SELECT c.seq, c.archived_before, c.created_at, c.archive_name FROM audit_cuts AS c WHERE c.archived_before > $1"
+    " AND c.decisions_through > coalesce((SELECT max(p.decisions_through) FROM audit_cuts AS p WHERE p.seq < c.seq),"
+    " 0) ORDER BY c.seq LIMIT 1";
+
 pgcl_status pgcl_pg_read_archive_where(pgcl_audit *store, const char *decision_id, pgcl_archive_where *out, char *err,
                                        int cap) {
-    /* The PostgreSQL store makes no archive cuts (yet): nothing it lacks was archived. */
-    (void)store;
-    (void)decision_id;
-    (void)err;
-    (void)cap;
+    /* As the SQLite store (pgcl_archive_where_is): the first cut (audit_cuts, pgcl_pg_archive_run)
+     * that archived decisions and whose horizon lies after the time in the id (a cut inside the
+     * contest window may archive other events only); entry_seq is that cut's seq. */
     memset(out, 0, sizeof *out);
-    return PGCL_OK;
+    char made[32];
+    if (!pgcl_archive_id_time(decision_id, made)) return PGCL_OK;
+    PGconn *conn = NULL;
+    pgcl_status st = pgcl_pg_pool_acquire(pgcl_audit_pg_of(store)->readers, PGCL_PG_READ_WAIT_MS, &conn, err, cap);
+    if (st != PGCL_OK) return st;
+    const char *values[] = {made};
+    PGresult *res = pgcl_pg_query(conn, "audit_cuts", ARCHIVE_WHERE_SQL, 1, values, &st, err, cap);
+    if (res && PQntuples(res) == 1) {
+        out->archived = true;
+        out->entry_seq = pgcl_pg_int(res, 0, 0);
+        snprintf(out->before, sizeof out->before, "%s", pgcl_pg_text(res, 0, 1));
+        snprintf(out->created_at, sizeof out->created_at, "%s", pgcl_pg_text(res, 0, 2));
+        snprintf(out->archive_name, sizeof out->archive_name, "%s", pgcl_pg_text(res, 0, 3));
+    }
+    PQclear(res);
+    pgcl_pg_pool_release(pgcl_audit_pg_of(store)->readers, conn);
+    return st;
 }
