@@ -21,6 +21,11 @@
 # shutdown-grace is 10 s, so stop with at least 15 s):
 #   docker run -d --name pgcld -p 8080:8080 -v pgcld-data:/var/lib/pgcld --stop-timeout 30 pgcld
 #   docker exec pgcld pgcld keys create --db /var/lib/pgcld/audit.db --role admin --name ops | tail -n 1
+# A fleet replica on PostgreSQL (no volume needed; the password from a file or secret, not the URI):
+#   docker run -d -p 8080:8080 -e PGCLD_DB=postgresql://pgcld_writer@db.example.internal/pgcld \
+#     -e PGCLD_WRITER_ID=replica-1 -v /etc/pgcld-fleet/pgpass:/run/pgpass:ro -e PGPASSFILE=/run/pgpass pgcld
+#   (the pgpass file owned by uid 10001, mode 0600: libpq ignores a file others may read)
+# (docs/scaling.md; deploy/k8s/fleet for Kubernetes; `pgcld migrate` first, as the schema's owner).
 # Options: PGCLD_* environment variables (-e PGCLD_MAX_BATCH=256) or flags after `serve` override
 # /etc/pgcld/pgcld.conf; mount your own file there to replace it (deploy/pgcld.conf lists every
 # option). HTTPS: mount a certificate and key and set PGCLD_TLS_CERT / PGCLD_TLS_KEY (the

@@ -11,7 +11,11 @@
  * database size; the bytes written per row (WAL frames and the checkpoint's copies, from
  * /proc/self/io), and with --disk-check 1 (the default) the disk's own rate for commits of that
  * size (write + fdatasync in a loop for 2 s beside the database) and the rows/s it allows. The
- * database is created fresh (PATH and its -wal/-shm are removed first). */
+ * database is created fresh (PATH and its -wal/-shm are removed first).
+ *
+ * PATH may be a PostgreSQL URI (issue 17: the PostgreSQL store, e.g. a fresh database of a throw-away
+ * cluster made by bench/store.sh; --writer-id names the chain): then nothing is removed, and the
+ * database size, the bytes written and the disk check are not measured (-1: they are the server's). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,6 +29,11 @@
 
 #include "audit.h"
 #include "ids.h"
+
+/* A libpq URI rather than a SQLite file (as pgcl_audit_open tells them apart). */
+static bool is_uri(const char *path) {
+    return strncmp(path, "postgresql://", 13) == 0 || strncmp(path, "postgres://", 11) == 0;
+}
 
 #define D_IN 1024
 #define D_OUT 64
@@ -137,7 +146,7 @@ int main(int argc, char **argv) {
     int batch = 64, threads = 4;
     bool store_inputs = true, full = true;
     int page_size = 0, chain_encoding = 2;
-    const char *pre_sql = NULL;
+    const char *pre_sql = NULL, *writer_id = NULL;
     bool disk_check = true;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -152,16 +161,20 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--synchronous") == 0) full = strcmp(v, "normal") != 0;
         else if (strcmp(argv[i], "--chain-encoding") == 0) chain_encoding = atoi(v);
         else if (strcmp(argv[i], "--disk-check") == 0) disk_check = atoi(v) != 0;
+        else if (strcmp(argv[i], "--writer-id") == 0) writer_id = v;
         else goto usage;
         i++;
     }
     if (rows <= 0 || batch <= 0 || threads <= 0 || (chain_encoding != 1 && chain_encoding != 2)) goto usage;
+    bool uri = is_uri(path);
+    if (uri && (page_size || pre_sql)) goto usage; /* SQLite experiments */
+    if (uri) disk_check = false;
     char side[4096];
-    unlink(path);
+    if (!uri) unlink(path);
     snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
+    if (!uri) unlink(side);
     snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
+    if (!uri) unlink(side);
 
     if (page_size) { /* an experiment: the page size is fixed when the first table is created */
         sqlite3 *db;
@@ -173,7 +186,8 @@ int main(int argc, char **argv) {
     pgcl_audit *audit;
     char err[512];
     pgcl_audit_options opts = {
-        .path = path, .synchronous_full = full, .max_pending_rows = 1 << 20, .chain_encoding = chain_encoding};
+        .path = path, .synchronous_full = full, .max_pending_rows = 1 << 20, .chain_encoding = chain_encoding,
+        .writer_id = writer_id};
     if (pgcl_audit_open(&opts, &audit, err, sizeof err) != PGCL_OK) {
         fprintf(stderr, "audit_write: %s\n", err);
         return 1;
@@ -206,10 +220,10 @@ int main(int argc, char **argv) {
     long long written = bytes_written() - written0;
     long committed = (rows / threads) / batch * batch * threads;
     if ((rows / threads) % batch) committed += (long)batch * threads;
-    struct stat st = {0};
-    stat(path, &st);
+    struct stat st = {.st_size = -1};
+    if (!uri) stat(path, &st);
     double secs = (double)(t1 - t0) / 1e6;
-    double written_per_row = (double)written / (double)committed;
+    double written_per_row = uri ? -1 : (double)written / (double)committed;
     /* the disk's rate for commits of the size this run made (rows per commit ~ threads x batch) */
     double disk = disk_check ? disk_mb_per_s(path, (size_t)(written_per_row * threads * batch / 2)) : -1;
     printf("{\"rows\": %ld, \"batch\": %d, \"threads\": %d, \"store_inputs\": %s, \"synchronous\": \"%s\","
@@ -218,13 +232,14 @@ int main(int argc, char **argv) {
            " \"written_bytes_per_row\": %.0f, \"disk_mb_per_s\": %.1f, \"disk_bound_rows_per_s\": %.0f,"
            " \"failures\": %d}\n",
            committed, batch, threads, store_inputs ? "true" : "false", full ? "full" : "normal", chain_encoding, secs,
-           (double)committed / secs, cpu * 1e6 / (double)committed, (double)st.st_size / (double)committed,
+           (double)committed / secs, cpu * 1e6 / (double)committed, st.st_size >= 0 ? (double)st.st_size / (double)committed : -1,
            written_per_row, disk, disk > 0 ? disk * 1e6 / written_per_row : -1, failures);
     free(args);
     free(tids);
     return failures ? 1 : 0;
 usage:
     fprintf(stderr, "usage: audit_write [--db PATH] [--rows N] [--batch B] [--threads T] "
-                    "[--store-inputs f16|none] [--synchronous full|normal] [--chain-encoding 1|2] [--disk-check 0|1]\n");
+                    "[--store-inputs f16|none] [--synchronous full|normal] [--chain-encoding 1|2] [--disk-check 0|1]"
+                    " [--writer-id NAME]\n");
     return 2;
 }

@@ -4,6 +4,8 @@
 #                           "## Throughput (issue 6)" of bench/RESULTS.md
 #   bench/run.sh --quick    smoke check (< 3 min): bench/results/quick/*.json, Markdown to stdout only
 #   bench/run.sh --no-deps  skip bench/install-deps.sh (no root needed when everything is installed)
+#   bench/run.sh --store    the store as a dimension instead (issue 17): bench/store.sh, SQLite against
+#                           one and two replicas on PostgreSQL (the other options go to it)
 # Other options go to bench/throughput/bench.py (--keep-work keeps the temporary databases and logs).
 #
 # Steps: bench/install-deps.sh; pgcld in build-bench/ (deploy/build.sh build-bench --buildtype=release,
@@ -14,6 +16,7 @@
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+if [ "${1:-}" = "--store" ]; then shift; exec bench/store.sh "$@"; fi
 deps=1
 for a in "$@"; do [ "$a" = "--no-deps" ] && deps=0; done
 if [ $deps -eq 1 ]; then bench/install-deps.sh >&2; fi

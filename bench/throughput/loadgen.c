@@ -13,6 +13,9 @@
  * request is sent any more and the answers in flight are drained (not counted, up to --drain s) so
  * that the server is idle for the next run. Bounded: at most --max-requests requests are sent.
  *
+ * Several servers (--port repeated, e.g. replicas of a fleet on one database): connection i goes to
+ * the (i mod n)-th port, for its whole life (reconnects included); one latency distribution over all.
+ *
  * Server figures (--pid, repeatable, e.g. every uvicorn process): CPU time utime + stime from
  * /proc/PID/stat at the window's start and end; peak RSS = VmHWM from /proc/PID/status at the end,
  * after resetting it at the start (echo 5 > /proc/PID/clear_refs, when permitted; "hwm_reset" says
@@ -48,8 +51,9 @@
 
 #define MAX_BODIES 16
 #define MAX_HEADERS 16
-#define MAX_PIDS 16
+#define MAX_PIDS 64
 #define MAX_CONNS 1024
+#define MAX_PORTS 8
 
 static void die(const char *fmt, ...) {
     va_list ap;
@@ -245,7 +249,9 @@ typedef struct conn {
 
 typedef struct options {
     const char *host, *path, *label;
-    int port, connections, items;
+    int port, connections, items; /* port: the first of ports */
+    int ports[MAX_PORTS];
+    int n_ports;
     double warmup, duration, max_duration, drain, rate;
     long max_requests, min_responses;
     const char *bodies[MAX_BODIES];
@@ -280,7 +286,8 @@ static void json_str(const char *s) {
 }
 
 static int cmd_run(options *o) {
-    struct sockaddr_in addr = server_addr(o->host, o->port);
+    struct sockaddr_in addrs[MAX_PORTS];
+    for (int p = 0; p < o->n_ports; p++) addrs[p] = server_addr(o->host, o->ports[p]);
     if (o->n_bodies == 0) die("run: at least one --body FILE");
     if (o->connections < 1 || o->connections > MAX_CONNS) die("--connections must be 1..%d", MAX_CONNS);
 
@@ -309,8 +316,8 @@ static int cmd_run(options *o) {
     int ep = epoll_create1(EPOLL_CLOEXEC);
     conn *cs = calloc((size_t)o->connections, sizeof *cs);
     for (int i = 0; i < o->connections; i++) {
-        cs[i].fd = connect_to(&addr, true);
-        if (cs[i].fd < 0) die("connect 127.0.0.1:%d: %s", o->port, strerror(errno));
+        cs[i].fd = connect_to(&addrs[i % o->n_ports], true);
+        if (cs[i].fd < 0) die("connect 127.0.0.1:%d: %s", o->ports[i % o->n_ports], strerror(errno));
         cs[i].state = C_IDLE;
         struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
         epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
@@ -483,8 +490,8 @@ static int cmd_run(options *o) {
                 }
                 epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
                 close(c->fd);
-                c->fd = connect_to(&addr, true);
-                if (c->fd < 0) die("reconnect 127.0.0.1:%d: %s", o->port, strerror(errno));
+                c->fd = connect_to(&addrs[ci % o->n_ports], true);
+                if (c->fd < 0) die("reconnect 127.0.0.1:%d: %s", o->ports[ci % o->n_ports], strerror(errno));
                 reconnects++;
                 c->state = C_IDLE;
                 struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)ci};
@@ -626,7 +633,7 @@ static int cmd_ready(options *o, const char *log, char **argv) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: loadgen run --port N --body FILE [--body FILE ...] [--path P] [--header 'K: V'] [--connections N]\n"
+            "usage: loadgen run --port N [--port N ...] --body FILE [--body FILE ...] [--path P] [--header 'K: V'] [--connections N]\n"
             "                   [--warmup S] [--duration S] [--max-duration S] [--min-responses N] [--max-requests N]\n"
             "                   [--rate R] [--drain S] [--items N] [--pid PID ...] [--label TEXT] [--host 127.0.0.1]\n"
             "       loadgen ready --port N [--path /readyz] [--timeout S] [--log FILE] -- CMD ARG...\n");
@@ -651,7 +658,12 @@ int main(int argc, char **argv) {
         }
         if (i + 1 >= argc) usage();
         const char *v = argv[++i];
-        if (!strcmp(a, "--port")) o.port = atoi(v);
+        if (!strcmp(a, "--port")) {
+            if (o.n_ports == MAX_PORTS) die("at most %d --port", MAX_PORTS);
+            o.ports[o.n_ports++] = atoi(v);
+            o.port = o.ports[0];
+            if (o.ports[o.n_ports - 1] <= 0 || o.ports[o.n_ports - 1] > 65535) die("--port %s is not a port", v);
+        }
         else if (!strcmp(a, "--host")) o.host = v;
         else if (!strcmp(a, "--path")) o.path = v;
         else if (!strcmp(a, "--label")) o.label = v;

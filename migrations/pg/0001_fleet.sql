@@ -217,6 +217,78 @@ CREATE TRIGGER audit_log_nodes_append_only BEFORE UPDATE OR DELETE ON audit_log_
 CREATE TRIGGER audit_checkpoints_append_only BEFORE UPDATE OR DELETE ON audit_checkpoints
   FOR EACH ROW EXECUTE FUNCTION pgcld_append_only();
 
+-- ---- Privileges (issue 17, scope 2: deploy/postgres/roles.sql, docs/scaling.md "Privileges") ----
+-- The daemons connect as pgcld_writer, which may read every table and append to the append-only
+-- ones, and change nothing else but the few columns the store must keep current; the schema belongs
+-- to the role that runs `pgcld migrate` (pgcld_owner in roles.sql). A table added by a later
+-- migration must be added to pgcld_grant_writer (CREATE OR REPLACE it there) and to
+-- tests/integration/test_pg_roles.py's table of expected privileges, which fails on a table it
+-- does not know.
+
+-- TRUNCATE fires no row trigger: refuse it on the append-only tables too (even for the owner).
+CREATE TRIGGER decisions_no_truncate BEFORE TRUNCATE ON decisions
+  FOR EACH STATEMENT EXECUTE FUNCTION pgcld_append_only();
+CREATE TRIGGER decision_inputs_no_truncate BEFORE TRUNCATE ON decision_inputs
+  FOR EACH STATEMENT EXECUTE FUNCTION pgcld_append_only();
+CREATE TRIGGER admin_events_no_truncate BEFORE TRUNCATE ON admin_events
+  FOR EACH STATEMENT EXECUTE FUNCTION pgcld_append_only();
+CREATE TRIGGER shadow_decisions_no_truncate BEFORE TRUNCATE ON shadow_decisions
+  FOR EACH STATEMENT EXECUTE FUNCTION pgcld_append_only();
+CREATE TRIGGER contests_no_truncate BEFORE TRUNCATE ON contests
+  FOR EACH STATEMENT EXECUTE FUNCTION pgcld_append_only();
+CREATE TRIGGER resolutions_no_truncate BEFORE TRUNCATE ON resolutions
+  FOR EACH STATEMENT EXECUTE FUNCTION pgcld_append_only();
+CREATE TRIGGER audit_chain_no_truncate BEFORE TRUNCATE ON audit_chain
+  FOR EACH STATEMENT EXECUTE FUNCTION pgcld_append_only();
+CREATE TRIGGER audit_chain_runs_no_truncate BEFORE TRUNCATE ON audit_chain_runs
+  FOR EACH STATEMENT EXECUTE FUNCTION pgcld_append_only();
+CREATE TRIGGER audit_log_nodes_no_truncate BEFORE TRUNCATE ON audit_log_nodes
+  FOR EACH STATEMENT EXECUTE FUNCTION pgcld_append_only();
+CREATE TRIGGER audit_checkpoints_no_truncate BEFORE TRUNCATE ON audit_checkpoints
+  FOR EACH STATEMENT EXECUTE FUNCTION pgcld_append_only();
+
+-- Gives writer_role exactly the daemons' privileges on pgcld's tables (everything else revoked
+-- first, so running it again after a change of this list converges). Run by the tables' owner or a
+-- superuser: by this migration for pgcld_writer when that role exists, and by roles.sql when the
+-- roles are made after the schema.
+CREATE FUNCTION pgcld_grant_writer(writer_role name) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['schema_migrations', 'fleet_counters', 'writers', 'decisions', 'decision_inputs',
+                           'input_retention', 'api_keys', 'admin_events', 'shadow_decisions', 'contests',
+                           'resolutions', 'idempotency_keys', 'audit_chain', 'audit_chain_runs',
+                           'audit_log_nodes', 'audit_checkpoints', 'audit_cuts'] LOOP
+    EXECUTE format('REVOKE ALL ON TABLE %I FROM %I', t, writer_role);
+    EXECUTE format('GRANT SELECT ON TABLE %I TO %I', t, writer_role);
+  END LOOP;
+  -- audit_cuts: read only (verify); archival (pgcld audit archive) runs as the owner.
+  -- Append-only: rows are added, never changed (the triggers above refuse it to every role).
+  FOREACH t IN ARRAY ARRAY['decisions', 'decision_inputs', 'admin_events', 'shadow_decisions', 'contests',
+                           'resolutions', 'audit_chain', 'audit_chain_runs', 'audit_log_nodes',
+                           'audit_checkpoints', 'api_keys', 'idempotency_keys', 'writers'] LOOP
+    EXECUTE format('GRANT INSERT ON TABLE %I TO %I', t, writer_role);
+  END LOOP;
+  -- Beyond appending, only what the store must keep current:
+  -- the fleet order: each writer transaction takes its seq range by UPDATE ... RETURNING of the one
+  -- row (which is also the lock that orders commits fleet-wide); id stays fixed.
+  EXECUTE format('GRANT UPDATE (decisions, admin_events, contests, resolutions, shadow_decisions)'
+                 ' ON TABLE fleet_counters TO %I', writer_role);
+  -- a writer's row: registered once (INSERT above), then its last_seen at each start.
+  EXECUTE format('GRANT UPDATE (last_seen) ON TABLE writers TO %I', writer_role);
+  -- input retention: a stored input is deleted past the contest window (the decision, its digest
+  -- and its chain entry stay), and the mark of how far the pass has gone moves forward.
+  EXECUTE format('GRANT DELETE ON TABLE decision_inputs TO %I', writer_role);
+  EXECUTE format('GRANT UPDATE (through_seq) ON TABLE input_retention TO %I', writer_role);
+  -- revocation: a key's revoked_at and revoked_by are set once; its hash, role and name never change.
+  EXECUTE format('GRANT UPDATE (revoked_at, revoked_by) ON TABLE api_keys TO %I', writer_role);
+  -- idempotency keys expire: the writer deletes expired entries (a new request under an expired
+  -- key deletes it, then inserts its own); a live entry is never changed.
+  EXECUTE format('GRANT DELETE ON TABLE idempotency_keys TO %I', writer_role);
+END $$;
+REVOKE ALL ON FUNCTION pgcld_grant_writer(name) FROM PUBLIC;
+
+
 -- Issue 17, the fleet-wide reads (core/audit/pg/audit_pg_reads.c): the export and the time
 -- windows walk decisions in (created_at, seq) order, keyset-paged on that pair, which an index on
 -- created_at alone cannot give without a sort (SQLite's carries the rowid; PostgreSQL's does not).
@@ -282,4 +354,12 @@ BEGIN
     END IF;
   END IF;
   RAISE EXCEPTION '% is append-only', TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
+END $$;
+
+-- ---- Privileges, last (issue 17, scope 2): pgcld_grant_writer above, once every table exists.
+DO $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgcld_writer') THEN
+    PERFORM pgcld_grant_writer('pgcld_writer');
+  END IF;
 END $$;

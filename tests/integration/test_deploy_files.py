@@ -25,6 +25,13 @@ with sh against the built pgcld and a copy of a Secret volume's layout, imports 
 role and name, changes nothing when run again, prints no key, and stops on an entry that is not
 ROLE.NAME or a key revoked in the database.
 
+deploy/k8s/fleet/*.yaml (issue 17): the replicas as a Deployment (3) with no volume of their own,
+--writer-id from the pod name (downward API), readiness on /readyz; the ConfigMap's pgcld.conf is
+valid and its db is a postgresql:// URI as pgcld_writer, the migrate Job's the same database as
+pgcld_owner; no password in any URI or Secret of the repository, each role's password (PGPASSWORD
+from its own Secret) reaches only the pods of that role; the CloudNativePG example beside them (not
+in the kustomization) is the server those URIs name, with a synchronous standby.
+
 What some cases need (the built pgcld; ldd, dpkg-query and sh; systemd-analyze from Debian's systemd,
 which deploy/install-deps.sh --test installs) is a suite dependency: without it a case skips when run
 by hand and fails under tests/run_all.sh (tests/integration/skips.py).
@@ -67,13 +74,15 @@ def routes():
     return set(re.findall(r'\{"(GET|POST|PUT|DELETE)", "(/[^"]*)"', read(os.path.join(ROOT, "server", "http", "route_table.c"))))
 
 
-def print_config(conf_text):
-    """{name: value} of `pgcld serve --print-config` for a config file with this text."""
+def print_config(conf_text, extra_env=None):
+    """{name: value} of `pgcld serve --print-config` for a config file with this text (and the
+    PGCLD_* variables of extra_env)."""
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "pgcld.conf")
         with open(p, "w", encoding="utf-8") as f:
             f.write(conf_text)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PGCLD_") or k in ("PGCLD_BIN",)}
+        env.update(extra_env or {})
         r = subprocess.run([H.PGCLD_BIN, "serve", "--config", p, "--print-config"], capture_output=True,
                            text=True, timeout=60, env=env, cwd=d)
     if r.returncode != 0:
@@ -223,7 +232,7 @@ class DockerfileTest(unittest.TestCase):
                 unowned = f.read().split()
         # Only a CUDA toolkit installed outside dpkg may leave libraries without a package.
         self.assertEqual([u for u in unowned if "cuda" not in u], [], unowned)
-        for p in ("libc6", "libjansson4", "libsqlite3-0", "libsodium23"):
+        for p in ("libc6", "libjansson4", "libsqlite3-0", "libsodium23", "libpq5"):
             self.assertIn(p, pkgs)
         self.assertTrue(any(p.startswith("libmicrohttpd") for p in pkgs), pkgs)
         # OpenBLAS is not linked into the daemon since the forward pass has its own kernel (issue 16)
@@ -403,7 +412,7 @@ class KubernetesTest(unittest.TestCase):
         self.assertTrue(vol["secret"].get("optional"), "a cluster without keys to import must still start")
         # a placeholder: no key in the manifest, nor anywhere under deploy/k8s
         self.assertFalse(secret.get("data") or secret.get("stringData"), "keys committed in secret.yaml")
-        for p in glob.glob(os.path.join(K8S, "*")):
+        for p in filter(os.path.isfile, glob.glob(os.path.join(K8S, "**", "*"), recursive=True)):
             self.assertIsNone(re.search(r"pgcld_[0-9a-f]{8}_[A-Za-z0-9_-]{43}", read(p)), f"a key text in {p}")
         script = " ".join(container.get("command", []) + container.get("args", []))
         self.assertIn("pgcld keys import", script)
@@ -532,6 +541,166 @@ class KubernetesTest(unittest.TestCase):
         pre = self.main.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
         sleep = int(pre[-1]) if pre and pre[0].endswith("sleep") else 0
         self.assertGreaterEqual(self.pod["terminationGracePeriodSeconds"], sleep + grace + 5)
+
+
+# --------------------------------------------------------------------------- Kubernetes: the fleet
+
+FLEET = os.path.join(K8S, "fleet")
+FLEET_EXAMPLES = {"postgres-cloudnativepg.yaml"}  # beside the kustomization, not in it (needs an operator)
+PASSWORD_IN_URI = re.compile(r"postgres(?:ql)?://[^/@\s:]+:[^/@\s]*@")
+
+
+class FleetKubernetesTest(unittest.TestCase):
+    """deploy/k8s/fleet: the replicas as a Deployment on one PostgreSQL database (issue 17)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.docs = []
+        for p in sorted(glob.glob(os.path.join(FLEET, "*.yaml"))):
+            with open(p, encoding="utf-8") as f:
+                for doc in yaml.safe_load_all(f):
+                    if doc:
+                        cls.docs.append((os.path.basename(p), doc))
+        cls.by_kind = {}
+        for _, doc in cls.docs:
+            cls.by_kind.setdefault(doc["kind"], []).append(doc)
+        cls.deploy = cls.by_kind["Deployment"][0]
+        cls.pod = cls.deploy["spec"]["template"]["spec"]
+        cls.main = [c for c in cls.pod["containers"] if c["name"] == "pgcld"][0]
+        cls.job = cls.by_kind["Job"][0]
+        cls.job_pod = cls.job["spec"]["template"]["spec"]
+        cls.conf_text = cls.by_kind["ConfigMap"][0]["data"]["pgcld.conf"]
+        cls.conf = dict(re.findall(r'^([a-z-]+) = "?([^"\n]*)"?\s*$', cls.conf_text, re.M))
+        cls.cnpg = cls.by_kind["Cluster"][0]
+
+    def env(self, container, name):
+        found = [e for e in container.get("env", []) if e["name"] == name]
+        self.assertEqual(len(found), 1, f"{container['name']}: no env {name}")
+        return found[0]
+
+    def test_kustomization_lists_every_file_but_the_examples(self):
+        kust = [d for f, d in self.docs if d["kind"] == "Kustomization"][0]
+        files = {os.path.basename(p) for p in glob.glob(os.path.join(FLEET, "*.yaml"))} - {"kustomization.yaml"}
+        self.assertEqual(set(kust["resources"]), files - FLEET_EXAMPLES)
+        self.assertTrue(FLEET_EXAMPLES <= files)
+
+    def test_a_deployment_without_volumes_of_its_own(self):
+        self.assertNotIn("StatefulSet", self.by_kind)
+        self.assertNotIn("PersistentVolumeClaim", self.by_kind)
+        self.assertEqual(self.deploy["spec"]["replicas"], 3)
+        for v in self.pod["volumes"]:
+            self.assertTrue({"configMap", "secret", "emptyDir"} & set(v), f"volume {v['name']}: not config or scratch")
+        labels = self.deploy["spec"]["template"]["metadata"]["labels"]
+        self.assertEqual(self.deploy["spec"]["selector"]["matchLabels"], labels)
+        for svc in self.by_kind["Service"]:
+            self.assertNotEqual(svc["spec"].get("clusterIP"), "None", "no per-replica names: any replica serves all")
+            for k, v in svc["spec"]["selector"].items():
+                self.assertEqual(labels.get(k), v)
+            ports = {p["name"] for p in self.main["ports"]}
+            for p in svc["spec"]["ports"]:
+                self.assertIn(p["targetPort"], ports)
+        pdb = self.by_kind["PodDisruptionBudget"][0]
+        self.assertEqual(pdb["spec"]["selector"]["matchLabels"], labels)
+        self.assertLess(pdb["spec"]["maxUnavailable"], self.deploy["spec"]["replicas"])
+
+    def test_writer_id_from_the_pod_name(self):
+        e = self.env(self.main, "PGCLD_WRITER_ID")
+        self.assertEqual(e["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name")
+
+    def test_probes(self):
+        r = routes()
+        self.assertEqual(self.main["readinessProbe"]["httpGet"]["path"], "/readyz")
+        self.assertEqual(self.main["livenessProbe"]["httpGet"]["path"], "/healthz")
+        listen_port = int(self.conf["listen"].rsplit(":", 1)[1])
+        ports = {p["name"]: p["containerPort"] for p in self.main["ports"]}
+        for name in ("livenessProbe", "readinessProbe", "startupProbe"):
+            probe = self.main[name]
+            self.assertIn(("GET", probe["httpGet"]["path"]), r, name)
+            self.assertEqual(ports.get(probe["httpGet"]["port"], probe["httpGet"]["port"]), listen_port, name)
+
+    def uri_parts(self, uri):
+        m = re.fullmatch(r"postgresql://([a-z_]+)@([a-z0-9-]+):(\d+)/([a-z_]+)\?(.*)", uri)
+        self.assertIsNotNone(m, uri)
+        return m.groups()
+
+    def test_the_database_uris_hold_no_password_and_agree(self):
+        for f, doc in self.docs:
+            self.assertIsNone(PASSWORD_IN_URI.search(yaml.safe_dump(doc)), f"a password in a URI in {f}")
+        for s in self.by_kind["Secret"]:
+            self.assertFalse(s.get("data"), s["metadata"]["name"])
+            self.assertEqual(s.get("stringData", {}).get("password", ""), "", f"a password in {s['metadata']['name']}")
+        user, host, port, db, query = self.uri_parts(self.conf["db"])
+        self.assertEqual(user, "pgcld_writer")
+        args = self.job_pod["containers"][0]["args"]
+        self.assertEqual(args[:2], ["migrate", "--db"])
+        juser, jhost, jport, jdb, jquery = self.uri_parts(args[2])
+        self.assertEqual(juser, "pgcld_owner")
+        self.assertEqual((jhost, jport, jdb, jquery), (host, port, db, query))
+        self.assertIn("sslmode=verify-full", query)
+        # The example server: CloudNativePG's read-write Service of that Cluster, its database and owner.
+        self.assertEqual(host, self.cnpg["metadata"]["name"] + "-rw")
+        self.assertEqual(self.cnpg["spec"]["bootstrap"]["initdb"]["database"], db)
+        self.assertEqual(self.cnpg["spec"]["bootstrap"]["initdb"]["owner"], "pgcld_owner")
+        self.assertEqual([r["name"] for r in self.cnpg["spec"]["managed"]["roles"]], ["pgcld_writer"])
+        self.assertEqual(self.cnpg["spec"]["postgresql"]["synchronous"]["number"], 1, "a synchronous standby")
+        # its CA is the Secret the sslrootcert comes from
+        ca_path = re.search(r"sslrootcert=([^&]+)", query).group(1)
+        for pod, c in ((self.pod, self.main), (self.job_pod, self.job_pod["containers"][0])):
+            mount = [m for m in c["volumeMounts"] if m["mountPath"] == os.path.dirname(ca_path)][0]
+            vol = [v for v in pod["volumes"] if v["name"] == mount["name"]][0]
+            self.assertEqual(vol["secret"]["secretName"], self.cnpg["metadata"]["name"] + "-ca")
+            self.assertEqual(vol["secret"]["items"], [{"key": "ca.crt", "path": os.path.basename(ca_path)}])
+
+    def test_each_role_password_reaches_only_its_user(self):
+        secrets = {s["metadata"]["name"]: s for s in self.by_kind["Secret"]}
+        for c, role, secret in ((self.main, "pgcld_writer", "pgcld-db-writer"),
+                                (self.job_pod["containers"][0], "pgcld_owner", "pgcld-db-owner")):
+            ref = self.env(c, "PGPASSWORD")["valueFrom"]["secretKeyRef"]
+            self.assertEqual((ref["name"], ref["key"]), (secret, "password"))
+            self.assertEqual(secrets[secret]["type"], "kubernetes.io/basic-auth")
+            self.assertEqual(secrets[secret]["stringData"]["username"], role)
+        text = yaml.safe_dump(self.deploy)
+        self.assertNotIn("pgcld-db-owner", text, "the serving pods must not hold the owner's password")
+        self.assertEqual(self.cnpg["spec"]["bootstrap"]["initdb"]["secret"]["name"], "pgcld-db-owner")
+        self.assertEqual(self.cnpg["spec"]["managed"]["roles"][0]["passwordSecret"]["name"], "pgcld-db-writer")
+
+    @skips.needs(have_binary(), "the built pgcld")
+    def test_configmap_is_a_valid_config(self):
+        cfg = print_config(self.conf_text, {"PGCLD_WRITER_ID": "pgcld-7d9c5b8f6-x2x4q"})
+        self.assertEqual(cfg["db"], self.conf["db"])
+        self.assertEqual(cfg["writer-id"], "pgcld-7d9c5b8f6-x2x4q", "PGCLD_WRITER_ID names no option")
+        self.assertEqual(cfg["listen"], self.conf["listen"])
+        self.assertEqual(cfg["auth"], "required")
+
+    def test_migrate_job(self):
+        self.assertIn(self.job_pod["restartPolicy"], ("OnFailure", "Never"))
+        self.assertGreater(self.job["spec"]["backoffLimit"], 0, "the Job must outlast the database's start")
+        self.assertIn("ttlSecondsAfterFinished", self.job["spec"])
+        c = self.job_pod["containers"][0]
+        self.assertEqual(c["image"], self.main["image"], "the schema of the image the replicas run")
+
+    def test_non_root_read_only_no_capabilities(self):
+        for pod in (self.pod, self.job_pod):
+            psc = pod["securityContext"]
+            self.assertTrue(psc["runAsNonRoot"])
+            self.assertNotEqual(psc["runAsUser"], 0)
+            self.assertFalse(pod["automountServiceAccountToken"])
+            for c in pod["containers"] + pod.get("initContainers", []):
+                sc = c["securityContext"]
+                self.assertTrue(sc["readOnlyRootFilesystem"], c["name"])
+                self.assertFalse(sc["allowPrivilegeEscalation"], c["name"])
+                self.assertEqual(sc["capabilities"], {"drop": ["ALL"]}, c["name"])
+                for kind in ("requests", "limits"):
+                    self.assertIn("cpu", c["resources"][kind], c["name"])
+                    self.assertIn("memory", c["resources"][kind], c["name"])
+
+    def test_compute_workers_and_grace_period(self):
+        limit = str(self.main["resources"]["limits"]["cpu"])
+        cpus = float(limit[:-1]) / 1000 if limit.endswith("m") else float(limit)
+        self.assertLessEqual(int(self.conf["compute-workers"]), max(1, int(cpus)))
+        grace = int(self.conf.get("shutdown-grace", "10"))
+        pre = self.main["lifecycle"]["preStop"]["exec"]["command"]
+        self.assertGreaterEqual(self.pod["terminationGracePeriodSeconds"], int(pre[-1]) + grace + 5)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,15 @@ static const char MIGRATIONS_TABLE_SQL[] =
     "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
     " sha256 text NOT NULL, applied_at text NOT NULL)";
 
+/* The daemons' role may not change the schema (deploy/postgres/roles.sql): an error that says so
+ * also says who can. */
+static void add_owner_hint(char *err, int cap) {
+    size_t n = strlen(err);
+    if ((strstr(err, "permission denied") || strstr(err, "must be owner")) && n < (size_t)cap)
+        snprintf(err + n, (size_t)cap - n,
+                 " (this role may not change the schema: run `pgcld migrate --db URI` as its owner first)");
+}
+
 static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, const char *sha_hex, char *err, int cap) {
     char sub[512];
     pgcl_status st = pgcl_pg_exec(conn, "begin", "BEGIN", 0, NULL, sub, sizeof sub);
@@ -42,14 +51,27 @@ static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, const char *
         char ignored[64];
         pgcl_pg_exec(conn, "rollback", "ROLLBACK", 0, NULL, ignored, sizeof ignored);
         pgcl_errorf(err, cap, "migration %04d_%s: %s", m->version, m->name, sub);
+        add_owner_hint(err, cap);
     }
     return st;
 }
 
+/* schema_migrations is created only where it is missing: CREATE TABLE IF NOT EXISTS needs CREATE on
+ * the schema even when the table exists, which the daemons' role (pgcld_writer,
+ * deploy/postgres/roles.sql) does not have. */
+static const char MIGRATIONS_TABLE_EXISTS_SQL[] = "SELECT to_regclass('schema_migrations') IS NOT NULL";
+
 /* The migrations, the lock already held. */
 static pgcl_status migrate_locked(PGconn *conn, int *version, char *err, int cap) {
-    pgcl_status st = pgcl_pg_exec(conn, "schema_migrations", MIGRATIONS_TABLE_SQL, 0, NULL, err, cap);
-    if (st != PGCL_OK) return st;
+    pgcl_status st;
+    PGresult *exists = pgcl_pg_query(conn, "schema_migrations", MIGRATIONS_TABLE_EXISTS_SQL, 0, NULL, &st, err, cap);
+    if (!exists) return st;
+    bool have_table = strcmp(pgcl_pg_text(exists, 0, 0), "t") == 0;
+    PQclear(exists);
+    if (!have_table && (st = pgcl_pg_exec(conn, "schema_migrations", MIGRATIONS_TABLE_SQL, 0, NULL, err, cap)) != PGCL_OK) {
+        add_owner_hint(err, cap);
+        return st;
+    }
     PGresult *res = pgcl_pg_query(conn, "schema_migrations", "SELECT version, sha256 FROM schema_migrations ORDER BY version",
                                   0, NULL, &st, err, cap);
     if (!res) return st;
