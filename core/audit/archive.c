@@ -392,8 +392,7 @@ static int trim_copy(sqlite3 *db, void *ctx, char *err, int cap) {
     return rc;
 }
 
-/* The SHA-256 of the file at path, hex. */
-static pgcl_status file_sha256(const char *path, char out[PGCL_CHAIN_HEX_LEN + 1], char *err, int cap) {
+pgcl_status pgcl_archive_file_sha256(const char *path, char out[PGCL_CHAIN_HEX_LEN + 1], char *err, int cap) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         pgcl_errorf(err, cap, "%s: cannot read the archive", path);
@@ -636,7 +635,7 @@ pgcl_status pgcl_archive_run(const char *db_path, const char *horizon, int64_t m
     }
     /* 3. the archive */
     if ((st = export_archive(db, archive_path, &out->cut, &out->checkpoint, err, cap)) != PGCL_OK) goto done;
-    if ((st = file_sha256(archive_path, out->archive_sha256, err, cap)) != PGCL_OK) goto done;
+    if ((st = pgcl_archive_file_sha256(archive_path, out->archive_sha256, err, cap)) != PGCL_OK) goto done;
     /* 4. pruning */
     prune_ctx ctx = {.horizon = horizon, .archive_path = archive_path, .out = out};
     int64_t t0 = pgcl_monotonic_us();

@@ -85,6 +85,10 @@ typedef struct pgcl_archive_where {
  * the PostgreSQL store's). */
 bool pgcl_archive_id_time(const char *decision_id, char out[32]);
 
+/* The SHA-256 of the (archive) file at path, lowercase hex; PGCL_ERR_IO with err when it cannot be
+ * read. Both stores' archives record it in their cut. */
+pgcl_status pgcl_archive_file_sha256(const char *path, char out[PGCL_CHAIN_HEX_LEN + 1], char *err, int cap);
+
 /* Looks decision_id up against audit_cuts on db (any connection; no transaction needed). A schema
  * without audit_cuts, an id that is not a UUIDv7 or a time after every horizon: archived false. */
 pgcl_status pgcl_archive_where_is(sqlite3 *db, const char *decision_id, pgcl_archive_where *out, char *err, int cap);

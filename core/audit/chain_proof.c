@@ -355,8 +355,7 @@ pgcl_status pgcl_chain_log_consistency(sqlite3 *db, int64_t first, int64_t secon
     return PGCL_OK;
 }
 
-pgcl_status pgcl_chain_prove_consistency(sqlite3 *db, int64_t first, int64_t second, pgcl_log_consistency *out,
-                                         char *err, int cap) {
+pgcl_status pgcl_log_consistency_start(pgcl_log_consistency *out, int64_t first, int64_t second, char *err, int cap) {
     memset(out, 0, sizeof *out);
     out->first = first;
     out->second = second;
@@ -365,12 +364,19 @@ pgcl_status pgcl_chain_prove_consistency(sqlite3 *db, int64_t first, int64_t sec
                     (long long)second);
         return PGCL_ERR_INVALID;
     }
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_chain_prove_consistency(sqlite3 *db, int64_t first, int64_t second, pgcl_log_consistency *out,
+                                         char *err, int cap) {
+    pgcl_status st = pgcl_log_consistency_start(out, first, second, err, cap);
+    if (st != PGCL_OK) return st;
     char sub[256] = "";
     if (pgcl_db_exec(db, "BEGIN", sub, sizeof sub) != SQLITE_OK) {
         pgcl_errorf(err, cap, "audit database: %s", sub);
         return PGCL_ERR_DB;
     }
-    pgcl_status st = PGCL_ERR_DB;
+    st = PGCL_ERR_DB;
     int rc = pgcl_db_each_row(db, "SELECT coalesce(max(seq), 0) FROM audit_chain", NULL, take_head_seq, &out->head_seq,
                               sub, sizeof sub);
     if (rc != SQLITE_OK && rc != SQLITE_DONE) {

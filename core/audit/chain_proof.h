@@ -96,6 +96,10 @@ typedef struct pgcl_log_consistency {
  * connection with no transaction open) in one read transaction, which it ends.
  * PGCL_ERR_INVALID unless 1 <= first <= second; PGCL_ERR_NOT_FOUND when second is beyond the chain's
  * head (out->head_seq says where it ends); else as pgcl_chain_log_consistency. */
+/* The start of every store's consistency proof: zeroes out, records the sizes, and checks
+ * 1 <= first <= second (PGCL_ERR_INVALID with err otherwise). */
+pgcl_status pgcl_log_consistency_start(pgcl_log_consistency *out, int64_t first, int64_t second, char *err, int cap);
+
 pgcl_status pgcl_chain_prove_consistency(struct sqlite3 *db, int64_t first, int64_t second, pgcl_log_consistency *out,
                                          char *err, int cap);
 

@@ -196,27 +196,12 @@ pgcl_status pgcl_fleet_checkpoint_read(const char *path, const char *expected_pu
                                        char *err, int cap) {
     memset(out, 0, sizeof *out);
     snprintf(out->file, sizeof out->file, "%s", path);
-    char *buf = malloc(FILE_MAX + 1);
-    if (!buf) {
-        pgcl_errorf(err, cap, "out of memory");
-        return PGCL_ERR_NOMEM;
-    }
     pgcl_status st;
-    json_t *root = NULL;
-    long n = pgcl_read_small_file(path, "checkpoint", false, buf, FILE_MAX, &st, err, cap);
-    if (n < 0) goto done;
-    json_error_t jerr;
-    st = PGCL_ERR_FORMAT;
-    root = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root || !json_is_object(root)) {
-        pgcl_errorf(err, cap, "%s: not a JSON object%s%s", path, root ? "" : ": ", root ? "" : jerr.text);
-        goto done;
-    }
+    json_t *root = pgcl_checkpoint_file_json(path, FILE_MAX, &st, err, cap);
+    if (!root) return st;
     if ((st = pgcl_fleet_checkpoint_from_json(root, path, out, err, cap)) == PGCL_OK)
         st = pgcl_fleet_checkpoint_verify(out, expected_public_hex, err, cap);
-done:
     json_decref(root);
-    free(buf);
     return st;
 }
 

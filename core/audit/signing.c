@@ -249,28 +249,36 @@ pgcl_status pgcl_checkpoint_read(const char *path, const char *expected_public_h
                                  int cap) {
     memset(out, 0, sizeof *out);
     snprintf(out->file, sizeof out->file, "%s", path);
-    char *buf = malloc(CHECKPOINT_FILE_MAX + 1);
-    if (!buf) {
-        pgcl_errorf(err, cap, "out of memory");
-        return PGCL_ERR_NOMEM;
-    }
     pgcl_status st;
-    json_t *root = NULL;
-    long n = pgcl_read_small_file(path, "checkpoint", false, buf, CHECKPOINT_FILE_MAX, &st, err, cap);
-    if (n < 0) goto done;
-    json_error_t jerr;
-    st = PGCL_ERR_FORMAT;
-    root = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root || !json_is_object(root)) {
-        pgcl_errorf(err, cap, "%s: not a JSON object%s%s", path, root ? "" : ": ", root ? "" : jerr.text);
-        goto done;
-    }
+    json_t *root = pgcl_checkpoint_file_json(path, CHECKPOINT_FILE_MAX, &st, err, cap);
+    if (!root) return st;
     if ((st = pgcl_checkpoint_from_json(root, path, out, err, cap)) == PGCL_OK)
         st = pgcl_checkpoint_verify(out, expected_public_hex, err, cap);
-done:
     json_decref(root);
-    free(buf);
     return st;
+}
+
+json_t *pgcl_checkpoint_file_json(const char *path, long max_bytes, pgcl_status *st, char *err, int cap) {
+    char *buf = malloc((size_t)max_bytes + 1);
+    if (!buf) {
+        pgcl_errorf(err, cap, "out of memory");
+        *st = PGCL_ERR_NOMEM;
+        return NULL;
+    }
+    json_t *root = NULL;
+    long n = pgcl_read_small_file(path, "checkpoint", false, buf, max_bytes, st, err, cap);
+    if (n >= 0) {
+        json_error_t jerr;
+        root = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root || !json_is_object(root)) {
+            pgcl_errorf(err, cap, "%s: not a JSON object%s%s", path, root ? "" : ": ", root ? "" : jerr.text);
+            json_decref(root);
+            root = NULL;
+            *st = PGCL_ERR_FORMAT;
+        }
+    }
+    free(buf);
+    return root;
 }
 
 /* ---- making checkpoints ---- */

@@ -99,4 +99,9 @@ pgcl_status pgcl_checkpoint_from_json(const struct json_t *root, const char *nam
 /* Checks cp's signature (and signer, unless expected_public_hex is NULL); PGCL_ERR_MISMATCH if bad. */
 pgcl_status pgcl_checkpoint_verify(const pgcl_checkpoint *cp, const char *expected_public_hex, char *err, int cap);
 
+/* The JSON object in the checkpoint file at path (at most max_bytes; a checkpoint of either
+ * format), for the caller to json_decref; NULL with *st and err set (PGCL_ERR_IO, PGCL_ERR_FORMAT:
+ * not a JSON object, PGCL_ERR_NOMEM). */
+struct json_t *pgcl_checkpoint_file_json(const char *path, long max_bytes, pgcl_status *st, char *err, int cap);
+
 #endif

@@ -22,14 +22,8 @@ static void qb_range(qbuild *q, const char *col, const char *since, const char *
     }
 }
 
-/* Growable arrays of the figures, in the arena. */
-typedef struct counts {
-    pgcl_named_count *v;
-    int n, room;
-} counts;
-
 /* Adds n to name's count, appending name (copied) when it is new. False when out of memory. */
-static bool counts_add(pgcl_row_arena *a, counts *c, const char *name, int64_t n) {
+bool pgcl_named_counts_add(pgcl_row_arena *a, pgcl_named_counts *c, const char *name, int64_t n) {
     for (int i = 0; i < c->n; i++)
         if (strcmp(c->v[i].name, name) == 0) {
             c->v[i].count += n;
@@ -72,9 +66,9 @@ static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, co
     };
     pgcl_model_version_count *by_mv = NULL;
     int n_mv = 0, room_mv = 0;
-    counts by_label = {0}, by_decision = {0};
-    bool ok = counts_add(a, &by_decision, "allow", 0) && counts_add(a, &by_decision, "review", 0) &&
-              counts_add(a, &by_decision, "block", 0);
+    pgcl_named_counts by_label = {0}, by_decision = {0};
+    bool ok = pgcl_named_counts_add(a, &by_decision, "allow", 0) &&
+              pgcl_named_counts_add(a, &by_decision, "review", 0) && pgcl_named_counts_add(a, &by_decision, "block", 0);
     int64_t total = 0;
     pgcl_status st = PGCL_OK;
     bool window = since || until;
@@ -110,8 +104,8 @@ static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, co
                 }
                 cur->count += n;
             }
-            if (ok && label) ok = counts_add(a, &by_label, label, n);
-            if (ok && decision) ok = counts_add(a, &by_decision, decision, n);
+            if (ok && label) ok = pgcl_named_counts_add(a, &by_label, label, n);
+            if (ok && decision) ok = pgcl_named_counts_add(a, &by_decision, decision, n);
         }
         if (ok && rc != SQLITE_DONE) st = pgcl_read_step_error(db, rc, err, cap);
         sqlite3_finalize(s);

@@ -43,6 +43,16 @@ typedef struct pgcl_audit_stats {
     int n_contests_by_model_version;
 } pgcl_audit_stats;
 
+/* A growable array of named counts in an arena: how both stores' stats reads gather by_label and
+ * by_decision. */
+typedef struct pgcl_named_counts {
+    pgcl_named_count *v;
+    int n, room;
+} pgcl_named_counts;
+
+/* Adds n to name's count, appending name (copied into a) when it is new. False when out of memory. */
+bool pgcl_named_counts_add(pgcl_row_arena *a, pgcl_named_counts *c, const char *name, int64_t n);
+
 /* The figures for [since, until) (columns' format; either may be NULL), read in one transaction,
  * allocated in a. PGCL_ERR_BUSY / PGCL_ERR_DB: the database could not be read; PGCL_ERR_NOMEM.
  * Thread-safe. */

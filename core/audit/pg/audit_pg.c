@@ -239,6 +239,17 @@ static pgcl_status pg_run(pgcl_audit *store, pgcl_audit_fn fn, void *ctx, char *
     return PGCL_ERR_UNSUPPORTED;
 }
 
+/* The read side, the same in the read-write and the read-only tables. */
+#define PG_READ_OPS                                                                                                    \
+    .schema_version = pg_schema_version, .read_decision = pgcl_pg_read_decision,                                      \
+    .read_decisions = pgcl_pg_read_decisions, .read_contests = pgcl_pg_read_contests,                                 \
+    .read_stats = pgcl_pg_read_stats, .open_export = pgcl_pg_open_export,                                             \
+    .read_stored_decision = pgcl_pg_read_stored_decision, .read_idempotency_key = pgcl_pg_read_idempotency_key,       \
+    .read_proof = pgcl_pg_read_proof, .read_consistency = pgcl_pg_read_consistency,                                   \
+    .read_archive_where = pgcl_pg_read_archive_where, .verify_chain = pgcl_pg_verify_chain,                           \
+    .open_keyring = pgcl_pg_open_keyring, .read_keys = pgcl_pg_read_keys,                                             \
+    .read_activations = pgcl_pg_read_activations, .read_shadow_report = pgcl_pg_read_shadow_report
+
 const pgcl_audit_store_ops pgcl_audit_pg_ops = {
     .name = "postgresql",
     .close = pg_close,
@@ -250,26 +261,11 @@ const pgcl_audit_store_ops pgcl_audit_pg_ops = {
     .set_max_pending_rows = pgcl_pg_set_max_pending_rows,
     .pending_rows = pgcl_pg_pending_rows,
     .healthy = pgcl_pg_healthy,
-    .schema_version = pg_schema_version,
-    .read_decision = pgcl_pg_read_decision,
-    .read_decisions = pgcl_pg_read_decisions,
-    .read_contests = pgcl_pg_read_contests,
-    .read_stats = pgcl_pg_read_stats,
-    .open_export = pgcl_pg_open_export,
-    .read_stored_decision = pgcl_pg_read_stored_decision,
-    .read_idempotency_key = pgcl_pg_read_idempotency_key,
-    .read_proof = pgcl_pg_read_proof,
-    .read_consistency = pgcl_pg_read_consistency,
-    .read_archive_where = pgcl_pg_read_archive_where,
-    .verify_chain = pgcl_pg_verify_chain,
+    PG_READ_OPS,
     .create_checkpoint = pgcl_pg_create_checkpoint,
     .create_key = pgcl_pg_create_key,
     .revoke_key = pgcl_pg_revoke_key,
     .import_key = pgcl_pg_import_key,
-    .open_keyring = pgcl_pg_open_keyring,
-    .read_keys = pgcl_pg_read_keys,
-    .read_activations = pgcl_pg_read_activations,
-    .read_shadow_report = pgcl_pg_read_shadow_report,
     .file_contest = pgcl_pg_file_contest,
     .resolve_contest = pgcl_pg_resolve_contest,
     .drop_inputs = pgcl_pg_drop_inputs,
@@ -345,6 +341,12 @@ static pgcl_status ro_drop_inputs(pgcl_audit *store, const char *older_than, int
     return read_only_refusal(store, err, cap);
 }
 
+static pgcl_status ro_create_checkpoint(pgcl_audit *store, const char *key_path, const char *out_file,
+                                        const char *out_dir, pgcl_store_checkpoint *out, char *err, int cap) {
+    (void)key_path, (void)out_file, (void)out_dir, (void)out;
+    return read_only_refusal(store, err, cap);
+}
+
 const pgcl_audit_store_ops pgcl_audit_pg_read_only_ops = {
     .name = "postgresql",
     .close = pg_close,
@@ -356,25 +358,11 @@ const pgcl_audit_store_ops pgcl_audit_pg_read_only_ops = {
     .set_max_pending_rows = ro_set_max_pending_rows,
     .pending_rows = ro_pending_rows,
     .healthy = ro_healthy,
-    .schema_version = pg_schema_version,
-    .read_decision = pgcl_pg_read_decision,
-    .read_decisions = pgcl_pg_read_decisions,
-    .read_contests = pgcl_pg_read_contests,
-    .read_stats = pgcl_pg_read_stats,
-    .open_export = pgcl_pg_open_export,
-    .read_stored_decision = pgcl_pg_read_stored_decision,
-    .read_idempotency_key = pgcl_pg_read_idempotency_key,
-    .read_proof = pgcl_pg_read_proof,
-    .read_consistency = pgcl_pg_read_consistency,
-    .read_archive_where = pgcl_pg_read_archive_where,
-    .verify_chain = pgcl_pg_verify_chain,
+    PG_READ_OPS,
+    .create_checkpoint = ro_create_checkpoint,
     .create_key = ro_create_key,
     .revoke_key = ro_revoke_key,
     .import_key = ro_import_key,
-    .open_keyring = pgcl_pg_open_keyring,
-    .read_keys = pgcl_pg_read_keys,
-    .read_activations = pgcl_pg_read_activations,
-    .read_shadow_report = pgcl_pg_read_shadow_report,
     .file_contest = ro_file_contest,
     .resolve_contest = ro_resolve_contest,
     .drop_inputs = ro_drop_inputs,

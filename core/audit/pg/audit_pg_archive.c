@@ -366,30 +366,6 @@ static pgcl_status export_archive(PGconn *conn, const char *path, const char *ho
     return st;
 }
 
-/* The SHA-256 of the file at path, hex. */
-static pgcl_status file_sha256(const char *path, char out[PGCL_CHAIN_HEX_LEN + 1], char *err, int cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        pgcl_errorf(err, cap, "%s: cannot read the archive", path);
-        return PGCL_ERR_IO;
-    }
-    crypto_hash_sha256_state h;
-    crypto_hash_sha256_init(&h);
-    unsigned char buf[65536], digest[crypto_hash_sha256_BYTES];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        crypto_hash_sha256_update(&h, buf, n);
-    bool failed = ferror(f) != 0;
-    fclose(f);
-    if (failed) {
-        pgcl_errorf(err, cap, "%s: cannot read the archive", path);
-        return PGCL_ERR_IO;
-    }
-    crypto_hash_sha256_final(&h, digest);
-    sodium_bin2hex(out, PGCL_CHAIN_HEX_LEN + 1, digest, sizeof digest);
-    return PGCL_OK;
-}
-
 /* ---- step 4: pruning ---- */
 
 /* One archiver at a time (a second one waits, then finds its counts changed); plain reads (verify,
@@ -559,7 +535,7 @@ pgcl_status pgcl_pg_archive_run(const char *uri, const char *horizon, int contes
     }
     pgcl_chain_report_release(&rep);
     if (st != PGCL_OK) goto done;
-    if ((st = file_sha256(archive_path, out->archive_sha256, err, cap)) != PGCL_OK) goto done;
+    if ((st = pgcl_archive_file_sha256(archive_path, out->archive_sha256, err, cap)) != PGCL_OK) goto done;
     /* 4. pruning */
     int64_t t0 = pgcl_monotonic_us();
     st = prune_live(conn, horizon, archive_path, counts, out, sub, sizeof sub);

@@ -1429,15 +1429,8 @@ pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, const char *writer_id, i
 
 pgcl_status pgcl_pg_chain_consistency(PGconn *conn, const char *writer_id, int64_t first, int64_t second,
                                       pgcl_log_consistency *out, char *err, int cap) {
-    memset(out, 0, sizeof *out);
-    out->first = first;
-    out->second = second;
-    if (first < 1 || first > second) {
-        pgcl_errorf(err, cap, "tree sizes must satisfy 1 <= first (%lld) <= second (%lld)", (long long)first,
-                    (long long)second);
-        return PGCL_ERR_INVALID;
-    }
-    pgcl_status st;
+    pgcl_status st = pgcl_log_consistency_start(out, first, second, err, cap);
+    if (st != PGCL_OK) return st;
     if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
     if ((st = pick_writer(conn, writer_id, out, err, cap)) != PGCL_OK) goto done;
     const char *values[] = {out->writer_id};

@@ -555,37 +555,12 @@ static const char STATS_WINDOW_SQL[] =
     " GROUP BY model_name, model_version, label, decision"
     " ORDER BY model_name COLLATE \"C\", model_version COLLATE \"C\", label COLLATE \"C\", decision COLLATE \"C\"";
 
-/* Growable arrays of the figures, in the arena. */
-typedef struct counts {
-    pgcl_named_count *v;
-    int n, room;
-} counts;
-
-/* Adds n to name's count, appending name (copied) when it is new. False when out of memory. */
-static bool counts_add(pgcl_row_arena *a, counts *c, const char *name, int64_t n) {
-    for (int i = 0; i < c->n; i++)
-        if (strcmp(c->v[i].name, name) == 0) {
-            c->v[i].count += n;
-            return true;
-        }
-    if (c->n == c->room) {
-        int room = c->room ? 2 * c->room : 8;
-        pgcl_named_count *more = pgcl_row_arena_grow(a, c->v, (size_t)c->n, (size_t)room, sizeof *more);
-        if (!more) return false;
-        c->v = more;
-        c->room = room;
-    }
-    const char *copy = pgcl_row_arena_strdup(a, name);
-    if (!copy) return false;
-    c->v[c->n++] = (pgcl_named_count){.name = copy, .count = n};
-    return true;
-}
 
 /* The state of the decision counts. */
 typedef struct decision_counts {
     pgcl_model_version_count *by_mv;
     int n_mv, room_mv;
-    counts by_label, by_decision;
+    pgcl_named_counts by_label, by_decision;
     int64_t total;
 } decision_counts;
 
@@ -614,15 +589,15 @@ static bool decision_counts_add(pgcl_row_arena *a, decision_counts *dc, const PG
         }
         cur->count += n;
     }
-    if (label && !counts_add(a, &dc->by_label, label, n)) return false;
-    return !decision || counts_add(a, &dc->by_decision, decision, n);
+    if (label && !pgcl_named_counts_add(a, &dc->by_label, label, n)) return false;
+    return !decision || pgcl_named_counts_add(a, &dc->by_decision, decision, n);
 }
 
 static pgcl_status stats_decisions(PGconn *conn, const char *since, const char *until, pgcl_row_arena *a,
                                    pgcl_audit_stats *out, char *err, int cap) {
     decision_counts dc = {0};
-    if (!counts_add(a, &dc.by_decision, "allow", 0) || !counts_add(a, &dc.by_decision, "review", 0) ||
-        !counts_add(a, &dc.by_decision, "block", 0))
+    if (!pgcl_named_counts_add(a, &dc.by_decision, "allow", 0) || !pgcl_named_counts_add(a, &dc.by_decision, "review", 0) ||
+        !pgcl_named_counts_add(a, &dc.by_decision, "block", 0))
         return out_of_memory(err, cap);
     const char *values[] = {since, until};
     bool window = since || until;
