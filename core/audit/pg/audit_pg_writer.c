@@ -9,15 +9,17 @@
  *      group (a live key another replica committed takes its request out of the group: its rows are
  *      not written and it ends with PGCL_ERR_DUPLICATE, on which the server replays the stored
  *      answer; its seqs go back to the counters in the same transaction).
- *   2. the rows (decisions + decision_inputs, shadow_decisions, idempotency_keys), the chain entry,
- *      its runs and log tree nodes, COMMIT.
+ *   2. the rows (decisions + decision_inputs, shadow_decisions: one INSERT ... SELECT FROM unnest
+ *      per table for the whole group, its parameters binary arrays; idempotency_keys), the chain
+ *      entry, its runs and log tree nodes, COMMIT.
  * Jobs of other files (pgcl_pg_run) run between the two, synchronously, each in a savepoint. Every
  * answer leaves after COMMIT returned; with synchronous_commit on (the server's default) the rows
  * are then durable on the server (and on a synchronous standby when one is configured).
  *
  * When a statement of round trip 2 fails the transaction is rolled back and the group runs again
  * with every job in its own savepoint, its seqs allocated inside it (so a failed job leaves no gap
- * in any table's seqs): only the job that failed fails. Jobs may therefore run twice (as in the SQLite
+ * in any table's seqs), its rows one statement each (the naive path beside the arrays): only the
+ * job that failed fails. Jobs may therefore run twice (as in the SQLite
  * store): a job callback writes only through the transaction and into its own context.
  *
  * The chain (encoding version 2, one chain per writer; docs/audit.md, "PostgreSQL store"):
