@@ -174,6 +174,34 @@ static const char ENTRY_HASH_SQL[] = "SELECT hash FROM audit_chain WHERE writer_
 static const char NODE_SQL[] = "SELECT hash FROM audit_log_nodes WHERE writer_id = $1 AND level = $2 AND idx = $3";
 static const char ALL_ENTRIES_SQL[] = "SELECT seq, hash FROM audit_chain WHERE writer_id = $1 ORDER BY seq";
 static const char LAST_STAMP_SQL[] = "SELECT max(created_at) FROM decisions";
+/* The statements of every group, prepared once per connection (prepare_statements, again after a
+ * reconnection) and then run by name: the server parses and plans them once, not once per group.
+ * Their parameter types are inferred as for the same text run unprepared (the isolated mode's and
+ * the connection's statements), so the stored values are the same. */
+static const struct {
+    const char *name, *sql;
+} PREPARED[] = {
+    {"pgcld_counters", COUNTERS_SQL},
+    {"pgcld_latest", LAST_STAMP_SQL},
+    {"pgcld_idem_live", IDEM_LIVE_SQL},
+    {"pgcld_decisions", INSERT_DECISIONS_SQL},
+    {"pgcld_inputs", INSERT_INPUTS_SQL},
+    {"pgcld_shadows", INSERT_SHADOWS_SQL},
+    {"pgcld_idem_drop", IDEM_DROP_EXPIRED_SQL},
+    {"pgcld_idem_store", IDEM_STORE_SQL},
+    {"pgcld_idem_expire", IDEM_EXPIRE_SQL},
+    {"pgcld_commit", INSERT_COMMIT_SQL},
+    {"pgcld_run", INSERT_RUN_SQL},
+    {"pgcld_node", INSERT_NODE_SQL},
+};
+enum { N_PREPARED = (int)(sizeof PREPARED / sizeof PREPARED[0]) };
+
+/* The name sql was prepared under (compared by address: the constants above), or NULL. */
+static const char *prepared_name(const char *sql) {
+    for (int i = 0; i < N_PREPARED; i++)
+        if (PREPARED[i].sql == sql) return PREPARED[i].name;
+    return NULL;
+}
 
 /* ---- the writer's state ---- */
 
@@ -222,7 +250,8 @@ typedef struct log_edge {
 struct pgcl_pg_writer {
     pgcl_audit_pg *s;
     /* the writer thread's own (and writer_start's before the thread runs) */
-    PGconn *conn; /* NULL while disconnected */
+    PGconn *conn;  /* NULL while disconnected */
+    bool prepared; /* conn has PREPARED */
     int64_t head_seq;
     char head_hash[PGCL_CHAIN_HEX_LEN + 1];
     log_edge edge;
@@ -280,6 +309,7 @@ static void fail_jobs(pg_job *batch, pgcl_status st, const char *err) {
 typedef struct sender {
     PGconn *conn;
     bool pipelined;
+    bool prepared; /* the connection has PREPARED: those statements run by name */
     pgcl_status st;
     char err[ERR_CAP];
     PGresult ***keeps;  /* pipelined: where each unread statement's result goes (NULL: checked, dropped) */
@@ -295,8 +325,9 @@ static void sender_fail(sender *s, const char *what, const PGresult *res) {
     snprintf(s->err, ERR_CAP, "%s: %.*s", what, (int)strcspn(msg, "\n"), msg);
 }
 
-static bool sender_start(sender *s, PGconn *conn, bool pipelined) {
-    *s = (sender){.conn = conn, .pipelined = pipelined};
+static bool sender_start(sender *s, const pgcl_pg_writer *w, bool pipelined) {
+    PGconn *conn = w->conn;
+    *s = (sender){.conn = conn, .pipelined = pipelined, .prepared = w->prepared};
     if (pipelined && !PQenterPipelineMode(conn)) {
         s->pipelined = false;
         sender_fail(s, "pipeline mode", NULL);
@@ -355,8 +386,10 @@ static void sender_send(sender *s, const char *what, const char *sql, int n, con
             formats[i] = 1;
         }
     }
+    const char *name = s->prepared ? prepared_name(sql) : NULL;
     if (!s->pipelined) {
-        PGresult *res = PQexecParams(s->conn, sql, n, NULL, values, lengths, formats, 0);
+        PGresult *res = name ? PQexecPrepared(s->conn, name, n, values, lengths, formats, 0)
+                             : PQexecParams(s->conn, sql, n, NULL, values, lengths, formats, 0);
         ExecStatusType rs = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
         if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
             sender_fail(s, what, res);
@@ -381,7 +414,8 @@ static void sender_send(sender *s, const char *what, const char *sql, int n, con
         }
         s->cap_keeps = cap;
     }
-    if (!PQsendQueryParams(s->conn, sql, n, NULL, values, lengths, formats, 0)) {
+    if (name ? !PQsendQueryPrepared(s->conn, name, n, values, lengths, formats, 0)
+             : !PQsendQueryParams(s->conn, sql, n, NULL, values, lengths, formats, 0)) {
         sender_fail(s, what, NULL);
         return;
     }
@@ -606,7 +640,7 @@ static pgcl_status write_genesis(pgcl_pg_writer *w, char *err, int cap) {
     pgcl_chain_entry_hash(1, "genesis", 7, 0, payload, PGCL_CHAIN_HEX_LEN, pgcl_chain_zero_hash, PGCL_CHAIN_HEX_LEN,
                           hash);
     sender s;
-    sender_start(&s, w->conn, false);
+    sender_start(&s, w, false);
     sender_send(&s, "begin", "BEGIN", 0, NULL, NULL, NULL);
     const char *v[] = {id, payload, pgcl_chain_zero_hash, hash};
     sender_send(&s, "genesis entry", INSERT_GENESIS_SQL, 4, v, NULL, NULL);
@@ -678,8 +712,46 @@ static pgcl_status take_writer_lock(pgcl_pg_writer *w, int wait_ms, char *err, i
 
 /* A new connection made ready to write: the lock, the writers row, the head, the edge and the last
  * timestamp. On failure no connection is kept. */
+/* Prepares sql (one of PREPARED) on the writer's connection under its name. */
+static pgcl_status prepare_one(pgcl_pg_writer *w, const char *sql, int *count, char *err, int cap) {
+    const char *name = prepared_name(sql);
+    PGCL_ASSERT(name);
+    PGresult *res = PQprepare(w->conn, name, sql, 0, NULL);
+    bool ok = res && PQresultStatus(res) == PGRES_COMMAND_OK;
+    if (!ok) {
+        const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(w->conn);
+        pgcl_errorf(err, cap, "prepare %s: %.*s", name, (int)strcspn(msg, "\n"), msg);
+    }
+    PQclear(res);
+    (*count)++;
+    return ok ? PGCL_OK : PGCL_ERR_DB;
+}
+
+/* Prepares every statement of PREPARED on the writer's connection (the schema is there: the chain
+ * was read). Each SQL constant is named here, so that test_sql_params sees constants. */
+static pgcl_status prepare_statements(pgcl_pg_writer *w, char *err, int cap) {
+    int n = 0;
+    pgcl_status st = prepare_one(w, COUNTERS_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, LAST_STAMP_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, IDEM_LIVE_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_DECISIONS_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_INPUTS_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_SHADOWS_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, IDEM_DROP_EXPIRED_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, IDEM_STORE_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, IDEM_EXPIRE_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_COMMIT_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_RUN_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_NODE_SQL, &n, err, cap);
+    if (st != PGCL_OK) return st;
+    PGCL_ASSERT(n == N_PREPARED); /* a statement of PREPARED not prepared would fail every group */
+    w->prepared = true;
+    return PGCL_OK;
+}
+
 static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err, int cap) {
     if (w->conn) PQfinish(w->conn);
+    w->prepared = false;
     w->conn = pgcl_pg_connect(w->s->uri, err, cap);
     if (!w->conn) return PGCL_ERR_DB;
     char now[PGCL_TIMESTAMP_LEN + 1];
@@ -697,9 +769,11 @@ static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err
             PQclear(res);
         }
     }
+    if (st == PGCL_OK) st = prepare_statements(w, err, cap);
     if (st != PGCL_OK) {
         PQfinish(w->conn);
         w->conn = NULL;
+        w->prepared = false;
     }
     return st;
 }
@@ -709,6 +783,7 @@ static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err
 static void lose_connection(pgcl_pg_writer *w, const char *why) {
     if (w->conn) PQfinish(w->conn);
     w->conn = NULL;
+    w->prepared = false;
     w->healthy = false;
     w->backoff_ms = 0;
     w->next_connect_us = pgcl_monotonic_us();
@@ -1179,7 +1254,7 @@ static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const i
                        char *err, int cap) {
     sender s;
     PGresult *counters = NULL, *latest = NULL;
-    if (sender_start(&s, w->conn, true)) {
+    if (sender_start(&s, w, true)) {
         sender_send(&s, "begin", "BEGIN", 0, NULL, NULL, NULL);
         char addv[N_COUNTERS][24];
         const char *v[N_COUNTERS];
@@ -1262,7 +1337,7 @@ static bool run_row_jobs_isolated(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *bat
         if (!savepoint(w, "SAVEPOINT job", err, cap)) return false;
         size_t mark = w->n_leaves;
         sender s;
-        sender_start(&s, w->conn, false);
+        sender_start(&s, w, false);
         pgcl_status st = send_job_rows(&s, t, j, false, j->err, ERR_CAP);
         pgcl_status sent = sender_finish(&s);
         if (st == PGCL_OK && sent != PGCL_OK) {
@@ -1330,7 +1405,7 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
         return GROUP_DONE;
     }
     sender s;
-    if (!sender_start(&s, w->conn, true)) {
+    if (!sender_start(&s, w, true)) {
         abandon_group(w, batch, s.err);
         return GROUP_DONE;
     }
