@@ -9,15 +9,17 @@
  *      group (a live key another replica committed takes its request out of the group: its rows are
  *      not written and it ends with PGCL_ERR_DUPLICATE, on which the server replays the stored
  *      answer; its seqs go back to the counters in the same transaction).
- *   2. the rows (decisions + decision_inputs, shadow_decisions, idempotency_keys), the chain entry,
- *      its runs and log tree nodes, COMMIT.
+ *   2. the rows (decisions + decision_inputs, shadow_decisions: one INSERT ... SELECT FROM unnest
+ *      per table for the whole group, its parameters binary arrays; idempotency_keys), the chain
+ *      entry, its runs and log tree nodes, COMMIT.
  * Jobs of other files (pgcl_pg_run) run between the two, synchronously, each in a savepoint. Every
  * answer leaves after COMMIT returned; with synchronous_commit on (the server's default) the rows
  * are then durable on the server (and on a synchronous standby when one is configured).
  *
  * When a statement of round trip 2 fails the transaction is rolled back and the group runs again
  * with every job in its own savepoint, its seqs allocated inside it (so a failed job leaves no gap
- * in any table's seqs): only the job that failed fails. Jobs may therefore run twice (as in the SQLite
+ * in any table's seqs), its rows one statement each (the naive path beside the arrays): only the
+ * job that failed fails. Jobs may therefore run twice (as in the SQLite
  * store): a job callback writes only through the transaction and into its own context.
  *
  * The chain (encoding version 2, one chain per writer; docs/audit.md, "PostgreSQL store"):
@@ -106,6 +108,31 @@ static const char INSERT_SHADOW_SQL[] =
     "INSERT INTO shadow_decisions (seq, decision_id, created_at, model_name, primary_version, shadow_version,"
     " shadow_sha256, primary_label, shadow_label, primary_decision, shadow_decision, primary_score, shadow_score,"
     " probabilities) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
+/* The same rows, one statement per table (fast mode; see "array parameters"): every parameter an
+ * array with one element per row, text or bytea, cast to the column's type as a per-row text
+ * parameter would be read. */
+static const char INSERT_DECISIONS_SQL[] =
+    "INSERT INTO decisions (seq, decision_id, created_at, request_id, item_id, model_name,"
+    " model_version, model_sha256, label, label_index, probabilities, toxicity, decision, policy,"
+    " t_review, t_block, vector, input_sha256, latency_us, input_digest, input_dtype) SELECT"
+    " c1::bigint, c2, c3, c4, c5, c6, c7, c8, c9, c10::bigint, c11, c12::double precision, c13, c14,"
+    " c15::double precision, c16::double precision, c17, c18, c19::bigint, c20, c21 FROM"
+    " unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],"
+    " $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],"
+    " $15::text[], $16::text[], $17::bytea[], $18::text[], $19::text[], $20::bytea[], $21::text[])"
+    " AS u (c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19,"
+    " c20, c21)";
+static const char INSERT_INPUTS_SQL[] =
+    "INSERT INTO decision_inputs (decision_seq, input) SELECT c1::bigint, c2 FROM unnest($1::text[],"
+    " $2::bytea[]) AS u (c1, c2)";
+static const char INSERT_SHADOWS_SQL[] =
+    "INSERT INTO shadow_decisions (seq, decision_id, created_at, model_name, primary_version,"
+    " shadow_version, shadow_sha256, primary_label, shadow_label, primary_decision, shadow_decision,"
+    " primary_score, shadow_score, probabilities) SELECT c1::bigint, c2, c3, c4, c5, c6, c7, c8, c9,"
+    " c10, c11, c12::double precision, c13::double precision, c14 FROM unnest($1::text[],"
+    " $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],"
+    " $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[]) AS u (c1, c2, c3,"
+    " c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14)";
 static const char INSERT_EVENT_SQL[] =
     "INSERT INTO admin_events (seq, event_id, created_at, actor, action, target, details)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7)";
@@ -147,6 +174,34 @@ static const char ENTRY_HASH_SQL[] = "SELECT hash FROM audit_chain WHERE writer_
 static const char NODE_SQL[] = "SELECT hash FROM audit_log_nodes WHERE writer_id = $1 AND level = $2 AND idx = $3";
 static const char ALL_ENTRIES_SQL[] = "SELECT seq, hash FROM audit_chain WHERE writer_id = $1 ORDER BY seq";
 static const char LAST_STAMP_SQL[] = "SELECT max(created_at) FROM decisions";
+/* The statements of every group, prepared once per connection (prepare_statements, again after a
+ * reconnection) and then run by name: the server parses and plans them once, not once per group.
+ * Their parameter types are inferred as for the same text run unprepared (the isolated mode's and
+ * the connection's statements), so the stored values are the same. */
+static const struct {
+    const char *name, *sql;
+} PREPARED[] = {
+    {"pgcld_counters", COUNTERS_SQL},
+    {"pgcld_latest", LAST_STAMP_SQL},
+    {"pgcld_idem_live", IDEM_LIVE_SQL},
+    {"pgcld_decisions", INSERT_DECISIONS_SQL},
+    {"pgcld_inputs", INSERT_INPUTS_SQL},
+    {"pgcld_shadows", INSERT_SHADOWS_SQL},
+    {"pgcld_idem_drop", IDEM_DROP_EXPIRED_SQL},
+    {"pgcld_idem_store", IDEM_STORE_SQL},
+    {"pgcld_idem_expire", IDEM_EXPIRE_SQL},
+    {"pgcld_commit", INSERT_COMMIT_SQL},
+    {"pgcld_run", INSERT_RUN_SQL},
+    {"pgcld_node", INSERT_NODE_SQL},
+};
+enum { N_PREPARED = (int)(sizeof PREPARED / sizeof PREPARED[0]) };
+
+/* The name sql was prepared under (compared by address: the constants above), or NULL. */
+static const char *prepared_name(const char *sql) {
+    for (int i = 0; i < N_PREPARED; i++)
+        if (PREPARED[i].sql == sql) return PREPARED[i].name;
+    return NULL;
+}
 
 /* ---- the writer's state ---- */
 
@@ -195,7 +250,8 @@ typedef struct log_edge {
 struct pgcl_pg_writer {
     pgcl_audit_pg *s;
     /* the writer thread's own (and writer_start's before the thread runs) */
-    PGconn *conn; /* NULL while disconnected */
+    PGconn *conn;  /* NULL while disconnected */
+    bool prepared; /* conn has PREPARED */
     int64_t head_seq;
     char head_hash[PGCL_CHAIN_HEX_LEN + 1];
     log_edge edge;
@@ -253,6 +309,7 @@ static void fail_jobs(pg_job *batch, pgcl_status st, const char *err) {
 typedef struct sender {
     PGconn *conn;
     bool pipelined;
+    bool prepared; /* the connection has PREPARED: those statements run by name */
     pgcl_status st;
     char err[ERR_CAP];
     PGresult ***keeps;  /* pipelined: where each unread statement's result goes (NULL: checked, dropped) */
@@ -268,8 +325,9 @@ static void sender_fail(sender *s, const char *what, const PGresult *res) {
     snprintf(s->err, ERR_CAP, "%s: %.*s", what, (int)strcspn(msg, "\n"), msg);
 }
 
-static bool sender_start(sender *s, PGconn *conn, bool pipelined) {
-    *s = (sender){.conn = conn, .pipelined = pipelined};
+static bool sender_start(sender *s, const pgcl_pg_writer *w, bool pipelined) {
+    PGconn *conn = w->conn;
+    *s = (sender){.conn = conn, .pipelined = pipelined, .prepared = w->prepared};
     if (pipelined && !PQenterPipelineMode(conn)) {
         s->pipelined = false;
         sender_fail(s, "pipeline mode", NULL);
@@ -328,8 +386,10 @@ static void sender_send(sender *s, const char *what, const char *sql, int n, con
             formats[i] = 1;
         }
     }
+    const char *name = s->prepared ? prepared_name(sql) : NULL;
     if (!s->pipelined) {
-        PGresult *res = PQexecParams(s->conn, sql, n, NULL, values, lengths, formats, 0);
+        PGresult *res = name ? PQexecPrepared(s->conn, name, n, values, lengths, formats, 0)
+                             : PQexecParams(s->conn, sql, n, NULL, values, lengths, formats, 0);
         ExecStatusType rs = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
         if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
             sender_fail(s, what, res);
@@ -354,7 +414,8 @@ static void sender_send(sender *s, const char *what, const char *sql, int n, con
         }
         s->cap_keeps = cap;
     }
-    if (!PQsendQueryParams(s->conn, sql, n, NULL, values, lengths, formats, 0)) {
+    if (name ? !PQsendQueryPrepared(s->conn, name, n, values, lengths, formats, 0)
+             : !PQsendQueryParams(s->conn, sql, n, NULL, values, lengths, formats, 0)) {
         sender_fail(s, what, NULL);
         return;
     }
@@ -374,6 +435,91 @@ static pgcl_status sender_finish(sender *s) {
     s->keeps = NULL;
     s->whats = NULL;
     return s->st;
+}
+
+/* ---- array parameters: one statement per table per group ----
+ * A binary one-dimensional array parameter (PostgreSQL's array_recv format, every integer
+ * big-endian): ndim = 1, has-nulls flag, element type OID, length, lower bound 1, then per
+ * element its length (-1: NULL) and bytes. The elements are text (OID 25) or bytea (OID 17) only,
+ * each exactly the bytes the per-row statements bind as that parameter (text, or binary bytea), so
+ * that the casts in the statement (text::bigint, text::double precision) run the same input
+ * functions on the same text as a per-row parameter would: every stored byte is the same. */
+#define TEXT_OID 25u
+#define BYTEA_OID 17u
+#define ARRAY_HEADER_BYTES 20
+
+typedef struct pg_array {
+    unsigned char *buf;
+    size_t len, cap;
+    int32_t n;
+    bool has_null, oom;
+    uint32_t elem_oid;
+} pg_array;
+
+static void put_be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static bool array_reserve(pg_array *a, size_t more) {
+    if (a->oom) return false;
+    if (a->len + more <= a->cap) return true;
+    size_t cap = a->cap ? a->cap : 4096;
+    while (cap < a->len + more)
+        cap *= 2;
+    unsigned char *grown = realloc(a->buf, cap);
+    if (!grown) {
+        a->oom = true;
+        return false;
+    }
+    a->buf = grown;
+    a->cap = cap;
+    return true;
+}
+
+/* Empties a (its buffer kept) for elements of type elem_oid. */
+static void array_reset(pg_array *a, uint32_t elem_oid) {
+    a->len = 0;
+    a->n = 0;
+    a->has_null = false;
+    a->elem_oid = elem_oid;
+    if (array_reserve(a, ARRAY_HEADER_BYTES)) a->len = ARRAY_HEADER_BYTES;
+}
+
+static void array_destroy(pg_array *a) {
+    free(a->buf);
+    *a = (pg_array){0};
+}
+
+/* Appends one element: len bytes at p, or NULL (p == NULL). */
+static void array_add(pg_array *a, const void *p, size_t len) {
+    PGCL_ASSERT(!p || len <= INT32_MAX);
+    if (!array_reserve(a, 4 + (p ? len : 0))) return;
+    put_be32(a->buf + a->len, p ? (uint32_t)len : 0xFFFFFFFFu);
+    a->len += 4;
+    if (p) {
+        if (len) memcpy(a->buf + a->len, p, len);
+        a->len += len;
+    } else {
+        a->has_null = true;
+    }
+    a->n++;
+}
+
+static void array_add_text(pg_array *a, const char *text) {
+    array_add(a, text, text ? strlen(text) : 0);
+}
+
+/* Writes the header; the parameter is then buf[0, len). */
+static void array_finish(pg_array *a) {
+    if (a->oom) return;
+    put_be32(a->buf, 1);
+    put_be32(a->buf + 4, a->has_null ? 1u : 0u);
+    put_be32(a->buf + 8, a->elem_oid);
+    put_be32(a->buf + 12, (uint32_t)a->n);
+    put_be32(a->buf + 16, 1);
 }
 
 /* ---- the log tree's right edge ---- */
@@ -494,7 +640,7 @@ static pgcl_status write_genesis(pgcl_pg_writer *w, char *err, int cap) {
     pgcl_chain_entry_hash(1, "genesis", 7, 0, payload, PGCL_CHAIN_HEX_LEN, pgcl_chain_zero_hash, PGCL_CHAIN_HEX_LEN,
                           hash);
     sender s;
-    sender_start(&s, w->conn, false);
+    sender_start(&s, w, false);
     sender_send(&s, "begin", "BEGIN", 0, NULL, NULL, NULL);
     const char *v[] = {id, payload, pgcl_chain_zero_hash, hash};
     sender_send(&s, "genesis entry", INSERT_GENESIS_SQL, 4, v, NULL, NULL);
@@ -566,8 +712,46 @@ static pgcl_status take_writer_lock(pgcl_pg_writer *w, int wait_ms, char *err, i
 
 /* A new connection made ready to write: the lock, the writers row, the head, the edge and the last
  * timestamp. On failure no connection is kept. */
+/* Prepares sql (one of PREPARED) on the writer's connection under its name. */
+static pgcl_status prepare_one(pgcl_pg_writer *w, const char *sql, int *count, char *err, int cap) {
+    const char *name = prepared_name(sql);
+    PGCL_ASSERT(name);
+    PGresult *res = PQprepare(w->conn, name, sql, 0, NULL);
+    bool ok = res && PQresultStatus(res) == PGRES_COMMAND_OK;
+    if (!ok) {
+        const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(w->conn);
+        pgcl_errorf(err, cap, "prepare %s: %.*s", name, (int)strcspn(msg, "\n"), msg);
+    }
+    PQclear(res);
+    (*count)++;
+    return ok ? PGCL_OK : PGCL_ERR_DB;
+}
+
+/* Prepares every statement of PREPARED on the writer's connection (the schema is there: the chain
+ * was read). Each SQL constant is named here, so that test_sql_params sees constants. */
+static pgcl_status prepare_statements(pgcl_pg_writer *w, char *err, int cap) {
+    int n = 0;
+    pgcl_status st = prepare_one(w, COUNTERS_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, LAST_STAMP_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, IDEM_LIVE_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_DECISIONS_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_INPUTS_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_SHADOWS_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, IDEM_DROP_EXPIRED_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, IDEM_STORE_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, IDEM_EXPIRE_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_COMMIT_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_RUN_SQL, &n, err, cap);
+    if (st == PGCL_OK) st = prepare_one(w, INSERT_NODE_SQL, &n, err, cap);
+    if (st != PGCL_OK) return st;
+    PGCL_ASSERT(n == N_PREPARED); /* a statement of PREPARED not prepared would fail every group */
+    w->prepared = true;
+    return PGCL_OK;
+}
+
 static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err, int cap) {
     if (w->conn) PQfinish(w->conn);
+    w->prepared = false;
     w->conn = pgcl_pg_connect(w->s->uri, err, cap);
     if (!w->conn) return PGCL_ERR_DB;
     char now[PGCL_TIMESTAMP_LEN + 1];
@@ -585,9 +769,11 @@ static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err
             PQclear(res);
         }
     }
+    if (st == PGCL_OK) st = prepare_statements(w, err, cap);
     if (st != PGCL_OK) {
         PQfinish(w->conn);
         w->conn = NULL;
+        w->prepared = false;
     }
     return st;
 }
@@ -597,6 +783,7 @@ static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err
 static void lose_connection(pgcl_pg_writer *w, const char *why) {
     if (w->conn) PQfinish(w->conn);
     w->conn = NULL;
+    w->prepared = false;
     w->healthy = false;
     w->backoff_ms = 0;
     w->next_connect_us = pgcl_monotonic_us();
@@ -705,56 +892,62 @@ pgcl_status pgcl_pg_txn_chain(pgcl_pg_txn *t, int table, int64_t row_seq, pgcl_m
 
 /* ---- the group's statements ---- */
 
-/* Sends decision row r as row seq (and its stored input) and chains its leaf. */
-static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_row *r, int64_t seq) {
-    bool input_stored = r->input && r->input_dtype;
-    unsigned char digest[PGCL_SHA256_BYTES];
-    if (input_stored) {
-        if (r->input_digest)
-            memcpy(digest, r->input_digest, sizeof digest);
-        else
-            pgcl_sha256(r->input, (size_t)r->input_bytes, digest);
-    }
+/* A decision row's parameters as the per-row statement binds them (text, or binary bytea at
+ * bin[i] >= 0 bytes), and the stored input's digest. The values point into p: fill in place. */
+enum { DECISION_COLUMNS = 21, DECISION_VECTOR = 16, DECISION_DIGEST = 19, SHADOW_COLUMNS = 14 };
+typedef struct decision_params {
     char seq_t[24], label_index[24], latency[24], toxicity[32], t_review[32], t_block[32];
-    fmt_i64(seq_t, seq);
-    fmt_i64(label_index, r->label_index);
-    fmt_i64(latency, r->latency_us);
-    fmt_double(toxicity, r->toxicity);
-    fmt_double(t_review, r->t_review);
-    fmt_double(t_block, r->t_block);
-    _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "vector bytea are stored little-endian");
-    const char *v[21] = {seq_t,
-                         r->decision_id,
-                         t->now,
-                         r->request_id,
-                         r->item_id,
-                         r->model_name,
-                         r->model_version,
-                         r->model_sha256,
-                         r->label,
-                         label_index,
-                         r->probabilities_json,
-                         r->has_toxicity ? toxicity : NULL,
-                         r->decision,
-                         r->policy_json,
-                         r->has_thresholds ? t_review : NULL,
-                         r->has_thresholds ? t_block : NULL,
-                         (const char *)r->vector,
-                         r->input_sha256,
-                         latency,
-                         input_stored ? (const char *)digest : NULL,
-                         input_stored ? r->input_dtype : NULL};
-    int bin[21];
-    for (int i = 0; i < 21; i++)
-        bin[i] = -1;
-    bin[16] = r->d * (int)sizeof(float);
-    if (input_stored) bin[19] = PGCL_SHA256_BYTES;
-    sender_send(s, "insert decision", INSERT_DECISION_SQL, 21, v, bin, NULL);
-    if (input_stored) {
-        const char *iv[] = {seq_t, (const char *)r->input};
-        const int ib[] = {-1, r->input_bytes};
-        sender_send(s, "insert decision input", INSERT_INPUT_SQL, 2, iv, ib, NULL);
+    unsigned char digest[PGCL_SHA256_BYTES];
+    bool input_stored;
+    const char *v[DECISION_COLUMNS];
+    int bin[DECISION_COLUMNS];
+} decision_params;
+
+static void decision_params_fill(decision_params *p, const pgcl_pg_txn *t, const pgcl_decision_row *r, int64_t seq) {
+    p->input_stored = r->input && r->input_dtype;
+    if (p->input_stored) {
+        if (r->input_digest)
+            memcpy(p->digest, r->input_digest, sizeof p->digest);
+        else
+            pgcl_sha256(r->input, (size_t)r->input_bytes, p->digest);
     }
+    fmt_i64(p->seq_t, seq);
+    fmt_i64(p->label_index, r->label_index);
+    fmt_i64(p->latency, r->latency_us);
+    fmt_double(p->toxicity, r->toxicity);
+    fmt_double(p->t_review, r->t_review);
+    fmt_double(p->t_block, r->t_block);
+    _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "vector bytea are stored little-endian");
+    const char *v[DECISION_COLUMNS] = {p->seq_t,
+                                       r->decision_id,
+                                       t->now,
+                                       r->request_id,
+                                       r->item_id,
+                                       r->model_name,
+                                       r->model_version,
+                                       r->model_sha256,
+                                       r->label,
+                                       p->label_index,
+                                       r->probabilities_json,
+                                       r->has_toxicity ? p->toxicity : NULL,
+                                       r->decision,
+                                       r->policy_json,
+                                       r->has_thresholds ? p->t_review : NULL,
+                                       r->has_thresholds ? p->t_block : NULL,
+                                       (const char *)r->vector,
+                                       r->input_sha256,
+                                       p->latency,
+                                       p->input_stored ? (const char *)p->digest : NULL,
+                                       p->input_stored ? r->input_dtype : NULL};
+    memcpy(p->v, v, sizeof v);
+    for (int i = 0; i < DECISION_COLUMNS; i++)
+        p->bin[i] = -1;
+    p->bin[DECISION_VECTOR] = r->d * (int)sizeof(float);
+    if (p->input_stored) p->bin[DECISION_DIGEST] = PGCL_SHA256_BYTES;
+}
+
+/* Chains decision row r (bound as p) as row seq. */
+static pgcl_status chain_decision(pgcl_pg_txn *t, const pgcl_decision_row *r, const decision_params *p, int64_t seq) {
     pgcl_chain_decision_values dv = {.seq = seq,
                                      .decision_id = r->decision_id,
                                      .created_at = t->now,
@@ -777,9 +970,22 @@ static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_
                                      .vector_bytes = (size_t)r->d * sizeof(float),
                                      .input_sha256 = r->input_sha256,
                                      .latency_us = r->latency_us,
-                                     .input_digest = input_stored ? digest : NULL,
-                                     .input_dtype = input_stored ? r->input_dtype : NULL};
+                                     .input_digest = p->input_stored ? p->digest : NULL,
+                                     .input_dtype = p->input_stored ? r->input_dtype : NULL};
     return chain_leaf(t->w, T_DECISIONS, seq, pgcl_chain_decision_leaf(&dv));
+}
+
+/* Sends decision row r as row seq (and its stored input) and chains its leaf. */
+static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_row *r, int64_t seq) {
+    decision_params p;
+    decision_params_fill(&p, t, r, seq);
+    sender_send(s, "insert decision", INSERT_DECISION_SQL, DECISION_COLUMNS, p.v, p.bin, NULL);
+    if (p.input_stored) {
+        const char *iv[] = {p.seq_t, (const char *)r->input};
+        const int ib[] = {-1, r->input_bytes};
+        sender_send(s, "insert decision input", INSERT_INPUT_SQL, 2, iv, ib, NULL);
+    }
+    return chain_decision(t, r, &p, seq);
 }
 
 static void send_idem(sender *s, pgcl_pg_txn *t, const pgcl_idem_entry *e) {
@@ -791,26 +997,37 @@ static void send_idem(sender *s, pgcl_pg_txn *t, const pgcl_idem_entry *e) {
     sender_send(s, "idempotency key", IDEM_STORE_SQL, 8, v, NULL, NULL);
 }
 
-static void send_shadow(sender *s, pgcl_pg_txn *t, const pgcl_shadow_row *r, int64_t seq) {
+/* A shadow row's parameters (all text) as the per-row statement binds them; they point into p. */
+typedef struct shadow_params {
     char seq_t[24], primary[32], shadow[32];
-    fmt_i64(seq_t, seq);
-    fmt_double(primary, r->primary_score);
-    fmt_double(shadow, r->shadow_score);
-    const char *v[] = {seq_t,
-                       r->decision_id,
-                       t->now,
-                       r->model_name,
-                       r->primary_version,
-                       r->shadow_version,
-                       r->shadow_sha256,
-                       r->primary_label,
-                       r->shadow_label,
-                       r->primary_decision,
-                       r->shadow_decision,
-                       primary,
-                       shadow,
-                       r->probabilities_json};
-    sender_send(s, "insert shadow row", INSERT_SHADOW_SQL, 14, v, NULL, NULL);
+    const char *v[SHADOW_COLUMNS];
+} shadow_params;
+
+static void shadow_params_fill(shadow_params *p, const pgcl_pg_txn *t, const pgcl_shadow_row *r, int64_t seq) {
+    fmt_i64(p->seq_t, seq);
+    fmt_double(p->primary, r->primary_score);
+    fmt_double(p->shadow, r->shadow_score);
+    const char *v[SHADOW_COLUMNS] = {p->seq_t,
+                                     r->decision_id,
+                                     t->now,
+                                     r->model_name,
+                                     r->primary_version,
+                                     r->shadow_version,
+                                     r->shadow_sha256,
+                                     r->primary_label,
+                                     r->shadow_label,
+                                     r->primary_decision,
+                                     r->shadow_decision,
+                                     p->primary,
+                                     p->shadow,
+                                     r->probabilities_json};
+    memcpy(p->v, v, sizeof v);
+}
+
+static void send_shadow(sender *s, pgcl_pg_txn *t, const pgcl_shadow_row *r, int64_t seq) {
+    shadow_params p;
+    shadow_params_fill(&p, t, r, seq);
+    sender_send(s, "insert shadow row", INSERT_SHADOW_SQL, SHADOW_COLUMNS, p.v, NULL, NULL);
 }
 
 /* A decisions or shadows job's statements, its seqs taken from t (reserved: see take_seqs). */
@@ -828,6 +1045,127 @@ static pgcl_status send_job_rows(sender *s, pgcl_pg_txn *t, pg_job *j, bool rese
     }
     if (j->kind == JOB_DECISIONS && j->idem) send_idem(s, t, j->idem);
     return PGCL_OK;
+}
+
+/* Fast mode's rows gathered into array parameters: one INSERT per table for up to
+ * ROWS_PER_STATEMENT rows (or about ARRAY_FLUSH_BYTES of parameters). */
+#define ROWS_PER_STATEMENT 2048
+#define ARRAY_FLUSH_BYTES (32u << 20)
+typedef struct row_arrays {
+    pg_array decision[DECISION_COLUMNS], input[2], shadow[SHADOW_COLUMNS];
+    size_t bytes;
+} row_arrays;
+
+static void row_arrays_reset(row_arrays *a) {
+    for (int c = 0; c < DECISION_COLUMNS; c++)
+        array_reset(&a->decision[c], c == DECISION_VECTOR || c == DECISION_DIGEST ? BYTEA_OID : TEXT_OID);
+    array_reset(&a->input[0], TEXT_OID);
+    array_reset(&a->input[1], BYTEA_OID);
+    for (int c = 0; c < SHADOW_COLUMNS; c++)
+        array_reset(&a->shadow[c], TEXT_OID);
+    a->bytes = 0;
+}
+
+static void row_arrays_create(row_arrays *a) {
+    *a = (row_arrays){0};
+    row_arrays_reset(a);
+}
+
+static void row_arrays_destroy(row_arrays *a) {
+    for (int c = 0; c < DECISION_COLUMNS; c++)
+        array_destroy(&a->decision[c]);
+    for (int c = 0; c < 2; c++)
+        array_destroy(&a->input[c]);
+    for (int c = 0; c < SHADOW_COLUMNS; c++)
+        array_destroy(&a->shadow[c]);
+}
+
+/* Sends one statement whose n parameters are the arrays cols (binary), when they hold a row. */
+static void send_arrays(sender *s, const char *what, const char *sql, pg_array *cols, int n) {
+    if (cols[0].n == 0) return;
+    const char *v[DECISION_COLUMNS];
+    int len[DECISION_COLUMNS];
+    PGCL_ASSERT(n <= DECISION_COLUMNS);
+    for (int c = 0; c < n; c++) {
+        if (cols[c].oom) {
+            if (s->st == PGCL_OK) {
+                s->st = PGCL_ERR_NOMEM;
+                snprintf(s->err, ERR_CAP, "%s: out of memory", what);
+            }
+            return;
+        }
+        /* every column holds one element per row: a shorter one would shift the table's rows */
+        PGCL_ASSERT(cols[c].n == cols[0].n && cols[c].len <= INT32_MAX);
+        array_finish(&cols[c]);
+        v[c] = (const char *)cols[c].buf;
+        len[c] = (int)cols[c].len;
+    }
+    sender_send(s, what, sql, n, v, len, NULL); /* libpq copies the parameters: the arrays can be reused */
+}
+
+static void flush_row_arrays(sender *s, row_arrays *a) {
+    send_arrays(s, "insert decision", INSERT_DECISIONS_SQL, a->decision, DECISION_COLUMNS);
+    send_arrays(s, "insert decision input", INSERT_INPUTS_SQL, a->input, 2);
+    send_arrays(s, "insert shadow row", INSERT_SHADOWS_SQL, a->shadow, SHADOW_COLUMNS);
+    row_arrays_reset(a);
+}
+
+static void add_decision(row_arrays *a, const pgcl_decision_row *r, const decision_params *p) {
+    for (int c = 0; c < DECISION_COLUMNS; c++) {
+        size_t len = p->bin[c] >= 0 ? (size_t)p->bin[c] : (p->v[c] ? strlen(p->v[c]) : 0);
+        array_add(&a->decision[c], p->v[c], len);
+        a->bytes += len;
+    }
+    if (p->input_stored) {
+        array_add_text(&a->input[0], p->seq_t);
+        array_add(&a->input[1], r->input, (size_t)r->input_bytes);
+        a->bytes += (size_t)r->input_bytes;
+    }
+}
+
+static void add_shadow(row_arrays *a, const shadow_params *p) {
+    for (int c = 0; c < SHADOW_COLUMNS; c++) {
+        array_add_text(&a->shadow[c], p->v[c]);
+        a->bytes += p->v[c] ? strlen(p->v[c]) : 0;
+    }
+}
+
+/* Fast mode's rows: every decisions / shadows job of the batch (not FN, not taken), its seqs from
+ * the range reserved at the group's start, in the batch's order, so that the leaves are chained in
+ * the order the per-row path (send_job_rows, the isolated mode) chains them; the rows go as array
+ * statements (same values, same bytes stored), then the jobs' idempotency keys. */
+static pgcl_status send_rows_batched(sender *s, pgcl_pg_txn *t, pg_job *batch, char *err, int cap) {
+    row_arrays a;
+    row_arrays_create(&a);
+    pgcl_status st = PGCL_OK;
+    for (pg_job *j = batch; j && st == PGCL_OK; j = j->next) {
+        if (j->kind == JOB_FN || j->idem_taken) continue;
+        int64_t first = 0;
+        st = take_seqs(t, j->kind == JOB_DECISIONS ? T_DECISIONS : T_SHADOWS, j->n, true, &first, err, cap);
+        for (int i = 0; i < j->n && st == PGCL_OK; i++) {
+            if (j->kind == JOB_SHADOWS) {
+                shadow_params p;
+                shadow_params_fill(&p, t, &j->shadows[i], first + i);
+                add_shadow(&a, &p);
+            } else {
+                decision_params p;
+                decision_params_fill(&p, t, &j->rows[i], first + i);
+                add_decision(&a, &j->rows[i], &p);
+                if (chain_decision(t, &j->rows[i], &p, first + i) != PGCL_OK) {
+                    pgcl_errorf(err, cap, "audit chain: out of memory");
+                    st = PGCL_ERR_NOMEM;
+                }
+            }
+            if (a.decision[0].n >= ROWS_PER_STATEMENT || a.shadow[0].n >= ROWS_PER_STATEMENT ||
+                a.bytes >= ARRAY_FLUSH_BYTES)
+                flush_row_arrays(s, &a);
+        }
+    }
+    if (st == PGCL_OK) flush_row_arrays(s, &a);
+    row_arrays_destroy(&a);
+    for (pg_job *j = batch; j && st == PGCL_OK; j = j->next)
+        if (j->kind == JOB_DECISIONS && j->idem && !j->idem_taken) send_idem(s, t, j->idem);
+    return st;
 }
 
 /* The commit entry over the transaction's leaves, its runs and log nodes; *edge advances (a copy of
@@ -916,7 +1254,7 @@ static bool open_group(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, const i
                        char *err, int cap) {
     sender s;
     PGresult *counters = NULL, *latest = NULL;
-    if (sender_start(&s, w->conn, true)) {
+    if (sender_start(&s, w, true)) {
         sender_send(&s, "begin", "BEGIN", 0, NULL, NULL, NULL);
         char addv[N_COUNTERS][24];
         const char *v[N_COUNTERS];
@@ -999,7 +1337,7 @@ static bool run_row_jobs_isolated(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *bat
         if (!savepoint(w, "SAVEPOINT job", err, cap)) return false;
         size_t mark = w->n_leaves;
         sender s;
-        sender_start(&s, w->conn, false);
+        sender_start(&s, w, false);
         pgcl_status st = send_job_rows(&s, t, j, false, j->err, ERR_CAP);
         pgcl_status sent = sender_finish(&s);
         if (st == PGCL_OK && sent != PGCL_OK) {
@@ -1067,19 +1405,17 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
         return GROUP_DONE;
     }
     sender s;
-    if (!sender_start(&s, w->conn, true)) {
+    if (!sender_start(&s, w, true)) {
         abandon_group(w, batch, s.err);
         return GROUP_DONE;
     }
     bool any_key = false;
-    for (pg_job *j = batch; j; j = j->next) {
+    for (pg_job *j = batch; j; j = j->next)
         if (j->kind == JOB_DECISIONS && j->idem && !j->idem_taken) any_key = true;
-        if (isolated || j->kind == JOB_FN || j->idem_taken) continue;
-        if (send_job_rows(&s, &t, j, true, err, sizeof err) != PGCL_OK) {
-            sender_finish(&s);
-            abandon_group(w, batch, err);
-            return GROUP_DONE;
-        }
+    if (!isolated && send_rows_batched(&s, &t, batch, err, sizeof err) != PGCL_OK) {
+        sender_finish(&s);
+        abandon_group(w, batch, err);
+        return GROUP_DONE;
     }
     /* every seq the counters handed this group is used: a seq left over would be a gap forever */
     PGCL_ASSERT(t.next[T_DECISIONS] == t.end[T_DECISIONS] && t.next[T_SHADOWS] == t.end[T_SHADOWS]);
