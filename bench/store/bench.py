@@ -24,7 +24,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -35,6 +34,7 @@ sys.path.insert(0, os.path.join(HERE, os.pardir, "throughput"))
 sys.path.insert(0, os.path.join(HERE, os.pardir, os.pardir, "tests", "integration"))
 
 import measure  # noqa: E402  (bench/throughput: the load generator's cells, the machine, the commit)
+import report  # noqa: E402  (bench/throughput: fmt, write_section)
 from servers import ROOT, PY, log, run, sh, http_get, metrics, descendants, pgcld_server  # noqa: E402
 
 SECTION = "## Issue 17: the store as a dimension"
@@ -142,7 +142,7 @@ def main():
     args = ap.parse_args()
     if args.report_only:
         res = json.load(open(args.report_only))
-        write_section(args.results_md, markdown(res))
+        report.write_section(args.results_md, markdown(res), SECTION, new_at_top=True)
         print(markdown(res))
         return
     for name in ("loadgen", "forward", "pgcld", "audit_write"):
@@ -204,14 +204,11 @@ def main():
     log(f"wrote {path} ({res['seconds']} s)")
     text = markdown(res)
     if not args.quick:
-        write_section(args.results_md, text)
+        report.write_section(args.results_md, text, SECTION, new_at_top=True)
     print(text)
 
 
 # --------------------------------------------------------------------------- report
-
-def fmt(v, digits=0):
-    return "–" if v is None else f"{v:,.{digits}f}"
 
 
 def markdown(res):
@@ -256,8 +253,8 @@ def markdown(res):
              "processes and every PostgreSQL process (`--pid`).",
              "", "### The machine's limits", "",
              "| limit | batch 1 | batch 64 |", "|---|---:|---:|",
-             f"| in-process forward rate (`bench/throughput/forward`, 2 threads), emb/s | {fmt(fwd.get(1))} | "
-             f"{fmt(fwd.get(64))} |", ""]
+             f"| in-process forward rate (`bench/throughput/forward`, 2 threads), emb/s | {report.fmt(fwd.get(1))} | "
+             f"{report.fmt(fwd.get(64))} |", ""]
     if aw:
         lines += ["| audit writer alone (`build-bench/bench/audit_write --rows N --batch 64 --threads 4`, no HTTP, "
                   "no forward pass) | decisions/s | writer-side CPU µs per decision |", "|---|---:|---:|"]
@@ -265,7 +262,7 @@ def markdown(res):
                            ("pg", "PostgreSQL, a fresh database (the server's own CPU not counted)")):
             a = aw.get(key)
             if a:
-                lines.append(f"| {label} | {fmt(a['rows_per_s'])} | {a['cpu_us_per_row']:.1f} |")
+                lines.append(f"| {label} | {report.fmt(a['rows_per_s'])} | {a['cpu_us_per_row']:.1f} |")
         lines.append("")
     lines += ["### Decisions per second and latency", "",
               "| store | batch | conns | decisions/s | req/s | p50 ms | p99 ms | commit ms | server cores | vs SQLite "
@@ -278,8 +275,8 @@ def markdown(res):
             for c in [c for c in s["cells"] if c["batch"] == batch]:
                 b = base.get((batch, c["connections"]))
                 errs = f" ({c['errors'] + c['non2xx']} errors)" if c["errors"] or c["non2xx"] else ""
-                lines.append(f"| {names[s['store']]} | {batch} | {c['connections']} | {fmt(c['emb_s'])}{errs} | "
-                             f"{fmt(c['req_s'], 1)} | {c['lat_ms']['p50']:.2f} | {c['lat_ms']['p99']:.2f} | "
+                lines.append(f"| {names[s['store']]} | {batch} | {c['connections']} | {report.fmt(c['emb_s'])}{errs} | "
+                             f"{report.fmt(c['req_s'], 1)} | {c['lat_ms']['p50']:.2f} | {c['lat_ms']['p99']:.2f} | "
                              f"{c['stages_ms'].get('audit', 0):.2f} | {c['server_cores']:.2f} | "
                              f"{(c['emb_s'] / b) if b else 0:.2f}× | {c.get('other_cores', 0):.2f} |")
     lines.append("")
@@ -289,23 +286,6 @@ def markdown(res):
             f"{n}: {v.get('status')} intact={v.get('intact')}" for n, v in ver) + ".")
         lines.append("")
     return "\n".join(lines)
-
-
-def write_section(path, text):
-    """Replaces the section headed exactly SECTION (up to the next '## ' heading), or inserts it above
-    the first section (newest first)."""
-    old = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmark results\n"
-    m = re.search("^" + re.escape(SECTION) + "[ \t]*$", old, re.M)
-    if m:
-        nxt = re.search(r"^## ", old[m.end():], re.M)
-        end = m.end() + nxt.start() if nxt else len(old)
-        new = old[:m.start()] + text.rstrip("\n") + "\n" + ("\n" + old[end:] if nxt else "")
-    else:
-        first = re.search(r"^## ", old, re.M)
-        at = first.start() if first else len(old)
-        new = old[:at].rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n\n" + old[at:]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(new)
 
 
 if __name__ == "__main__":

@@ -441,16 +441,20 @@ def markdown(res):
     return "\n".join(out)
 
 
-def write_section(path, text):
-    """Replaces the section headed exactly SECTION (up to the next '## ' heading) or appends it."""
+def write_section(path, text, section=SECTION, new_at_top=False):
+    """Replaces the section headed exactly `section` (up to the next '## ' heading); a new one is
+    appended, or inserted above the first section when new_at_top (newest first)."""
     old = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmark results\n"
-    m = re.search("^" + re.escape(SECTION) + "[ \t]*$", old, re.M)
-    start = m.start() if m else -1
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
+    m = re.search("^" + re.escape(section) + "[ \t]*$", old, re.M)
+    if m:
+        nxt = re.search(r"^## ", old[m.end():], re.M)
+        end = m.end() + nxt.start() if nxt else len(old)
+        new = old[:m.start()] + text.rstrip("\n") + "\n" + ("\n" + old[end:] if nxt else "")
+    elif new_at_top:
+        first = re.search(r"^## ", old, re.M)
+        at = first.start() if first else len(old)
+        new = old[:at].rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n\n" + old[at:]
     else:
-        nxt = re.search(r"^## ", old[start + len(SECTION):], re.M)
-        end = start + len(SECTION) + nxt.start() if nxt else len(old)
-        new = old[:start] + text.rstrip("\n") + "\n" + ("\n" + old[end:] if nxt else "")
+        new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
     with open(path, "w", encoding="utf-8") as f:
         f.write(new)
