@@ -304,24 +304,33 @@ class SystemdUnitTest(unittest.TestCase):
 
 # --------------------------------------------------------------------------- Kubernetes
 
+def load_manifests(directory):
+    """The YAML documents of directory/*.yaml as [(file name, document)] and by kind."""
+    docs = []
+    for p in sorted(glob.glob(os.path.join(directory, "*.yaml"))):
+        with open(p, encoding="utf-8") as f:
+            docs += [(os.path.basename(p), doc) for doc in yaml.safe_load_all(f) if doc]
+    by_kind = {}
+    for _, doc in docs:
+        by_kind.setdefault(doc["kind"], []).append(doc)
+    return docs, by_kind
+
+
+def config_values(text):
+    """name -> value of a pgcld config file's `name = value` lines."""
+    return dict(re.findall(r'^([a-z-]+) = "?([^"\n]*)"?\s*$', text, re.M))
+
+
 class KubernetesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.docs = []
-        for p in sorted(glob.glob(os.path.join(K8S, "*.yaml"))):
-            with open(p, encoding="utf-8") as f:
-                for doc in yaml.safe_load_all(f):
-                    if doc:
-                        cls.docs.append((os.path.basename(p), doc))
-        cls.by_kind = {}
-        for _, doc in cls.docs:
-            cls.by_kind.setdefault(doc["kind"], []).append(doc)
+        cls.docs, cls.by_kind = load_manifests(K8S)
         cls.sts = cls.by_kind["StatefulSet"][0]
         cls.pod = cls.sts["spec"]["template"]["spec"]
         cls.main = [c for c in cls.pod["containers"] if c["name"] == "pgcld"][0]
         cm = cls.by_kind["ConfigMap"][0]
         cls.conf_text = cm["data"]["pgcld.conf"]
-        cls.conf = dict(re.findall(r'^([a-z-]+) = "?([^"\n]*)"?\s*$', cls.conf_text, re.M))
+        cls.conf = config_values(cls.conf_text)
 
     def test_kustomization_lists_every_file(self):
         kust = [d for f, d in self.docs if d["kind"] == "Kustomization"][0]
@@ -555,22 +564,14 @@ class FleetKubernetesTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.docs = []
-        for p in sorted(glob.glob(os.path.join(FLEET, "*.yaml"))):
-            with open(p, encoding="utf-8") as f:
-                for doc in yaml.safe_load_all(f):
-                    if doc:
-                        cls.docs.append((os.path.basename(p), doc))
-        cls.by_kind = {}
-        for _, doc in cls.docs:
-            cls.by_kind.setdefault(doc["kind"], []).append(doc)
+        cls.docs, cls.by_kind = load_manifests(FLEET)
         cls.deploy = cls.by_kind["Deployment"][0]
         cls.pod = cls.deploy["spec"]["template"]["spec"]
         cls.main = [c for c in cls.pod["containers"] if c["name"] == "pgcld"][0]
         cls.job = cls.by_kind["Job"][0]
         cls.job_pod = cls.job["spec"]["template"]["spec"]
         cls.conf_text = cls.by_kind["ConfigMap"][0]["data"]["pgcld.conf"]
-        cls.conf = dict(re.findall(r'^([a-z-]+) = "?([^"\n]*)"?\s*$', cls.conf_text, re.M))
+        cls.conf = config_values(cls.conf_text)
         cls.cnpg = cls.by_kind["Cluster"][0]
 
     def env(self, container, name):
