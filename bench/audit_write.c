@@ -29,11 +29,7 @@
 
 #include "audit.h"
 #include "ids.h"
-
-/* A libpq URI rather than a SQLite file (as pgcl_audit_open tells them apart). */
-static bool is_uri(const char *path) {
-    return strncmp(path, "postgresql://", 13) == 0 || strncmp(path, "postgres://", 11) == 0;
-}
+#include "pg_db.h"
 
 #define D_IN 1024
 #define D_OUT 64
@@ -166,15 +162,17 @@ int main(int argc, char **argv) {
         i++;
     }
     if (rows <= 0 || batch <= 0 || threads <= 0 || (chain_encoding != 1 && chain_encoding != 2)) goto usage;
-    bool uri = is_uri(path);
+    bool uri = pgcl_pg_is_uri(path); /* as pgcl_audit_open tells them apart */
     if (uri && (page_size || pre_sql)) goto usage; /* SQLite experiments */
     if (uri) disk_check = false;
-    char side[4096];
-    if (!uri) unlink(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    if (!uri) unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    if (!uri) unlink(side);
+    if (!uri) {
+        char side[4096];
+        unlink(path);
+        snprintf(side, sizeof side, "%s-wal", path);
+        unlink(side);
+        snprintf(side, sizeof side, "%s-shm", path);
+        unlink(side);
+    }
 
     if (page_size) { /* an experiment: the page size is fixed when the first table is created */
         sqlite3 *db;
