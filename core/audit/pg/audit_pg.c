@@ -9,7 +9,6 @@
 #include "clock.h"
 #include "log.h"
 #include "migrations.h"
-#include "sha256.h"
 
 extern const pgcl_audit_store_ops pgcl_audit_pg_ops;
 extern const pgcl_audit_store_ops pgcl_audit_pg_read_only_ops;
@@ -33,7 +32,7 @@ static void add_owner_hint(char *err, int cap) {
                  " (this role may not change the schema: run `pgcld migrate --db URI` as its owner first)");
 }
 
-static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, const char *sha_hex, char *err, int cap) {
+static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, char *err, int cap) {
     char sub[512];
     pgcl_status st = pgcl_pg_exec(conn, "begin", "BEGIN", 0, NULL, sub, sizeof sub);
     if (st == PGCL_OK) st = pgcl_pg_exec(conn, m->name, m->sql, 0, NULL, sub, sizeof sub);
@@ -41,7 +40,7 @@ static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, const char *
         char version[16], now[PGCL_TIMESTAMP_LEN + 1];
         snprintf(version, sizeof version, "%d", m->version);
         pgcl_timestamp_now(now);
-        const char *values[] = {version, m->name, sha_hex, now};
+        const char *values[] = {version, m->name, m->sha256, now};
         st = pgcl_pg_exec(conn, "record the migration",
                           "INSERT INTO schema_migrations (version, name, sha256, applied_at) VALUES ($1, $2, $3, $4)",
                           4, values, sub, sizeof sub);
@@ -79,12 +78,8 @@ static pgcl_status migrate_locked(PGconn *conn, int *version, char *err, int cap
     *version = 0;
     for (int i = 0; i < pgcl_pg_migration_count; i++) {
         const pgcl_migration *m = &pgcl_pg_migrations[i];
-        unsigned char digest[PGCL_SHA256_BYTES];
-        char sha_hex[2 * PGCL_SHA256_BYTES + 1];
-        pgcl_sha256(m->sql, strlen(m->sql), digest);
-        pgcl_sha256_to_hex(digest, sha_hex);
         if (i < applied) {
-            if (pgcl_pg_int(res, i, 0) != m->version || strcmp(pgcl_pg_text(res, i, 1), sha_hex) != 0) {
+            if (pgcl_pg_int(res, i, 0) != m->version || strcmp(pgcl_pg_text(res, i, 1), m->sha256) != 0) {
                 pgcl_errorf(err, cap,
                             "migration %04d_%s: the database recorded another version of it (schema_migrations row %d);"
                             " this build cannot use this database",
@@ -92,7 +87,7 @@ static pgcl_status migrate_locked(PGconn *conn, int *version, char *err, int cap
                 PQclear(res);
                 return PGCL_ERR_MISMATCH;
             }
-        } else if ((st = apply_one(conn, m, sha_hex, err, cap)) != PGCL_OK) {
+        } else if ((st = apply_one(conn, m, err, cap)) != PGCL_OK) {
             PQclear(res);
             return st;
         } else {
@@ -140,12 +135,8 @@ static pgcl_status check_schema(PGconn *conn, int *version, char *err, int cap) 
     int applied = exists ? PQntuples(res) : 0;
     for (int i = 0; i < applied && i < pgcl_pg_migration_count; i++) {
         const pgcl_migration *m = &pgcl_pg_migrations[i];
-        unsigned char digest[PGCL_SHA256_BYTES];
-        char sha_hex[2 * PGCL_SHA256_BYTES + 1];
-        pgcl_sha256(m->sql, strlen(m->sql), digest);
-        pgcl_sha256_to_hex(digest, sha_hex);
         const char *recorded = pgcl_pg_text(res, i, 1);
-        if (pgcl_pg_int(res, i, 0) != m->version || !recorded || strcmp(recorded, sha_hex) != 0) {
+        if (pgcl_pg_int(res, i, 0) != m->version || !recorded || strcmp(recorded, m->sha256) != 0) {
             PQclear(res);
             pgcl_errorf(err, cap,
                         "migration %04d_%s: the database recorded another version of it (schema_migrations row %d);"
