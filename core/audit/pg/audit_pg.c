@@ -208,15 +208,17 @@ pgcl_status pgcl_audit_pg_open(const pgcl_audit_options *opts, pgcl_audit **out,
     }
     st = opts->read_only ? check_schema(conn, &s->schema_version, sub, sizeof sub)
                          : pgcl_pg_migrate(conn, &s->schema_version, sub, sizeof sub);
-    PQfinish(conn);
     if (st != PGCL_OK) {
+        PQfinish(conn);
         pgcl_errorf(err, cap, "%s: %s", s->redacted, sub);
         goto fail;
     }
     if (!(s->readers = pgcl_pg_pool_create(s->uri, PGCL_PG_READERS, err, cap))) {
+        PQfinish(conn);
         st = PGCL_ERR_NOMEM;
         goto fail;
     }
+    pgcl_pg_pool_adopt(s->readers, conn); /* the first read needs no connection of its own */
     if (!opts->read_only && (st = pgcl_pg_writer_start(s, err, cap)) != PGCL_OK) goto fail;
     *out = &s->base;
     return PGCL_OK;

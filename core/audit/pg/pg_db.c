@@ -285,3 +285,11 @@ void pgcl_pg_pool_release(pgcl_pg_pool *p, PGconn *conn) {
     pthread_cond_signal(&p->freed);
     pthread_mutex_unlock(&p->lock);
 }
+
+void pgcl_pg_pool_adopt(pgcl_pg_pool *p, PGconn *conn) {
+    pthread_mutex_lock(&p->lock);
+    PGCL_ASSERT(p->out + p->n_idle < p->size); /* room for one more connection */
+    p->out++;
+    pthread_mutex_unlock(&p->lock);
+    pgcl_pg_pool_release(p, conn);
+}
