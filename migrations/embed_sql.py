@@ -3,9 +3,10 @@
 
 Usage: embed_sql.py [--prefix=NAME] OUT.c FILE.sql...  (NAME: the C names' prefix, default pgcl;
 migrations/pg/ is embedded as pgcl_pg_migrations for the PostgreSQL store, core/audit/pg/.)  The files must be named NNNN_name.sql; they are emitted in
-numeric order as a table of {version, name, sql} that core/audit/audit_sqlite.c applies at start-up. Embedding
+numeric order as a table of {version, name, sql, sha256} that core/audit/audit_sqlite.c applies at start-up. Embedding
 keeps the installed daemon self-contained: its schema cannot drift from the files it was built from.
 """
+import hashlib
 import os
 import re
 import sys
@@ -43,7 +44,8 @@ def main():
             f.write('static const char sql_%04d[] = %s;\n\n' % (version, c_bytes(sql)))
         f.write('const pgcl_migration %s_migrations[] = {\n' % prefix)
         for version, name, sql in entries:
-            f.write('  {%d, "%s", sql_%04d},\n' % (version, name, version))
+            digest = hashlib.sha256(sql.encode('utf-8')).hexdigest()  # of the bytes c_bytes embeds
+            f.write('  {%d, "%s", sql_%04d, "%s"},\n' % (version, name, version, digest))
         f.write('};\n')
         f.write('const int %s_migration_count = %d;\n' % (prefix, len(entries)))
 

@@ -132,9 +132,7 @@ static pgcl_status apply_migrations(sqlite_store *a, const char *path, char *err
             goto done;
         }
         const pgcl_migration *mig = &pgcl_migrations[version - 1];
-        char want[65];
-        pgcl_sha256_hex(mig->sql, strlen(mig->sql), want);
-        if (!digest || strcmp(digest, want) != 0) {
+        if (!digest || strcmp(digest, mig->sha256) != 0) {
             pgcl_errorf(err, cap, "%s: migration %d (%s) recorded with a different SHA-256 than this build's; "
                         "the schema file was edited after it was applied",
                         path, version, mig->name);
@@ -149,13 +147,12 @@ static pgcl_status apply_migrations(sqlite_store *a, const char *path, char *err
             pgcl_errorf(err, cap, "%s: migration %d (%s) failed: %s", path, v, mig->name, sub);
             goto done;
         }
-        char digest[65], now[PGCL_TIMESTAMP_LEN + 1];
-        pgcl_sha256_hex(mig->sql, strlen(mig->sql), digest);
+        char now[PGCL_TIMESTAMP_LEN + 1];
         pgcl_timestamp_now(now);
         sqlite3_reset(put);
         sqlite3_bind_int(put, 1, v);
         sqlite3_bind_text(put, 2, mig->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(put, 3, digest, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(put, 3, mig->sha256, -1, SQLITE_STATIC);
         sqlite3_bind_text(put, 4, now, -1, SQLITE_TRANSIENT);
         if (sqlite3_step(put) != SQLITE_DONE) {
             pgcl_errorf(err, cap, "%s: recording migration %d: %s", path, v, sqlite3_errmsg(a->db));

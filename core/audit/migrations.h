@@ -7,6 +7,7 @@ typedef struct pgcl_migration {
     int version;
     const char *name;
     const char *sql;
+    const char *sha256; /* lowercase hex SHA-256 of sql, computed at build time: what schema_migrations records */
 } pgcl_migration;
 
 extern const pgcl_migration pgcl_migrations[];

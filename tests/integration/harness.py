@@ -946,6 +946,30 @@ def wait_until(predicate, timeout=30.0, interval=0.05):
     return predicate()
 
 
+def run_pgcld(*args, timeout=120, check=False):
+    """Runs `pgcld ARGS...` (stdin closed, output captured as text); returns the CompletedProcess.
+    check: an AssertionError with the output when it exits non-zero."""
+    p = subprocess.run([PGCLD_BIN, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"pgcld {' '.join(args)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def verify_json(db, *extra):
+    """`pgcld audit verify --db DB EXTRA...`: (exit status, its last stdout line as JSON or None, stderr)."""
+    p = run_pgcld("audit", "verify", "--db", db, *extra)
+    line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "null"
+    return p.returncode, json.loads(line), p.stderr
+
+
+def tiny_binary_root(parent):
+    """parent/models holding the tiny_binary model as model "tiny", version 1; returns its path."""
+    root = os.path.join(parent, "models")
+    shutil.copytree(version_dir("tiny_binary"), os.path.join(root, "tiny", "1"))
+    return root
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

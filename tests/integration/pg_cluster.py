@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import uuid
 
 import skips
@@ -36,6 +37,15 @@ def require():
         skips.missing_for_program("PostgreSQL 15 (postgresql-15)")
     if not HAVE_PSYCOPG2:
         skips.missing_for_program("psycopg2 (python3-psycopg2)")
+
+
+def cluster_for_class(testcase_cls, tmp_prefix):
+    """setUpClass's common part: sets testcase_cls.cluster (a new PgCluster) and testcase_cls.tmp (a
+    scratch directory named tmp_prefix...), both removed once the class is done."""
+    testcase_cls.cluster = PgCluster()
+    testcase_cls.addClassCleanup(testcase_cls.cluster.drop)
+    testcase_cls.tmp = tempfile.mkdtemp(prefix=tmp_prefix)
+    testcase_cls.addClassCleanup(shutil.rmtree, testcase_cls.tmp, True)
 
 
 def _free_port():

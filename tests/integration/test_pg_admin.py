@@ -17,11 +17,9 @@ Skips (77) when PostgreSQL 15 or psycopg2 is not installed (pg_cluster.require()
 
 Run: /usr/bin/python3 tests/integration/test_pg_admin.py (PGCLD_BIN selects the binary).
 """
+import functools
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -34,21 +32,11 @@ TINY = "tiny_binary"
 RACE_ROUNDS = 12
 
 
-def tiny_root(parent):
-    root = os.path.join(parent, "models")
-    shutil.copytree(H.version_dir(TINY), os.path.join(root, "tiny", "1"))
-    return root
-
-
 def items(n, seed, prefix="fleet"):
     return H.json_items(H.random_embeddings(n, 32, seed), prefix)
 
 
-def pgcld(*args, check=True):
-    p = subprocess.run([H.PGCLD_BIN, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
-    if check and p.returncode != 0:
-        raise AssertionError(f"pgcld {' '.join(args)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
-    return p
+pgcld = functools.partial(H.run_pgcld, check=True)
 
 
 def at_once(*calls):
@@ -91,12 +79,9 @@ class FleetReviewAndKeysTest(unittest.TestCase):
     def setUpClass(cls):
         PG.require()
         H.require_models(TINY)
-        cls.tmp = tempfile.mkdtemp(prefix="pgcld-pg-admin-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
-        cls.cluster = PG.PgCluster()
-        cls.addClassCleanup(cls.cluster.drop)
+        PG.cluster_for_class(cls, "pgcld-pg-admin-")
         cls.uri = cls.cluster.new_database()
-        cls.a, cls.b = start_fleet(cls, cls.uri, tiny_root(cls.tmp))
+        cls.a, cls.b = start_fleet(cls, cls.uri, H.tiny_binary_root(cls.tmp))
         cls.reviewer2 = cls.a.create_key("reviewer", "second reviewer")
 
     def db_scalar(self, sql, params=()):
@@ -260,13 +245,10 @@ class FleetRetentionTest(unittest.TestCase):
     def setUpClass(cls):
         PG.require()
         H.require_models(TINY)
-        cls.tmp = tempfile.mkdtemp(prefix="pgcld-pg-retention-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
-        cls.cluster = PG.PgCluster()
-        cls.addClassCleanup(cls.cluster.drop)
+        PG.cluster_for_class(cls, "pgcld-pg-retention-")
         cls.uri = cls.cluster.new_database()
         cls.dbname = cls.uri.rsplit("/", 1)[1]
-        cls.a, cls.b = start_fleet(cls, cls.uri, tiny_root(cls.tmp), args=["--input-retention-days", "0.00002"])
+        cls.a, cls.b = start_fleet(cls, cls.uri, H.tiny_binary_root(cls.tmp), args=["--input-retention-days", "0.00002"])
 
     def db_scalar(self, sql, params=()):
         conn = self.cluster.connect(self.dbname)

@@ -31,9 +31,7 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -47,14 +45,8 @@ def now_rfc3339():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def run_cli(*args):
-    return subprocess.run([H.PGCLD_BIN, *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-
-
-def verify_json(db, *extra):
-    p = run_cli("audit", "verify", "--db", db, *extra)
-    line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "null"
-    return p.returncode, json.loads(line), p.stderr
+run_cli = H.run_pgcld
+verify_json = H.verify_json
 
 
 class PgArchiveTest(unittest.TestCase):
@@ -62,10 +54,7 @@ class PgArchiveTest(unittest.TestCase):
     def setUpClass(cls):
         pg_cluster.require()
         H.require_models("toxicity")
-        cls.cluster = pg_cluster.PgCluster()
-        cls.addClassCleanup(cls.cluster.drop)
-        cls.tmp = tempfile.mkdtemp(prefix="pgcld-pgarchive-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        pg_cluster.cluster_for_class(cls, "pgcld-pgarchive-")
         cls.uri = cls.cluster.new_database()
         cls.dbname = cls.uri.rsplit("/", 1)[1]
         cls.key = os.path.join(cls.tmp, "signing.key")

@@ -31,7 +31,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -350,15 +349,8 @@ def build_fleet(conn):
     return cw, owner
 
 
-def run_cli(*args):
-    return subprocess.run([H.PGCLD_BIN, *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
-
-
-def verify_json(uri, *extra):
-    p = run_cli("audit", "verify", "--db", uri, *extra)
-    line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "null"
-    return p.returncode, json.loads(line), p.stderr
+run_cli = H.run_pgcld
+verify_json = H.verify_json
 
 
 class PgChainTest(unittest.TestCase):
@@ -368,10 +360,7 @@ class PgChainTest(unittest.TestCase):
         H.require_binary()
         import psycopg2
         cls.psycopg2 = psycopg2
-        cls.cluster = pg_cluster.PgCluster()
-        cls.addClassCleanup(cls.cluster.drop)
-        cls.tmp = tempfile.mkdtemp(prefix="pgcld-pgchain-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        pg_cluster.cluster_for_class(cls, "pgcld-pgchain-")
         cls.base = cls.cluster.new_database()
         conn = psycopg2.connect(cls.base)
         with conn.cursor() as cur, open(MIGRATION, encoding="utf-8") as f:
@@ -710,10 +699,7 @@ class PgChainDaemonsTest(LiveValidationMixin, unittest.TestCase):
     def setUpClass(cls):
         pg_cluster.require()
         H.require_models("toxicity")
-        cls.cluster = pg_cluster.PgCluster()
-        cls.addClassCleanup(cls.cluster.drop)
-        cls.tmp = tempfile.mkdtemp(prefix="pgcld-pgchain-d-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        pg_cluster.cluster_for_class(cls, "pgcld-pgchain-d-")
         cls.uri = cls.cluster.new_database()
         cls.key = os.path.join(cls.tmp, "signing.key")
         p = run_cli("audit", "keygen", "--out", cls.key)

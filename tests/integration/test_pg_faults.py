@@ -19,11 +19,11 @@ Skips (77) when PostgreSQL 15 or psycopg2 is not installed (pg_cluster.require()
 
 Run: /usr/bin/python3 tests/integration/test_pg_faults.py (PGCLD_BIN selects the binary).
 """
+import functools
 import os
 import select
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,21 +38,11 @@ TINY = "tiny_binary"
 PROMPT_S = 1.0  # "at once", with room for a loaded machine
 
 
-def tiny_root(parent):
-    root = os.path.join(parent, "models")
-    shutil.copytree(H.version_dir(TINY), os.path.join(root, "tiny", "1"))
-    return root
-
-
 def items(n, seed):
     return H.json_items(H.random_embeddings(n, 32, seed), "fault")
 
 
-def pgcld(*args, check=True):
-    p = subprocess.run([H.PGCLD_BIN, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
-    if check and p.returncode != 0:
-        raise AssertionError(f"pgcld {' '.join(args)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
-    return p
+pgcld = functools.partial(H.run_pgcld, check=True)
 
 
 class StallingRelay:
@@ -128,15 +118,12 @@ class OutageTest(unittest.TestCase):
     def setUpClass(cls):
         PG.require()
         H.require_models(TINY)
-        cls.tmp = tempfile.mkdtemp(prefix="pgcld-pg-faults-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
-        cls.cluster = PG.PgCluster()
-        cls.addClassCleanup(cls.cluster.drop)
+        PG.cluster_for_class(cls, "pgcld-pg-faults-")
         cls.direct = cls.cluster.new_database()
         cls.relay = StallingRelay(cls.cluster.port)
         cls.addClassCleanup(cls.relay.close)
         relayed = cls.direct.replace(f":{cls.cluster.port}/", f":{cls.relay.port}/")
-        cls.d = H.Daemon(models=tiny_root(cls.tmp), default_model="tiny", db_path=relayed, args=["--writer-id", "r1"])
+        cls.d = H.Daemon(models=H.tiny_binary_root(cls.tmp), default_model="tiny", db_path=relayed, args=["--writer-id", "r1"])
         cls.addClassCleanup(cls.d.cleanup)
         cls.d.start()
 
@@ -225,7 +212,7 @@ class DownAtStartTest(unittest.TestCase):
         self.addCleanup(cluster.drop)
         uri = cluster.new_database()
         cluster.stop("fast")
-        d = H.Daemon(models=tiny_root(tmp), default_model="tiny", db_path=uri, auth=False)
+        d = H.Daemon(models=H.tiny_binary_root(tmp), default_model="tiny", db_path=uri, auth=False)
         self.addCleanup(d.cleanup, False)
         t0 = time.monotonic()
         with self.assertRaises(H.DaemonError) as caught:

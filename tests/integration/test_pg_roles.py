@@ -20,6 +20,7 @@ pgcld_owner, daemons as pgcld_writer. Checked:
 Run: PGCLD_BIN=build-test/server/pgcld /usr/bin/python3 tests/integration/test_pg_roles.py
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -62,9 +63,7 @@ APPEND_ONLY = ("decisions", "admin_events", "shadow_decisions", "contests", "res
 T0 = "2026-11-26T00:00:00.000000Z"
 
 
-def pgcld(*args, timeout=60):
-    return subprocess.run([H.PGCLD_BIN, *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+pgcld = functools.partial(H.run_pgcld, timeout=60)
 
 
 class RolesTest(unittest.TestCase):

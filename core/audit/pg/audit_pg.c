@@ -9,7 +9,6 @@
 #include "clock.h"
 #include "log.h"
 #include "migrations.h"
-#include "sha256.h"
 
 extern const pgcl_audit_store_ops pgcl_audit_pg_ops;
 extern const pgcl_audit_store_ops pgcl_audit_pg_read_only_ops;
@@ -33,7 +32,7 @@ static void add_owner_hint(char *err, int cap) {
                  " (this role may not change the schema: run `pgcld migrate --db URI` as its owner first)");
 }
 
-static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, const char *sha_hex, char *err, int cap) {
+static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, char *err, int cap) {
     char sub[512];
     pgcl_status st = pgcl_pg_exec(conn, "begin", "BEGIN", 0, NULL, sub, sizeof sub);
     if (st == PGCL_OK) st = pgcl_pg_exec(conn, m->name, m->sql, 0, NULL, sub, sizeof sub);
@@ -41,7 +40,7 @@ static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, const char *
         char version[16], now[PGCL_TIMESTAMP_LEN + 1];
         snprintf(version, sizeof version, "%d", m->version);
         pgcl_timestamp_now(now);
-        const char *values[] = {version, m->name, sha_hex, now};
+        const char *values[] = {version, m->name, m->sha256, now};
         st = pgcl_pg_exec(conn, "record the migration",
                           "INSERT INTO schema_migrations (version, name, sha256, applied_at) VALUES ($1, $2, $3, $4)",
                           4, values, sub, sizeof sub);
@@ -60,52 +59,68 @@ static pgcl_status apply_one(PGconn *conn, const pgcl_migration *m, const char *
  * the schema even when the table exists, which the daemons' role (pgcld_writer,
  * deploy/postgres/roles.sql) does not have. */
 static const char MIGRATIONS_TABLE_EXISTS_SQL[] = "SELECT to_regclass('schema_migrations') IS NOT NULL";
+static const char MIGRATIONS_RECORDED_SQL[] = "SELECT version, sha256 FROM schema_migrations ORDER BY version";
+
+/* Whether schema_migrations exists (*exists), and when it does, its rows (MIGRATIONS_RECORDED_SQL)
+ * into *recorded (the caller PQclear()s it; NULL when the table is missing). */
+static pgcl_status read_recorded(PGconn *conn, bool *exists, PGresult **recorded, char *err, int cap) {
+    pgcl_status st;
+    *recorded = NULL;
+    PGresult *res = pgcl_pg_query(conn, "schema_migrations", MIGRATIONS_TABLE_EXISTS_SQL, 0, NULL, &st, err, cap);
+    if (!res) return st;
+    *exists = PQntuples(res) == 1 && pgcl_pg_text(res, 0, 0) && strcmp(pgcl_pg_text(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (*exists && !(*recorded = pgcl_pg_query(conn, "schema_migrations", MIGRATIONS_RECORDED_SQL, 0, NULL, &st, err,
+                                               cap)))
+        return st;
+    return PGCL_OK;
+}
+
+/* The recorded rows (NULL: none) against this build's migrations: each of the first
+ * min(rows, pgcl_pg_migration_count) must be this build's migration of its place, with its SHA-256.
+ * *version: the last of them. PGCL_ERR_MISMATCH naming the first that is not. */
+static pgcl_status check_recorded(const PGresult *recorded, int *version, char *err, int cap) {
+    int applied = recorded ? PQntuples(recorded) : 0;
+    *version = 0;
+    for (int i = 0; i < applied && i < pgcl_pg_migration_count; i++) {
+        const pgcl_migration *m = &pgcl_pg_migrations[i];
+        const char *sha = pgcl_pg_text(recorded, i, 1);
+        if (pgcl_pg_int(recorded, i, 0) != m->version || !sha || strcmp(sha, m->sha256) != 0) {
+            pgcl_errorf(err, cap,
+                        "migration %04d_%s: the database recorded another version of it (schema_migrations row %d);"
+                        " this build cannot use this database",
+                        m->version, m->name, i + 1);
+            return PGCL_ERR_MISMATCH;
+        }
+        *version = m->version;
+    }
+    return PGCL_OK;
+}
 
 /* The migrations, the lock already held. */
 static pgcl_status migrate_locked(PGconn *conn, int *version, char *err, int cap) {
-    pgcl_status st;
-    PGresult *exists = pgcl_pg_query(conn, "schema_migrations", MIGRATIONS_TABLE_EXISTS_SQL, 0, NULL, &st, err, cap);
-    if (!exists) return st;
-    bool have_table = strcmp(pgcl_pg_text(exists, 0, 0), "t") == 0;
-    PQclear(exists);
+    bool have_table = false;
+    PGresult *res = NULL;
+    pgcl_status st = read_recorded(conn, &have_table, &res, err, cap);
+    if (st != PGCL_OK) return st;
     if (!have_table && (st = pgcl_pg_exec(conn, "schema_migrations", MIGRATIONS_TABLE_SQL, 0, NULL, err, cap)) != PGCL_OK) {
         add_owner_hint(err, cap);
         return st;
     }
-    PGresult *res = pgcl_pg_query(conn, "schema_migrations", "SELECT version, sha256 FROM schema_migrations ORDER BY version",
-                                  0, NULL, &st, err, cap);
-    if (!res) return st;
-    int applied = PQntuples(res);
-    *version = 0;
-    for (int i = 0; i < pgcl_pg_migration_count; i++) {
+    int applied = res ? PQntuples(res) : 0;
+    st = check_recorded(res, version, err, cap);
+    PQclear(res);
+    for (int i = applied; st == PGCL_OK && i < pgcl_pg_migration_count; i++) {
         const pgcl_migration *m = &pgcl_pg_migrations[i];
-        unsigned char digest[PGCL_SHA256_BYTES];
-        char sha_hex[2 * PGCL_SHA256_BYTES + 1];
-        pgcl_sha256(m->sql, strlen(m->sql), digest);
-        pgcl_sha256_to_hex(digest, sha_hex);
-        if (i < applied) {
-            if (pgcl_pg_int(res, i, 0) != m->version || strcmp(pgcl_pg_text(res, i, 1), sha_hex) != 0) {
-                pgcl_errorf(err, cap,
-                            "migration %04d_%s: the database recorded another version of it (schema_migrations row %d);"
-                            " this build cannot use this database",
-                            m->version, m->name, i + 1);
-                PQclear(res);
-                return PGCL_ERR_MISMATCH;
-            }
-        } else if ((st = apply_one(conn, m, sha_hex, err, cap)) != PGCL_OK) {
-            PQclear(res);
-            return st;
-        } else {
-            pgcl_log_info("audit: applied PostgreSQL migration %04d_%s", m->version, m->name);
-        }
+        if ((st = apply_one(conn, m, err, cap)) != PGCL_OK) return st;
+        pgcl_log_info("audit: applied PostgreSQL migration %04d_%s", m->version, m->name);
         *version = m->version;
     }
-    if (applied > pgcl_pg_migration_count) {
+    if (st == PGCL_OK && applied > pgcl_pg_migration_count) {
         pgcl_errorf(err, cap, "the database's schema (version %d) is newer than this build's (%d)", applied,
                     pgcl_pg_migration_count);
         st = PGCL_ERR_UNSUPPORTED;
     }
-    PQclear(res);
     return st;
 }
 
@@ -125,37 +140,16 @@ pgcl_status pgcl_pg_migrate(PGconn *conn, int *version, char *err, int cap) {
 
 /* A read-only open's check: the schema is this build's, every migration applied as recorded,
  * nothing changed. PGCL_ERR_UNSUPPORTED with what to do when it is not. */
-static const char SCHEMA_EXISTS_SQL[] = "SELECT to_regclass('schema_migrations') IS NOT NULL";
-static const char SCHEMA_ROWS_SQL[] = "SELECT version, sha256 FROM schema_migrations ORDER BY version";
-
 static pgcl_status check_schema(PGconn *conn, int *version, char *err, int cap) {
-    pgcl_status st;
+    bool exists = false;
+    PGresult *res = NULL;
     *version = 0;
-    PGresult *res = pgcl_pg_query(conn, "schema_migrations", SCHEMA_EXISTS_SQL, 0, NULL, &st, err, cap);
-    if (!res) return st;
-    bool exists = PQntuples(res) == 1 && pgcl_pg_text(res, 0, 0) && strcmp(pgcl_pg_text(res, 0, 0), "t") == 0;
+    pgcl_status st = read_recorded(conn, &exists, &res, err, cap);
+    if (st != PGCL_OK) return st;
+    int applied = res ? PQntuples(res) : 0;
+    st = check_recorded(res, version, err, cap);
     PQclear(res);
-    res = NULL;
-    if (exists && !(res = pgcl_pg_query(conn, "schema_migrations", SCHEMA_ROWS_SQL, 0, NULL, &st, err, cap))) return st;
-    int applied = exists ? PQntuples(res) : 0;
-    for (int i = 0; i < applied && i < pgcl_pg_migration_count; i++) {
-        const pgcl_migration *m = &pgcl_pg_migrations[i];
-        unsigned char digest[PGCL_SHA256_BYTES];
-        char sha_hex[2 * PGCL_SHA256_BYTES + 1];
-        pgcl_sha256(m->sql, strlen(m->sql), digest);
-        pgcl_sha256_to_hex(digest, sha_hex);
-        const char *recorded = pgcl_pg_text(res, i, 1);
-        if (pgcl_pg_int(res, i, 0) != m->version || !recorded || strcmp(recorded, sha_hex) != 0) {
-            PQclear(res);
-            pgcl_errorf(err, cap,
-                        "migration %04d_%s: the database recorded another version of it (schema_migrations row %d);"
-                        " this build cannot use this database",
-                        m->version, m->name, i + 1);
-            return PGCL_ERR_MISMATCH;
-        }
-        *version = m->version;
-    }
-    PQclear(res);
+    if (st != PGCL_OK) return st;
     if (applied != pgcl_pg_migration_count) {
         pgcl_errorf(err, cap,
                     applied < pgcl_pg_migration_count
@@ -214,15 +208,17 @@ pgcl_status pgcl_audit_pg_open(const pgcl_audit_options *opts, pgcl_audit **out,
     }
     st = opts->read_only ? check_schema(conn, &s->schema_version, sub, sizeof sub)
                          : pgcl_pg_migrate(conn, &s->schema_version, sub, sizeof sub);
-    PQfinish(conn);
     if (st != PGCL_OK) {
+        PQfinish(conn);
         pgcl_errorf(err, cap, "%s: %s", s->redacted, sub);
         goto fail;
     }
     if (!(s->readers = pgcl_pg_pool_create(s->uri, PGCL_PG_READERS, err, cap))) {
+        PQfinish(conn);
         st = PGCL_ERR_NOMEM;
         goto fail;
     }
+    pgcl_pg_pool_adopt(s->readers, conn); /* the first read needs no connection of its own */
     if (!opts->read_only && (st = pgcl_pg_writer_start(s, err, cap)) != PGCL_OK) goto fail;
     *out = &s->base;
     return PGCL_OK;

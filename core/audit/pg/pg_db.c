@@ -221,7 +221,7 @@ pgcl_pg_pool *pgcl_pg_pool_create(const char *uri, int size, char *err, int cap)
     p->size = size;
     p->connect_timeout_s = PGCL_PG_CONNECT_TIMEOUT_S;
     pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->freed, NULL);
+    pgcl_cond_init_monotonic(&p->freed);
     return p;
 }
 
@@ -238,14 +238,7 @@ void pgcl_pg_pool_destroy(pgcl_pg_pool *p) {
 
 pgcl_status pgcl_pg_pool_acquire(pgcl_pg_pool *p, int wait_ms, PGconn **out, char *err, int cap) {
     *out = NULL;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += wait_ms / 1000;
-    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = pgcl_monotonic_timespec(pgcl_monotonic_us() + (int64_t)wait_ms * 1000);
     pthread_mutex_lock(&p->lock);
     while (p->n_idle == 0 && p->out >= p->size) {
         if (pthread_cond_timedwait(&p->freed, &p->lock, &deadline) == ETIMEDOUT) {
@@ -291,4 +284,12 @@ void pgcl_pg_pool_release(pgcl_pg_pool *p, PGconn *conn) {
     if (conn) p->idle[p->n_idle++] = conn;
     pthread_cond_signal(&p->freed);
     pthread_mutex_unlock(&p->lock);
+}
+
+void pgcl_pg_pool_adopt(pgcl_pg_pool *p, PGconn *conn) {
+    pthread_mutex_lock(&p->lock);
+    PGCL_ASSERT(p->out + p->n_idle < p->size); /* room for one more connection */
+    p->out++;
+    pthread_mutex_unlock(&p->lock);
+    pgcl_pg_pool_release(p, conn);
 }

@@ -89,4 +89,8 @@ void pgcl_pg_pool_set_connect_timeout(pgcl_pg_pool *p, int timeout_s);
 /* Gives conn back; a broken one (or one left inside a transaction) is closed instead. */
 void pgcl_pg_pool_release(pgcl_pg_pool *p, PGconn *conn);
 
+/* Hands the pool a connection to its database made elsewhere (the open's, after the migrations),
+ * as though it had been acquired and is now released; the pool may not be full. */
+void pgcl_pg_pool_adopt(pgcl_pg_pool *p, PGconn *conn);
+
 #endif
