@@ -41,20 +41,13 @@ static const char ROLLBACK_SQL[] = "ROLLBACK";
  * The row selects return the chained columns in pgcl_chain_tables[t].select_sql's order; for
  * decisions, column 19 is SHA-256 of the stored input (decision_inputs) and a last column
  * input_digest, from which the leaf's digest value is made as encode_digest_column does
- * (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"). */
-static const char *const ROW_RANGE_SQL[PGCL_CHAIN_TABLES] = {
+ * (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"). A proof reads its one
+ * decision with DECISION_ROW_SQL; the verifier reads every table through DECLARE_ROWS_SQL. */
+static const char DECISION_ROW_SQL[] =
     "SELECT d.seq, d.decision_id, d.created_at, d.request_id, d.item_id, d.model_name, d.model_version,"
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
     " d.t_block, d.vector, d.input_sha256, d.latency_us, sha256(i.input), d.input_dtype, d.input_digest"
-    " FROM decisions AS d LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq"
-    " WHERE d.seq BETWEEN $1 AND $2 ORDER BY d.seq",
-    "SELECT seq, event_id, created_at, actor, action, target, details FROM admin_events"
-    " WHERE seq BETWEEN $1 AND $2 ORDER BY seq",
-    "SELECT seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason FROM contests"
-    " WHERE seq BETWEEN $1 AND $2 ORDER BY seq",
-    "SELECT seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label, note"
-    " FROM resolutions WHERE seq BETWEEN $1 AND $2 ORDER BY seq",
-};
+    " FROM decisions AS d LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq WHERE d.seq = $1";
 enum { MAX_ROW_COLUMNS = 22, DECISIONS_INPUT_DIGEST_COLUMN = 21 };
 
 /* The verifier's per-writer row cursors (binary): the rows of one table that writer $1's runs
@@ -157,7 +150,7 @@ static pgcl_status column_value(const PGresult *res, int row, int col, pgcl_chai
     }
 }
 
-/* The encoded values of row `row` of a ROW_RANGE_SQL[table] result. */
+/* The encoded values of row `row` of a result of table `table`'s row select, its columns from offset. */
 static pgcl_status row_values_of(int table, const PGresult *res, int row, int offset, row_values *r) {
     memset(r, 0, sizeof *r);
     int columns = PQnfields(res) - offset;
@@ -188,21 +181,18 @@ static pgcl_status row_values_of(int table, const PGresult *res, int row, int of
     return PGCL_OK;
 }
 
-/* The rows first..last of table (ROW_RANGE_SQL) in the binary format (a vector or digest is sent
- * as its bytes, not as hex text), or NULL with *st and err. Read values with column_value and
- * binary_int. */
-static PGresult *read_rows(PGconn *conn, int table, int64_t first, int64_t last, pgcl_status *st, char *err, int cap) {
-    char a[24], b[24];
-    snprintf(a, sizeof a, "%lld", (long long)first);
-    snprintf(b, sizeof b, "%lld", (long long)last);
-    const char *values[] = {a, b};
-    PGresult *res = PQexecParams(conn, ROW_RANGE_SQL[table], 2, NULL, values, NULL, NULL, 1);
+/* Decision row_seq (DECISION_ROW_SQL) in the binary format (a vector or digest is sent as its
+ * bytes, not as hex text), or NULL with *st and err. Read values with column_value and binary_int. */
+static PGresult *read_decision_row(PGconn *conn, int64_t row_seq, pgcl_status *st, char *err, int cap) {
+    char seq_text[24];
+    snprintf(seq_text, sizeof seq_text, "%lld", (long long)row_seq);
+    const char *values[] = {seq_text};
+    PGresult *res = PQexecParams(conn, DECISION_ROW_SQL, 1, NULL, values, NULL, NULL, 1);
     if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
         *st = PGCL_OK;
         return res;
     }
-    pgcl_errorf(err, cap, "%s: %.300s", pgcl_chain_tables[table].name,
-                res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+    pgcl_errorf(err, cap, "decisions: %.300s", res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
     char *nl = strchr(err, '\n');
     if (nl) *nl = 0;
     PQclear(res);
@@ -1355,7 +1345,7 @@ pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chai
         goto done;
     }
     if ((st = prove_in_log(conn, out, err, cap)) != PGCL_OK) goto done;
-    if (!(rows = read_rows(conn, DECISIONS_TABLE, out->row_seq, out->row_seq, &st, err, cap))) goto done;
+    if (!(rows = read_decision_row(conn, out->row_seq, &st, err, cap))) goto done;
     st = PGCL_ERR_DB;
     if (PQntuples(rows) != 1) {
         pgcl_errorf(err, cap, "decisions row %lld vanished", (long long)out->row_seq);
