@@ -617,9 +617,7 @@ static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, cons
                 v->rep->archived_rows++;
                 continue;
             }
-            if (!cursor_at(rows) || binary_int(rows->batch, rows->row, 0) != seq ||
-                binary_int(rows->batch, rows->row, 1) != first_leaf ||
-                binary_int(rows->batch, rows->row, ROW_CURSOR_OFFSET) != row_seq) {
+            if (!at_row) {
                 note_bad(v, w->id, seq, "entry %lld, leaf %lld: %s row %lld is missing", (long long)seq,
                          (long long)(first_leaf + i), pgcl_chain_tables[t].name, (long long)row_seq);
                 return PGCL_OK;
