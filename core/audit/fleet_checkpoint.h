@@ -58,6 +58,13 @@ bool pgcl_fleet_writer_id_ok(const char *id);
  * strictly increasing strcmp order). */
 char *pgcl_fleet_checkpoint_statement(const pgcl_fleet_checkpoint *cp, size_t *len);
 
+/* The inverse of pgcl_fleet_checkpoint_statement: the created_at and heads of a statement (as
+ * recorded in audit_checkpoints and audit_cuts) back into cp, zeroed first (heads malloc'd: release
+ * it); public_key, signature and file are the caller's to fill. False when text is not a fleet
+ * statement of this form (out of memory too). Its signature is not checked here: a statement whose
+ * heads were read back wrongly fails pgcl_fleet_checkpoint_verify. */
+bool pgcl_fleet_checkpoint_parse_statement(const char *text, pgcl_fleet_checkpoint *cp);
+
 /* Signs cp's statement (its heads and created_at set) with the key file at key_path: fills
  * public_key and signature. */
 pgcl_status pgcl_fleet_checkpoint_sign(pgcl_fleet_checkpoint *cp, const char *key_path, char *err, int cap);

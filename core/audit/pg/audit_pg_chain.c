@@ -1184,44 +1184,15 @@ pgcl_status pgcl_pg_create_checkpoint(pgcl_audit *store, const char *key_path, c
     return st;
 }
 
-/* A statement as recorded in audit_checkpoints back into cp (heads malloc'd); false when it is not a
- * fleet statement (the form pgcl_fleet_checkpoint_statement writes). */
+/* A statement as recorded in audit_checkpoints (or audit_cuts) back into cp, with its key and
+ * signature (heads malloc'd); false when it is not a fleet statement. */
 static bool parse_statement(const char *text, const char *public_key, const char *signature,
                             pgcl_fleet_checkpoint *cp) {
-    memset(cp, 0, sizeof *cp);
-    const char *magic = "pgcld-fleet-checkpoint-v1\n";
-    if (!text || strncmp(text, magic, strlen(magic)) != 0) return false;
-    const char *p = text + strlen(magic), *nl = strchr(p, '\n');
-    if (!nl || (size_t)(nl - p) >= sizeof cp->created_at) return false;
-    memcpy(cp->created_at, p, (size_t)(nl - p));
-    char *end = NULL;
-    long n = strtol(nl + 1, &end, 10);
-    if (!end || *end != '\n' || n < 1 || n > PGCL_FLEET_WRITERS_MAX) return false;
-    if (!(cp->heads = calloc((size_t)n, sizeof *cp->heads))) return false;
-    p = end + 1;
-    for (long i = 0; i < n; i++) {
-        pgcl_fleet_head *h = &cp->heads[i];
-        long long seq = strtoll(p, &end, 10);
-        nl = end ? strchr(end, '\n') : NULL;
-        if (!end || *end != ' ' || !nl || nl - end < 1 + 64 + 1 + 64 + 2) goto bad;
-        memcpy(h->head_hash, end + 1, 64);
-        memcpy(h->log_root, end + 66, 64);
-        size_t id_len = (size_t)(nl - (end + 131));
-        if (end[65] != ' ' || end[130] != ' ' || id_len < 1 || id_len > PGCL_FLEET_WRITER_ID_MAX) goto bad;
-        memcpy(h->writer_id, end + 131, id_len);
-        h->head_seq = seq;
-        cp->n_heads++;
-        p = nl + 1;
-    }
-    if (*p) goto bad;
-    cp->version = PGCL_FLEET_CHECKPOINT_VERSION;
+    if (!pgcl_fleet_checkpoint_parse_statement(text, cp)) return false;
     snprintf(cp->public_key, sizeof cp->public_key, "%s", public_key ? public_key : "");
     snprintf(cp->signature, sizeof cp->signature, "%s", signature ? signature : "");
     snprintf(cp->file, sizeof cp->file, "audit_checkpoints");
     return true;
-bad:
-    pgcl_fleet_checkpoint_release(cp);
-    return false;
 }
 
 /* ---- inclusion proofs ---- */
