@@ -252,16 +252,7 @@ pgcl_status pgcl_fleet_checkpoint_write(pgcl_fleet_checkpoint *cp, const char *o
         return PGCL_ERR_INVALID;
     }
     json_t *doc = pgcl_fleet_checkpoint_to_json(cp);
-    char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    pgcl_status st = pgcl_checkpoint_write_json(cp->file, doc, err, cap);
     json_decref(doc);
-    char *with_nl = text ? realloc(text, strlen(text) + 2) : NULL;
-    if (!with_nl) {
-        free(text);
-        pgcl_errorf(err, cap, "out of memory");
-        return PGCL_ERR_NOMEM;
-    }
-    strcat(with_nl, "\n");
-    pgcl_status st = pgcl_checkpoint_write_atomic(cp->file, with_nl, err, cap);
-    free(with_nl);
     return st;
 }
