@@ -278,16 +278,6 @@ static void genesis_payload(const char *writer_id, char out[PGCL_CHAIN_HEX_LEN +
     pgcl_sha256_to_hex(digest, out);
 }
 
-/* The root of the tree of the perfect subtrees stack[0..top) (heights decreasing): MTH of the
- * leaves they hold, as RFC 9162 splits them. */
-static pgcl_merkle_hash fold_stack(const pgcl_merkle_hash *stack, int top) {
-    PGCL_ASSERT(top >= 1);
-    pgcl_merkle_hash r = stack[top - 1];
-    for (int i = top - 2; i >= 0; i--)
-        r = pgcl_merkle_node_hash(&stack[i], &r);
-    return r;
-}
-
 /* ---- cursors: a server-side cursor read in batches ---- */
 
 /* The FETCH of each cursor (a cursor's name is in the SQL text, not a parameter). */
@@ -402,8 +392,7 @@ typedef struct writer_walk {
     int64_t last_seq; /* the last entry seen (also past a stop) */
     char last_hash[PGCL_CHAIN_HEX_LEN + 1];
     bool stopped; /* a finding: the rest of this chain is skipped */
-    pgcl_merkle_hash stack[PGCL_MERKLE_MAX_PATH + 1];
-    int height[PGCL_MERKLE_MAX_PATH + 1], top;
+    pgcl_merkle_stack tree; /* its log tree over the entries that checked */
 } writer_walk;
 
 typedef struct verifier {
@@ -530,8 +519,8 @@ static pgcl_status finish_writer(verifier *v) {
     h->head_seq = w->last_seq;
     snprintf(h->head_hash, sizeof h->head_hash, "%s", w->last_hash);
     h->intact = !w->stopped && strcmp(r->bad_writer_id, w->id) != 0;
-    if (!w->stopped && w->top > 0) {
-        pgcl_merkle_hash root = fold_stack(w->stack, w->top);
+    if (!w->stopped && w->tree.top > 0) {
+        pgcl_merkle_hash root = pgcl_merkle_stack_root(&w->tree);
         pgcl_merkle_to_hex(&root, h->log_root);
     }
     return PGCL_OK;
@@ -660,12 +649,10 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
     *ok = false;
     pgcl_merkle_hash entry;
     PGCL_ASSERT(pgcl_merkle_from_hex(hash_hex, &entry)); /* the entry's hash recomputed: 64 hex digits */
-    w->stack[w->top] = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
-    w->height[w->top++] = 0;
-    while (w->top >= 2 && w->height[w->top - 1] == w->height[w->top - 2]) {
-        w->stack[w->top - 2] = pgcl_merkle_node_hash(&w->stack[w->top - 2], &w->stack[w->top - 1]);
-        int level = ++w->height[w->top - 2];
-        w->top--;
+    pgcl_merkle_hash leaf = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
+    pgcl_merkle_stack_push(&w->tree, &leaf);
+    int level;
+    while (pgcl_merkle_stack_merge(&w->tree, &level)) {
         int64_t idx = (seq - 1) >> level;
         /* a stored node ordered before this one is one no entry completes (every earlier one was
          * consumed): e.g. a level past 62, whose end wraps */
@@ -684,7 +671,8 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
             unsigned char *h = NULL;
             size_t len = 0;
             same = pgcl_pg_bytea(v->nodes.batch, v->nodes.row, 4, &h, &len) == PGCL_OK && h &&
-                   len == PGCL_MERKLE_HASH_BYTES && memcmp(h, w->stack[w->top - 1].b, PGCL_MERKLE_HASH_BYTES) == 0;
+                   len == PGCL_MERKLE_HASH_BYTES &&
+                   memcmp(h, w->tree.node[w->tree.top - 1].b, PGCL_MERKLE_HASH_BYTES) == 0;
             free(h);
             if (!cursor_next(&v->nodes, &st, v->err, v->cap) && st != PGCL_OK) return st;
         }
@@ -700,7 +688,7 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
            v->targets[v->next_target].head->head_seq == seq) {
         const checkpoint_target *t = &v->targets[v->next_target++];
         char root_hex[PGCL_CHAIN_HEX_LEN + 1];
-        pgcl_merkle_hash root = fold_stack(w->stack, w->top);
+        pgcl_merkle_hash root = pgcl_merkle_stack_root(&w->tree);
         pgcl_merkle_to_hex(&root, root_hex);
         if (strcmp(t->head->head_hash, hash_hex) != 0) {
             note_bad(v, w->id, seq,
