@@ -132,6 +132,13 @@ pgcl_status pgcl_fleet_checkpoint_verify(const pgcl_fleet_checkpoint *cp, const 
     return PGCL_OK;
 }
 
+int64_t pgcl_fleet_checkpoint_entries(const pgcl_fleet_checkpoint *cp) {
+    int64_t sum = 0;
+    for (int i = 0; i < cp->n_heads; i++)
+        sum += cp->heads[i].head_seq;
+    return sum;
+}
+
 const pgcl_fleet_head *pgcl_fleet_checkpoint_head(const pgcl_fleet_checkpoint *cp, const char *writer_id) {
     for (int i = 0; i < cp->n_heads; i++)
         if (strcmp(cp->heads[i].writer_id, writer_id) == 0) return &cp->heads[i];
@@ -241,9 +248,7 @@ pgcl_status pgcl_fleet_checkpoint_read(const char *path, const char *expected_pu
 
 pgcl_status pgcl_fleet_checkpoint_write(pgcl_fleet_checkpoint *cp, const char *out_file, const char *out_dir, char *err,
                                         int cap) {
-    int64_t sum = 0;
-    for (int i = 0; i < cp->n_heads; i++)
-        sum += cp->heads[i].head_seq;
+    int64_t sum = pgcl_fleet_checkpoint_entries(cp);
     int n = out_file ? snprintf(cp->file, sizeof cp->file, "%s", out_file)
                      : snprintf(cp->file, sizeof cp->file, "%s/fleet-checkpoint-%lld.json",
                                 out_dir && *out_dir ? out_dir : ".", (long long)sum);

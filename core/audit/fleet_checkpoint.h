@@ -74,6 +74,10 @@ pgcl_status pgcl_fleet_checkpoint_sign(pgcl_fleet_checkpoint *cp, const char *ke
 pgcl_status pgcl_fleet_checkpoint_verify(const pgcl_fleet_checkpoint *cp, const char *expected_public_hex, char *err,
                                          int cap);
 
+/* The sum of cp's heads' seqs: the fleet's entries, which grows whenever one chain grows (so one
+ * sum is one state of the fleet: the default file name, the head signer's log line). */
+int64_t pgcl_fleet_checkpoint_entries(const pgcl_fleet_checkpoint *cp);
+
 /* The head of writer_id in cp, or NULL. */
 const pgcl_fleet_head *pgcl_fleet_checkpoint_head(const pgcl_fleet_checkpoint *cp, const char *writer_id);
 
@@ -95,8 +99,8 @@ pgcl_status pgcl_fleet_checkpoint_read(const char *path, const char *expected_pu
                                        char *err, int cap);
 
 /* Writes cp's file atomically at out_file, or, when that is NULL, at
- * <out_dir>/fleet-checkpoint-<sum of the heads' seqs>.json (chains only grow, so one sum is one
- * state of the fleet: a newer checkpoint of the same heads replaces the older). Sets cp->file. */
+ * <out_dir>/fleet-checkpoint-<pgcl_fleet_checkpoint_entries>.json (a newer checkpoint of the
+ * same heads replaces the older). Sets cp->file. */
 pgcl_status pgcl_fleet_checkpoint_write(pgcl_fleet_checkpoint *cp, const char *out_file, const char *out_dir, char *err,
                                         int cap);
 
