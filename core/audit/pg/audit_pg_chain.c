@@ -40,15 +40,15 @@ static const char ROLLBACK_SQL[] = "ROLLBACK";
 /* ---- leaves of rows as PostgreSQL stores them ----
  * The row selects return the chained columns in pgcl_chain_tables[t].select_sql's order; for
  * decisions, column 19 is SHA-256 of the stored input (decision_inputs) and a last column
- * input_digest, from which the leaf's digest value is made as encode_digest_column does
- * (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"). A proof reads its one
+ * input_digest, from which pgcl_chain_leaf_of_values makes the leaf's digest value as for a SQLite
+ * row (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"). A proof reads its one
  * decision with DECISION_ROW_SQL; the verifier reads every table through DECLARE_ROWS_SQL. */
 static const char DECISION_ROW_SQL[] =
     "SELECT d.seq, d.decision_id, d.created_at, d.request_id, d.item_id, d.model_name, d.model_version,"
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
     " d.t_block, d.vector, d.input_sha256, d.latency_us, sha256(i.input), d.input_dtype, d.input_digest"
     " FROM decisions AS d LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq WHERE d.seq = $1";
-enum { MAX_ROW_COLUMNS = 22, DECISIONS_INPUT_DIGEST_COLUMN = 21 };
+enum { MAX_ROW_COLUMNS = 22 };
 
 /* The verifier's per-writer row cursors (binary): the rows of one table that writer $1's runs
  * chain, in the order its walk checks them — (entry, first leaf, seq) — each after its run's
@@ -83,8 +83,7 @@ enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 =
 /* One row's values; TEXT and BLOB bytes point into the result (binary format: no decoding). */
 typedef struct row_values {
     pgcl_chain_value v[MAX_ROW_COLUMNS];
-    unsigned char digest[64];
-    int n; /* encoded columns */
+    int n; /* its columns (for decisions, the encoded ones and input_digest) */
 } row_values;
 
 static uint64_t be_uint(const unsigned char *p, int n) {
@@ -150,34 +149,22 @@ static pgcl_status column_value(const PGresult *res, int row, int col, pgcl_chai
     }
 }
 
-/* The encoded values of row `row` of a result of table `table`'s row select, its columns from offset. */
+/* The values of row `row` of a result of table `table`'s row select, its columns from offset, for
+ * pgcl_chain_leaf_of_values. PGCL_ERR_FORMAT for a value of an unexpected size (a decision's input
+ * SHA-256 that is not NULL or 32 bytes included). */
 static pgcl_status row_values_of(int table, const PGresult *res, int row, int offset, row_values *r) {
     memset(r, 0, sizeof *r);
-    int columns = PQnfields(res) - offset;
-    r->n = table == DECISIONS_TABLE ? PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS : columns;
-    PGCL_ASSERT(columns <= MAX_ROW_COLUMNS && r->n <= columns);
-    for (int i = 0; i < columns; i++) {
+    r->n = PQnfields(res) - offset;
+    PGCL_ASSERT(r->n <= MAX_ROW_COLUMNS &&
+                (table != DECISIONS_TABLE || r->n == PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS + 1));
+    for (int i = 0; i < r->n; i++) {
         pgcl_status st = column_value(res, row, offset + i, &r->v[i]);
         if (st != PGCL_OK) return st;
     }
-    if (table != DECISIONS_TABLE) return PGCL_OK;
-    /* the input's place: its SHA-256, or the recorded digest once it was dropped, or both */
-    pgcl_chain_value *input = &r->v[PGCL_CHAIN_DECISIONS_INPUT_COLUMN];
-    const pgcl_chain_value *recorded = &r->v[DECISIONS_INPUT_DIGEST_COLUMN];
-    bool have_recorded = recorded->type == PGCL_CHAIN_VALUE_BLOB;
-    if (input->type == PGCL_CHAIN_VALUE_NULL) {
-        if (have_recorded) *input = *recorded;
-        return PGCL_OK;
-    }
-    if (input->type != PGCL_CHAIN_VALUE_BLOB || input->len != PGCL_SHA256_BYTES) return PGCL_ERR_FORMAT;
-    if (!have_recorded || (recorded->len == PGCL_SHA256_BYTES && memcmp(recorded->bytes, input->bytes, 32) == 0))
-        return PGCL_OK;
-    size_t keep = recorded->len < 32 ? recorded->len : 32;
-    memset(r->digest, 0, sizeof r->digest);
-    memcpy(r->digest, recorded->bytes, keep);
-    memcpy(r->digest + 32, input->bytes, 32);
-    input->bytes = r->digest;
-    input->len = sizeof r->digest;
+    const pgcl_chain_value *input = &r->v[PGCL_CHAIN_DECISIONS_INPUT_COLUMN];
+    if (table == DECISIONS_TABLE && input->type != PGCL_CHAIN_VALUE_NULL &&
+        (input->type != PGCL_CHAIN_VALUE_BLOB || input->len != PGCL_SHA256_BYTES))
+        return PGCL_ERR_FORMAT;
     return PGCL_OK;
 }
 
@@ -612,9 +599,12 @@ static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, cons
                 return PGCL_OK;
             }
             row_values rv;
-            st = row_values_of(t, rows->batch, rows->row, ROW_CURSOR_OFFSET, &rv);
-            pgcl_merkle_hash leaf = pgcl_chain_leaf_of_values(t, rv.v, rv.n);
-            if (st != PGCL_OK || memcmp(leaf.b, leaves[first_leaf + i].b, PGCL_MERKLE_HASH_BYTES) != 0) {
+            bool same = row_values_of(t, rows->batch, rows->row, ROW_CURSOR_OFFSET, &rv) == PGCL_OK;
+            if (same) {
+                pgcl_merkle_hash leaf = pgcl_chain_leaf_of_values(t, rv.v, rv.n);
+                same = memcmp(leaf.b, leaves[first_leaf + i].b, PGCL_MERKLE_HASH_BYTES) == 0;
+            }
+            if (!same) {
                 note_bad(
                     v, w->id, seq,
                     "entry %lld, leaf %lld of %lld: %s row %lld: payload differs (the row was changed after it was "
