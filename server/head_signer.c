@@ -33,9 +33,7 @@ static void checkpoint_once(pgcld_head_signer *c) {
     pgcl_status st = pgcld_checkpoint_now(c->srv, cp, err, sizeof err);
     if (st == PGCL_OK) {
         /* a fleet's "head": the sum of its writers' heads, which grows whenever one chain grows */
-        int64_t seq = cp->is_fleet ? 0 : cp->chain.head_seq;
-        for (int i = 0; cp->is_fleet && i < cp->fleet.n_heads; i++)
-            seq += cp->fleet.heads[i].head_seq;
+        int64_t seq = cp->is_fleet ? pgcl_fleet_checkpoint_entries(&cp->fleet) : cp->chain.head_seq;
         if (seq != c->last_seq)
             pgcl_log_info("audit checkpoint: head %lld signed, written to %s", (long long)seq,
                           cp->is_fleet ? cp->fleet.file : cp->chain.file);

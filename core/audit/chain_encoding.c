@@ -234,27 +234,44 @@ size_t pgcl_chain_text_value(const char *s, size_t n, unsigned char *out, size_t
 /* The digest column's value in a leaf: BLOB SHA-256 of the stored bytes; once they were dropped,
  * the recorded digest (the column after the encoded ones, decisions.input_digest). When both are
  * there and differ, the value is the recorded digest followed by the bytes' SHA-256: 64 bytes,
- * which no leaf was ever written with, so a changed input and a changed digest both fail. */
+ * which no leaf was ever written with, so a changed input and a changed digest both fail.
+ * For rows of every store: from input_sha256 (NULL: no stored input) and the recorded digest
+ * (when have_recorded: recorded_len bytes, possibly none). */
+static void encode_digest_value(encoder *e, const unsigned char *input_sha256, bool have_recorded,
+                                const void *recorded, size_t recorded_len) {
+    if (!input_sha256) {
+        if (have_recorded) {
+            enc_bytes(e, TAG_BLOB, recorded, recorded_len);
+        } else {
+            unsigned char tag = TAG_NULL; /* no input was stored */
+            enc_put(e, &tag, 1);
+        }
+        return;
+    }
+    if (!have_recorded ||
+        (recorded_len == PGCL_SHA256_BYTES && memcmp(recorded, input_sha256, PGCL_SHA256_BYTES) == 0)) {
+        enc_bytes(e, TAG_BLOB, input_sha256, PGCL_SHA256_BYTES);
+        return;
+    }
+    unsigned char both[2 * PGCL_SHA256_BYTES];
+    if (recorded_len > 0) memcpy(both, recorded, recorded_len < PGCL_SHA256_BYTES ? recorded_len : PGCL_SHA256_BYTES);
+    if (recorded_len < PGCL_SHA256_BYTES) memset(both + recorded_len, 0, PGCL_SHA256_BYTES - recorded_len);
+    memcpy(both + PGCL_SHA256_BYTES, input_sha256, PGCL_SHA256_BYTES);
+    enc_bytes(e, TAG_BLOB, both, sizeof both);
+}
+
 static void encode_digest_column(encoder *e, sqlite3_stmt *sel, int i, int recorded_column) {
     bool have_recorded = recorded_column < sqlite3_column_count(sel) &&
                          sqlite3_column_type(sel, recorded_column) == SQLITE_BLOB;
     const void *recorded = have_recorded ? sqlite3_column_blob(sel, recorded_column) : NULL;
     size_t recorded_len = have_recorded ? (size_t)sqlite3_column_bytes(sel, recorded_column) : 0;
     if (sqlite3_column_type(sel, i) == SQLITE_NULL) {
-        if (have_recorded) enc_bytes(e, TAG_BLOB, recorded, recorded_len);
-        else enc_column(e, sel, i); /* NULL: no input was stored */
+        encode_digest_value(e, NULL, have_recorded, recorded, recorded_len);
         return;
     }
-    unsigned char both[2 * PGCL_SHA256_BYTES];
-    pgcl_sha256(sqlite3_column_blob(sel, i), (size_t)sqlite3_column_bytes(sel, i), both + PGCL_SHA256_BYTES);
-    if (!have_recorded || (recorded_len == PGCL_SHA256_BYTES && memcmp(recorded, both + PGCL_SHA256_BYTES,
-                                                                        PGCL_SHA256_BYTES) == 0)) {
-        enc_bytes(e, TAG_BLOB, both + PGCL_SHA256_BYTES, PGCL_SHA256_BYTES);
-        return;
-    }
-    memcpy(both, recorded, recorded_len < PGCL_SHA256_BYTES ? recorded_len : PGCL_SHA256_BYTES);
-    if (recorded_len < PGCL_SHA256_BYTES) memset(both + recorded_len, 0, PGCL_SHA256_BYTES - recorded_len);
-    enc_bytes(e, TAG_BLOB, both, sizeof both);
+    unsigned char input_sha256[PGCL_SHA256_BYTES];
+    pgcl_sha256(sqlite3_column_blob(sel, i), (size_t)sqlite3_column_bytes(sel, i), input_sha256);
+    encode_digest_value(e, input_sha256, have_recorded, recorded, recorded_len);
 }
 
 /* Encodes the row sel is positioned on (a row select of table `table`) as version-2 leaf data. */
@@ -354,10 +371,21 @@ int pgcl_chain_leaf_data_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, u
 
 static void encode_values_leaf(int table, const pgcl_chain_value *values, int n, encoder *e) {
     PGCL_ASSERT(table >= 0 && table < PGCL_CHAIN_TABLES);
+    const pgcl_chain_table *t = &pgcl_chain_tables[table];
+    int encoded = t->encoded_columns >= 0 && n > t->encoded_columns ? t->encoded_columns : n;
     enc_init(e);
-    enc_text(e, pgcl_chain_tables[table].name);
-    for (int i = 0; i < n; i++) {
+    enc_text(e, t->name);
+    for (int i = 0; i < encoded; i++) {
         const pgcl_chain_value *v = &values[i];
+        if (i == t->digest_column) { /* the input's SHA-256 (or NULL), and the recorded digest after */
+            const pgcl_chain_value *recorded =
+                encoded < n && values[encoded].type == PGCL_CHAIN_VALUE_BLOB ? &values[encoded] : NULL;
+            PGCL_ASSERT(v->type == PGCL_CHAIN_VALUE_NULL ||
+                        (v->type == PGCL_CHAIN_VALUE_BLOB && v->len == PGCL_SHA256_BYTES));
+            encode_digest_value(e, v->type == PGCL_CHAIN_VALUE_BLOB ? v->bytes : NULL, recorded != NULL,
+                                recorded ? recorded->bytes : NULL, recorded ? recorded->len : 0);
+            continue;
+        }
         switch (v->type) {
         case PGCL_CHAIN_VALUE_INTEGER:
             enc_integer(e, v->integer);

@@ -120,11 +120,14 @@ typedef struct pgcl_chain_value {
     size_t len;
 } pgcl_chain_value;
 
-/* The version-2 leaf data of a row of table `table` (pgcl_chain_tables order) from its n encoded
- * columns in the row SELECT's order, malloc'd into *data (NULL when out of memory). For decisions,
- * the digest column (PGCL_CHAIN_DECISIONS_INPUT_COLUMN) must already be the BLOB SHA-256 of the
- * stored input (or NULL): what the leaf holds in the input's place. Equals the leaf data of
- * pgcl_chain_leaf_data_of_row() for the same row (test_chain_values checks it). */
+/* The version-2 leaf data of a row of table `table` (pgcl_chain_tables order) from its n columns
+ * in the row SELECT's order, malloc'd into *data (NULL when out of memory). For decisions, the
+ * digest column (PGCL_CHAIN_DECISIONS_INPUT_COLUMN) must be the BLOB SHA-256 of the stored input,
+ * or NULL (asserted), and the values may go on past the encoded columns with the recorded
+ * input_digest (BLOB or NULL), as the row select does: the input's place in the leaf is then made
+ * from both as for a SQLite row (see "The digest column's value" in chain_encoding.c). Equals the
+ * leaf data of pgcl_chain_leaf_data_of_row() for the same row (tests/integration/test_pg_chain.py
+ * checks it against its oracle). */
 void pgcl_chain_leaf_data_of_values(int table, const pgcl_chain_value *values, int n, unsigned char **data,
                                     size_t *len);
 /* Its leaf hash: SHA-256(0x00 ‖ leaf data). */

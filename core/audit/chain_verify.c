@@ -435,8 +435,8 @@ static pgcl_status check_duplicates(verifier *v) {
  * last entry it covers, naming its level and index, and a node beyond the chain's end at n + 1. */
 static pgcl_status check_log_nodes(verifier *v, int64_t n) {
     sqlite3_stmt *scan = NULL, *node = NULL;
-    pgcl_merkle_hash stack[PGCL_MERKLE_MAX_PATH + 1];
-    int height[PGCL_MERKLE_MAX_PATH + 1], top = 0;
+    pgcl_merkle_stack tree;
+    tree.top = 0;
     int64_t stored = 0, expected_nodes = n - __builtin_popcountll((unsigned long long)n);
     pgcl_status st = query_int(v, "SELECT count(*) FROM audit_log_nodes", false, 0, NULL, &stored, NULL);
     if (st != PGCL_OK) return st;
@@ -453,18 +453,17 @@ static pgcl_status check_log_nodes(verifier *v, int64_t n) {
         int64_t seq = sqlite3_column_int64(scan, 0);
         pgcl_merkle_hash entry;
         if (!pgcl_merkle_from_hex((const char *)sqlite3_column_text(scan, 1), &entry)) break; /* the walk vouched */
-        stack[top] = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
-        height[top++] = 0;
-        while (top >= 2 && height[top - 1] == height[top - 2]) {
-            stack[top - 2] = pgcl_merkle_node_hash(&stack[top - 2], &stack[top - 1]);
-            int level = ++height[top - 2];
-            top--;
+        pgcl_merkle_hash leaf = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
+        pgcl_merkle_stack_push(&tree, &leaf);
+        int level;
+        while (pgcl_merkle_stack_merge(&tree, &level)) {
             int64_t idx = (seq - 1) >> level;
             sqlite3_bind_int(node, 1, level);
             sqlite3_bind_int64(node, 2, idx);
             int nrc = sqlite3_step(node);
+            const pgcl_merkle_hash *made = &tree.node[tree.top - 1];
             bool same = nrc == SQLITE_ROW && sqlite3_column_bytes(node, 0) == PGCL_MERKLE_HASH_BYTES &&
-                        memcmp(sqlite3_column_blob(node, 0), stack[top - 1].b, PGCL_MERKLE_HASH_BYTES) == 0;
+                        memcmp(sqlite3_column_blob(node, 0), made->b, PGCL_MERKLE_HASH_BYTES) == 0;
             sqlite3_reset(node);
             if (nrc != SQLITE_ROW && nrc != SQLITE_DONE) {
                 st = db_error(v, "audit_log_nodes");

@@ -57,6 +57,40 @@ char *pgcl_fleet_checkpoint_statement(const pgcl_fleet_checkpoint *cp, size_t *l
     return buf;
 }
 
+bool pgcl_fleet_checkpoint_parse_statement(const char *text, pgcl_fleet_checkpoint *cp) {
+    memset(cp, 0, sizeof *cp);
+    const char *magic = STATEMENT_MAGIC "\n";
+    if (!text || strncmp(text, magic, strlen(magic)) != 0) return false;
+    const char *p = text + strlen(magic), *nl = strchr(p, '\n');
+    if (!nl || (size_t)(nl - p) >= sizeof cp->created_at) return false;
+    memcpy(cp->created_at, p, (size_t)(nl - p));
+    char *end = NULL;
+    long n = strtol(nl + 1, &end, 10);
+    if (!end || *end != '\n' || n < 1 || n > PGCL_FLEET_WRITERS_MAX) return false;
+    if (!(cp->heads = calloc((size_t)n, sizeof *cp->heads))) return false;
+    p = end + 1;
+    for (long i = 0; i < n; i++) {
+        pgcl_fleet_head *h = &cp->heads[i];
+        long long seq = strtoll(p, &end, 10);
+        nl = end ? strchr(end, '\n') : NULL;
+        if (!end || *end != ' ' || !nl || nl - end < 1 + 64 + 1 + 64 + 2) goto bad;
+        memcpy(h->head_hash, end + 1, 64);
+        memcpy(h->log_root, end + 66, 64);
+        size_t id_len = (size_t)(nl - (end + 131));
+        if (end[65] != ' ' || end[130] != ' ' || id_len < 1 || id_len > PGCL_FLEET_WRITER_ID_MAX) goto bad;
+        memcpy(h->writer_id, end + 131, id_len);
+        h->head_seq = seq;
+        cp->n_heads++;
+        p = nl + 1;
+    }
+    if (*p) goto bad;
+    cp->version = PGCL_FLEET_CHECKPOINT_VERSION;
+    return true;
+bad:
+    pgcl_fleet_checkpoint_release(cp);
+    return false;
+}
+
 pgcl_status pgcl_fleet_checkpoint_sign(pgcl_fleet_checkpoint *cp, const char *key_path, char *err, int cap) {
     size_t len;
     char *statement = pgcl_fleet_checkpoint_statement(cp, &len);
@@ -96,6 +130,13 @@ pgcl_status pgcl_fleet_checkpoint_verify(const pgcl_fleet_checkpoint *cp, const 
         return PGCL_ERR_MISMATCH;
     }
     return PGCL_OK;
+}
+
+int64_t pgcl_fleet_checkpoint_entries(const pgcl_fleet_checkpoint *cp) {
+    int64_t sum = 0;
+    for (int i = 0; i < cp->n_heads; i++)
+        sum += cp->heads[i].head_seq;
+    return sum;
 }
 
 const pgcl_fleet_head *pgcl_fleet_checkpoint_head(const pgcl_fleet_checkpoint *cp, const char *writer_id) {
@@ -207,9 +248,7 @@ pgcl_status pgcl_fleet_checkpoint_read(const char *path, const char *expected_pu
 
 pgcl_status pgcl_fleet_checkpoint_write(pgcl_fleet_checkpoint *cp, const char *out_file, const char *out_dir, char *err,
                                         int cap) {
-    int64_t sum = 0;
-    for (int i = 0; i < cp->n_heads; i++)
-        sum += cp->heads[i].head_seq;
+    int64_t sum = pgcl_fleet_checkpoint_entries(cp);
     int n = out_file ? snprintf(cp->file, sizeof cp->file, "%s", out_file)
                      : snprintf(cp->file, sizeof cp->file, "%s/fleet-checkpoint-%lld.json",
                                 out_dir && *out_dir ? out_dir : ".", (long long)sum);
@@ -218,16 +257,7 @@ pgcl_status pgcl_fleet_checkpoint_write(pgcl_fleet_checkpoint *cp, const char *o
         return PGCL_ERR_INVALID;
     }
     json_t *doc = pgcl_fleet_checkpoint_to_json(cp);
-    char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    pgcl_status st = pgcl_checkpoint_write_json(cp->file, doc, err, cap);
     json_decref(doc);
-    char *with_nl = text ? realloc(text, strlen(text) + 2) : NULL;
-    if (!with_nl) {
-        free(text);
-        pgcl_errorf(err, cap, "out of memory");
-        return PGCL_ERR_NOMEM;
-    }
-    strcat(with_nl, "\n");
-    pgcl_status st = pgcl_checkpoint_write_atomic(cp->file, with_nl, err, cap);
-    free(with_nl);
     return st;
 }

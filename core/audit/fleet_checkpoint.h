@@ -58,6 +58,13 @@ bool pgcl_fleet_writer_id_ok(const char *id);
  * strictly increasing strcmp order). */
 char *pgcl_fleet_checkpoint_statement(const pgcl_fleet_checkpoint *cp, size_t *len);
 
+/* The inverse of pgcl_fleet_checkpoint_statement: the created_at and heads of a statement (as
+ * recorded in audit_checkpoints and audit_cuts) back into cp, zeroed first (heads malloc'd: release
+ * it); public_key, signature and file are the caller's to fill. False when text is not a fleet
+ * statement of this form (out of memory too). Its signature is not checked here: a statement whose
+ * heads were read back wrongly fails pgcl_fleet_checkpoint_verify. */
+bool pgcl_fleet_checkpoint_parse_statement(const char *text, pgcl_fleet_checkpoint *cp);
+
 /* Signs cp's statement (its heads and created_at set) with the key file at key_path: fills
  * public_key and signature. */
 pgcl_status pgcl_fleet_checkpoint_sign(pgcl_fleet_checkpoint *cp, const char *key_path, char *err, int cap);
@@ -66,6 +73,10 @@ pgcl_status pgcl_fleet_checkpoint_sign(pgcl_fleet_checkpoint *cp, const char *ke
  * PGCL_ERR_FORMAT when its heads cannot make a statement. */
 pgcl_status pgcl_fleet_checkpoint_verify(const pgcl_fleet_checkpoint *cp, const char *expected_public_hex, char *err,
                                          int cap);
+
+/* The sum of cp's heads' seqs: the fleet's entries, which grows whenever one chain grows (so one
+ * sum is one state of the fleet: the default file name, the head signer's log line). */
+int64_t pgcl_fleet_checkpoint_entries(const pgcl_fleet_checkpoint *cp);
 
 /* The head of writer_id in cp, or NULL. */
 const pgcl_fleet_head *pgcl_fleet_checkpoint_head(const pgcl_fleet_checkpoint *cp, const char *writer_id);
@@ -88,8 +99,8 @@ pgcl_status pgcl_fleet_checkpoint_read(const char *path, const char *expected_pu
                                        char *err, int cap);
 
 /* Writes cp's file atomically at out_file, or, when that is NULL, at
- * <out_dir>/fleet-checkpoint-<sum of the heads' seqs>.json (chains only grow, so one sum is one
- * state of the fleet: a newer checkpoint of the same heads replaces the older). Sets cp->file. */
+ * <out_dir>/fleet-checkpoint-<pgcl_fleet_checkpoint_entries>.json (a newer checkpoint of the
+ * same heads replaces the older). Sets cp->file. */
 pgcl_status pgcl_fleet_checkpoint_write(pgcl_fleet_checkpoint *cp, const char *out_file, const char *out_dir, char *err,
                                         int cap);
 

@@ -190,12 +190,13 @@ static bool nodes_complete(node_source *src, uint64_t n) {
     return true;
 }
 
-/* One pass over the entries with a stack of perfect subtrees (as pgcl_merkle_root builds them),
- * storing each node of level >= 1 as it completes; those already stored are kept. */
+/* One pass over the entries with a stack of perfect subtrees (pgcl_merkle_stack, as
+ * pgcl_merkle_root builds them), storing each node of level >= 1 as it completes; those already
+ * stored are kept. */
 static pgcl_status fill_all(sqlite3 *db, int64_t *added, char *err, int cap) {
     sqlite3_stmt *scan = NULL, *insert = NULL;
-    pgcl_merkle_hash stack[PGCL_MERKLE_MAX_PATH + 1];
-    int height[PGCL_MERKLE_MAX_PATH + 1], top = 0;
+    pgcl_merkle_stack tree;
+    tree.top = 0;
     pgcl_status st = PGCL_ERR_DB;
     int rc;
     if (sqlite3_prepare_v2(db, ALL_ENTRIES_SQL, -1, &scan, NULL) != SQLITE_OK ||
@@ -206,14 +207,12 @@ static pgcl_status fill_all(sqlite3 *db, int64_t *added, char *err, int cap) {
         if (sqlite3_column_int64(scan, 0) != expected ||
             !pgcl_merkle_from_hex((const char *)sqlite3_column_text(scan, 1), &entry))
             break; /* a broken chain: nodes stop here; verify reports the entry */
-        stack[top] = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
-        height[top++] = 0;
+        pgcl_merkle_hash leaf_hash = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
+        pgcl_merkle_stack_push(&tree, &leaf_hash);
         uint64_t leaf = (uint64_t)expected - 1;
-        while (top >= 2 && height[top - 1] == height[top - 2]) {
-            stack[top - 2] = pgcl_merkle_node_hash(&stack[top - 2], &stack[top - 1]);
-            int level = ++height[top - 2];
-            top--;
-            if (insert_node(insert, level, leaf >> level, &stack[top - 1]) != SQLITE_DONE) goto fail;
+        int level;
+        while (pgcl_merkle_stack_merge(&tree, &level)) {
+            if (insert_node(insert, level, leaf >> level, &tree.node[tree.top - 1]) != SQLITE_DONE) goto fail;
             *added += sqlite3_changes(db);
         }
     }

@@ -39,23 +39,35 @@ pgcl_merkle_hash pgcl_merkle_root(const pgcl_merkle_hash *leaves, uint64_t n) {
         pgcl_sha256("", 0, empty.b);
         return empty;
     }
-    /* stack[i] is a perfect subtree of 2^height[i] leaves; heights strictly decrease upwards, so the
-     * stack is n's binary decomposition, largest (leftmost) subtree at the bottom. */
-    pgcl_merkle_hash stack[PGCL_MERKLE_MAX_PATH + 1];
-    int height[PGCL_MERKLE_MAX_PATH + 1];
-    int top = 0;
+    pgcl_merkle_stack s;
+    s.top = 0;
+    int level;
     for (uint64_t i = 0; i < n; i++) {
-        stack[top] = leaves[i];
-        height[top++] = 0;
-        while (top >= 2 && height[top - 1] == height[top - 2]) {
-            stack[top - 2] = pgcl_merkle_node_hash(&stack[top - 2], &stack[top - 1]);
-            height[top - 2]++;
-            top--;
-        }
+        pgcl_merkle_stack_push(&s, &leaves[i]);
+        while (pgcl_merkle_stack_merge(&s, &level))
+            continue; /* only the root is wanted */
     }
-    /* MTH(D[n]) = node(largest perfect subtree, MTH(the rest)): fold from the right. */
-    pgcl_merkle_hash h = stack[top - 1];
-    for (int i = top - 2; i >= 0; i--) h = pgcl_merkle_node_hash(&stack[i], &h);
+    return pgcl_merkle_stack_root(&s);
+}
+
+void pgcl_merkle_stack_push(pgcl_merkle_stack *s, const pgcl_merkle_hash *leaf) {
+    PGCL_ASSERT(s->top >= 0 && s->top <= PGCL_MERKLE_MAX_PATH);
+    s->node[s->top] = *leaf;
+    s->height[s->top++] = 0;
+}
+
+bool pgcl_merkle_stack_merge(pgcl_merkle_stack *s, int *level) {
+    if (s->top < 2 || s->height[s->top - 1] != s->height[s->top - 2]) return false;
+    s->node[s->top - 2] = pgcl_merkle_node_hash(&s->node[s->top - 2], &s->node[s->top - 1]);
+    *level = ++s->height[s->top - 2];
+    s->top--;
+    return true;
+}
+
+pgcl_merkle_hash pgcl_merkle_stack_root(const pgcl_merkle_stack *s) {
+    PGCL_ASSERT(s->top >= 1);
+    pgcl_merkle_hash h = s->node[s->top - 1];
+    for (int i = s->top - 2; i >= 0; i--) h = pgcl_merkle_node_hash(&s->node[i], &h);
     return h;
 }
 

@@ -35,6 +35,27 @@ pgcl_merkle_hash pgcl_merkle_node_hash(const pgcl_merkle_hash *left, const pgcl_
 /* MTH(D[0:n]) over the leaf hashes leaves[0..n); n = 0 gives SHA-256 of the empty string. */
 pgcl_merkle_hash pgcl_merkle_root(const pgcl_merkle_hash *leaves, uint64_t n);
 
+/* ---- a tree grown one leaf at a time ----
+ * node[i] is a perfect subtree of 2^height[i] leaves; once merged, heights strictly decrease upwards,
+ * so the stack is the leaf count's binary decomposition, largest (leftmost) subtree at the bottom:
+ * O(log n) memory for a walk that checks or stores each complete subtree as it is made (the
+ * verifiers, the log tree's writer). Zero it to start. */
+typedef struct pgcl_merkle_stack {
+    pgcl_merkle_hash node[PGCL_MERKLE_MAX_PATH + 1];
+    int height[PGCL_MERKLE_MAX_PATH + 1];
+    int top;
+} pgcl_merkle_stack;
+
+/* Pushes a leaf hash; then call pgcl_merkle_stack_merge until it returns false. */
+void pgcl_merkle_stack_push(pgcl_merkle_stack *s, const pgcl_merkle_hash *leaf);
+/* Merges the two top subtrees when they are of one height: true with *level, the height of the node
+ * just made (s->node[s->top - 1], covering leaves j·2^level .. (j+1)·2^level − 1 for the last leaf
+ * pushed, index l, and j = l >> level); false when none is left to merge. */
+bool pgcl_merkle_stack_merge(pgcl_merkle_stack *s, int *level);
+/* MTH of the leaves pushed (at least one, asserted): node(largest subtree, MTH(the rest)), folded
+ * from the right. */
+pgcl_merkle_hash pgcl_merkle_stack_root(const pgcl_merkle_stack *s);
+
 /* The audit path PATH(index, D[0:n]) of RFC 9162 §2.1.3.1 into path[], leaf upwards; returns its
  * length (0 for a tree of one leaf). Requires index < n (asserted). */
 int pgcl_merkle_inclusion_path(const pgcl_merkle_hash *leaves, uint64_t n, uint64_t index,

@@ -284,7 +284,7 @@ json_t *pgcl_checkpoint_file_json(const char *path, long max_bytes, pgcl_status 
 /* ---- making checkpoints ---- */
 
 /* Writes text to path atomically: a temporary file beside it, fsync, rename, fsync of the directory. */
-pgcl_status pgcl_checkpoint_write_atomic(const char *path, const char *text, char *err, int cap) {
+static pgcl_status write_file_atomic(const char *path, const char *text, char *err, int cap) {
     char tmp[PGCL_CHECKPOINT_PATH_MAX + 64], dir[PGCL_CHECKPOINT_PATH_MAX];
     unsigned char rnd[6];
     char rhex[13];
@@ -321,6 +321,20 @@ pgcl_status pgcl_checkpoint_write_atomic(const char *path, const char *text, cha
     }
     close(dfd);
     return PGCL_OK;
+}
+
+pgcl_status pgcl_checkpoint_write_json(const char *path, const json_t *doc, char *err, int cap) {
+    char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    char *with_nl = text ? realloc(text, strlen(text) + 2) : NULL;
+    if (!with_nl) {
+        free(text);
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    strcat(with_nl, "\n");
+    pgcl_status st = write_file_atomic(path, with_nl, err, cap);
+    free(with_nl);
+    return st;
 }
 
 /* Reads the chain head (or, when at_seq > 0, entry at_seq) and the log tree's root over entries
@@ -429,7 +443,6 @@ pgcl_status pgcl_checkpoint_create_at(const char *db_path, const char *key_path,
     char statement[STATEMENT_MAX], sub[ERR_CAP];
     sqlite3 *db = NULL;
     json_t *doc = NULL;
-    char *text = NULL;
     memset(out, 0, sizeof *out);
     pgcl_status st = load_secret_key(key_path, sk, err, cap);
     if (st != PGCL_OK) return st;
@@ -465,24 +478,11 @@ pgcl_status pgcl_checkpoint_create_at(const char *db_path, const char *key_path,
         pgcl_errorf(err, cap, "checkpoint path too long");
         goto done;
     }
-    st = PGCL_ERR_NOMEM;
     doc = json_pack("{s:s, s:i, s:I, s:s, s:s, s:s, s:s, s:s}", "format", PGCL_CHECKPOINT_FORMAT, "version",
                     PGCL_CHECKPOINT_VERSION, "head_seq", (json_int_t)out->head_seq, "head_hash", out->head_hash,
                     "log_root", out->log_root, "created_at", out->created_at, "public_key", out->public_key,
                     "signature", out->signature);
-    if (!doc || !(text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER))) {
-        pgcl_errorf(err, cap, "out of memory");
-        goto done;
-    }
-    size_t len = strlen(text);
-    char *with_nl = realloc(text, len + 2);
-    if (!with_nl) {
-        pgcl_errorf(err, cap, "out of memory");
-        goto done;
-    }
-    text = with_nl;
-    memcpy(text + len, "\n", 2);
-    if ((st = pgcl_checkpoint_write_atomic(out->file, text, err, cap)) != PGCL_OK) goto done;
+    if ((st = pgcl_checkpoint_write_json(out->file, doc, err, cap)) != PGCL_OK) goto done;
     if ((st = record_checkpoint(db, out, sub, sizeof sub)) != PGCL_OK) {
         pgcl_errorf(err, cap, "%s: the checkpoint file %s was written and is valid, but recording it in "
                     "audit_checkpoints failed: %s", db_path, out->file, sub);
@@ -491,7 +491,6 @@ pgcl_status pgcl_checkpoint_create_at(const char *db_path, const char *key_path,
     st = PGCL_OK;
 done:
     sodium_memzero(sk, sizeof sk);
-    free(text);
     json_decref(doc);
     if (db) sqlite3_close(db);
     return st;

@@ -59,9 +59,11 @@ pgcl_status pgcl_signing_sign(const char *key_path, const void *msg, size_t len,
 /* True when signature_hex (128 hex digits) is public_hex's (64) Ed25519 signature of msg[0:len). */
 bool pgcl_signing_verify(const char *public_hex, const char *signature_hex, const void *msg, size_t len);
 
-/* Writes text to path atomically: a temporary file beside it, fsync, rename, fsync of the
- * directory. PGCL_ERR_IO with err naming the file. */
-pgcl_status pgcl_checkpoint_write_atomic(const char *path, const char *text, char *err, int cap);
+/* Writes a checkpoint file (either format): doc as indented JSON in member order and a newline,
+ * atomically (a temporary file beside path, fsync, rename, fsync of the directory). PGCL_ERR_IO
+ * with err naming the file; PGCL_ERR_NOMEM when doc is NULL (its making ran out of memory) or
+ * cannot be dumped. */
+pgcl_status pgcl_checkpoint_write_json(const char *path, const struct json_t *doc, char *err, int cap);
 
 /* Writes the statement signed for cp (by its version) into buf. Returns its length,
  * or -1 when it does not fit in cap bytes (NUL included). */

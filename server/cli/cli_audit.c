@@ -19,6 +19,7 @@
 #include "audit_pg_archive.h"
 #include "cli_options.h"
 #include "fleet_checkpoint.h"
+#include "review_json.h"
 #include "signing.h"
 #include "time_cursor.h"
 
@@ -138,19 +139,6 @@ static int print_line(json_t *obj, const char *cmd) {
     return rc;
 }
 
-/* The report's writers (the PostgreSQL store) as a JSON array. */
-static json_t *writers_json(const pgcl_chain_report *rep) {
-    json_t *writers = json_array();
-    for (int i = 0; writers && i < rep->n_writers; i++) {
-        const pgcl_chain_writer_head *h = &rep->writers[i];
-        json_array_append_new(writers, json_pack("{s:s, s:I, s:s, s:o, s:b}", "writer_id", h->writer_id, "head_seq",
-                                                 (json_int_t)h->head_seq, "head_hash", h->head_hash, "log_root",
-                                                 h->log_root[0] ? json_string(h->log_root) : json_null(), "intact",
-                                                 h->intact));
-    }
-    return writers;
-}
-
 /* Verifies the chains of the PostgreSQL database at uri (a connection of its own, no writer). */
 static pgcl_status verify_pg(const cli_opts *o, pgcl_chain_report *rep, char *err, int cap) {
     PGconn *conn = pgcl_pg_connect(o->db, err, cap);
@@ -186,7 +174,7 @@ static int cmd_verify(const cli_opts *o) {
                             rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(), "archived_rows",
                             (json_int_t)rep.archived_rows);
     if (out && (pg || fleet_archive)) {
-        json_object_set_new(out, "writers", writers_json(&rep));
+        json_object_set_new(out, "writers", pgcld_chain_writers_json(&rep));
         json_object_set_new(out, "first_bad_writer", rep.intact ? json_null() : json_string(rep.bad_writer_id));
     }
     int rc = print_line(out, "verify");

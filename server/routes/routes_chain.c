@@ -44,14 +44,7 @@ void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcl
                             "archive_cut_seq", rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(),
                             "archived_rows", (json_int_t)rep.archived_rows);
     if (reply->body && rep.has_writers) { /* the PostgreSQL store: one chain per writer */
-        json_t *writers = json_array();
-        for (int i = 0; writers && i < rep.n_writers; i++) {
-            const pgcl_chain_writer_head *h = &rep.writers[i];
-            json_array_append_new(writers, json_pack("{s:s, s:I, s:s, s:o, s:b}", "writer_id", h->writer_id, "head_seq",
-                                                     (json_int_t)h->head_seq, "head_hash", h->head_hash, "log_root",
-                                                     h->log_root[0] ? json_string(h->log_root) : json_null(),
-                                                     "intact", h->intact));
-        }
+        json_t *writers = pgcld_chain_writers_json(&rep);
         json_object_set_new(reply->body, "writers", writers ? writers : json_null());
         json_object_set_new(reply->body, "first_bad_writer",
                             rep.intact ? json_null() : json_string(rep.bad_writer_id));

@@ -247,6 +247,18 @@ json_t *pgcld_inclusion_proof_json(const char *decision_id, const pgcl_chain_pro
     return out;
 }
 
+json_t *pgcld_chain_writers_json(const pgcl_chain_report *rep) {
+    json_t *writers = json_array();
+    for (int i = 0; writers && i < rep->n_writers; i++) {
+        const pgcl_chain_writer_head *h = &rep->writers[i];
+        json_array_append_new(writers, json_pack("{s:s, s:I, s:s, s:o, s:b}", "writer_id", h->writer_id, "head_seq",
+                                                 (json_int_t)h->head_seq, "head_hash", h->head_hash, "log_root",
+                                                 h->log_root[0] ? json_string(h->log_root) : json_null(), "intact",
+                                                 h->intact));
+    }
+    return writers;
+}
+
 json_t *pgcld_consistency_proof_json(const pgcl_log_consistency *c) {
     json_t *path = json_array();
     for (int i = 0; path && i < c->proof_len; i++)

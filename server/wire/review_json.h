@@ -10,6 +10,7 @@
 
 #include "contest_reads.h"
 #include "decision_lists.h"
+#include "chain.h"
 #include "chain_proof.h"
 #include "decision_record.h"
 #include "stats_reads.h"
@@ -34,6 +35,11 @@ json_t *pgcld_contest_rows_json(const pgcl_contest_page *page);
 /* An inclusion proof as GET /v1/decisions/{id}/proof answers it (openapi.yaml, InclusionProof):
  * what docs/verify_proof.py and pgcld audit verify-proof read. NULL when out of memory. */
 json_t *pgcld_inclusion_proof_json(const char *decision_id, const pgcl_chain_proof *p);
+
+/* The writers of a verify report of the PostgreSQL store (GET /v1/audit/verify, pgcld audit
+ * verify): [{writer_id, head_seq, head_hash, log_root (null unless its walk went through),
+ * intact}...] in the report's order. NULL when out of memory. */
+json_t *pgcld_chain_writers_json(const pgcl_chain_report *rep);
 
 /* A consistency proof as GET /v1/audit/consistency answers it (openapi.yaml, ConsistencyProof):
  * {first, second, first_root, second_root, path}. NULL when out of memory. */

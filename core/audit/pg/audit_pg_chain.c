@@ -40,22 +40,15 @@ static const char ROLLBACK_SQL[] = "ROLLBACK";
 /* ---- leaves of rows as PostgreSQL stores them ----
  * The row selects return the chained columns in pgcl_chain_tables[t].select_sql's order; for
  * decisions, column 19 is SHA-256 of the stored input (decision_inputs) and a last column
- * input_digest, from which the leaf's digest value is made as encode_digest_column does
- * (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"). */
-static const char *const ROW_RANGE_SQL[PGCL_CHAIN_TABLES] = {
+ * input_digest, from which pgcl_chain_leaf_of_values makes the leaf's digest value as for a SQLite
+ * row (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"). A proof reads its one
+ * decision with DECISION_ROW_SQL; the verifier reads every table through DECLARE_ROWS_SQL. */
+static const char DECISION_ROW_SQL[] =
     "SELECT d.seq, d.decision_id, d.created_at, d.request_id, d.item_id, d.model_name, d.model_version,"
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
     " d.t_block, d.vector, d.input_sha256, d.latency_us, sha256(i.input), d.input_dtype, d.input_digest"
-    " FROM decisions AS d LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq"
-    " WHERE d.seq BETWEEN $1 AND $2 ORDER BY d.seq",
-    "SELECT seq, event_id, created_at, actor, action, target, details FROM admin_events"
-    " WHERE seq BETWEEN $1 AND $2 ORDER BY seq",
-    "SELECT seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason FROM contests"
-    " WHERE seq BETWEEN $1 AND $2 ORDER BY seq",
-    "SELECT seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label, note"
-    " FROM resolutions WHERE seq BETWEEN $1 AND $2 ORDER BY seq",
-};
-enum { MAX_ROW_COLUMNS = 22, DECISIONS_INPUT_DIGEST_COLUMN = 21 };
+    " FROM decisions AS d LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq WHERE d.seq = $1";
+enum { MAX_ROW_COLUMNS = 22 };
 
 /* The verifier's per-writer row cursors (binary): the rows of one table that writer $1's runs
  * chain, in the order its walk checks them — (entry, first leaf, seq) — each after its run's
@@ -90,8 +83,7 @@ enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 =
 /* One row's values; TEXT and BLOB bytes point into the result (binary format: no decoding). */
 typedef struct row_values {
     pgcl_chain_value v[MAX_ROW_COLUMNS];
-    unsigned char digest[64];
-    int n; /* encoded columns */
+    int n; /* its columns (for decisions, the encoded ones and input_digest) */
 } row_values;
 
 static uint64_t be_uint(const unsigned char *p, int n) {
@@ -157,52 +149,37 @@ static pgcl_status column_value(const PGresult *res, int row, int col, pgcl_chai
     }
 }
 
-/* The encoded values of row `row` of a ROW_RANGE_SQL[table] result. */
+/* The values of row `row` of a result of table `table`'s row select, its columns from offset, for
+ * pgcl_chain_leaf_of_values. PGCL_ERR_FORMAT for a value of an unexpected size (a decision's input
+ * SHA-256 that is not NULL or 32 bytes included). */
 static pgcl_status row_values_of(int table, const PGresult *res, int row, int offset, row_values *r) {
     memset(r, 0, sizeof *r);
-    int columns = PQnfields(res) - offset;
-    r->n = table == DECISIONS_TABLE ? PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS : columns;
-    PGCL_ASSERT(columns <= MAX_ROW_COLUMNS && r->n <= columns);
-    for (int i = 0; i < columns; i++) {
+    r->n = PQnfields(res) - offset;
+    PGCL_ASSERT(r->n <= MAX_ROW_COLUMNS &&
+                (table != DECISIONS_TABLE || r->n == PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS + 1));
+    for (int i = 0; i < r->n; i++) {
         pgcl_status st = column_value(res, row, offset + i, &r->v[i]);
         if (st != PGCL_OK) return st;
     }
-    if (table != DECISIONS_TABLE) return PGCL_OK;
-    /* the input's place: its SHA-256, or the recorded digest once it was dropped, or both */
-    pgcl_chain_value *input = &r->v[PGCL_CHAIN_DECISIONS_INPUT_COLUMN];
-    const pgcl_chain_value *recorded = &r->v[DECISIONS_INPUT_DIGEST_COLUMN];
-    bool have_recorded = recorded->type == PGCL_CHAIN_VALUE_BLOB;
-    if (input->type == PGCL_CHAIN_VALUE_NULL) {
-        if (have_recorded) *input = *recorded;
-        return PGCL_OK;
-    }
-    if (input->type != PGCL_CHAIN_VALUE_BLOB || input->len != PGCL_SHA256_BYTES) return PGCL_ERR_FORMAT;
-    if (!have_recorded || (recorded->len == PGCL_SHA256_BYTES && memcmp(recorded->bytes, input->bytes, 32) == 0))
-        return PGCL_OK;
-    size_t keep = recorded->len < 32 ? recorded->len : 32;
-    memset(r->digest, 0, sizeof r->digest);
-    memcpy(r->digest, recorded->bytes, keep);
-    memcpy(r->digest + 32, input->bytes, 32);
-    input->bytes = r->digest;
-    input->len = sizeof r->digest;
+    const pgcl_chain_value *input = &r->v[PGCL_CHAIN_DECISIONS_INPUT_COLUMN];
+    if (table == DECISIONS_TABLE && input->type != PGCL_CHAIN_VALUE_NULL &&
+        (input->type != PGCL_CHAIN_VALUE_BLOB || input->len != PGCL_SHA256_BYTES))
+        return PGCL_ERR_FORMAT;
     return PGCL_OK;
 }
 
-/* The rows first..last of table (ROW_RANGE_SQL) in the binary format (a vector or digest is sent
- * as its bytes, not as hex text), or NULL with *st and err. Read values with column_value and
- * binary_int. */
-static PGresult *read_rows(PGconn *conn, int table, int64_t first, int64_t last, pgcl_status *st, char *err, int cap) {
-    char a[24], b[24];
-    snprintf(a, sizeof a, "%lld", (long long)first);
-    snprintf(b, sizeof b, "%lld", (long long)last);
-    const char *values[] = {a, b};
-    PGresult *res = PQexecParams(conn, ROW_RANGE_SQL[table], 2, NULL, values, NULL, NULL, 1);
+/* Decision row_seq (DECISION_ROW_SQL) in the binary format (a vector or digest is sent as its
+ * bytes, not as hex text), or NULL with *st and err. Read values with column_value and binary_int. */
+static PGresult *read_decision_row(PGconn *conn, int64_t row_seq, pgcl_status *st, char *err, int cap) {
+    char seq_text[24];
+    snprintf(seq_text, sizeof seq_text, "%lld", (long long)row_seq);
+    const char *values[] = {seq_text};
+    PGresult *res = PQexecParams(conn, DECISION_ROW_SQL, 1, NULL, values, NULL, NULL, 1);
     if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
         *st = PGCL_OK;
         return res;
     }
-    pgcl_errorf(err, cap, "%s: %.300s", pgcl_chain_tables[table].name,
-                res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+    pgcl_errorf(err, cap, "decisions: %.300s", res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
     char *nl = strchr(err, '\n');
     if (nl) *nl = 0;
     PQclear(res);
@@ -286,16 +263,6 @@ static void genesis_payload(const char *writer_id, char out[PGCL_CHAIN_HEX_LEN +
     PGCL_ASSERT(n > 0);
     pgcl_sha256(value, n, digest);
     pgcl_sha256_to_hex(digest, out);
-}
-
-/* The root of the tree of the perfect subtrees stack[0..top) (heights decreasing): MTH of the
- * leaves they hold, as RFC 9162 splits them. */
-static pgcl_merkle_hash fold_stack(const pgcl_merkle_hash *stack, int top) {
-    PGCL_ASSERT(top >= 1);
-    pgcl_merkle_hash r = stack[top - 1];
-    for (int i = top - 2; i >= 0; i--)
-        r = pgcl_merkle_node_hash(&stack[i], &r);
-    return r;
 }
 
 /* ---- cursors: a server-side cursor read in batches ---- */
@@ -412,8 +379,7 @@ typedef struct writer_walk {
     int64_t last_seq; /* the last entry seen (also past a stop) */
     char last_hash[PGCL_CHAIN_HEX_LEN + 1];
     bool stopped; /* a finding: the rest of this chain is skipped */
-    pgcl_merkle_hash stack[PGCL_MERKLE_MAX_PATH + 1];
-    int height[PGCL_MERKLE_MAX_PATH + 1], top;
+    pgcl_merkle_stack tree; /* its log tree over the entries that checked */
 } writer_walk;
 
 typedef struct verifier {
@@ -540,8 +506,8 @@ static pgcl_status finish_writer(verifier *v) {
     h->head_seq = w->last_seq;
     snprintf(h->head_hash, sizeof h->head_hash, "%s", w->last_hash);
     h->intact = !w->stopped && strcmp(r->bad_writer_id, w->id) != 0;
-    if (!w->stopped && w->top > 0) {
-        pgcl_merkle_hash root = fold_stack(w->stack, w->top);
+    if (!w->stopped && w->tree.top > 0) {
+        pgcl_merkle_hash root = pgcl_merkle_stack_root(&w->tree);
         pgcl_merkle_to_hex(&root, h->log_root);
     }
     return PGCL_OK;
@@ -627,17 +593,18 @@ static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, cons
                 v->rep->archived_rows++;
                 continue;
             }
-            if (!cursor_at(rows) || binary_int(rows->batch, rows->row, 0) != seq ||
-                binary_int(rows->batch, rows->row, 1) != first_leaf ||
-                binary_int(rows->batch, rows->row, ROW_CURSOR_OFFSET) != row_seq) {
+            if (!at_row) {
                 note_bad(v, w->id, seq, "entry %lld, leaf %lld: %s row %lld is missing", (long long)seq,
                          (long long)(first_leaf + i), pgcl_chain_tables[t].name, (long long)row_seq);
                 return PGCL_OK;
             }
             row_values rv;
-            st = row_values_of(t, rows->batch, rows->row, ROW_CURSOR_OFFSET, &rv);
-            pgcl_merkle_hash leaf = pgcl_chain_leaf_of_values(t, rv.v, rv.n);
-            if (st != PGCL_OK || memcmp(leaf.b, leaves[first_leaf + i].b, PGCL_MERKLE_HASH_BYTES) != 0) {
+            bool same = row_values_of(t, rows->batch, rows->row, ROW_CURSOR_OFFSET, &rv) == PGCL_OK;
+            if (same) {
+                pgcl_merkle_hash leaf = pgcl_chain_leaf_of_values(t, rv.v, rv.n);
+                same = memcmp(leaf.b, leaves[first_leaf + i].b, PGCL_MERKLE_HASH_BYTES) == 0;
+            }
+            if (!same) {
                 note_bad(
                     v, w->id, seq,
                     "entry %lld, leaf %lld of %lld: %s row %lld: payload differs (the row was changed after it was "
@@ -672,12 +639,10 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
     *ok = false;
     pgcl_merkle_hash entry;
     PGCL_ASSERT(pgcl_merkle_from_hex(hash_hex, &entry)); /* the entry's hash recomputed: 64 hex digits */
-    w->stack[w->top] = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
-    w->height[w->top++] = 0;
-    while (w->top >= 2 && w->height[w->top - 1] == w->height[w->top - 2]) {
-        w->stack[w->top - 2] = pgcl_merkle_node_hash(&w->stack[w->top - 2], &w->stack[w->top - 1]);
-        int level = ++w->height[w->top - 2];
-        w->top--;
+    pgcl_merkle_hash leaf = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
+    pgcl_merkle_stack_push(&w->tree, &leaf);
+    int level;
+    while (pgcl_merkle_stack_merge(&w->tree, &level)) {
         int64_t idx = (seq - 1) >> level;
         /* a stored node ordered before this one is one no entry completes (every earlier one was
          * consumed): e.g. a level past 62, whose end wraps */
@@ -696,7 +661,8 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
             unsigned char *h = NULL;
             size_t len = 0;
             same = pgcl_pg_bytea(v->nodes.batch, v->nodes.row, 4, &h, &len) == PGCL_OK && h &&
-                   len == PGCL_MERKLE_HASH_BYTES && memcmp(h, w->stack[w->top - 1].b, PGCL_MERKLE_HASH_BYTES) == 0;
+                   len == PGCL_MERKLE_HASH_BYTES &&
+                   memcmp(h, w->tree.node[w->tree.top - 1].b, PGCL_MERKLE_HASH_BYTES) == 0;
             free(h);
             if (!cursor_next(&v->nodes, &st, v->err, v->cap) && st != PGCL_OK) return st;
         }
@@ -712,7 +678,7 @@ static pgcl_status log_tree_step(verifier *v, int64_t seq, const char *hash_hex,
            v->targets[v->next_target].head->head_seq == seq) {
         const checkpoint_target *t = &v->targets[v->next_target++];
         char root_hex[PGCL_CHAIN_HEX_LEN + 1];
-        pgcl_merkle_hash root = fold_stack(w->stack, w->top);
+        pgcl_merkle_hash root = pgcl_merkle_stack_root(&w->tree);
         pgcl_merkle_to_hex(&root, root_hex);
         if (strcmp(t->head->head_hash, hash_hex) != 0) {
             note_bad(v, w->id, seq,
@@ -1196,44 +1162,15 @@ pgcl_status pgcl_pg_create_checkpoint(pgcl_audit *store, const char *key_path, c
     return st;
 }
 
-/* A statement as recorded in audit_checkpoints back into cp (heads malloc'd); false when it is not a
- * fleet statement (the form pgcl_fleet_checkpoint_statement writes). */
+/* A statement as recorded in audit_checkpoints (or audit_cuts) back into cp, with its key and
+ * signature (heads malloc'd); false when it is not a fleet statement. */
 static bool parse_statement(const char *text, const char *public_key, const char *signature,
                             pgcl_fleet_checkpoint *cp) {
-    memset(cp, 0, sizeof *cp);
-    const char *magic = "pgcld-fleet-checkpoint-v1\n";
-    if (!text || strncmp(text, magic, strlen(magic)) != 0) return false;
-    const char *p = text + strlen(magic), *nl = strchr(p, '\n');
-    if (!nl || (size_t)(nl - p) >= sizeof cp->created_at) return false;
-    memcpy(cp->created_at, p, (size_t)(nl - p));
-    char *end = NULL;
-    long n = strtol(nl + 1, &end, 10);
-    if (!end || *end != '\n' || n < 1 || n > PGCL_FLEET_WRITERS_MAX) return false;
-    if (!(cp->heads = calloc((size_t)n, sizeof *cp->heads))) return false;
-    p = end + 1;
-    for (long i = 0; i < n; i++) {
-        pgcl_fleet_head *h = &cp->heads[i];
-        long long seq = strtoll(p, &end, 10);
-        nl = end ? strchr(end, '\n') : NULL;
-        if (!end || *end != ' ' || !nl || nl - end < 1 + 64 + 1 + 64 + 2) goto bad;
-        memcpy(h->head_hash, end + 1, 64);
-        memcpy(h->log_root, end + 66, 64);
-        size_t id_len = (size_t)(nl - (end + 131));
-        if (end[65] != ' ' || end[130] != ' ' || id_len < 1 || id_len > PGCL_FLEET_WRITER_ID_MAX) goto bad;
-        memcpy(h->writer_id, end + 131, id_len);
-        h->head_seq = seq;
-        cp->n_heads++;
-        p = nl + 1;
-    }
-    if (*p) goto bad;
-    cp->version = PGCL_FLEET_CHECKPOINT_VERSION;
+    if (!pgcl_fleet_checkpoint_parse_statement(text, cp)) return false;
     snprintf(cp->public_key, sizeof cp->public_key, "%s", public_key ? public_key : "");
     snprintf(cp->signature, sizeof cp->signature, "%s", signature ? signature : "");
     snprintf(cp->file, sizeof cp->file, "audit_checkpoints");
     return true;
-bad:
-    pgcl_fleet_checkpoint_release(cp);
-    return false;
 }
 
 /* ---- inclusion proofs ---- */
@@ -1355,7 +1292,7 @@ pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chai
         goto done;
     }
     if ((st = prove_in_log(conn, out, err, cap)) != PGCL_OK) goto done;
-    if (!(rows = read_rows(conn, DECISIONS_TABLE, out->row_seq, out->row_seq, &st, err, cap))) goto done;
+    if (!(rows = read_decision_row(conn, out->row_seq, &st, err, cap))) goto done;
     st = PGCL_ERR_DB;
     if (PQntuples(rows) != 1) {
         pgcl_errorf(err, cap, "decisions row %lld vanished", (long long)out->row_seq);
