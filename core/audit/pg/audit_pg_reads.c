@@ -3,11 +3,13 @@
  * output structs of its SQLite counterpart (audit_reads.h; core/review/), so that the JSON
  * answers built from them in server/ are the same whichever store holds the record.
  *
- * Shape of every read: a connection from the store's read pool (PGCL_PG_READ_WAIT_MS), a
- * read-only REPEATABLE READ transaction (one snapshot for every query of the read, and
- * extra_float_digits = 3 so that double precision columns come back in text that strtod turns
- * into the stored double exactly), constant SQL with text parameters ($n), ROLLBACK, the
- * connection given back. bytea columns come back in hex text and are decoded (pgcl_pg_bytea).
+ * Shape of every read: a connection from the store's read pool (PGCL_PG_READ_WAIT_MS; each set up
+ * once with extra_float_digits = 3 by the pool, PGCL_PG_POOL_SESSION_SQL, so that double precision
+ * columns come back in text that strtod turns into the stored double exactly), constant SQL with text
+ * parameters ($n), the connection given back. A read of one query runs it as one statement (its
+ * own snapshot: one round trip, read_once); a read of several runs them in a read-only REPEATABLE
+ * READ transaction (one snapshot for all of them: read_open, ROLLBACK in read_close). bytea
+ * columns come back in hex text and are decoded (pgcl_pg_bytea).
  *
  * Order: seq is handed out in commit order across the fleet (migrations/pg/0001_fleet.sql,
  * fleet_counters), so the committed rows of a table are always a prefix of its seqs and the
@@ -42,26 +44,40 @@
 
 /* ---- the read transaction, values ---- */
 
-#define READ_BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL extra_float_digits = 3"
+#define READ_BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
-/* A read connection inside a read transaction, or a status with err set. A pooled connection
- * that turns out to be gone (the server restarted since it was last used: libpq only notices on
- * the next statement) is dropped and the read starts again on the next one (each idle connection
- * of the pool may be gone: at most PGCL_PG_READERS of them, then a new one). */
-static pgcl_status read_open(pgcl_audit *store, PGconn **conn, char *err, int cap) {
+/* Runs a read's first statement, sql (n text parameters; what: its name in err), on a connection
+ * of the read pool: its result, with *conn the connection (given back with read_close), or NULL
+ * with *st and err ("<prefix>: <what>: …") set and *conn NULL. A pooled connection that turns out
+ * to be gone (the server restarted since it was last used: libpq only notices on the next
+ * statement) is dropped and the statement runs again on the next one (each idle connection of the
+ * pool may be gone: at most PGCL_PG_READERS of them, then a new one); a read changes nothing, so
+ * running its first statement again is safe. */
+static PGresult *read_first(pgcl_audit *store, const char *prefix, const char *what, const char *sql, int n,
+                            const char *const *values, PGconn **conn, pgcl_status *st, char *err, int cap) {
     pgcl_pg_pool *pool = pgcl_audit_pg_of(store)->readers;
-    pgcl_status st = PGCL_ERR_DB;
+    *conn = NULL;
+    *st = PGCL_ERR_DB;
     for (int attempt = 0; attempt <= PGCL_PG_READERS; attempt++) {
-        if ((st = pgcl_pg_pool_acquire(pool, PGCL_PG_READ_WAIT_MS, conn, err, cap)) != PGCL_OK) return st;
+        if ((*st = pgcl_pg_pool_acquire(pool, PGCL_PG_READ_WAIT_MS, conn, err, cap)) != PGCL_OK) return NULL;
         char sub[PGCL_READ_ERR_CAP];
-        if ((st = pgcl_pg_exec(*conn, "starting a read", READ_BEGIN_SQL, 0, NULL, sub, sizeof sub)) == PGCL_OK)
-            return PGCL_OK;
-        pgcl_errorf(err, cap, "reading the audit database: %s", sub);
+        PGresult *res = pgcl_pg_query(*conn, what, sql, n, values, st, sub, sizeof sub);
+        if (res) return res;
+        pgcl_errorf(err, cap, "%s: %s", prefix, sub);
         bool gone = pgcl_pg_broken(*conn);
         pgcl_pg_pool_release(pool, *conn); /* a broken connection is closed, not pooled */
         *conn = NULL;
         if (!gone) break;
     }
+    return NULL;
+}
+
+/* A read connection inside a read transaction (for a read of several queries), or a status with
+ * err set. */
+static pgcl_status read_open(pgcl_audit *store, PGconn **conn, char *err, int cap) {
+    pgcl_status st;
+    PQclear(read_first(store, "reading the audit database", "starting a read", READ_BEGIN_SQL, 0, NULL, conn, &st, err,
+                       cap));
     return st;
 }
 
@@ -81,6 +97,16 @@ static PGresult *read_query(PGconn *conn, const char *sql, int n, const char *co
     char sub[PGCL_READ_ERR_CAP];
     PGresult *res = pgcl_pg_query(conn, "query", sql, n, values, st, sub, sizeof sub);
     if (!res) pgcl_errorf(err, cap, "reading the audit database: %s", sub);
+    return res;
+}
+
+/* A read of one query: sql run as one statement on a pooled connection, given back at once; NULL
+ * with err ("<prefix>: query: …") and *st on failure. */
+static PGresult *read_once(pgcl_audit *store, const char *prefix, const char *sql, int n, const char *const *values,
+                           pgcl_status *st, char *err, int cap) {
+    PGconn *conn;
+    PGresult *res = read_first(store, prefix, "query", sql, n, values, &conn, st, err, cap);
+    read_close(store, conn);
     return res;
 }
 
@@ -403,12 +429,13 @@ static bool contest_driven(const pgcl_decision_filter *f) {
            f->contest == PGCL_CONTEST_CONTESTED;
 }
 
+/* Whether a page of f first bounds its time window (window_bounds). */
+static bool window_bounded(const pgcl_decision_filter *f) { return (f->since || f->until) && !contest_driven(f); }
+
 /* The time window's seq range below the cursor into lo and hi ("" when unknown: a window too
- * large to bound, or no window), in conn's read transaction. An empty window gives lo > hi. */
+ * large to bound), in conn's read transaction (window_bounded(f)). An empty window gives lo > hi. */
 static pgcl_status window_bounds(PGconn *conn, const pgcl_decision_filter *f, const char *before, int_text *lo,
                                  int_text *hi, char *err, int cap) {
-    lo->s[0] = hi->s[0] = 0;
-    if (!(f->since || f->until) || contest_driven(f)) return PGCL_OK;
     int_text probe_rows = int_param(WINDOW_PROBE_ROWS);
     const char *values[] = {before, f->since, f->until, probe_rows.s};
     pgcl_status st;
@@ -430,29 +457,36 @@ pgcl_status pgcl_pg_read_decisions(pgcl_audit *store, const pgcl_decision_filter
                                    pgcl_row_arena *arena, pgcl_decision_page *out, char *err, int cap) {
     *out = (pgcl_decision_page){0};
     PGCL_ASSERT(limit >= 1);
-    int_text before = int_param(before_seq), n = int_param((int64_t)limit + 1), lo, hi;
-    PGconn *conn = NULL;
+    int_text before = int_param(before_seq), n = int_param((int64_t)limit + 1), lo = {{0}}, hi = {{0}};
+    const char *values[LIST_PARAMS] = {before_seq > 0 ? before.s : NULL,
+                                       f->model,
+                                       f->version,
+                                       f->label,
+                                       f->decision,
+                                       f->item_id,
+                                       f->request_id,
+                                       f->since,
+                                       f->until,
+                                       n.s,
+                                       contest_filter_name(f->contest),
+                                       NULL,
+                                       NULL};
+    const char *sql = contest_driven(f) ? CONTESTED_SQL : f->model && !f->version ? MODEL_SQL : LIST_SQL;
     PGresult *res = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    if (st == PGCL_OK) st = window_bounds(conn, f, before_seq > 0 ? before.s : NULL, &lo, &hi, err, cap);
-    if (st == PGCL_OK) {
-        const char *values[LIST_PARAMS] = {before_seq > 0 ? before.s : NULL,
-                                           f->model,
-                                           f->version,
-                                           f->label,
-                                           f->decision,
-                                           f->item_id,
-                                           f->request_id,
-                                           f->since,
-                                           f->until,
-                                           n.s,
-                                           contest_filter_name(f->contest),
-                                           lo.s[0] ? lo.s : NULL,
-                                           hi.s[0] ? hi.s : NULL};
-        const char *sql = contest_driven(f) ? CONTESTED_SQL : f->model && !f->version ? MODEL_SQL : LIST_SQL;
-        res = read_query(conn, sql, LIST_PARAMS, values, &st, err, cap);
+    pgcl_status st;
+    if (!window_bounded(f)) {
+        res = read_once(store, "reading the audit database", sql, LIST_PARAMS, values, &st, err, cap);
+    } else { /* the window's bounds and the page from one snapshot */
+        PGconn *conn = NULL;
+        st = read_open(store, &conn, err, cap);
+        if (st == PGCL_OK) st = window_bounds(conn, f, values[0], &lo, &hi, err, cap);
+        if (st == PGCL_OK) {
+            values[11] = lo.s[0] ? lo.s : NULL;
+            values[12] = hi.s[0] ? hi.s : NULL;
+            res = read_query(conn, sql, LIST_PARAMS, values, &st, err, cap);
+        }
+        read_close(store, conn);
     }
-    read_close(store, conn);
     if (!res) return st;
     int n_rows = PQntuples(res) > limit ? limit : PQntuples(res);
     pgcl_decision_summary *rows = n_rows ? pgcl_row_arena_alloc(arena, (size_t)n_rows * sizeof *rows) : NULL;
@@ -494,12 +528,9 @@ pgcl_status pgcl_pg_read_contests(pgcl_audit *store, bool open, int64_t after_se
     int_text from = int_param(open ? after_seq : after_seq > 0 ? after_seq : INT64_MAX);
     int_text n = int_param((int64_t)limit + 1);
     const char *values[] = {from.s, n.s};
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    PGresult *res = st == PGCL_OK
-                        ? read_query(conn, open ? CONTESTS_OPEN_SQL : CONTESTS_RESOLVED_SQL, 2, values, &st, err, cap)
-                        : NULL;
-    read_close(store, conn);
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the audit database", open ? CONTESTS_OPEN_SQL : CONTESTS_RESOLVED_SQL,
+                              2, values, &st, err, cap);
     if (!res) return st;
     int n_rows = PQntuples(res) > limit ? limit : PQntuples(res);
     pgcl_contest_queue_row *rows = n_rows ? pgcl_row_arena_alloc(arena, (size_t)n_rows * sizeof *rows) : NULL;
@@ -721,7 +752,7 @@ pgcl_status pgcl_pg_read_stats(pgcl_audit *store, const char *since, const char 
 }
 
 /* ---- the export ----
- * Rows in (created_at, seq) order, a chunk of EXPORT_CHUNK_ROWS at a time, each chunk one query on
+ * Rows in (created_at, seq) order, a chunk of EXPORT_CHUNK_ROWS at a time, each chunk one statement on
  * a pooled connection taken and given back within it (no transaction stays open between chunks,
  * memory stays constant), keyset-paged on (created_at, seq) through decisions_created_at_seq; the
  * newest seq is fixed when the export opens (committed seqs are a prefix: rows committed later on
@@ -750,10 +781,8 @@ static int export_next_chunk(void *ctx, pgcl_export *out, bool *done, char *err,
     int_text max_seq = int_param(e->max_seq), last_seq = int_param(e->last_seq), n = int_param(EXPORT_CHUNK_ROWS);
     const char *values[] = {
         e->has_since ? e->since : NULL, e->has_until ? e->until : NULL, max_seq.s, e->last_ts, last_seq.s, n.s};
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(e->store, &conn, err, cap);
-    PGresult *res = st == PGCL_OK ? read_query(conn, EXPORT_CHUNK_SQL, 6, values, &st, err, cap) : NULL;
-    read_close(e->store, conn);
+    pgcl_status st;
+    PGresult *res = read_once(e->store, "reading the audit database", EXPORT_CHUNK_SQL, 6, values, &st, err, cap);
     if (!res) return -1;
     int rows = PQntuples(res), result = 0;
     for (int i = 0; i < rows && result == 0; i++) {
@@ -798,19 +827,15 @@ pgcl_status pgcl_pg_open_export(pgcl_audit *store, const char *since, const char
     e->store = store;
     if ((e->has_since = since != NULL)) snprintf(e->since, sizeof e->since, "%s", since);
     if ((e->has_until = until != NULL)) snprintf(e->until, sizeof e->until, "%s", until);
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    if (st == PGCL_OK) {
-        char sub[PGCL_READ_ERR_CAP];
-        st = pgcl_pg_query_int(conn, "the newest decision", "SELECT coalesce(max(seq), 0) FROM decisions", 0, NULL,
-                               &e->max_seq, NULL, sub, sizeof sub);
-        if (st != PGCL_OK) pgcl_errorf(err, cap, "reading the audit database: %s", sub);
-    }
-    read_close(store, conn);
-    if (st != PGCL_OK) {
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the audit database", "SELECT coalesce(max(seq), 0) FROM decisions", 0,
+                              NULL, &st, err, cap);
+    if (!res) {
         free(e);
         return st;
     }
+    e->max_seq = pgcl_pg_int(res, 0, 0);
+    PQclear(res);
     return pgcl_export_create_from(&PG_EXPORT_SOURCE, e, fmt, out, err, cap);
 }
 
@@ -884,17 +909,10 @@ static pgcl_status take_stored_decision(const PGresult *res, pgcl_stored_decisio
 
 pgcl_status pgcl_pg_read_stored_decision(pgcl_audit *store, const char *decision_id, pgcl_stored_decision *out,
                                          char *err, int cap) {
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    if (st != PGCL_OK) return st;
     const char *values[] = {decision_id};
-    char sub[PGCL_READ_ERR_CAP];
-    PGresult *res = pgcl_pg_query(conn, "query", STORED_DECISION_SQL, 1, values, &st, sub, sizeof sub);
-    read_close(store, conn);
-    if (!res) {
-        pgcl_errorf(err, cap, "reading the decision: %s", sub);
-        return st;
-    }
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the decision", STORED_DECISION_SQL, 1, values, &st, err, cap);
+    if (!res) return st;
     if (PQntuples(res) == 0) {
         PQclear(res);
         pgcl_errorf(err, cap, "no decision with id %.64s", decision_id);
@@ -914,17 +932,10 @@ pgcl_status pgcl_pg_read_idempotency_key(pgcl_audit *store, const char *scope, c
                                          bool *found, pgcl_idem_record *out, char *err, int cap) {
     *found = false;
     memset(out, 0, sizeof *out);
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    if (st != PGCL_OK) return st;
     const char *values[] = {scope, key, now};
-    char sub[PGCL_READ_ERR_CAP];
-    PGresult *res = pgcl_pg_query(conn, "query", IDEMPOTENCY_SQL, 3, values, &st, sub, sizeof sub);
-    read_close(store, conn);
-    if (!res) {
-        pgcl_errorf(err, cap, "idempotency lookup: %s", sub);
-        return st;
-    }
+    pgcl_status st;
+    PGresult *res = read_once(store, "idempotency lookup", IDEMPOTENCY_SQL, 3, values, &st, err, cap);
+    if (!res) return st;
     if (PQntuples(res) > 0) {
         const char *sha = pgcl_pg_text(res, 0, 0), *rid = pgcl_pg_text(res, 0, 1);
         const char *answer = pgcl_pg_text(res, 0, 2), *request_sha = pgcl_pg_text(res, 0, 3);
@@ -945,10 +956,8 @@ static const char ACTIVATIONS_SQL[] = "SELECT (details::jsonb)->>'model', (detai
 
 pgcl_status pgcl_pg_read_activations(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
                                      int cap) {
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    PGresult *res = st == PGCL_OK ? read_query(conn, ACTIVATIONS_SQL, 0, NULL, &st, err, cap) : NULL;
-    read_close(store, conn);
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the audit database", ACTIVATIONS_SQL, 0, NULL, &st, err, cap);
     if (!res) return st;
     for (int i = 0; i < PQntuples(res); i++) {
         const char *model = pgcl_pg_text(res, i, 0), *version = pgcl_pg_text(res, i, 1);
@@ -976,10 +985,8 @@ pgcl_status pgcl_pg_read_shadow_report(pgcl_audit *store, const char *model, con
                                        pgcl_shadow_report *out, char *err, int cap) {
     memset(out, 0, sizeof *out);
     const char *values[] = {model, shadow_version};
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    PGresult *res = st == PGCL_OK ? read_query(conn, SHADOW_REPORT_SQL, 2, values, &st, err, cap) : NULL;
-    read_close(store, conn);
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the audit database", SHADOW_REPORT_SQL, 2, values, &st, err, cap);
     if (!res) return st;
     for (int i = 0; i < PQntuples(res); i++) {
         const char *primary = pgcl_pg_text(res, i, 0), *shadow = pgcl_pg_text(res, i, 1);
