@@ -937,12 +937,8 @@ pgcl_status pgcl_pg_read_idempotency_key(pgcl_audit *store, const char *scope, c
     PGresult *res = read_once(store, "idempotency lookup", IDEMPOTENCY_SQL, 3, values, &st, err, cap);
     if (!res) return st;
     if (PQntuples(res) > 0) {
-        const char *sha = pgcl_pg_text(res, 0, 0), *rid = pgcl_pg_text(res, 0, 1);
-        const char *answer = pgcl_pg_text(res, 0, 2), *request_sha = pgcl_pg_text(res, 0, 3);
-        snprintf(out->body_sha256, sizeof out->body_sha256, "%s", sha ? sha : "");
-        snprintf(out->request_sha256, sizeof out->request_sha256, "%s", request_sha ? request_sha : "");
-        snprintf(out->request_id, sizeof out->request_id, "%s", rid ? rid : "");
-        if ((out->answer = strdup(answer ? answer : "")))
+        if (pgcl_idem_record_set(out, pgcl_pg_text(res, 0, 0), pgcl_pg_text(res, 0, 1), pgcl_pg_text(res, 0, 2),
+                                 pgcl_pg_text(res, 0, 3)))
             *found = true;
         else
             st = out_of_memory(err, cap);
