@@ -586,50 +586,10 @@ static const char STATS_WINDOW_SQL[] =
     " GROUP BY model_name, model_version, label, decision"
     " ORDER BY model_name COLLATE \"C\", model_version COLLATE \"C\", label COLLATE \"C\", decision COLLATE \"C\"";
 
-
-/* The state of the decision counts. */
-typedef struct decision_counts {
-    pgcl_model_version_count *by_mv;
-    int n_mv, room_mv;
-    pgcl_named_counts by_label, by_decision;
-    int64_t total;
-} decision_counts;
-
-/* Adds one grouped row. False when out of memory. */
-static bool decision_counts_add(pgcl_row_arena *a, decision_counts *dc, const PGresult *res, int row) {
-    const char *model = pgcl_pg_text(res, row, 0), *version = pgcl_pg_text(res, row, 1);
-    const char *label = pgcl_pg_text(res, row, 2), *decision = pgcl_pg_text(res, row, 3);
-    int64_t n = pgcl_pg_int(res, row, 4);
-    if (model && version) {
-        dc->total += n;
-        /* rows come grouped by model, version: a new pair starts a new entry */
-        pgcl_model_version_count *cur = dc->n_mv ? &dc->by_mv[dc->n_mv - 1] : NULL;
-        if (!cur || strcmp(cur->model_name, model) != 0 || strcmp(cur->model_version, version) != 0) {
-            if (dc->n_mv == dc->room_mv) {
-                int room = dc->room_mv ? 2 * dc->room_mv : 8;
-                pgcl_model_version_count *more =
-                    pgcl_row_arena_grow(a, dc->by_mv, (size_t)dc->n_mv, (size_t)room, sizeof *more);
-                if (!more) return false;
-                dc->by_mv = more;
-                dc->room_mv = room;
-            }
-            cur = &dc->by_mv[dc->n_mv++];
-            *cur = (pgcl_model_version_count){.model_name = pgcl_row_arena_strdup(a, model),
-                                              .model_version = pgcl_row_arena_strdup(a, version)};
-            if (a->failed) return false;
-        }
-        cur->count += n;
-    }
-    if (label && !pgcl_named_counts_add(a, &dc->by_label, label, n)) return false;
-    return !decision || pgcl_named_counts_add(a, &dc->by_decision, decision, n);
-}
-
 static pgcl_status stats_decisions(PGconn *conn, const char *since, const char *until, pgcl_row_arena *a,
                                    pgcl_audit_stats *out, char *err, int cap) {
-    decision_counts dc = {0};
-    if (!pgcl_named_counts_add(a, &dc.by_decision, "allow", 0) || !pgcl_named_counts_add(a, &dc.by_decision, "review", 0) ||
-        !pgcl_named_counts_add(a, &dc.by_decision, "block", 0))
-        return out_of_memory(err, cap);
+    pgcl_decision_counts dc;
+    if (!pgcl_decision_counts_start(a, &dc)) return out_of_memory(err, cap);
     const char *values[] = {since, until};
     bool window = since || until;
     for (int k = 0; k < (window ? 1 : 3); k++) {
@@ -638,17 +598,12 @@ static pgcl_status stats_decisions(PGconn *conn, const char *since, const char *
         if (!res) return st;
         bool ok = true;
         for (int i = 0; ok && i < PQntuples(res); i++)
-            ok = decision_counts_add(a, &dc, res, i);
+            ok = pgcl_decision_counts_add(a, &dc, pgcl_pg_text(res, i, 0), pgcl_pg_text(res, i, 1),
+                                          pgcl_pg_text(res, i, 2), pgcl_pg_text(res, i, 3), pgcl_pg_int(res, i, 4));
         PQclear(res);
         if (!ok) return out_of_memory(err, cap);
     }
-    out->decisions_total = dc.total;
-    out->by_model_version = dc.by_mv;
-    out->n_by_model_version = dc.n_mv;
-    out->by_label = dc.by_label.v;
-    out->n_by_label = dc.by_label.n;
-    out->by_decision = dc.by_decision.v;
-    out->n_by_decision = dc.by_decision.n;
+    pgcl_decision_counts_put(&dc, out);
     return PGCL_OK;
 }
 
