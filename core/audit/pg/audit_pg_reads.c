@@ -707,22 +707,12 @@ pgcl_status pgcl_pg_read_stats(pgcl_audit *store, const char *since, const char 
 }
 
 /* ---- the export ----
- * Rows in (created_at, seq) order, a chunk of EXPORT_CHUNK_ROWS at a time, each chunk one statement on
- * a pooled connection taken and given back within it (no transaction stays open between chunks,
- * memory stays constant), keyset-paged on (created_at, seq) through decisions_created_at_seq; the
- * newest seq is fixed when the export opens (committed seqs are a prefix: rows committed later on
- * any writer are not in it). */
-
-#define EXPORT_CHUNK_ROWS 256
-
-typedef struct pg_export {
-    pgcl_audit *store;
-    char since[PGCL_QTIME_LEN + 8], until[PGCL_QTIME_LEN + 8];
-    bool has_since, has_until;
-    int64_t max_seq;
-    char last_ts[PGCL_QTIME_LEN + 8]; /* (created_at, seq) of the last row given; "" and 0 at first */
-    int64_t last_seq;
-} pg_export;
+ * Rows in (created_at, seq) order, a chunk of PGCL_EXPORT_CHUNK_ROWS at a time, each chunk one
+ * statement on a pooled connection taken and given back within it (no transaction stays open
+ * between chunks, memory stays constant), keyset-paged on (created_at, seq) through
+ * decisions_created_at_seq; the newest seq is fixed when the export opens (committed seqs are a
+ * prefix: rows committed later on any writer are not in it). The position is the export's own
+ * (export.h). */
 
 /* $1 since, $2 until, $3 max seq, $4 and $5 the last row's created_at and seq, $6 the chunk size. */
 static const char EXPORT_CHUNK_SQL[] =
@@ -731,16 +721,17 @@ static const char EXPORT_CHUNK_SQL[] =
     " AND d.seq <= $3::bigint AND (d.created_at, d.seq) > ($4::text, $5::bigint)"
     " ORDER BY d.created_at, d.seq LIMIT $6::bigint";
 
-static int export_next_chunk(void *ctx, pgcl_export *out, bool *done, char *err, int cap) {
-    pg_export *e = ctx;
-    int_text max_seq = int_param(e->max_seq), last_seq = int_param(e->last_seq), n = int_param(EXPORT_CHUNK_ROWS);
-    const char *values[] = {
-        e->has_since ? e->since : NULL, e->has_until ? e->until : NULL, max_seq.s, e->last_ts, last_seq.s, n.s};
+/* pgcl_export_chunk_fn; ctx: the store. */
+static int export_chunk(void *ctx, pgcl_export *out, const pgcl_export_position *at, char *err, int cap) {
+    pgcl_audit *store = ctx;
+    int_text max_seq = int_param(at->max_seq), last_seq = int_param(at->last_seq),
+             n = int_param(PGCL_EXPORT_CHUNK_ROWS);
+    const char *values[] = {at->since, at->until, max_seq.s, at->last_ts, last_seq.s, n.s};
     pgcl_status st;
-    PGresult *res = read_once(e->store, "reading the audit database", EXPORT_CHUNK_SQL, 6, values, &st, err, cap);
+    PGresult *res = read_once(store, "reading the audit database", EXPORT_CHUNK_SQL, 6, values, &st, err, cap);
     if (!res) return -1;
-    int rows = PQntuples(res), result = 0;
-    for (int i = 0; i < rows && result == 0; i++) {
+    int result = 0;
+    for (int i = 0; i < PQntuples(res) && result == 0; i++) {
         pgcl_row_arena a = {0};
         pgcl_decision_summary row;
         summary_of(&a, res, i, &row);
@@ -753,45 +744,24 @@ static int export_next_chunk(void *ctx, pgcl_export *out, bool *done, char *err,
         } else if (a.failed || !pgcl_export_put_row(out, &row, pgcl_pg_text(res, i, 11), vector, vector_bytes)) {
             pgcl_errorf(err, cap, "out of memory");
             result = -1;
-        } else {
-            /* the keyset only moves forward */
-            PGCL_ASSERT(strcmp(row.created_at, e->last_ts) > 0 ||
-                        (strcmp(row.created_at, e->last_ts) == 0 && row.seq > e->last_seq));
-            snprintf(e->last_ts, sizeof e->last_ts, "%s", row.created_at);
-            e->last_seq = row.seq;
         }
         free(vector);
         pgcl_row_arena_release(&a);
     }
     PQclear(res);
-    if (result == 0 && rows < EXPORT_CHUNK_ROWS) *done = true;
     return result;
 }
-
-static void export_free(void *ctx) {
-    free(ctx);
-}
-
-static const pgcl_export_source PG_EXPORT_SOURCE = {.next_chunk = export_next_chunk, .destroy = export_free};
 
 pgcl_status pgcl_pg_open_export(pgcl_audit *store, const char *since, const char *until, pgcl_export_format fmt,
                                 pgcl_export **out, char *err, int cap) {
     *out = NULL;
-    pg_export *e = calloc(1, sizeof *e);
-    if (!e) return out_of_memory(err, cap);
-    e->store = store;
-    if ((e->has_since = since != NULL)) snprintf(e->since, sizeof e->since, "%s", since);
-    if ((e->has_until = until != NULL)) snprintf(e->until, sizeof e->until, "%s", until);
     pgcl_status st;
     PGresult *res = read_once(store, "reading the audit database", "SELECT coalesce(max(seq), 0) FROM decisions", 0,
                               NULL, &st, err, cap);
-    if (!res) {
-        free(e);
-        return st;
-    }
-    e->max_seq = pgcl_pg_int(res, 0, 0);
+    if (!res) return st;
+    int64_t max_seq = pgcl_pg_int(res, 0, 0);
     PQclear(res);
-    return pgcl_export_create_from(&PG_EXPORT_SOURCE, e, fmt, out, err, cap);
+    return pgcl_export_create_from(export_chunk, store, since, until, max_seq, fmt, out, err, cap);
 }
 
 /* ---- a decision as recorded, with its stored input (re-score) ---- */
