@@ -15,6 +15,15 @@ bool pgcl_idem_key_valid(const char *key) {
     return n >= 1 && n <= PGCL_IDEM_KEY_MAX;
 }
 
+bool pgcl_idem_record_set(pgcl_idem_record *out, const char *body_sha256, const char *request_id, const char *answer,
+                          const char *request_sha256) {
+    snprintf(out->body_sha256, sizeof out->body_sha256, "%s", body_sha256 ? body_sha256 : "");
+    snprintf(out->request_sha256, sizeof out->request_sha256, "%s", request_sha256 ? request_sha256 : "");
+    snprintf(out->request_id, sizeof out->request_id, "%s", request_id ? request_id : "");
+    out->answer = strdup(answer ? answer : "");
+    return out->answer != NULL;
+}
+
 bool pgcl_idem_same_request(const pgcl_idem_record *stored, const char *request_sha256, const char *body_sha256) {
     if (stored->request_sha256[0]) return strcmp(stored->request_sha256, request_sha256) == 0;
     return strcmp(stored->body_sha256, body_sha256) == 0;
@@ -38,15 +47,8 @@ pgcl_status pgcl_idem_lookup(sqlite3 *db, const char *scope, const char *key, co
     int rc = sqlite3_step(s);
     pgcl_status st = PGCL_OK;
     if (rc == SQLITE_ROW) {
-        const char *sha = (const char *)sqlite3_column_text(s, 0);
-        const char *rid = (const char *)sqlite3_column_text(s, 1);
-        const char *answer = (const char *)sqlite3_column_text(s, 2);
-        const char *request_sha = (const char *)sqlite3_column_text(s, 3);
-        snprintf(out->body_sha256, sizeof out->body_sha256, "%s", sha ? sha : "");
-        snprintf(out->request_sha256, sizeof out->request_sha256, "%s", request_sha ? request_sha : "");
-        snprintf(out->request_id, sizeof out->request_id, "%s", rid ? rid : "");
-        out->answer = strdup(answer ? answer : "");
-        if (!out->answer) {
+        if (!pgcl_idem_record_set(out, (const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 1),
+                                  (const char *)sqlite3_column_text(s, 2), (const char *)sqlite3_column_text(s, 3))) {
             pgcl_errorf(err, cap, "out of memory");
             st = PGCL_ERR_NOMEM;
         } else {

@@ -28,6 +28,11 @@ typedef struct pgcl_idem_record {
     char *answer; /* malloc'd JSON text; the caller frees it */
 } pgcl_idem_record;
 
+/* Fills out from a stored key's columns (each NULL read as ""): the digests and the request id
+ * copied, the answer duplicated (malloc). Both stores' lookups. False when out of memory. */
+bool pgcl_idem_record_set(pgcl_idem_record *out, const char *body_sha256, const char *request_id, const char *answer,
+                          const char *request_sha256);
+
 /* True when a request with these digests (hex) asks what the stored one asked: its request digest
  * is the stored one, or, for a key stored before request digests were kept, its body digest is. */
 bool pgcl_idem_same_request(const pgcl_idem_record *stored, const char *request_sha256, const char *body_sha256);

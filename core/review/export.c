@@ -9,18 +9,16 @@
 #include "log.h"
 #include "read_sql.h"
 
-#define EXPORT_CHUNK_ROWS 256
-
 struct pgcl_export {
-    pgcl_qpool *pool;                 /* the SQLite store's rows, or: */
-    const pgcl_export_source *source; /* another store's (pgcl_export_create_from) */
-    void *source_ctx;
+    pgcl_export_chunk_fn chunk; /* the store's rows */
+    void *chunk_ctx;
     pgcl_export_format fmt;
     char since[PGCL_QTIME_LEN + 1], until[PGCL_QTIME_LEN + 1];
     bool has_since, has_until;
     int64_t max_seq;                  /* rows committed after create() are not exported */
     char last_ts[PGCL_QTIME_LEN + 8]; /* (created_at, seq) of the last row sent */
     int64_t last_seq;
+    int chunk_rows; /* rows formatted by the current chunk */
     bool header_sent, done;
     char *buf; /* the current chunk, formatted */
     size_t len, off, cap;
@@ -169,7 +167,14 @@ bool pgcl_export_put_row(pgcl_export *e, const pgcl_decision_summary *row, const
 done:
     free(ptext);
     json_decref(probs);
-    return ok;
+    if (!ok) return false;
+    /* the keyset only moves forward */
+    int order = strcmp(row->created_at, e->last_ts);
+    PGCL_ASSERT(order > 0 || (order == 0 && row->seq > e->last_seq));
+    snprintf(e->last_ts, sizeof e->last_ts, "%s", row->created_at);
+    e->last_seq = row->seq;
+    e->chunk_rows++;
+    return true;
 }
 
 static bool export_row(pgcl_export *e, sqlite3_stmt *s) {
@@ -182,6 +187,55 @@ static bool export_row(pgcl_export *e, sqlite3_stmt *s) {
     return ok;
 }
 
+/* The SQLite store's chunks (pgcl_export_chunk_fn; ctx: its reader pool). */
+static int sqlite_chunk(void *ctx, pgcl_export *e, const pgcl_export_position *at, char *err, int cap) {
+    pgcl_qpool *pool = ctx;
+    qbuild *q = calloc(1, sizeof *q);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    int result = -1;
+    if (!q) {
+        pgcl_errorf(err, cap, "out of memory");
+        goto done;
+    }
+    /* Keyset on (created_at, seq), the order of the created_at index: the lower bound is the later
+     * of `since` and the last row sent, and rows at that same instant up to the last seq are skipped. */
+    const char *lower = at->since && strcmp(at->since, at->last_ts) > 0 ? at->since : at->last_ts;
+    qb_sql(q, "SELECT " SUMMARY_COLS ", d.probabilities, d.vector FROM decisions d WHERE d.created_at >= ");
+    qb_text(q, lower);
+    if (at->until) {
+        qb_sql(q, " AND d.created_at < ");
+        qb_text(q, at->until);
+    }
+    qb_sql(q, " AND d.seq <= ");
+    qb_int(q, at->max_seq);
+    qb_sql(q, " AND NOT (d.created_at = ");
+    qb_text(q, at->last_ts);
+    qb_sql(q, " AND d.seq <= ");
+    qb_int(q, at->last_seq);
+    qb_sql(q, ") ORDER BY d.created_at, d.seq LIMIT ");
+    qb_int(q, PGCL_EXPORT_CHUNK_ROWS);
+    if (pgcl_qpool_acquire(pool, &db, err, cap) != PGCL_OK || qb_prepare(db, q, NULL, &s, err, cap) != PGCL_OK)
+        goto done;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (!export_row(e, s)) {
+            pgcl_errorf(err, cap, "out of memory");
+            goto done;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        pgcl_read_step_error(db, rc, err, cap);
+        goto done;
+    }
+    result = 0;
+done:
+    sqlite3_finalize(s);
+    if (db) pgcl_qpool_release(pool, db);
+    free(q);
+    return result;
+}
+
 /* Reads and formats the next chunk of rows into e->buf. Returns 0, or -1 (logged). */
 static int export_fill(pgcl_export *e) {
     char err[PGCL_READ_ERR_CAP];
@@ -190,107 +244,58 @@ static int export_fill(pgcl_export *e) {
         e->header_sent = true;
         if (e->fmt == PGCL_EXPORT_CSV && !buf_put(e, CSV_HEADER, sizeof CSV_HEADER - 1)) return -1;
     }
-    if (e->source) {
-        if (e->source->next_chunk(e->source_ctx, e, &e->done, err, sizeof err) == 0) return 0;
+    /* a copy of the last row's created_at: pgcl_export_put_row moves e's while the chunk's
+     * statement, which may hold that text bound without a copy, still runs */
+    char last_ts[sizeof e->last_ts];
+    memcpy(last_ts, e->last_ts, sizeof last_ts);
+    const pgcl_export_position at = {.since = e->has_since ? e->since : NULL,
+                                     .until = e->has_until ? e->until : NULL,
+                                     .max_seq = e->max_seq,
+                                     .last_ts = last_ts,
+                                     .last_seq = e->last_seq};
+    e->chunk_rows = 0;
+    if (e->chunk(e->chunk_ctx, e, &at, err, sizeof err) != 0) {
         pgcl_log_error("export: %s", err);
         return -1;
     }
-    qbuild *q = calloc(1, sizeof *q);
-    sqlite3 *db = NULL;
-    sqlite3_stmt *s = NULL;
-    int result = -1;
-    if (!q) goto done;
-    /* Keyset on (created_at, seq), the order of the created_at index: the lower bound is the later
-     * of `since` and the last row sent, and rows at that same instant up to the last seq are skipped. */
-    const char *lower = e->has_since && strcmp(e->since, e->last_ts) > 0 ? e->since : e->last_ts;
-    qb_sql(q, "SELECT " SUMMARY_COLS ", d.probabilities, d.vector FROM decisions d WHERE d.created_at >= ");
-    qb_text(q, lower);
-    if (e->has_until) {
-        qb_sql(q, " AND d.created_at < ");
-        qb_text(q, e->until);
-    }
-    qb_sql(q, " AND d.seq <= ");
-    qb_int(q, e->max_seq);
-    qb_sql(q, " AND NOT (d.created_at = ");
-    qb_text(q, e->last_ts);
-    qb_sql(q, " AND d.seq <= ");
-    qb_int(q, e->last_seq);
-    qb_sql(q, ") ORDER BY d.created_at, d.seq LIMIT ");
-    qb_int(q, EXPORT_CHUNK_ROWS);
-    if (pgcl_qpool_acquire(e->pool, &db, err, sizeof err) != PGCL_OK ||
-        qb_prepare(db, q, NULL, &s, err, sizeof err) != PGCL_OK)
-        goto done;
-    int rc, n = 0;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (!export_row(e, s)) {
-            pgcl_errorf(err, sizeof err, "out of memory");
-            goto done;
-        }
-        const char *ts = (const char *)sqlite3_column_text(s, 2);
-        snprintf(e->last_ts, sizeof e->last_ts, "%s", ts ? ts : "");
-        e->last_seq = sqlite3_column_int64(s, 0);
-        n++;
-    }
-    if (rc != SQLITE_DONE) {
-        pgcl_read_step_error(db, rc, err, sizeof err);
-        goto done;
-    }
-    if (n < EXPORT_CHUNK_ROWS) e->done = true;
-    result = 0;
-done:
-    sqlite3_finalize(s);
-    if (db) pgcl_qpool_release(e->pool, db);
-    free(q);
-    if (result != 0) pgcl_log_error("export: %s", err);
-    return result;
+    if (e->chunk_rows < PGCL_EXPORT_CHUNK_ROWS) e->done = true;
+    return 0;
 }
 
 pgcl_status pgcl_export_create(pgcl_qpool *p, const char *since, const char *until, pgcl_export_format fmt,
                                pgcl_export **out, char *err, int cap) {
     *out = NULL;
-    pgcl_export *e = calloc(1, sizeof *e);
-    if (!e) {
-        pgcl_errorf(err, cap, "out of memory");
-        return PGCL_ERR_NOMEM;
-    }
-    e->pool = p;
-    e->fmt = fmt;
-    if ((e->has_since = since != NULL)) snprintf(e->since, sizeof e->since, "%s", since);
-    if ((e->has_until = until != NULL)) snprintf(e->until, sizeof e->until, "%s", until);
+    int64_t max_seq = 0;
     sqlite3 *db = NULL;
     pgcl_status st = pgcl_qpool_acquire(p, &db, err, cap);
-    if (st == PGCL_OK) {
-        qbuild *q = calloc(1, sizeof *q);
-        if (!q) {
-            pgcl_errorf(err, cap, "out of memory");
-            st = PGCL_ERR_NOMEM;
-        } else {
-            qb_sql(q, "SELECT coalesce(max(seq), 0) FROM decisions");
-            st = pgcl_read_scalar_int(db, q, &e->max_seq, NULL, err, cap);
-            free(q);
-        }
-        pgcl_qpool_release(p, db);
+    if (st != PGCL_OK) return st;
+    qbuild *q = calloc(1, sizeof *q);
+    if (!q) {
+        pgcl_errorf(err, cap, "out of memory");
+        st = PGCL_ERR_NOMEM;
+    } else {
+        qb_sql(q, "SELECT coalesce(max(seq), 0) FROM decisions");
+        st = pgcl_read_scalar_int(db, q, &max_seq, NULL, err, cap);
+        free(q);
     }
-    if (st != PGCL_OK) {
-        free(e);
-        return st;
-    }
-    *out = e;
-    return PGCL_OK;
+    pgcl_qpool_release(p, db);
+    return st == PGCL_OK ? pgcl_export_create_from(sqlite_chunk, p, since, until, max_seq, fmt, out, err, cap) : st;
 }
 
-pgcl_status pgcl_export_create_from(const pgcl_export_source *source, void *source_ctx, pgcl_export_format fmt,
-                                    pgcl_export **out, char *err, int cap) {
+pgcl_status pgcl_export_create_from(pgcl_export_chunk_fn chunk, void *ctx, const char *since, const char *until,
+                                    int64_t max_seq, pgcl_export_format fmt, pgcl_export **out, char *err, int cap) {
     *out = NULL;
     pgcl_export *e = calloc(1, sizeof *e);
     if (!e) {
-        source->destroy(source_ctx);
         pgcl_errorf(err, cap, "out of memory");
         return PGCL_ERR_NOMEM;
     }
-    e->source = source;
-    e->source_ctx = source_ctx;
+    e->chunk = chunk;
+    e->chunk_ctx = ctx;
     e->fmt = fmt;
+    if ((e->has_since = since != NULL)) snprintf(e->since, sizeof e->since, "%s", since);
+    if ((e->has_until = until != NULL)) snprintf(e->until, sizeof e->until, "%s", until);
+    e->max_seq = max_seq;
     *out = e;
     return PGCL_OK;
 }
@@ -309,7 +314,6 @@ long pgcl_export_read(pgcl_export *e, char *buf, size_t max) {
 
 void pgcl_export_destroy(pgcl_export *e) {
     if (!e) return;
-    if (e->source) e->source->destroy(e->source_ctx);
     free(e->buf);
     free(e);
 }

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "reader_pool.h"
 #include "review_rows.h"
@@ -24,22 +25,34 @@ typedef struct pgcl_export pgcl_export;
 pgcl_status pgcl_export_create(pgcl_qpool *p, const char *since, const char *until, pgcl_export_format fmt,
                                pgcl_export **out, char *err, int cap);
 
-/* Where another store's export rows come from (the PostgreSQL store, core/audit/pg/): next_chunk
- * reads the next rows after the last one it gave, in (created_at, seq) order, a chunk at a time,
- * passing each to pgcl_export_put_row, and sets *done when none are left; it returns 0, or -1 with
- * err set (the export then ends with -1). destroy frees ctx. */
-typedef struct pgcl_export_source {
-    int (*next_chunk)(void *ctx, pgcl_export *e, bool *done, char *err, int cap);
-    void (*destroy)(void *ctx);
-} pgcl_export_source;
+/* Where an export stands, for the store reading its rows: the rows it covers (created_at in
+ * [since, until), each NULL when unbounded; seq <= max_seq) and the last row it has formatted
+ * ((last_ts, last_seq): "" and 0 before the first). */
+typedef struct pgcl_export_position {
+    const char *since, *until;
+    int64_t max_seq;
+    const char *last_ts;
+    int64_t last_seq;
+} pgcl_export_position;
 
-/* An export whose rows come from source (ctx: its state, owned by the export from here on, also
- * when this fails); formats and header as pgcl_export_create. */
-pgcl_status pgcl_export_create_from(const pgcl_export_source *source, void *ctx, pgcl_export_format fmt,
-                                    pgcl_export **out, char *err, int cap);
+#define PGCL_EXPORT_CHUNK_ROWS 256 /* rows per chunk */
 
-/* Formats one row (for a source's next_chunk): its summary, the stored probabilities JSON text
- * (NULL: null) and the vector's float32 little-endian bytes. False when out of memory. */
+/* How a store reads an export's rows (ctx: the store's, as given to pgcl_export_create_from): the
+ * next PGCL_EXPORT_CHUNK_ROWS rows (fewer at the end) after at's last row, within its bounds, in
+ * (created_at, seq) order, each passed to pgcl_export_put_row. 0, or -1 with err set (the export
+ * then ends with -1). */
+typedef int (*pgcl_export_chunk_fn)(void *ctx, pgcl_export *e, const pgcl_export_position *at, char *err, int cap);
+
+/* An export whose rows chunk reads from ctx (not owned: it must outlive the export): created_at in
+ * [since, until) (either may be NULL), seq <= max_seq (the newest seq when the export opens).
+ * Formats and header as pgcl_export_create, which is this with the SQLite store's chunks. */
+pgcl_status pgcl_export_create_from(pgcl_export_chunk_fn chunk, void *ctx, const char *since, const char *until,
+                                    int64_t max_seq, pgcl_export_format fmt, pgcl_export **out, char *err, int cap);
+
+/* Formats one row (for a chunk function): its summary, the stored probabilities JSON text (NULL:
+ * null) and the vector's float32 little-endian bytes, and moves the export's position past it
+ * (rows must come in (created_at, seq) order after the last one: asserted). False when out of
+ * memory. */
 bool pgcl_export_put_row(pgcl_export *e, const pgcl_decision_summary *row, const char *probabilities,
                          const unsigned char *vector, size_t vector_bytes);
 

@@ -23,7 +23,7 @@ static void qb_range(qbuild *q, const char *col, const char *since, const char *
 }
 
 /* Adds n to name's count, appending name (copied) when it is new. False when out of memory. */
-bool pgcl_named_counts_add(pgcl_row_arena *a, pgcl_named_counts *c, const char *name, int64_t n) {
+static bool named_counts_add(pgcl_row_arena *a, pgcl_named_counts *c, const char *name, int64_t n) {
     for (int i = 0; i < c->n; i++)
         if (strcmp(c->v[i].name, name) == 0) {
             c->v[i].count += n;
@@ -53,6 +53,41 @@ static bool room_for_one(pgcl_row_arena *a, void **v, int n, int *room, size_t s
     return true;
 }
 
+bool pgcl_decision_counts_start(pgcl_row_arena *a, pgcl_decision_counts *dc) {
+    *dc = (pgcl_decision_counts){0};
+    return named_counts_add(a, &dc->by_decision, "allow", 0) && named_counts_add(a, &dc->by_decision, "review", 0) &&
+           named_counts_add(a, &dc->by_decision, "block", 0);
+}
+
+bool pgcl_decision_counts_add(pgcl_row_arena *a, pgcl_decision_counts *dc, const char *model, const char *version,
+                              const char *label, const char *decision, int64_t n) {
+    if (model && version) {
+        dc->total += n;
+        /* rows come grouped by model, version: a new pair starts a new entry */
+        pgcl_model_version_count *cur = dc->n_mv ? &dc->by_mv[dc->n_mv - 1] : NULL;
+        if (!cur || strcmp(cur->model_name, model) != 0 || strcmp(cur->model_version, version) != 0) {
+            if (!room_for_one(a, (void **)&dc->by_mv, dc->n_mv, &dc->room_mv, sizeof *dc->by_mv)) return false;
+            cur = &dc->by_mv[dc->n_mv++];
+            *cur = (pgcl_model_version_count){.model_name = pgcl_row_arena_strdup(a, model),
+                                              .model_version = pgcl_row_arena_strdup(a, version)};
+            if (a->failed) return false;
+        }
+        cur->count += n;
+    }
+    if (label && !named_counts_add(a, &dc->by_label, label, n)) return false;
+    return !decision || named_counts_add(a, &dc->by_decision, decision, n);
+}
+
+void pgcl_decision_counts_put(const pgcl_decision_counts *dc, pgcl_audit_stats *out) {
+    out->decisions_total = dc->total;
+    out->by_model_version = dc->by_mv;
+    out->n_by_model_version = dc->n_mv;
+    out->by_label = dc->by_label.v;
+    out->n_by_label = dc->by_label.n;
+    out->by_decision = dc->by_decision.v;
+    out->n_by_decision = dc->by_decision.n;
+}
+
 /* Decision counts. Without a window, three scans of narrow covering indexes (model+version,
  * label, decision) instead of one scan of the table, whose rows are wide; with a window, one
  * grouped pass over the window's rows (found through the created_at index). Every query has the
@@ -64,12 +99,8 @@ static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, co
         "SELECT NULL, NULL, label, NULL, count(*) FROM decisions GROUP BY label",
         "SELECT NULL, NULL, NULL, decision, count(*) FROM decisions GROUP BY decision",
     };
-    pgcl_model_version_count *by_mv = NULL;
-    int n_mv = 0, room_mv = 0;
-    pgcl_named_counts by_label = {0}, by_decision = {0};
-    bool ok = pgcl_named_counts_add(a, &by_decision, "allow", 0) &&
-              pgcl_named_counts_add(a, &by_decision, "review", 0) && pgcl_named_counts_add(a, &by_decision, "block", 0);
-    int64_t total = 0;
+    pgcl_decision_counts dc;
+    bool ok = pgcl_decision_counts_start(a, &dc);
     pgcl_status st = PGCL_OK;
     bool window = since || until;
     for (int k = 0; ok && st == PGCL_OK && k < (window ? 1 : 3); k++) {
@@ -84,29 +115,10 @@ static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, co
         sqlite3_stmt *s = NULL;
         if ((st = qb_prepare(db, q, NULL, &s, err, cap)) != PGCL_OK) break;
         int rc;
-        while (ok && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-            const char *model = (const char *)sqlite3_column_text(s, 0);
-            const char *version = (const char *)sqlite3_column_text(s, 1);
-            const char *label = (const char *)sqlite3_column_text(s, 2);
-            const char *decision = (const char *)sqlite3_column_text(s, 3);
-            int64_t n = sqlite3_column_int64(s, 4);
-            if (model && version) {
-                total += n;
-                /* rows come grouped by model, version: a new pair starts a new entry */
-                pgcl_model_version_count *cur = n_mv ? &by_mv[n_mv - 1] : NULL;
-                if (!cur || strcmp(cur->model_name, model) != 0 || strcmp(cur->model_version, version) != 0) {
-                    ok = room_for_one(a, (void **)&by_mv, n_mv, &room_mv, sizeof *by_mv);
-                    if (!ok) break;
-                    cur = &by_mv[n_mv++];
-                    *cur = (pgcl_model_version_count){.model_name = pgcl_row_arena_strdup(a, model),
-                                                      .model_version = pgcl_row_arena_strdup(a, version)};
-                    ok = !a->failed;
-                }
-                cur->count += n;
-            }
-            if (ok && label) ok = pgcl_named_counts_add(a, &by_label, label, n);
-            if (ok && decision) ok = pgcl_named_counts_add(a, &by_decision, decision, n);
-        }
+        while (ok && (rc = sqlite3_step(s)) == SQLITE_ROW)
+            ok = pgcl_decision_counts_add(
+                a, &dc, (const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 1),
+                (const char *)sqlite3_column_text(s, 2), (const char *)sqlite3_column_text(s, 3), sqlite3_column_int64(s, 4));
         if (ok && rc != SQLITE_DONE) st = pgcl_read_step_error(db, rc, err, cap);
         sqlite3_finalize(s);
     }
@@ -114,13 +126,7 @@ static pgcl_status stats_decisions(sqlite3 *db, qbuild *q, const char *since, co
         pgcl_errorf(err, cap, "out of memory");
         return PGCL_ERR_NOMEM;
     }
-    out->decisions_total = total;
-    out->by_model_version = by_mv;
-    out->n_by_model_version = n_mv;
-    out->by_label = by_label.v;
-    out->n_by_label = by_label.n;
-    out->by_decision = by_decision.v;
-    out->n_by_decision = by_decision.n;
+    pgcl_decision_counts_put(&dc, out);
     return st;
 }
 

@@ -43,15 +43,30 @@ typedef struct pgcl_audit_stats {
     int n_contests_by_model_version;
 } pgcl_audit_stats;
 
-/* A growable array of named counts in an arena: how both stores' stats reads gather by_label and
- * by_decision. */
+/* A growable array of named counts in an arena. */
 typedef struct pgcl_named_counts {
     pgcl_named_count *v;
     int n, room;
 } pgcl_named_counts;
 
-/* Adds n to name's count, appending name (copied into a) when it is new. False when out of memory. */
-bool pgcl_named_counts_add(pgcl_row_arena *a, pgcl_named_counts *c, const char *name, int64_t n);
+/* The decision figures of pgcl_audit_stats as both stores gather them, in an arena, from grouped
+ * rows (model_name, model_version, label, decision, count; NULL where not grouped). */
+typedef struct pgcl_decision_counts {
+    pgcl_model_version_count *by_mv;
+    int n_mv, room_mv;
+    pgcl_named_counts by_label, by_decision;
+    int64_t total;
+} pgcl_decision_counts;
+
+/* Empty counts whose by_decision lists allow, review and block first (at 0 until counted). False
+ * when out of memory. */
+bool pgcl_decision_counts_start(pgcl_row_arena *a, pgcl_decision_counts *dc);
+/* Adds one grouped row (the rows of one model and version come one after another); strings are
+ * copied into a. False when out of memory. */
+bool pgcl_decision_counts_add(pgcl_row_arena *a, pgcl_decision_counts *dc, const char *model, const char *version,
+                              const char *label, const char *decision, int64_t n);
+/* Sets out's decisions_total, by_model_version, by_label and by_decision from dc. */
+void pgcl_decision_counts_put(const pgcl_decision_counts *dc, pgcl_audit_stats *out);
 
 /* The figures for [since, until) (columns' format; either may be NULL), read in one transaction,
  * allocated in a. PGCL_ERR_BUSY / PGCL_ERR_DB: the database could not be read; PGCL_ERR_NOMEM.

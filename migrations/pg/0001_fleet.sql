@@ -51,7 +51,11 @@ CREATE TABLE decisions (
   input_dtype    text   CHECK (input_dtype IN ('f16', 'f32')),
   input_digest   bytea
 );
-CREATE INDEX decisions_created_at ON decisions (created_at);
+-- The export and the time windows (core/audit/pg/audit_pg_reads.c) walk decisions in (created_at,
+-- seq) order, keyset-paged on that pair, which an index on created_at alone cannot give without a
+-- sort (SQLite's decisions_created_at carries the rowid; PostgreSQL's would not). It also serves
+-- retention's created_at bound.
+CREATE INDEX decisions_created_at_seq ON decisions (created_at, seq);
 CREATE INDEX decisions_label ON decisions (label, seq);
 CREATE INDEX decisions_flagged ON decisions (decision, seq) WHERE decision <> 'allow';
 CREATE INDEX decisions_model_seq ON decisions (model_name, model_version, seq);
@@ -288,13 +292,6 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION pgcld_grant_writer(name) FROM PUBLIC;
 
-
--- Issue 17, the fleet-wide reads (core/audit/pg/audit_pg_reads.c): the export and the time
--- windows walk decisions in (created_at, seq) order, keyset-paged on that pair, which an index on
--- created_at alone cannot give without a sort (SQLite's carries the rowid; PostgreSQL's does not).
--- It serves every query decisions_created_at served (retention's created_at bound too).
-DROP INDEX decisions_created_at;
-CREATE INDEX decisions_created_at_seq ON decisions (created_at, seq);
 
 -- Issue 17, archival past a horizon (core/audit/pg/audit_pg_archive.c; docs/audit.md, "Archival on
 -- PostgreSQL"). `pgcld audit archive --db URI` signs a fleet checkpoint (every writer's head),

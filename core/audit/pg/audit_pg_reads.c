@@ -3,11 +3,13 @@
  * output structs of its SQLite counterpart (audit_reads.h; core/review/), so that the JSON
  * answers built from them in server/ are the same whichever store holds the record.
  *
- * Shape of every read: a connection from the store's read pool (PGCL_PG_READ_WAIT_MS), a
- * read-only REPEATABLE READ transaction (one snapshot for every query of the read, and
- * extra_float_digits = 3 so that double precision columns come back in text that strtod turns
- * into the stored double exactly), constant SQL with text parameters ($n), ROLLBACK, the
- * connection given back. bytea columns come back in hex text and are decoded (pgcl_pg_bytea).
+ * Shape of every read: a connection from the store's read pool (PGCL_PG_READ_WAIT_MS; each set up
+ * once with extra_float_digits = 3 by the pool, PGCL_PG_POOL_SESSION_SQL, so that double precision
+ * columns come back in text that strtod turns into the stored double exactly), constant SQL with text
+ * parameters ($n), the connection given back. A read of one query runs it as one statement (its
+ * own snapshot: one round trip, read_once); a read of several runs them in a read-only REPEATABLE
+ * READ transaction (one snapshot for all of them: read_open, ROLLBACK in read_close). bytea
+ * columns come back in hex text and are decoded (pgcl_pg_bytea).
  *
  * Order: seq is handed out in commit order across the fleet (migrations/pg/0001_fleet.sql,
  * fleet_counters), so the committed rows of a table are always a prefix of its seqs and the
@@ -42,26 +44,40 @@
 
 /* ---- the read transaction, values ---- */
 
-#define READ_BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL extra_float_digits = 3"
+#define READ_BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
-/* A read connection inside a read transaction, or a status with err set. A pooled connection
- * that turns out to be gone (the server restarted since it was last used: libpq only notices on
- * the next statement) is dropped and the read starts again on the next one (each idle connection
- * of the pool may be gone: at most PGCL_PG_READERS of them, then a new one). */
-static pgcl_status read_open(pgcl_audit *store, PGconn **conn, char *err, int cap) {
+/* Runs a read's first statement, sql (n text parameters; what: its name in err), on a connection
+ * of the read pool: its result, with *conn the connection (given back with read_close), or NULL
+ * with *st and err ("<prefix>: <what>: …") set and *conn NULL. A pooled connection that turns out
+ * to be gone (the server restarted since it was last used: libpq only notices on the next
+ * statement) is dropped and the statement runs again on the next one (each idle connection of the
+ * pool may be gone: at most PGCL_PG_READERS of them, then a new one); a read changes nothing, so
+ * running its first statement again is safe. */
+static PGresult *read_first(pgcl_audit *store, const char *prefix, const char *what, const char *sql, int n,
+                            const char *const *values, PGconn **conn, pgcl_status *st, char *err, int cap) {
     pgcl_pg_pool *pool = pgcl_audit_pg_of(store)->readers;
-    pgcl_status st = PGCL_ERR_DB;
+    *conn = NULL;
+    *st = PGCL_ERR_DB;
     for (int attempt = 0; attempt <= PGCL_PG_READERS; attempt++) {
-        if ((st = pgcl_pg_pool_acquire(pool, PGCL_PG_READ_WAIT_MS, conn, err, cap)) != PGCL_OK) return st;
+        if ((*st = pgcl_pg_pool_acquire(pool, PGCL_PG_READ_WAIT_MS, conn, err, cap)) != PGCL_OK) return NULL;
         char sub[PGCL_READ_ERR_CAP];
-        if ((st = pgcl_pg_exec(*conn, "starting a read", READ_BEGIN_SQL, 0, NULL, sub, sizeof sub)) == PGCL_OK)
-            return PGCL_OK;
-        pgcl_errorf(err, cap, "reading the audit database: %s", sub);
+        PGresult *res = pgcl_pg_query(*conn, what, sql, n, values, st, sub, sizeof sub);
+        if (res) return res;
+        pgcl_errorf(err, cap, "%s: %s", prefix, sub);
         bool gone = pgcl_pg_broken(*conn);
         pgcl_pg_pool_release(pool, *conn); /* a broken connection is closed, not pooled */
         *conn = NULL;
         if (!gone) break;
     }
+    return NULL;
+}
+
+/* A read connection inside a read transaction (for a read of several queries), or a status with
+ * err set. */
+static pgcl_status read_open(pgcl_audit *store, PGconn **conn, char *err, int cap) {
+    pgcl_status st;
+    PQclear(read_first(store, "reading the audit database", "starting a read", READ_BEGIN_SQL, 0, NULL, conn, &st, err,
+                       cap));
     return st;
 }
 
@@ -81,6 +97,16 @@ static PGresult *read_query(PGconn *conn, const char *sql, int n, const char *co
     char sub[PGCL_READ_ERR_CAP];
     PGresult *res = pgcl_pg_query(conn, "query", sql, n, values, st, sub, sizeof sub);
     if (!res) pgcl_errorf(err, cap, "reading the audit database: %s", sub);
+    return res;
+}
+
+/* A read of one query: sql run as one statement on a pooled connection, given back at once; NULL
+ * with err ("<prefix>: query: …") and *st on failure. */
+static PGresult *read_once(pgcl_audit *store, const char *prefix, const char *sql, int n, const char *const *values,
+                           pgcl_status *st, char *err, int cap) {
+    PGconn *conn;
+    PGresult *res = read_first(store, prefix, "query", sql, n, values, &conn, st, err, cap);
+    read_close(store, conn);
     return res;
 }
 
@@ -403,12 +429,13 @@ static bool contest_driven(const pgcl_decision_filter *f) {
            f->contest == PGCL_CONTEST_CONTESTED;
 }
 
+/* Whether a page of f first bounds its time window (window_bounds). */
+static bool window_bounded(const pgcl_decision_filter *f) { return (f->since || f->until) && !contest_driven(f); }
+
 /* The time window's seq range below the cursor into lo and hi ("" when unknown: a window too
- * large to bound, or no window), in conn's read transaction. An empty window gives lo > hi. */
+ * large to bound), in conn's read transaction (window_bounded(f)). An empty window gives lo > hi. */
 static pgcl_status window_bounds(PGconn *conn, const pgcl_decision_filter *f, const char *before, int_text *lo,
                                  int_text *hi, char *err, int cap) {
-    lo->s[0] = hi->s[0] = 0;
-    if (!(f->since || f->until) || contest_driven(f)) return PGCL_OK;
     int_text probe_rows = int_param(WINDOW_PROBE_ROWS);
     const char *values[] = {before, f->since, f->until, probe_rows.s};
     pgcl_status st;
@@ -430,29 +457,36 @@ pgcl_status pgcl_pg_read_decisions(pgcl_audit *store, const pgcl_decision_filter
                                    pgcl_row_arena *arena, pgcl_decision_page *out, char *err, int cap) {
     *out = (pgcl_decision_page){0};
     PGCL_ASSERT(limit >= 1);
-    int_text before = int_param(before_seq), n = int_param((int64_t)limit + 1), lo, hi;
-    PGconn *conn = NULL;
+    int_text before = int_param(before_seq), n = int_param((int64_t)limit + 1), lo = {{0}}, hi = {{0}};
+    const char *values[LIST_PARAMS] = {before_seq > 0 ? before.s : NULL,
+                                       f->model,
+                                       f->version,
+                                       f->label,
+                                       f->decision,
+                                       f->item_id,
+                                       f->request_id,
+                                       f->since,
+                                       f->until,
+                                       n.s,
+                                       contest_filter_name(f->contest),
+                                       NULL,
+                                       NULL};
+    const char *sql = contest_driven(f) ? CONTESTED_SQL : f->model && !f->version ? MODEL_SQL : LIST_SQL;
     PGresult *res = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    if (st == PGCL_OK) st = window_bounds(conn, f, before_seq > 0 ? before.s : NULL, &lo, &hi, err, cap);
-    if (st == PGCL_OK) {
-        const char *values[LIST_PARAMS] = {before_seq > 0 ? before.s : NULL,
-                                           f->model,
-                                           f->version,
-                                           f->label,
-                                           f->decision,
-                                           f->item_id,
-                                           f->request_id,
-                                           f->since,
-                                           f->until,
-                                           n.s,
-                                           contest_filter_name(f->contest),
-                                           lo.s[0] ? lo.s : NULL,
-                                           hi.s[0] ? hi.s : NULL};
-        const char *sql = contest_driven(f) ? CONTESTED_SQL : f->model && !f->version ? MODEL_SQL : LIST_SQL;
-        res = read_query(conn, sql, LIST_PARAMS, values, &st, err, cap);
+    pgcl_status st;
+    if (!window_bounded(f)) {
+        res = read_once(store, "reading the audit database", sql, LIST_PARAMS, values, &st, err, cap);
+    } else { /* the window's bounds and the page from one snapshot */
+        PGconn *conn = NULL;
+        st = read_open(store, &conn, err, cap);
+        if (st == PGCL_OK) st = window_bounds(conn, f, values[0], &lo, &hi, err, cap);
+        if (st == PGCL_OK) {
+            values[11] = lo.s[0] ? lo.s : NULL;
+            values[12] = hi.s[0] ? hi.s : NULL;
+            res = read_query(conn, sql, LIST_PARAMS, values, &st, err, cap);
+        }
+        read_close(store, conn);
     }
-    read_close(store, conn);
     if (!res) return st;
     int n_rows = PQntuples(res) > limit ? limit : PQntuples(res);
     pgcl_decision_summary *rows = n_rows ? pgcl_row_arena_alloc(arena, (size_t)n_rows * sizeof *rows) : NULL;
@@ -494,12 +528,9 @@ pgcl_status pgcl_pg_read_contests(pgcl_audit *store, bool open, int64_t after_se
     int_text from = int_param(open ? after_seq : after_seq > 0 ? after_seq : INT64_MAX);
     int_text n = int_param((int64_t)limit + 1);
     const char *values[] = {from.s, n.s};
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    PGresult *res = st == PGCL_OK
-                        ? read_query(conn, open ? CONTESTS_OPEN_SQL : CONTESTS_RESOLVED_SQL, 2, values, &st, err, cap)
-                        : NULL;
-    read_close(store, conn);
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the audit database", open ? CONTESTS_OPEN_SQL : CONTESTS_RESOLVED_SQL,
+                              2, values, &st, err, cap);
     if (!res) return st;
     int n_rows = PQntuples(res) > limit ? limit : PQntuples(res);
     pgcl_contest_queue_row *rows = n_rows ? pgcl_row_arena_alloc(arena, (size_t)n_rows * sizeof *rows) : NULL;
@@ -555,50 +586,10 @@ static const char STATS_WINDOW_SQL[] =
     " GROUP BY model_name, model_version, label, decision"
     " ORDER BY model_name COLLATE \"C\", model_version COLLATE \"C\", label COLLATE \"C\", decision COLLATE \"C\"";
 
-
-/* The state of the decision counts. */
-typedef struct decision_counts {
-    pgcl_model_version_count *by_mv;
-    int n_mv, room_mv;
-    pgcl_named_counts by_label, by_decision;
-    int64_t total;
-} decision_counts;
-
-/* Adds one grouped row. False when out of memory. */
-static bool decision_counts_add(pgcl_row_arena *a, decision_counts *dc, const PGresult *res, int row) {
-    const char *model = pgcl_pg_text(res, row, 0), *version = pgcl_pg_text(res, row, 1);
-    const char *label = pgcl_pg_text(res, row, 2), *decision = pgcl_pg_text(res, row, 3);
-    int64_t n = pgcl_pg_int(res, row, 4);
-    if (model && version) {
-        dc->total += n;
-        /* rows come grouped by model, version: a new pair starts a new entry */
-        pgcl_model_version_count *cur = dc->n_mv ? &dc->by_mv[dc->n_mv - 1] : NULL;
-        if (!cur || strcmp(cur->model_name, model) != 0 || strcmp(cur->model_version, version) != 0) {
-            if (dc->n_mv == dc->room_mv) {
-                int room = dc->room_mv ? 2 * dc->room_mv : 8;
-                pgcl_model_version_count *more =
-                    pgcl_row_arena_grow(a, dc->by_mv, (size_t)dc->n_mv, (size_t)room, sizeof *more);
-                if (!more) return false;
-                dc->by_mv = more;
-                dc->room_mv = room;
-            }
-            cur = &dc->by_mv[dc->n_mv++];
-            *cur = (pgcl_model_version_count){.model_name = pgcl_row_arena_strdup(a, model),
-                                              .model_version = pgcl_row_arena_strdup(a, version)};
-            if (a->failed) return false;
-        }
-        cur->count += n;
-    }
-    if (label && !pgcl_named_counts_add(a, &dc->by_label, label, n)) return false;
-    return !decision || pgcl_named_counts_add(a, &dc->by_decision, decision, n);
-}
-
 static pgcl_status stats_decisions(PGconn *conn, const char *since, const char *until, pgcl_row_arena *a,
                                    pgcl_audit_stats *out, char *err, int cap) {
-    decision_counts dc = {0};
-    if (!pgcl_named_counts_add(a, &dc.by_decision, "allow", 0) || !pgcl_named_counts_add(a, &dc.by_decision, "review", 0) ||
-        !pgcl_named_counts_add(a, &dc.by_decision, "block", 0))
-        return out_of_memory(err, cap);
+    pgcl_decision_counts dc;
+    if (!pgcl_decision_counts_start(a, &dc)) return out_of_memory(err, cap);
     const char *values[] = {since, until};
     bool window = since || until;
     for (int k = 0; k < (window ? 1 : 3); k++) {
@@ -607,17 +598,12 @@ static pgcl_status stats_decisions(PGconn *conn, const char *since, const char *
         if (!res) return st;
         bool ok = true;
         for (int i = 0; ok && i < PQntuples(res); i++)
-            ok = decision_counts_add(a, &dc, res, i);
+            ok = pgcl_decision_counts_add(a, &dc, pgcl_pg_text(res, i, 0), pgcl_pg_text(res, i, 1),
+                                          pgcl_pg_text(res, i, 2), pgcl_pg_text(res, i, 3), pgcl_pg_int(res, i, 4));
         PQclear(res);
         if (!ok) return out_of_memory(err, cap);
     }
-    out->decisions_total = dc.total;
-    out->by_model_version = dc.by_mv;
-    out->n_by_model_version = dc.n_mv;
-    out->by_label = dc.by_label.v;
-    out->n_by_label = dc.by_label.n;
-    out->by_decision = dc.by_decision.v;
-    out->n_by_decision = dc.by_decision.n;
+    pgcl_decision_counts_put(&dc, out);
     return PGCL_OK;
 }
 
@@ -721,22 +707,12 @@ pgcl_status pgcl_pg_read_stats(pgcl_audit *store, const char *since, const char 
 }
 
 /* ---- the export ----
- * Rows in (created_at, seq) order, a chunk of EXPORT_CHUNK_ROWS at a time, each chunk one query on
- * a pooled connection taken and given back within it (no transaction stays open between chunks,
- * memory stays constant), keyset-paged on (created_at, seq) through decisions_created_at_seq; the
- * newest seq is fixed when the export opens (committed seqs are a prefix: rows committed later on
- * any writer are not in it). */
-
-#define EXPORT_CHUNK_ROWS 256
-
-typedef struct pg_export {
-    pgcl_audit *store;
-    char since[PGCL_QTIME_LEN + 8], until[PGCL_QTIME_LEN + 8];
-    bool has_since, has_until;
-    int64_t max_seq;
-    char last_ts[PGCL_QTIME_LEN + 8]; /* (created_at, seq) of the last row given; "" and 0 at first */
-    int64_t last_seq;
-} pg_export;
+ * Rows in (created_at, seq) order, a chunk of PGCL_EXPORT_CHUNK_ROWS at a time, each chunk one
+ * statement on a pooled connection taken and given back within it (no transaction stays open
+ * between chunks, memory stays constant), keyset-paged on (created_at, seq) through
+ * decisions_created_at_seq; the newest seq is fixed when the export opens (committed seqs are a
+ * prefix: rows committed later on any writer are not in it). The position is the export's own
+ * (export.h). */
 
 /* $1 since, $2 until, $3 max seq, $4 and $5 the last row's created_at and seq, $6 the chunk size. */
 static const char EXPORT_CHUNK_SQL[] =
@@ -745,18 +721,17 @@ static const char EXPORT_CHUNK_SQL[] =
     " AND d.seq <= $3::bigint AND (d.created_at, d.seq) > ($4::text, $5::bigint)"
     " ORDER BY d.created_at, d.seq LIMIT $6::bigint";
 
-static int export_next_chunk(void *ctx, pgcl_export *out, bool *done, char *err, int cap) {
-    pg_export *e = ctx;
-    int_text max_seq = int_param(e->max_seq), last_seq = int_param(e->last_seq), n = int_param(EXPORT_CHUNK_ROWS);
-    const char *values[] = {
-        e->has_since ? e->since : NULL, e->has_until ? e->until : NULL, max_seq.s, e->last_ts, last_seq.s, n.s};
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(e->store, &conn, err, cap);
-    PGresult *res = st == PGCL_OK ? read_query(conn, EXPORT_CHUNK_SQL, 6, values, &st, err, cap) : NULL;
-    read_close(e->store, conn);
+/* pgcl_export_chunk_fn; ctx: the store. */
+static int export_chunk(void *ctx, pgcl_export *out, const pgcl_export_position *at, char *err, int cap) {
+    pgcl_audit *store = ctx;
+    int_text max_seq = int_param(at->max_seq), last_seq = int_param(at->last_seq),
+             n = int_param(PGCL_EXPORT_CHUNK_ROWS);
+    const char *values[] = {at->since, at->until, max_seq.s, at->last_ts, last_seq.s, n.s};
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the audit database", EXPORT_CHUNK_SQL, 6, values, &st, err, cap);
     if (!res) return -1;
-    int rows = PQntuples(res), result = 0;
-    for (int i = 0; i < rows && result == 0; i++) {
+    int result = 0;
+    for (int i = 0; i < PQntuples(res) && result == 0; i++) {
         pgcl_row_arena a = {0};
         pgcl_decision_summary row;
         summary_of(&a, res, i, &row);
@@ -769,49 +744,24 @@ static int export_next_chunk(void *ctx, pgcl_export *out, bool *done, char *err,
         } else if (a.failed || !pgcl_export_put_row(out, &row, pgcl_pg_text(res, i, 11), vector, vector_bytes)) {
             pgcl_errorf(err, cap, "out of memory");
             result = -1;
-        } else {
-            /* the keyset only moves forward */
-            PGCL_ASSERT(strcmp(row.created_at, e->last_ts) > 0 ||
-                        (strcmp(row.created_at, e->last_ts) == 0 && row.seq > e->last_seq));
-            snprintf(e->last_ts, sizeof e->last_ts, "%s", row.created_at);
-            e->last_seq = row.seq;
         }
         free(vector);
         pgcl_row_arena_release(&a);
     }
     PQclear(res);
-    if (result == 0 && rows < EXPORT_CHUNK_ROWS) *done = true;
     return result;
 }
-
-static void export_free(void *ctx) {
-    free(ctx);
-}
-
-static const pgcl_export_source PG_EXPORT_SOURCE = {.next_chunk = export_next_chunk, .destroy = export_free};
 
 pgcl_status pgcl_pg_open_export(pgcl_audit *store, const char *since, const char *until, pgcl_export_format fmt,
                                 pgcl_export **out, char *err, int cap) {
     *out = NULL;
-    pg_export *e = calloc(1, sizeof *e);
-    if (!e) return out_of_memory(err, cap);
-    e->store = store;
-    if ((e->has_since = since != NULL)) snprintf(e->since, sizeof e->since, "%s", since);
-    if ((e->has_until = until != NULL)) snprintf(e->until, sizeof e->until, "%s", until);
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    if (st == PGCL_OK) {
-        char sub[PGCL_READ_ERR_CAP];
-        st = pgcl_pg_query_int(conn, "the newest decision", "SELECT coalesce(max(seq), 0) FROM decisions", 0, NULL,
-                               &e->max_seq, NULL, sub, sizeof sub);
-        if (st != PGCL_OK) pgcl_errorf(err, cap, "reading the audit database: %s", sub);
-    }
-    read_close(store, conn);
-    if (st != PGCL_OK) {
-        free(e);
-        return st;
-    }
-    return pgcl_export_create_from(&PG_EXPORT_SOURCE, e, fmt, out, err, cap);
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the audit database", "SELECT coalesce(max(seq), 0) FROM decisions", 0,
+                              NULL, &st, err, cap);
+    if (!res) return st;
+    int64_t max_seq = pgcl_pg_int(res, 0, 0);
+    PQclear(res);
+    return pgcl_export_create_from(export_chunk, store, since, until, max_seq, fmt, out, err, cap);
 }
 
 /* ---- a decision as recorded, with its stored input (re-score) ---- */
@@ -884,17 +834,10 @@ static pgcl_status take_stored_decision(const PGresult *res, pgcl_stored_decisio
 
 pgcl_status pgcl_pg_read_stored_decision(pgcl_audit *store, const char *decision_id, pgcl_stored_decision *out,
                                          char *err, int cap) {
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    if (st != PGCL_OK) return st;
     const char *values[] = {decision_id};
-    char sub[PGCL_READ_ERR_CAP];
-    PGresult *res = pgcl_pg_query(conn, "query", STORED_DECISION_SQL, 1, values, &st, sub, sizeof sub);
-    read_close(store, conn);
-    if (!res) {
-        pgcl_errorf(err, cap, "reading the decision: %s", sub);
-        return st;
-    }
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the decision", STORED_DECISION_SQL, 1, values, &st, err, cap);
+    if (!res) return st;
     if (PQntuples(res) == 0) {
         PQclear(res);
         pgcl_errorf(err, cap, "no decision with id %.64s", decision_id);
@@ -914,24 +857,13 @@ pgcl_status pgcl_pg_read_idempotency_key(pgcl_audit *store, const char *scope, c
                                          bool *found, pgcl_idem_record *out, char *err, int cap) {
     *found = false;
     memset(out, 0, sizeof *out);
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    if (st != PGCL_OK) return st;
     const char *values[] = {scope, key, now};
-    char sub[PGCL_READ_ERR_CAP];
-    PGresult *res = pgcl_pg_query(conn, "query", IDEMPOTENCY_SQL, 3, values, &st, sub, sizeof sub);
-    read_close(store, conn);
-    if (!res) {
-        pgcl_errorf(err, cap, "idempotency lookup: %s", sub);
-        return st;
-    }
+    pgcl_status st;
+    PGresult *res = read_once(store, "idempotency lookup", IDEMPOTENCY_SQL, 3, values, &st, err, cap);
+    if (!res) return st;
     if (PQntuples(res) > 0) {
-        const char *sha = pgcl_pg_text(res, 0, 0), *rid = pgcl_pg_text(res, 0, 1);
-        const char *answer = pgcl_pg_text(res, 0, 2), *request_sha = pgcl_pg_text(res, 0, 3);
-        snprintf(out->body_sha256, sizeof out->body_sha256, "%s", sha ? sha : "");
-        snprintf(out->request_sha256, sizeof out->request_sha256, "%s", request_sha ? request_sha : "");
-        snprintf(out->request_id, sizeof out->request_id, "%s", rid ? rid : "");
-        if ((out->answer = strdup(answer ? answer : "")))
+        if (pgcl_idem_record_set(out, pgcl_pg_text(res, 0, 0), pgcl_pg_text(res, 0, 1), pgcl_pg_text(res, 0, 2),
+                                 pgcl_pg_text(res, 0, 3)))
             *found = true;
         else
             st = out_of_memory(err, cap);
@@ -945,10 +877,8 @@ static const char ACTIVATIONS_SQL[] = "SELECT (details::jsonb)->>'model', (detai
 
 pgcl_status pgcl_pg_read_activations(pgcl_audit *store, pgcl_activation_fn on_activation, void *ctx, char *err,
                                      int cap) {
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    PGresult *res = st == PGCL_OK ? read_query(conn, ACTIVATIONS_SQL, 0, NULL, &st, err, cap) : NULL;
-    read_close(store, conn);
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the audit database", ACTIVATIONS_SQL, 0, NULL, &st, err, cap);
     if (!res) return st;
     for (int i = 0; i < PQntuples(res); i++) {
         const char *model = pgcl_pg_text(res, i, 0), *version = pgcl_pg_text(res, i, 1);
@@ -976,10 +906,8 @@ pgcl_status pgcl_pg_read_shadow_report(pgcl_audit *store, const char *model, con
                                        pgcl_shadow_report *out, char *err, int cap) {
     memset(out, 0, sizeof *out);
     const char *values[] = {model, shadow_version};
-    PGconn *conn = NULL;
-    pgcl_status st = read_open(store, &conn, err, cap);
-    PGresult *res = st == PGCL_OK ? read_query(conn, SHADOW_REPORT_SQL, 2, values, &st, err, cap) : NULL;
-    read_close(store, conn);
+    pgcl_status st;
+    PGresult *res = read_once(store, "reading the audit database", SHADOW_REPORT_SQL, 2, values, &st, err, cap);
     if (!res) return st;
     for (int i = 0; i < PQntuples(res); i++) {
         const char *primary = pgcl_pg_text(res, i, 0), *shadow = pgcl_pg_text(res, i, 1);

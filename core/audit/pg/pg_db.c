@@ -257,7 +257,12 @@ pgcl_status pgcl_pg_pool_acquire(pgcl_pg_pool *p, int wait_ms, PGconn **out, cha
         PQfinish(conn);
         conn = NULL;
     }
-    if (!conn && !(conn = pgcl_pg_connect_within(p->uri, p->connect_timeout_s, err, cap))) {
+    if (!conn && (conn = pgcl_pg_connect_within(p->uri, p->connect_timeout_s, err, cap)) &&
+        pgcl_pg_exec(conn, "setting up a read connection", PGCL_PG_POOL_SESSION_SQL, 0, NULL, err, cap) != PGCL_OK) {
+        PQfinish(conn);
+        conn = NULL;
+    }
+    if (!conn) {
         pthread_mutex_lock(&p->lock);
         p->out--;
         pthread_cond_signal(&p->freed);

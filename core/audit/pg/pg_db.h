@@ -72,7 +72,12 @@ pgcl_status pgcl_pg_bytea(const PGresult *res, int row, int col, unsigned char *
 
 /* ---- the read pool ----
  * Up to `size` connections to one database, made on demand and reused; a broken connection is
- * dropped when it is released, and the next acquire makes a new one. Thread-safe. */
+ * dropped when it is released, and the next acquire makes a new one. Each new connection is set up
+ * once with extra_float_digits = 3 (PGCL_PG_POOL_SESSION_SQL), so that double precision columns
+ * come back in text that strtod turns into the stored double exactly, whatever the server's
+ * default. Thread-safe. */
+#define PGCL_PG_POOL_SESSION_SQL "SET extra_float_digits = 3"
+
 typedef struct pgcl_pg_pool pgcl_pg_pool;
 
 pgcl_pg_pool *pgcl_pg_pool_create(const char *uri, int size, char *err, int cap);
