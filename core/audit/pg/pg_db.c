@@ -292,6 +292,14 @@ void pgcl_pg_pool_release(pgcl_pg_pool *p, PGconn *conn) {
 }
 
 void pgcl_pg_pool_adopt(pgcl_pg_pool *p, PGconn *conn) {
+    char ignored[256];
+    /* set up as every pooled connection is (a read relies on it: exact doubles); one that cannot be
+     * is dropped, and the first read makes a new one */
+    if (pgcl_pg_exec(conn, "setting up a read connection", PGCL_PG_POOL_SESSION_SQL, 0, NULL, ignored,
+                     sizeof ignored) != PGCL_OK) {
+        PQfinish(conn);
+        return;
+    }
     pthread_mutex_lock(&p->lock);
     PGCL_ASSERT(p->out + p->n_idle < p->size); /* room for one more connection */
     p->out++;

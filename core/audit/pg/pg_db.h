@@ -95,7 +95,8 @@ void pgcl_pg_pool_set_connect_timeout(pgcl_pg_pool *p, int timeout_s);
 void pgcl_pg_pool_release(pgcl_pg_pool *p, PGconn *conn);
 
 /* Hands the pool a connection to its database made elsewhere (the open's, after the migrations),
- * as though it had been acquired and is now released; the pool may not be full. */
+ * set up as the pool sets up its own (PGCL_PG_POOL_SESSION_SQL) and as though it had been acquired
+ * and is now released; one that cannot be set up is closed instead. The pool may not be full. */
 void pgcl_pg_pool_adopt(pgcl_pg_pool *p, PGconn *conn);
 
 #endif
