@@ -312,9 +312,11 @@ typedef struct sender {
     bool prepared; /* the connection has PREPARED: those statements run by name */
     pgcl_status st;
     char err[ERR_CAP];
-    PGresult ***keeps;  /* pipelined: where each unread statement's result goes (NULL: checked, dropped) */
-    const char **whats; /* pipelined: what each unread statement is, for the message of its failure */
-    int n_unread, cap_keeps;
+    /* pipelined, per unread statement (at most PIPE_CHUNK: sender_send reads them at that many):
+     * where its result goes (NULL: checked, dropped), and what it is, for the message of its failure */
+    PGresult **keeps[PIPE_CHUNK];
+    const char *whats[PIPE_CHUNK];
+    int n_unread;
 } sender;
 
 static void sender_fail(sender *s, const char *what, const PGresult *res) {
@@ -401,19 +403,7 @@ static void sender_send(sender *s, const char *what, const char *sql, int n, con
         }
         return;
     }
-    if (s->n_unread == s->cap_keeps) {
-        int cap = s->cap_keeps ? 2 * s->cap_keeps : 64;
-        PGresult ***grown = realloc(s->keeps, (size_t)cap * sizeof *grown);
-        if (grown) s->keeps = grown;
-        const char **grown_whats = grown ? realloc(s->whats, (size_t)cap * sizeof *grown_whats) : NULL;
-        if (grown_whats) s->whats = grown_whats;
-        if (!grown || !grown_whats) {
-            s->st = PGCL_ERR_NOMEM;
-            snprintf(s->err, ERR_CAP, "out of memory");
-            return;
-        }
-        s->cap_keeps = cap;
-    }
+    PGCL_ASSERT(s->n_unread < PIPE_CHUNK);
     if (name ? !PQsendQueryPrepared(s->conn, name, n, values, lengths, formats, 0)
              : !PQsendQueryParams(s->conn, sql, n, NULL, values, lengths, formats, 0)) {
         sender_fail(s, what, NULL);
@@ -430,10 +420,6 @@ static pgcl_status sender_finish(sender *s) {
         if (s->n_unread > 0 || s->st == PGCL_OK) sender_drain(s);
         if (PQstatus(s->conn) == CONNECTION_OK) PQexitPipelineMode(s->conn);
     }
-    free(s->keeps);
-    free(s->whats);
-    s->keeps = NULL;
-    s->whats = NULL;
     return s->st;
 }
 
