@@ -260,6 +260,7 @@ struct pgcl_pg_writer {
     size_t n_leaves, cap_leaves;
     pgcl_merkle_hash *packed; /* the leaves' hashes in order, for the root and the leaves column */
     size_t cap_packed;
+    struct row_arrays *arrays; /* fast mode's array parameters, reused by every group */
     int64_t next_connect_us; /* while disconnected: when to try again */
     int backoff_ms;
     int64_t next_probe_us;
@@ -470,6 +471,7 @@ static void array_reset(pg_array *a, uint32_t elem_oid) {
     a->len = 0;
     a->n = 0;
     a->has_null = false;
+    a->oom = false;
     a->elem_oid = elem_oid;
     if (array_reserve(a, ARRAY_HEADER_BYTES)) a->len = ARRAY_HEADER_BYTES;
 }
@@ -1034,7 +1036,8 @@ static pgcl_status send_job_rows(sender *s, pgcl_pg_txn *t, pg_job *j, bool rese
 }
 
 /* Fast mode's rows gathered into array parameters: one INSERT per table for up to
- * ROWS_PER_STATEMENT rows (or about ARRAY_FLUSH_BYTES of parameters). */
+ * ROWS_PER_STATEMENT rows (or about ARRAY_FLUSH_BYTES of parameters). The writer keeps one set for
+ * all its groups (their buffers grow to the largest statement's parameters and stay). */
 #define ROWS_PER_STATEMENT 2048
 #define ARRAY_FLUSH_BYTES (32u << 20)
 typedef struct row_arrays {
@@ -1121,8 +1124,8 @@ static void add_shadow(row_arrays *a, const shadow_params *p) {
  * the order the per-row path (send_job_rows, the isolated mode) chains them; the rows go as array
  * statements (same values, same bytes stored), then the jobs' idempotency keys. */
 static pgcl_status send_rows_batched(sender *s, pgcl_pg_txn *t, pg_job *batch, char *err, int cap) {
-    row_arrays a;
-    row_arrays_create(&a);
+    row_arrays *a = t->w->arrays;
+    row_arrays_reset(a); /* a previous group that failed half-way may have left rows */
     pgcl_status st = PGCL_OK;
     for (pg_job *j = batch; j && st == PGCL_OK; j = j->next) {
         if (j->kind == JOB_FN || j->idem_taken) continue;
@@ -1132,23 +1135,22 @@ static pgcl_status send_rows_batched(sender *s, pgcl_pg_txn *t, pg_job *batch, c
             if (j->kind == JOB_SHADOWS) {
                 shadow_params p;
                 shadow_params_fill(&p, t, &j->shadows[i], first + i);
-                add_shadow(&a, &p);
+                add_shadow(a, &p);
             } else {
                 decision_params p;
                 decision_params_fill(&p, t, &j->rows[i], first + i);
-                add_decision(&a, &j->rows[i], &p);
+                add_decision(a, &j->rows[i], &p);
                 if (chain_decision(t, &j->rows[i], &p, first + i) != PGCL_OK) {
                     pgcl_errorf(err, cap, "audit chain: out of memory");
                     st = PGCL_ERR_NOMEM;
                 }
             }
-            if (a.decision[0].n >= ROWS_PER_STATEMENT || a.shadow[0].n >= ROWS_PER_STATEMENT ||
-                a.bytes >= ARRAY_FLUSH_BYTES)
-                flush_row_arrays(s, &a);
+            if (a->decision[0].n >= ROWS_PER_STATEMENT || a->shadow[0].n >= ROWS_PER_STATEMENT ||
+                a->bytes >= ARRAY_FLUSH_BYTES)
+                flush_row_arrays(s, a);
         }
     }
-    if (st == PGCL_OK) flush_row_arrays(s, &a);
-    row_arrays_destroy(&a);
+    if (st == PGCL_OK) flush_row_arrays(s, a);
     for (pg_job *j = batch; j && st == PGCL_OK; j = j->next)
         if (j->kind == JOB_DECISIONS && j->idem && !j->idem_taken) send_idem(s, t, j->idem);
     return st;
@@ -1698,6 +1700,11 @@ pgcl_status pgcl_pg_writer_start(pgcl_audit_pg *s, char *err, int cap) {
     pgcl_cond_init_monotonic(&w->work);
     w->max_pending_rows = s->opts.max_pending_rows > 0 ? s->opts.max_pending_rows : 65536;
     s->writer = w;
+    if (!(w->arrays = malloc(sizeof *w->arrays))) {
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM; /* pgcl_pg_writer_stop (from close) frees w */
+    }
+    row_arrays_create(w->arrays);
     char sub[ERR_CAP];
     pgcl_status st = connect_writer(w, s->opts.writer_lock_wait_ms, sub, sizeof sub);
     if (st != PGCL_OK) {
@@ -1729,6 +1736,8 @@ void pgcl_pg_writer_stop(pgcl_audit_pg *s) {
     pthread_cond_destroy(&w->work);
     free(w->leaves);
     free(w->packed);
+    if (w->arrays) row_arrays_destroy(w->arrays);
+    free(w->arrays);
     free(w);
     s->writer = NULL;
 }
