@@ -698,8 +698,6 @@ static pgcl_status take_writer_lock(pgcl_pg_writer *w, int wait_ms, char *err, i
     return PGCL_ERR_BUSY;
 }
 
-/* A new connection made ready to write: the lock, the writers row, the head, the edge and the last
- * timestamp. On failure no connection is kept. */
 /* Prepares sql (one of PREPARED) on the writer's connection under its name. */
 static pgcl_status prepare_one(pgcl_pg_writer *w, const char *sql, int *count, char *err, int cap) {
     const char *name = prepared_name(sql);
@@ -737,6 +735,9 @@ static pgcl_status prepare_statements(pgcl_pg_writer *w, char *err, int cap) {
     return PGCL_OK;
 }
 
+/* A new connection made ready to write: the lock, the writers row, the head, the edge, the prepared
+ * statements. On failure no connection is kept. (The newest timestamp is not read here: every group
+ * reads the fleet's, under the counters' lock, before it stamps.) */
 static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err, int cap) {
     if (w->conn) PQfinish(w->conn);
     w->prepared = false;
@@ -749,14 +750,6 @@ static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err
     if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "session settings", SESSION_SQL, 0, NULL, err, cap);
     if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "writers row", UPSERT_WRITER_SQL, 2, v, err, cap);
     if (st == PGCL_OK) st = load_chain(w, err, cap);
-    if (st == PGCL_OK) {
-        PGresult *res = pgcl_pg_query(w->conn, "last timestamp", LAST_STAMP_SQL, 0, NULL, &st, err, cap);
-        if (res) {
-            const char *last = PQntuples(res) ? pgcl_pg_text(res, 0, 0) : NULL;
-            if (last && strcmp(last, w->last_stamp) > 0) snprintf(w->last_stamp, sizeof w->last_stamp, "%s", last);
-            PQclear(res);
-        }
-    }
     if (st == PGCL_OK) st = prepare_statements(w, err, cap);
     if (st != PGCL_OK) {
         PQfinish(w->conn);
