@@ -802,10 +802,6 @@ const char *pgcl_pg_txn_now(pgcl_pg_txn *t) {
     return t->now;
 }
 
-const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t) {
-    return t->w->s->writer_id;
-}
-
 static int counter_index(const char *table) {
     for (int i = 0; i < N_COUNTERS; i++)
         if (table && strcmp(table, COUNTER_NAMES[i]) == 0) return i;
