@@ -170,7 +170,6 @@ static const char UPSERT_WRITER_SQL[] = "INSERT INTO writers (writer_id, first_s
                                         " ON CONFLICT (writer_id) DO UPDATE SET last_seen = EXCLUDED.last_seen";
 static const char TOUCH_WRITER_SQL[] = "UPDATE writers SET last_seen = $2 WHERE writer_id = $1";
 static const char HEAD_SQL[] = "SELECT seq, hash FROM audit_chain WHERE writer_id = $1 ORDER BY seq DESC LIMIT 1";
-static const char ENTRY_HASH_SQL[] = "SELECT hash FROM audit_chain WHERE writer_id = $1 AND seq = $2";
 static const char NODE_SQL[] = "SELECT hash FROM audit_log_nodes WHERE writer_id = $1 AND level = $2 AND idx = $3";
 static const char ALL_ENTRIES_SQL[] = "SELECT seq, hash FROM audit_chain WHERE writer_id = $1 ORDER BY seq";
 static const char LAST_STAMP_SQL[] = "SELECT max(created_at) FROM decisions";
@@ -574,36 +573,34 @@ static pgcl_status edge_rebuild(pgcl_pg_writer *w, char *err, int cap) {
     return PGCL_OK;
 }
 
-/* The edge of a log of head_seq entries from its stored nodes (O(log n) reads). */
+/* The edge of a log of head_seq entries from its stored nodes (O(log n) reads; its last leaf, when
+ * it is alone, is the head entry, whose hash is read already). */
 static pgcl_status edge_load(pgcl_pg_writer *w, char *err, int cap) {
     log_edge e = {.size = w->head_seq};
     uint64_t at = 0, n = (uint64_t)w->head_seq;
     for (int level = 63; level >= 0; level--) {
         uint64_t span = (uint64_t)1 << level;
         if (!(n & span)) continue;
-        char lv[24], idx[24];
-        fmt_i64(lv, level);
-        fmt_i64(idx, level == 0 ? (int64_t)at + 1 : (int64_t)(at >> level));
-        pgcl_status st;
-        PGresult *res;
         pgcl_merkle_hash h;
         bool ok;
         if (level == 0) {
-            const char *v[] = {w->s->writer_id, idx};
-            res = pgcl_pg_query(w->conn, "audit chain entry", ENTRY_HASH_SQL, 2, v, &st, err, cap);
-            if (!res) return st;
-            ok = PQntuples(res) == 1 && hash_of_text(res, 0, 0, &h);
+            PGCL_ASSERT(at + 1 == n); /* leaf n - 1: entry n, the head */
+            ok = pgcl_merkle_from_hex(w->head_hash, &h);
             if (ok) h = pgcl_merkle_leaf_hash(h.b, sizeof h.b);
         } else {
+            char lv[24], idx[24];
+            fmt_i64(lv, level);
+            fmt_i64(idx, (int64_t)(at >> level));
             const char *v[] = {w->s->writer_id, lv, idx};
-            res = pgcl_pg_query(w->conn, "audit log node", NODE_SQL, 3, v, &st, err, cap);
+            pgcl_status st;
+            PGresult *res = pgcl_pg_query(w->conn, "audit log node", NODE_SQL, 3, v, &st, err, cap);
             if (!res) return st;
             ok = PQntuples(res) == 1 && hash_of_bytea(res, 0, 0, &h);
+            PQclear(res);
         }
-        PQclear(res);
         if (!ok) {
-            pgcl_log_warn("audit: writer %s: log tree node (%d, %s) missing; rebuilding the edge from the entries",
-                          w->s->writer_id, level, idx);
+            pgcl_log_warn("audit: writer %s: log tree node (%d, %llu) missing; rebuilding the edge from the entries",
+                          w->s->writer_id, level, (unsigned long long)(at >> level));
             return edge_rebuild(w, err, cap);
         }
         e.node[e.top] = h;
