@@ -76,24 +76,30 @@ static void reply_stored(const score_job *job, pgcl_idem_record *rec, pgcld_repl
                       rec->request_id);
 }
 
-void pgcld_score_idempotency_replay(pgcld_server *srv, const score_job *job, pgcld_reply *reply) {
+/* Looks (scope, key) up in the store: true when the reply is made (its stored answer, 422, or 503
+ * when the keys cannot be read), false when no live entry holds it. */
+static bool reply_if_stored(pgcld_server *srv, const score_job *job, const char *scope, const char *key,
+                            pgcld_reply *reply) {
     char err[512], now[PGCL_TIMESTAMP_LEN + 1];
     pgcl_timestamp_now(now);
     bool found = false;
     pgcl_idem_record rec = {0};
-    pgcl_status st =
-        pgcl_audit_read_idempotency_key(srv->audit, job->idem.scope, job->idem.key, now, &found, &rec, err, sizeof err);
+    pgcl_status st = pgcl_audit_read_idempotency_key(srv->audit, scope, key, now, &found, &rec, err, sizeof err);
     if (st != PGCL_OK) {
         reply->retry_after = "1";
         pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "idempotency keys cannot be read; retry shortly");
         pgcl_log_error("score: idempotency lookup failed: %s", err);
-    } else if (found) {
-        reply_stored(job, &rec, reply);
-    } else {
-        reply->retry_after = "1";
-        pgcld_reply_error(reply, 409, "idempotency_in_flight", -1, "Idempotency-Key",
-                          "another request with this Idempotency-Key was answered meanwhile; retry");
+        return true;
     }
+    if (found) reply_stored(job, &rec, reply);
+    return found;
+}
+
+void pgcld_score_idempotency_replay(pgcld_server *srv, const score_job *job, pgcld_reply *reply) {
+    if (reply_if_stored(srv, job, job->idem.scope, job->idem.key, reply)) return;
+    reply->retry_after = "1";
+    pgcld_reply_error(reply, 409, "idempotency_in_flight", -1, "Idempotency-Key",
+                      "another request with this Idempotency-Key was answered meanwhile; retry");
 }
 
 int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, score_job *job,
@@ -123,21 +129,7 @@ int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, s
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         return 1;
     }
-    char err[512], now[PGCL_TIMESTAMP_LEN + 1];
-    pgcl_timestamp_now(now);
-    bool found = false;
-    pgcl_idem_record rec = {0};
-    pgcl_status st = pgcl_audit_read_idempotency_key(srv->audit, scope, key, now, &found, &rec, err, sizeof err);
-    if (st != PGCL_OK) {
-        reply->retry_after = "1";
-        pgcld_reply_error(reply, 503, "audit_unavailable", -1, NULL, "idempotency keys cannot be read; retry shortly");
-        pgcl_log_error("score: idempotency lookup failed: %s", err);
-        return 1;
-    }
-    if (found) {
-        reply_stored(job, &rec, reply);
-        return 1;
-    }
+    if (reply_if_stored(srv, job, scope, key, reply)) return 1;
     job->idem = (pgcl_idem_entry){.scope = (*slot)->scope, .key = (*slot)->key, .body_sha256 = job->body_sha256,
                                   .request_sha256 = job->request_sha256, .ttl_s = srv->cfg->idempotency_ttl_s};
     return 0;

@@ -95,8 +95,6 @@ pgcl_status pgcl_pg_run(pgcl_audit_pg *s, pgcl_pg_job_fn fn, void *ctx, char *er
 PGconn *pgcl_pg_txn_conn(pgcl_pg_txn *t);
 /* The transaction's timestamp (RFC 3339 UTC, never earlier than this writer's previous one). */
 const char *pgcl_pg_txn_now(pgcl_pg_txn *t);
-/* The writer's id. */
-const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t);
 /* Hands out the next seq of event table `table` ("decisions", "admin_events", "contests",
  * "resolutions", "shadow_decisions") in fleet order. */
 pgcl_status pgcl_pg_txn_next_seq(pgcl_pg_txn *t, const char *table, int64_t *seq, char *err, int cap);

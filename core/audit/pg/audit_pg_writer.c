@@ -170,7 +170,6 @@ static const char UPSERT_WRITER_SQL[] = "INSERT INTO writers (writer_id, first_s
                                         " ON CONFLICT (writer_id) DO UPDATE SET last_seen = EXCLUDED.last_seen";
 static const char TOUCH_WRITER_SQL[] = "UPDATE writers SET last_seen = $2 WHERE writer_id = $1";
 static const char HEAD_SQL[] = "SELECT seq, hash FROM audit_chain WHERE writer_id = $1 ORDER BY seq DESC LIMIT 1";
-static const char ENTRY_HASH_SQL[] = "SELECT hash FROM audit_chain WHERE writer_id = $1 AND seq = $2";
 static const char NODE_SQL[] = "SELECT hash FROM audit_log_nodes WHERE writer_id = $1 AND level = $2 AND idx = $3";
 static const char ALL_ENTRIES_SQL[] = "SELECT seq, hash FROM audit_chain WHERE writer_id = $1 ORDER BY seq";
 static const char LAST_STAMP_SQL[] = "SELECT max(created_at) FROM decisions";
@@ -260,6 +259,7 @@ struct pgcl_pg_writer {
     size_t n_leaves, cap_leaves;
     pgcl_merkle_hash *packed; /* the leaves' hashes in order, for the root and the leaves column */
     size_t cap_packed;
+    struct row_arrays *arrays; /* fast mode's array parameters, reused by every group */
     int64_t next_connect_us; /* while disconnected: when to try again */
     int backoff_ms;
     int64_t next_probe_us;
@@ -312,9 +312,11 @@ typedef struct sender {
     bool prepared; /* the connection has PREPARED: those statements run by name */
     pgcl_status st;
     char err[ERR_CAP];
-    PGresult ***keeps;  /* pipelined: where each unread statement's result goes (NULL: checked, dropped) */
-    const char **whats; /* pipelined: what each unread statement is, for the message of its failure */
-    int n_unread, cap_keeps;
+    /* pipelined, per unread statement (at most PIPE_CHUNK: sender_send reads them at that many):
+     * where its result goes (NULL: checked, dropped), and what it is, for the message of its failure */
+    PGresult **keeps[PIPE_CHUNK];
+    const char *whats[PIPE_CHUNK];
+    int n_unread;
 } sender;
 
 static void sender_fail(sender *s, const char *what, const PGresult *res) {
@@ -401,19 +403,7 @@ static void sender_send(sender *s, const char *what, const char *sql, int n, con
         }
         return;
     }
-    if (s->n_unread == s->cap_keeps) {
-        int cap = s->cap_keeps ? 2 * s->cap_keeps : 64;
-        PGresult ***grown = realloc(s->keeps, (size_t)cap * sizeof *grown);
-        if (grown) s->keeps = grown;
-        const char **grown_whats = grown ? realloc(s->whats, (size_t)cap * sizeof *grown_whats) : NULL;
-        if (grown_whats) s->whats = grown_whats;
-        if (!grown || !grown_whats) {
-            s->st = PGCL_ERR_NOMEM;
-            snprintf(s->err, ERR_CAP, "out of memory");
-            return;
-        }
-        s->cap_keeps = cap;
-    }
+    PGCL_ASSERT(s->n_unread < PIPE_CHUNK);
     if (name ? !PQsendQueryPrepared(s->conn, name, n, values, lengths, formats, 0)
              : !PQsendQueryParams(s->conn, sql, n, NULL, values, lengths, formats, 0)) {
         sender_fail(s, what, NULL);
@@ -430,10 +420,6 @@ static pgcl_status sender_finish(sender *s) {
         if (s->n_unread > 0 || s->st == PGCL_OK) sender_drain(s);
         if (PQstatus(s->conn) == CONNECTION_OK) PQexitPipelineMode(s->conn);
     }
-    free(s->keeps);
-    free(s->whats);
-    s->keeps = NULL;
-    s->whats = NULL;
     return s->st;
 }
 
@@ -484,6 +470,7 @@ static void array_reset(pg_array *a, uint32_t elem_oid) {
     a->len = 0;
     a->n = 0;
     a->has_null = false;
+    a->oom = false;
     a->elem_oid = elem_oid;
     if (array_reserve(a, ARRAY_HEADER_BYTES)) a->len = ARRAY_HEADER_BYTES;
 }
@@ -586,36 +573,34 @@ static pgcl_status edge_rebuild(pgcl_pg_writer *w, char *err, int cap) {
     return PGCL_OK;
 }
 
-/* The edge of a log of head_seq entries from its stored nodes (O(log n) reads). */
+/* The edge of a log of head_seq entries from its stored nodes (O(log n) reads; its last leaf, when
+ * it is alone, is the head entry, whose hash is read already). */
 static pgcl_status edge_load(pgcl_pg_writer *w, char *err, int cap) {
     log_edge e = {.size = w->head_seq};
     uint64_t at = 0, n = (uint64_t)w->head_seq;
     for (int level = 63; level >= 0; level--) {
         uint64_t span = (uint64_t)1 << level;
         if (!(n & span)) continue;
-        char lv[24], idx[24];
-        fmt_i64(lv, level);
-        fmt_i64(idx, level == 0 ? (int64_t)at + 1 : (int64_t)(at >> level));
-        pgcl_status st;
-        PGresult *res;
         pgcl_merkle_hash h;
         bool ok;
         if (level == 0) {
-            const char *v[] = {w->s->writer_id, idx};
-            res = pgcl_pg_query(w->conn, "audit chain entry", ENTRY_HASH_SQL, 2, v, &st, err, cap);
-            if (!res) return st;
-            ok = PQntuples(res) == 1 && hash_of_text(res, 0, 0, &h);
+            PGCL_ASSERT(at + 1 == n); /* leaf n - 1: entry n, the head */
+            ok = pgcl_merkle_from_hex(w->head_hash, &h);
             if (ok) h = pgcl_merkle_leaf_hash(h.b, sizeof h.b);
         } else {
+            char lv[24], idx[24];
+            fmt_i64(lv, level);
+            fmt_i64(idx, (int64_t)(at >> level));
             const char *v[] = {w->s->writer_id, lv, idx};
-            res = pgcl_pg_query(w->conn, "audit log node", NODE_SQL, 3, v, &st, err, cap);
+            pgcl_status st;
+            PGresult *res = pgcl_pg_query(w->conn, "audit log node", NODE_SQL, 3, v, &st, err, cap);
             if (!res) return st;
             ok = PQntuples(res) == 1 && hash_of_bytea(res, 0, 0, &h);
+            PQclear(res);
         }
-        PQclear(res);
         if (!ok) {
-            pgcl_log_warn("audit: writer %s: log tree node (%d, %s) missing; rebuilding the edge from the entries",
-                          w->s->writer_id, level, idx);
+            pgcl_log_warn("audit: writer %s: log tree node (%d, %llu) missing; rebuilding the edge from the entries",
+                          w->s->writer_id, level, (unsigned long long)(at >> level));
             return edge_rebuild(w, err, cap);
         }
         e.node[e.top] = h;
@@ -710,8 +695,6 @@ static pgcl_status take_writer_lock(pgcl_pg_writer *w, int wait_ms, char *err, i
     return PGCL_ERR_BUSY;
 }
 
-/* A new connection made ready to write: the lock, the writers row, the head, the edge and the last
- * timestamp. On failure no connection is kept. */
 /* Prepares sql (one of PREPARED) on the writer's connection under its name. */
 static pgcl_status prepare_one(pgcl_pg_writer *w, const char *sql, int *count, char *err, int cap) {
     const char *name = prepared_name(sql);
@@ -749,6 +732,9 @@ static pgcl_status prepare_statements(pgcl_pg_writer *w, char *err, int cap) {
     return PGCL_OK;
 }
 
+/* A new connection made ready to write: the lock, the writers row, the head, the edge, the prepared
+ * statements. On failure no connection is kept. (The newest timestamp is not read here: every group
+ * reads the fleet's, under the counters' lock, before it stamps.) */
 static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err, int cap) {
     if (w->conn) PQfinish(w->conn);
     w->prepared = false;
@@ -761,14 +747,6 @@ static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err
     if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "session settings", SESSION_SQL, 0, NULL, err, cap);
     if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "writers row", UPSERT_WRITER_SQL, 2, v, err, cap);
     if (st == PGCL_OK) st = load_chain(w, err, cap);
-    if (st == PGCL_OK) {
-        PGresult *res = pgcl_pg_query(w->conn, "last timestamp", LAST_STAMP_SQL, 0, NULL, &st, err, cap);
-        if (res) {
-            const char *last = PQntuples(res) ? pgcl_pg_text(res, 0, 0) : NULL;
-            if (last && strcmp(last, w->last_stamp) > 0) snprintf(w->last_stamp, sizeof w->last_stamp, "%s", last);
-            PQclear(res);
-        }
-    }
     if (st == PGCL_OK) st = prepare_statements(w, err, cap);
     if (st != PGCL_OK) {
         PQfinish(w->conn);
@@ -819,10 +797,6 @@ PGconn *pgcl_pg_txn_conn(pgcl_pg_txn *t) {
 
 const char *pgcl_pg_txn_now(pgcl_pg_txn *t) {
     return t->now;
-}
-
-const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t) {
-    return t->w->s->writer_id;
 }
 
 static int counter_index(const char *table) {
@@ -1048,7 +1022,8 @@ static pgcl_status send_job_rows(sender *s, pgcl_pg_txn *t, pg_job *j, bool rese
 }
 
 /* Fast mode's rows gathered into array parameters: one INSERT per table for up to
- * ROWS_PER_STATEMENT rows (or about ARRAY_FLUSH_BYTES of parameters). */
+ * ROWS_PER_STATEMENT rows (or about ARRAY_FLUSH_BYTES of parameters). The writer keeps one set for
+ * all its groups (their buffers grow to the largest statement's parameters and stay). */
 #define ROWS_PER_STATEMENT 2048
 #define ARRAY_FLUSH_BYTES (32u << 20)
 typedef struct row_arrays {
@@ -1135,8 +1110,8 @@ static void add_shadow(row_arrays *a, const shadow_params *p) {
  * the order the per-row path (send_job_rows, the isolated mode) chains them; the rows go as array
  * statements (same values, same bytes stored), then the jobs' idempotency keys. */
 static pgcl_status send_rows_batched(sender *s, pgcl_pg_txn *t, pg_job *batch, char *err, int cap) {
-    row_arrays a;
-    row_arrays_create(&a);
+    row_arrays *a = t->w->arrays;
+    row_arrays_reset(a); /* a previous group that failed half-way may have left rows */
     pgcl_status st = PGCL_OK;
     for (pg_job *j = batch; j && st == PGCL_OK; j = j->next) {
         if (j->kind == JOB_FN || j->idem_taken) continue;
@@ -1146,23 +1121,22 @@ static pgcl_status send_rows_batched(sender *s, pgcl_pg_txn *t, pg_job *batch, c
             if (j->kind == JOB_SHADOWS) {
                 shadow_params p;
                 shadow_params_fill(&p, t, &j->shadows[i], first + i);
-                add_shadow(&a, &p);
+                add_shadow(a, &p);
             } else {
                 decision_params p;
                 decision_params_fill(&p, t, &j->rows[i], first + i);
-                add_decision(&a, &j->rows[i], &p);
+                add_decision(a, &j->rows[i], &p);
                 if (chain_decision(t, &j->rows[i], &p, first + i) != PGCL_OK) {
                     pgcl_errorf(err, cap, "audit chain: out of memory");
                     st = PGCL_ERR_NOMEM;
                 }
             }
-            if (a.decision[0].n >= ROWS_PER_STATEMENT || a.shadow[0].n >= ROWS_PER_STATEMENT ||
-                a.bytes >= ARRAY_FLUSH_BYTES)
-                flush_row_arrays(s, &a);
+            if (a->decision[0].n >= ROWS_PER_STATEMENT || a->shadow[0].n >= ROWS_PER_STATEMENT ||
+                a->bytes >= ARRAY_FLUSH_BYTES)
+                flush_row_arrays(s, a);
         }
     }
-    if (st == PGCL_OK) flush_row_arrays(s, &a);
-    row_arrays_destroy(&a);
+    if (st == PGCL_OK) flush_row_arrays(s, a);
     for (pg_job *j = batch; j && st == PGCL_OK; j = j->next)
         if (j->kind == JOB_DECISIONS && j->idem && !j->idem_taken) send_idem(s, t, j->idem);
     return st;
@@ -1712,6 +1686,11 @@ pgcl_status pgcl_pg_writer_start(pgcl_audit_pg *s, char *err, int cap) {
     pgcl_cond_init_monotonic(&w->work);
     w->max_pending_rows = s->opts.max_pending_rows > 0 ? s->opts.max_pending_rows : 65536;
     s->writer = w;
+    if (!(w->arrays = malloc(sizeof *w->arrays))) {
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM; /* pgcl_pg_writer_stop (from close) frees w */
+    }
+    row_arrays_create(w->arrays);
     char sub[ERR_CAP];
     pgcl_status st = connect_writer(w, s->opts.writer_lock_wait_ms, sub, sizeof sub);
     if (st != PGCL_OK) {
@@ -1743,6 +1722,8 @@ void pgcl_pg_writer_stop(pgcl_audit_pg *s) {
     pthread_cond_destroy(&w->work);
     free(w->leaves);
     free(w->packed);
+    if (w->arrays) row_arrays_destroy(w->arrays);
+    free(w->arrays);
     free(w);
     s->writer = NULL;
 }
