@@ -21,7 +21,6 @@
  * the database is unreachable the last set stays in force. */
 #include "audit_pg.h"
 
-#include <jansson.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,15 +138,13 @@ static const char INSERT_CONTEST_SQL[] =
     "INSERT INTO contests (seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
-/* The contest window: whether the decision created at created_at is more than window_days old at
- * `now` (the days as a fraction, as SQLite's julianday difference; a created_at that is not a
- * timestamp counts as new, as julianday's NULL does). *age_days for the message. */
-static bool window_closed(const char *created_at, const char *now, int window_days, double *age_days) {
+/* The age in days at `now` of the decision created at created_at, for the contest window (the days
+ * as a fraction, as SQLite's julianday difference; a created_at that is not a timestamp counts as
+ * new, 0, as julianday's NULL does). */
+static double age_days(const char *created_at, const char *now) {
     int64_t created_us, now_us;
-    *age_days = 0;
-    if (!timestamp_us(created_at, &created_us) || !timestamp_us(now, &now_us)) return false;
-    *age_days = (double)(now_us - created_us) / 86400e6;
-    return *age_days > window_days;
+    if (!timestamp_us(created_at, &created_us) || !timestamp_us(now, &now_us)) return 0;
+    return (double)(now_us - created_us) / 86400e6;
 }
 
 static pgcl_status contest_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
@@ -159,29 +156,14 @@ static pgcl_status contest_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     const char *id[] = {r->decision_id};
     PGresult *res = pgcl_pg_query(conn, "contest", CONTEST_DECISION_SQL, 1, id, &st, err, cap);
     if (!res) return st;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        r->code = "decision_not_found";
-        pgcl_errorf(err, cap, "no decision with id %.64s", r->decision_id);
-        return PGCL_ERR_NOT_FOUND;
-    }
-    double age_days;
-    bool closed = window_closed(pgcl_pg_text(res, 0, 0), now, r->window_days, &age_days);
+    bool found = PQntuples(res) > 0;
+    st = pgcl_review_check_decision(r, found, found ? age_days(pgcl_pg_text(res, 0, 0), now) : 0, err, cap);
     PQclear(res);
-    if (closed) {
-        r->code = "contest_window_closed";
-        pgcl_errorf(err, cap, "decision %s is %.0f days old; contests are accepted for %d days", r->decision_id,
-                    age_days, r->window_days);
-        return PGCL_ERR_INVALID;
-    }
+    if (st != PGCL_OK) return st;
     if (!(res = pgcl_pg_query(conn, "contest", OPEN_CONTEST_SQL, 1, id, &st, err, cap))) return st;
-    if (PQntuples(res) > 0) {
-        r->code = "contest_open";
-        pgcl_errorf(err, cap, "decision %s already has an open contest (%s)", r->decision_id, pgcl_pg_text(res, 0, 0));
-        PQclear(res);
-        return PGCL_ERR_MISMATCH;
-    }
+    st = pgcl_review_check_open(r, PQntuples(res) > 0 ? pgcl_pg_text(res, 0, 0) : NULL, err, cap);
     PQclear(res);
+    if (st != PGCL_OK) return st;
     int64_t seq;
     if ((st = pgcl_pg_txn_next_seq(t, "contests", &seq, sub, sizeof sub)) != PGCL_OK) {
         pgcl_errorf(err, cap, "contest: %s", sub);
@@ -213,37 +195,6 @@ static const char INSERT_RESOLUTION_SQL[] =
     "INSERT INTO resolutions (seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label,"
     " note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
-/* The rules of a resolution on the contest's row (decision_id, filer_key_id, probabilities,
- * resolutions so far), in review.c's order. PGCL_OK when it may be resolved. */
-static pgcl_status check_resolution(pgcl_resolution_request *r, const PGresult *res, char *err, int cap) {
-    snprintf(r->decision_id, sizeof r->decision_id, "%s", pgcl_pg_text(res, 0, 0));
-    const char *filer = pgcl_pg_text(res, 0, 1);
-    if (pgcl_pg_int(res, 0, 3) > 0) {
-        r->code = "already_resolved";
-        pgcl_errorf(err, cap, "contest %s is already resolved", r->contest_id);
-        return PGCL_ERR_MISMATCH;
-    }
-    if (filer && r->resolver_key_id && strcmp(filer, r->resolver_key_id) == 0) {
-        r->code = "filer_cannot_resolve";
-        pgcl_errorf(err, cap, "the key that filed contest %s (%s) cannot resolve it; another reviewer must",
-                    r->contest_id, filer);
-        return PGCL_ERR_UNSUPPORTED;
-    }
-    if (r->corrected_label) {
-        const char *probabilities = pgcl_pg_text(res, 0, 2);
-        json_t *probs = probabilities ? json_loads(probabilities, 0, NULL) : NULL;
-        bool known = probs && json_object_get(probs, r->corrected_label);
-        json_decref(probs);
-        if (!known) {
-            r->code = "invalid_label";
-            pgcl_errorf(err, cap, "corrected_label '%.128s' is not a label of the decision's model",
-                        r->corrected_label);
-            return PGCL_ERR_INVALID;
-        }
-    }
-    return PGCL_OK;
-}
-
 static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     pgcl_resolution_request *r = ctx;
     PGconn *conn = pgcl_pg_txn_conn(t);
@@ -252,13 +203,10 @@ static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     const char *id[] = {r->contest_id};
     PGresult *res = pgcl_pg_query(conn, "resolution", RESOLVE_CONTEST_SQL, 1, id, &st, err, cap);
     if (!res) return st;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        r->code = "contest_not_found";
-        pgcl_errorf(err, cap, "no contest with id %.64s", r->contest_id);
-        return PGCL_ERR_NOT_FOUND;
-    }
-    st = check_resolution(r, res, err, cap);
+    bool found = PQntuples(res) > 0;
+    st = pgcl_review_check_resolution(r, found, found ? pgcl_pg_text(res, 0, 0) : NULL,
+                                      found ? pgcl_pg_text(res, 0, 1) : NULL, found ? pgcl_pg_text(res, 0, 2) : NULL,
+                                      found ? pgcl_pg_int(res, 0, 3) : 0, err, cap);
     PQclear(res);
     if (st != PGCL_OK) return st;
     int64_t seq;
