@@ -308,6 +308,42 @@ pgcl_status pgcl_keys_check_revoke(const char *key_id, const char *actor, char *
     return PGCL_OK;
 }
 
+pgcl_status pgcl_keys_check_existing(const char *db_name, const char *key_id, const char *zrole, const char *digest,
+                                     const char *have_role, const char *have_digest, const char *revoked_at,
+                                     const char *revoked_by, char *err, int cap) {
+    bool same_key = have_digest && strlen(have_digest) == 64 && sodium_memcmp(have_digest, digest, 64) == 0;
+    if (!same_key) {
+        pgcl_errorf(err, cap, "%s already holds another key with key_id %s (a different secret): nothing was "
+                    "changed; make a new key for one of the two holders", db_name, key_id);
+        return PGCL_ERR_MISMATCH;
+    }
+    if (!have_role || strcmp(have_role, zrole) != 0) {
+        pgcl_errorf(err, cap, "key %s is already in %s with role %s, not %s: nothing was changed; a key keeps "
+                    "its role (revoke it and make a new key)", key_id, db_name, have_role ? have_role : "?", zrole);
+        return PGCL_ERR_MISMATCH;
+    }
+    if (revoked_at) {
+        pgcl_errorf(err, cap, "key %s was revoked at %s by %s and cannot be imported again: make a new key", key_id,
+                    revoked_at, revoked_by ? revoked_by : "?");
+        return PGCL_ERR_INVALID;
+    }
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_keys_check_revocable(const char *db_name, const char *key_id, bool found, const char *revoked_at,
+                                      const char *revoked_by, char *err, int cap) {
+    if (!found) {
+        pgcl_errorf(err, cap, "no key with key_id %s in %s", key_id, db_name);
+        return PGCL_ERR_INVALID;
+    }
+    if (revoked_at) {
+        pgcl_errorf(err, cap, "key %s was already revoked at %s by %s", key_id, revoked_at,
+                    revoked_by ? revoked_by : "?");
+        return PGCL_ERR_INVALID;
+    }
+    return PGCL_OK;
+}
+
 char *pgcl_keys_event_details(const char *name, const char *role) {
     json_t *obj = json_pack("{s:s, s:s}", "name", name, "role", role);
     char *details = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
@@ -443,27 +479,11 @@ pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *na
     sqlite3_bind_text(get, 1, key_id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(get);
     if (rc == SQLITE_ROW) {
-        const char *have_role = (const char *)sqlite3_column_text(get, 0);
-        const char *have_digest = (const char *)sqlite3_column_text(get, 1);
-        bool same_key = have_digest && strlen(have_digest) == 64 && sodium_memcmp(have_digest, digest, 64) == 0;
-        if (!same_key) {
-            pgcl_errorf(err, cap, "%s already holds another key with key_id %s (a different secret): nothing was "
-                        "changed; make a new key for one of the two holders", db_path, key_id);
-            st = PGCL_ERR_MISMATCH;
-        } else if (!have_role || strcmp(have_role, zrole) != 0) {
-            pgcl_errorf(err, cap, "key %s is already in %s with role %s, not %s: nothing was changed; a key keeps "
-                        "its role (revoke it and make a new key)", key_id, db_path, have_role ? have_role : "?",
-                        zrole);
-            st = PGCL_ERR_MISMATCH;
-        } else if (sqlite3_column_type(get, 2) != SQLITE_NULL) {
-            const char *by = (const char *)sqlite3_column_text(get, 3);
-            pgcl_errorf(err, cap, "key %s was revoked at %s by %s and cannot be imported again: make a new key",
-                        key_id, sqlite3_column_text(get, 2), by ? by : "?");
-            st = PGCL_ERR_INVALID;
-        } else {
-            memcpy(key_id_out, key_id, sizeof key_id); /* already there, as asked: nothing to write */
-            st = PGCL_OK;
-        }
+        st = pgcl_keys_check_existing(db_path, key_id, zrole, digest, (const char *)sqlite3_column_text(get, 0),
+                                      (const char *)sqlite3_column_text(get, 1),
+                                      (const char *)sqlite3_column_text(get, 2),
+                                      (const char *)sqlite3_column_text(get, 3), err, cap);
+        if (st == PGCL_OK) memcpy(key_id_out, key_id, sizeof key_id); /* already there, as asked: nothing to write */
         goto done;
     }
     if (rc != SQLITE_DONE) {
@@ -510,22 +530,17 @@ pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char
     in_tx = true;
     sqlite3_bind_text(get, 1, key_id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(get);
-    if (rc == SQLITE_DONE) {
-        pgcl_errorf(err, cap, "no key with key_id %s in %s", key_id, db_path);
-        st = PGCL_ERR_INVALID;
-        goto done;
-    }
-    if (rc != SQLITE_ROW) {
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
         goto done;
     }
-    if (sqlite3_column_type(get, 2) != SQLITE_NULL) {
-        const char *by = (const char *)sqlite3_column_text(get, 3);
-        pgcl_errorf(err, cap, "key %s was already revoked at %s by %s", key_id, sqlite3_column_text(get, 2),
-                    by ? by : "?");
-        st = PGCL_ERR_INVALID;
+    bool found = rc == SQLITE_ROW;
+    if ((st = pgcl_keys_check_revocable(db_path, key_id, found,
+                                        found ? (const char *)sqlite3_column_text(get, 2) : NULL,
+                                        found ? (const char *)sqlite3_column_text(get, 3) : NULL, err, cap)) !=
+        PGCL_OK)
         goto done;
-    }
+    st = PGCL_ERR_DB;
     snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(get, 0));
     snprintf(role, sizeof role, "%s", (const char *)sqlite3_column_text(get, 1));
     pgcl_timestamp_now(now);

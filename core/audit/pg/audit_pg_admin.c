@@ -327,17 +327,11 @@ static pgcl_status revoke_key_job(pgcl_pg_txn *t, void *ctx, char *err, int cap)
     pgcl_status st;
     PGresult *res = pgcl_pg_query(conn, "api_keys", KEY_STATE_SQL, 1, id, &st, err, cap);
     if (!res) return st;
-    if (PQntuples(res) == 0) {
-        pgcl_errorf(err, cap, "no key with key_id %s in %s", j->key_id_in, j->s->redacted);
+    bool found = PQntuples(res) > 0;
+    if ((st = pgcl_keys_check_revocable(j->s->redacted, j->key_id_in, found, found ? pgcl_pg_text(res, 0, 2) : NULL,
+                                        found ? pgcl_pg_text(res, 0, 3) : NULL, err, cap)) != PGCL_OK) {
         PQclear(res);
-        return PGCL_ERR_INVALID;
-    }
-    if (pgcl_pg_text(res, 0, 2)) {
-        const char *by = pgcl_pg_text(res, 0, 3);
-        pgcl_errorf(err, cap, "key %s was already revoked at %s by %s", j->key_id_in, pgcl_pg_text(res, 0, 2),
-                    by ? by : "?");
-        PQclear(res);
-        return PGCL_ERR_INVALID;
+        return st;
     }
     char name[PGCL_KEY_NAME_MAX + 1], role[16];
     snprintf(name, sizeof name, "%s", pgcl_pg_text(res, 0, 0) ? pgcl_pg_text(res, 0, 0) : "");
@@ -362,34 +356,6 @@ pgcl_status pgcl_pg_revoke_key(pgcl_audit *store, const char *key_id, const char
     return pgcl_pg_run(s, revoke_key_job, &j, err, cap);
 }
 
-/* keys.h's import rules on an existing row: PGCL_OK (already there, nothing to write) or an
- * error. */
-static pgcl_status check_existing_import(const key_job *j, const PGresult *res, char *err, int cap) {
-    const char *have_role = pgcl_pg_text(res, 0, 1), *have_digest = pgcl_pg_text(res, 0, 4);
-    bool same_key = have_digest && strlen(have_digest) == 64 && sodium_memcmp(have_digest, j->digest_in, 64) == 0;
-    if (!same_key) {
-        pgcl_errorf(err, cap,
-                    "%s already holds another key with key_id %s (a different secret): nothing was "
-                    "changed; make a new key for one of the two holders",
-                    j->s->redacted, j->key_id_in);
-        return PGCL_ERR_MISMATCH;
-    }
-    if (!have_role || strcmp(have_role, j->zrole) != 0) {
-        pgcl_errorf(err, cap,
-                    "key %s is already in %s with role %s, not %s: nothing was changed; a key keeps "
-                    "its role (revoke it and make a new key)",
-                    j->key_id_in, j->s->redacted, have_role ? have_role : "?", j->zrole);
-        return PGCL_ERR_MISMATCH;
-    }
-    if (pgcl_pg_text(res, 0, 2)) {
-        const char *by = pgcl_pg_text(res, 0, 3);
-        pgcl_errorf(err, cap, "key %s was revoked at %s by %s and cannot be imported again: make a new key",
-                    j->key_id_in, pgcl_pg_text(res, 0, 2), by ? by : "?");
-        return PGCL_ERR_INVALID;
-    }
-    return PGCL_OK;
-}
-
 static pgcl_status import_key_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     key_job *j = ctx;
     const char *id[] = {j->key_id_in};
@@ -397,7 +363,9 @@ static pgcl_status import_key_job(pgcl_pg_txn *t, void *ctx, char *err, int cap)
     PGresult *res = pgcl_pg_query(pgcl_pg_txn_conn(t), "api_keys", KEY_STATE_SQL, 1, id, &st, err, cap);
     if (!res) return st;
     if (PQntuples(res) > 0) {
-        st = check_existing_import(j, res, err, cap);
+        st = pgcl_keys_check_existing(j->s->redacted, j->key_id_in, j->zrole, j->digest_in, pgcl_pg_text(res, 0, 1),
+                                      pgcl_pg_text(res, 0, 4), pgcl_pg_text(res, 0, 2), pgcl_pg_text(res, 0, 3), err,
+                                      cap);
         PQclear(res);
         return st;
     }
