@@ -106,26 +106,42 @@ static bool timestamp_us(const char *s, int64_t *out) {
     return true;
 }
 
-/* Appends one admin_events row (seq from the fleet counter, created_at the transaction's time) and
- * chains it. */
+#define EVENT_COLUMNS_MAX 8 /* resolutions' */
+
+/* Appends one row of the event table `table` through insert_sql ($1 the seq, from the fleet
+ * counter; $2.. columns[0..n), text or NULL) and chains it. `what` names the row in errors. */
+static pgcl_status add_event_row(pgcl_pg_txn *t, const char *table, const char *what, const char *insert_sql,
+                                 const char *const *columns, int n, char *err, int cap) {
+    PGCL_ASSERT(n + 1 <= EVENT_COLUMNS_MAX);
+    char sub[512];
+    int64_t seq;
+    pgcl_status st = pgcl_pg_txn_next_seq(t, table, &seq, sub, sizeof sub);
+    if (st != PGCL_OK) {
+        pgcl_errorf(err, cap, "%s: %s", what, sub);
+        return st;
+    }
+    char seq_text[INT_TEXT];
+    int_text(seq, seq_text);
+    const char *values[EVENT_COLUMNS_MAX] = {seq_text};
+    pgcl_chain_value row[EVENT_COLUMNS_MAX] = {chain_int(seq)};
+    for (int i = 0; i < n; i++) {
+        values[i + 1] = columns[i];
+        row[i + 1] = chain_text(columns[i]);
+    }
+    if ((st = pgcl_pg_exec(pgcl_pg_txn_conn(t), what, insert_sql, n + 1, values, err, cap)) != PGCL_OK) return st;
+    return chain_row(t, table, seq, row, n + 1, err, cap);
+}
+
+/* Appends one admin_events row (created_at the transaction's time) and chains it. */
 static pgcl_status add_admin_event(pgcl_pg_txn *t, const char *actor, const char *action, const char *target,
                                    const char *details, char *err, int cap) {
     static const char INSERT_EVENT_SQL[] =
         "INSERT INTO admin_events (seq, event_id, created_at, actor, action, target, details)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7)";
-    int64_t seq;
-    pgcl_status st = pgcl_pg_txn_next_seq(t, "admin_events", &seq, err, cap);
-    if (st != PGCL_OK) return st;
-    char seq_text[INT_TEXT], event_id[PGCL_UUID_LEN + 1];
-    int_text(seq, seq_text);
+    char event_id[PGCL_UUID_LEN + 1];
     pgcl_uuid7(event_id);
-    const char *now = pgcl_pg_txn_now(t);
-    const char *values[] = {seq_text, event_id, now, actor, action, target, details};
-    st = pgcl_pg_exec(pgcl_pg_txn_conn(t), "admin_events", INSERT_EVENT_SQL, 7, values, err, cap);
-    if (st != PGCL_OK) return st;
-    pgcl_chain_value row[] = {chain_int(seq),     chain_text(event_id), chain_text(now),    chain_text(actor),
-                              chain_text(action), chain_text(target),   chain_text(details)};
-    return chain_row(t, "admin_events", seq, row, 7, err, cap);
+    const char *columns[] = {event_id, pgcl_pg_txn_now(t), actor, action, target, details};
+    return add_event_row(t, "admin_events", "admin_events", INSERT_EVENT_SQL, columns, 6, err, cap);
 }
 
 /* ---- contests and resolutions (core/review/review.c's rules) ---- */
@@ -151,7 +167,6 @@ static pgcl_status contest_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     pgcl_contest_request *r = ctx;
     PGconn *conn = pgcl_pg_txn_conn(t);
     const char *now = pgcl_pg_txn_now(t);
-    char sub[512];
     pgcl_status st;
     const char *id[] = {r->decision_id};
     PGresult *res = pgcl_pg_query(conn, "contest", CONTEST_DECISION_SQL, 1, id, &st, err, cap);
@@ -164,22 +179,10 @@ static pgcl_status contest_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     st = pgcl_review_check_open(r, PQntuples(res) > 0 ? pgcl_pg_text(res, 0, 0) : NULL, err, cap);
     PQclear(res);
     if (st != PGCL_OK) return st;
-    int64_t seq;
-    if ((st = pgcl_pg_txn_next_seq(t, "contests", &seq, sub, sizeof sub)) != PGCL_OK) {
-        pgcl_errorf(err, cap, "contest: %s", sub);
-        return st;
-    }
-    char seq_text[INT_TEXT];
-    int_text(seq, seq_text);
     pgcl_uuid7(r->contest_id);
     snprintf(r->filed_at, sizeof r->filed_at, "%s", now);
-    const char *values[] = {seq_text,    r->contest_id,   r->decision_id, r->filed_at,
-                            r->filed_by, r->filer_key_id, r->reason};
-    if ((st = pgcl_pg_exec(conn, "contest", INSERT_CONTEST_SQL, 7, values, err, cap)) != PGCL_OK) return st;
-    pgcl_chain_value row[] = {chain_int(seq),          chain_text(r->contest_id), chain_text(r->decision_id),
-                              chain_text(r->filed_at), chain_text(r->filed_by),   chain_text(r->filer_key_id),
-                              chain_text(r->reason)};
-    return chain_row(t, "contests", seq, row, 7, err, cap);
+    const char *columns[] = {r->contest_id, r->decision_id, r->filed_at, r->filed_by, r->filer_key_id, r->reason};
+    return add_event_row(t, "contests", "contest", INSERT_CONTEST_SQL, columns, 6, err, cap);
 }
 
 pgcl_status pgcl_pg_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap) {
@@ -198,7 +201,6 @@ static const char INSERT_RESOLUTION_SQL[] =
 static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     pgcl_resolution_request *r = ctx;
     PGconn *conn = pgcl_pg_txn_conn(t);
-    char sub[512];
     pgcl_status st;
     const char *id[] = {r->contest_id};
     PGresult *res = pgcl_pg_query(conn, "resolution", RESOLVE_CONTEST_SQL, 1, id, &st, err, cap);
@@ -209,26 +211,10 @@ static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
                                       found ? pgcl_pg_int(res, 0, 3) : 0, err, cap);
     PQclear(res);
     if (st != PGCL_OK) return st;
-    int64_t seq;
-    if ((st = pgcl_pg_txn_next_seq(t, "resolutions", &seq, sub, sizeof sub)) != PGCL_OK) {
-        pgcl_errorf(err, cap, "resolution: %s", sub);
-        return st;
-    }
-    char seq_text[INT_TEXT];
-    int_text(seq, seq_text);
     snprintf(r->resolved_at, sizeof r->resolved_at, "%s", pgcl_pg_txn_now(t));
-    const char *values[] = {seq_text,           r->contest_id, r->resolved_at,     r->resolved_by,
-                            r->resolver_key_id, r->outcome,    r->corrected_label, r->note};
-    if ((st = pgcl_pg_exec(conn, "resolution", INSERT_RESOLUTION_SQL, 8, values, err, cap)) != PGCL_OK) return st;
-    pgcl_chain_value row[] = {chain_int(seq),
-                              chain_text(r->contest_id),
-                              chain_text(r->resolved_at),
-                              chain_text(r->resolved_by),
-                              chain_text(r->resolver_key_id),
-                              chain_text(r->outcome),
-                              chain_text(r->corrected_label),
-                              chain_text(r->note)};
-    return chain_row(t, "resolutions", seq, row, 8, err, cap);
+    const char *columns[] = {r->contest_id, r->resolved_at,     r->resolved_by, r->resolver_key_id,
+                             r->outcome,    r->corrected_label, r->note};
+    return add_event_row(t, "resolutions", "resolution", INSERT_RESOLUTION_SQL, columns, 7, err, cap);
 }
 
 pgcl_status pgcl_pg_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap) {
