@@ -533,53 +533,45 @@ static const char RET_DROP_RESOLVED_SQL[] =
     " d.decision_id = c.decision_id WHERE d.seq <= $2::bigint)" RET_KEPT_SQL;
 static const char RET_ADVANCE_SQL[] = "UPDATE input_retention SET through_seq = $1 WHERE id = 1";
 
-/* Runs a DELETE over ($1, $2] = (lo, hi]; adds the rows it deleted to *dropped. */
-static pgcl_status drop_range(PGconn *conn, const char *sql, int64_t lo, int64_t hi, int64_t *dropped, char *err,
-                              int cap) {
+/* This store's statements of the walk (retention.h: their parameters are lo, hi and text). */
+static pgcl_status walk_read_int(void *ctx, pgcl_retention_sql which, int64_t lo, int64_t hi, const char *text,
+                                 int64_t *out, bool *found, char *err, int cap) {
+    PGCL_ASSERT(which == PGCL_RETENTION_CURSOR || which == PGCL_RETENTION_LAST_SEQ ||
+                which == PGCL_RETENTION_FIRST_RECENT);
+    const char *sql = which == PGCL_RETENTION_CURSOR     ? RET_CURSOR_SQL
+                      : which == PGCL_RETENTION_LAST_SEQ ? RET_LAST_SEQ_SQL
+                                                         : RET_FIRST_RECENT_SQL;
+    char lo_text[INT_TEXT], hi_text[INT_TEXT];
+    int_text(lo, lo_text);
+    int_text(hi, hi_text);
+    const char *values[] = {lo_text, hi_text, text};
+    return pgcl_pg_query_int(ctx, "input retention", sql, which == PGCL_RETENTION_FIRST_RECENT ? 3 : 0, values, out,
+                             found, err, cap);
+}
+
+static pgcl_status walk_run(void *ctx, pgcl_retention_sql which, int64_t lo, int64_t hi, int64_t *changed, char *err,
+                            int cap) {
+    PGCL_ASSERT(which == PGCL_RETENTION_DROP_RANGE || which == PGCL_RETENTION_DROP_RESOLVED ||
+                which == PGCL_RETENTION_ADVANCE);
+    const char *sql = which == PGCL_RETENTION_DROP_RANGE      ? RET_DROP_RANGE_SQL
+                      : which == PGCL_RETENTION_DROP_RESOLVED ? RET_DROP_RESOLVED_SQL
+                                                              : RET_ADVANCE_SQL;
     char lo_text[INT_TEXT], hi_text[INT_TEXT];
     int_text(lo, lo_text);
     int_text(hi, hi_text);
     const char *values[] = {lo_text, hi_text};
     pgcl_status st;
-    PGresult *res = pgcl_pg_query(conn, "input retention", sql, 2, values, &st, err, cap);
+    PGresult *res = pgcl_pg_query(ctx, "input retention", sql, which == PGCL_RETENTION_ADVANCE ? 1 : 2, values, &st,
+                                  err, cap);
     if (!res) return st;
-    *dropped += changed_rows(res);
+    if (changed) *changed += changed_rows(res);
     PQclear(res);
     return PGCL_OK;
 }
 
 static pgcl_status drop_inputs_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
-    pgcl_drop_inputs *job = ctx;
-    PGconn *conn = pgcl_pg_txn_conn(t);
-    job->dropped = 0;
-    job->more = false;
-    int64_t last_seq = 0, cursor = 0, first_recent = 0;
-    bool any = false, have_cursor = false, recent = false;
-    pgcl_status st =
-        pgcl_pg_query_int(conn, "input retention", RET_CURSOR_SQL, 0, NULL, &cursor, &have_cursor, err, cap);
-    if (st == PGCL_OK)
-        st = pgcl_pg_query_int(conn, "input retention", RET_LAST_SEQ_SQL, 0, NULL, &last_seq, &any, err, cap);
-    if (st != PGCL_OK) return st;
-    PGCL_ASSERT(have_cursor); /* migration 0001 inserts the one row, and nothing deletes it */
-    int64_t hi = any && last_seq - cursor > job->max_rows ? cursor + job->max_rows : last_seq;
-    if (any && hi > cursor) {
-        char lo_text[INT_TEXT], hi_text[INT_TEXT];
-        int_text(cursor, lo_text);
-        int_text(hi, hi_text);
-        const char *values[] = {lo_text, hi_text, job->older_than};
-        st = pgcl_pg_query_int(conn, "input retention", RET_FIRST_RECENT_SQL, 3, values, &first_recent, &recent, err,
-                               cap);
-        if (st != PGCL_OK) return st;
-    }
-    if (recent) hi = first_recent - 1; /* the walk ends there */
-    job->more = !recent && hi < last_seq;
-    if (!any || hi <= cursor) /* nothing new past the horizon: catch up behind the cursor */
-        return drop_range(conn, RET_DROP_RESOLVED_SQL, 0, cursor, &job->dropped, err, cap);
-    if ((st = drop_range(conn, RET_DROP_RANGE_SQL, cursor, hi, &job->dropped, err, cap)) != PGCL_OK) return st;
-    char hi_text[INT_TEXT];
-    int_text(hi, hi_text);
-    const char *advance[] = {hi_text};
-    return pgcl_pg_exec(conn, "input retention", RET_ADVANCE_SQL, 1, advance, err, cap);
+    pgcl_retention_db db = {.ctx = pgcl_pg_txn_conn(t), .read_int = walk_read_int, .run = walk_run};
+    return pgcl_retention_step(&db, ctx, err, cap);
 }
 
 /* Whether any stored input belongs to a decision older than the horizon, read on a pooled
