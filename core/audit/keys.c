@@ -699,6 +699,14 @@ static pgcl_status load_locked(pgcl_keyring *kr, char *err, int cap) {
     return st;
 }
 
+/* A failed check's warning, at most one line a second while it lasts. Caller holds the lock. */
+static void warn_failed_check_locked(pgcl_keyring *kr, const char *err, int64_t now) {
+    if (now - kr->last_warning_us < WARN_US) return;
+    kr->last_warning_us = now;
+    pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in %g s", err, kr->n,
+                  (double)kr->src.recheck_us / 1e6);
+}
+
 /* At most once per src.recheck_us (or at once when forced by an unknown key_id, at most once per
  * src.min_forced_us): re-reads the keys if the source says they changed since the last load.
  * Caller holds the lock. */
@@ -713,11 +721,7 @@ static void refresh_locked(pgcl_keyring *kr, bool now_please) {
     pgcl_status st = kr->src.changed(kr->src.ctx, &changed, err, sizeof err);
     if (st == PGCL_OK && !changed) return;
     if (st == PGCL_OK) st = load_locked(kr, err, sizeof err);
-    if (st != PGCL_OK && now - kr->last_warning_us >= WARN_US) { /* one line a second while it lasts */
-        kr->last_warning_us = now;
-        pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in %g s", err, kr->n,
-                      (double)kr->src.recheck_us / 1e6);
-    }
+    if (st != PGCL_OK) warn_failed_check_locked(kr, err, now);
 }
 
 /* ---- a background source: the refresher thread ----
@@ -736,12 +740,7 @@ static void background_check(pgcl_keyring *kr) {
     pthread_mutex_lock(&kr->lock); /* swapped in under source_lock: loads go in in their order */
     pthread_mutex_unlock(&kr->source_lock);
     if (st == PGCL_OK && changed) swap_in_locked(kr, &l);
-    int64_t now = pgcl_monotonic_us();
-    if (st != PGCL_OK && now - kr->last_warning_us >= WARN_US) { /* one line a second while it lasts */
-        kr->last_warning_us = now;
-        pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in %g s", err, kr->n,
-                      (double)kr->src.recheck_us / 1e6);
-    }
+    if (st != PGCL_OK) warn_failed_check_locked(kr, err, pgcl_monotonic_us());
     pthread_mutex_unlock(&kr->lock);
 }
 
@@ -814,7 +813,6 @@ pgcl_status pgcl_keyring_open_source(const pgcl_keyring_source *src, pgcl_keyrin
             pthread_cond_destroy(&kr->checked);
             pthread_cond_destroy(&kr->wake);
             pthread_mutex_destroy(&kr->source_lock);
-            kr->src.background = false;
             pgcl_errorf(err, cap, "cannot start the keyring's thread");
             st = PGCL_ERR_NOMEM;
             goto fail;
