@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "clock.h"
 #include "ids.h"
@@ -33,6 +32,7 @@
 #include "log.h"
 #include "retention.h"
 #include "review.h"
+#include "time_cursor.h"
 
 #define KEYRING_RECHECK_US 250000 /* the keyring looks at api_keys' marker at most this often */
 #define KEYRING_FORCED_US 20000   /* ... and at most this often for unknown key_ids (no query flood) */
@@ -72,38 +72,6 @@ static pgcl_status chain_row(pgcl_pg_txn *t, const char *name, int64_t seq, cons
 static int64_t changed_rows(PGresult *res) {
     const char *n = PQcmdTuples(res);
     return n && *n ? strtoll(n, NULL, 10) : 0;
-}
-
-/* An RFC 3339 timestamp ("2026-11-21T10:33:00.123456Z", the fraction optional, "Z" or "+HH:MM" /
- * "-HH:MM") in microseconds since 1970. false when it is not one. */
-static bool timestamp_us(const char *s, int64_t *out) {
-    int y, mo, d, h, mi, sec, used = 0;
-    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &used) != 6 || used != 19)
-        return false;
-    const char *p = s + used;
-    int64_t frac_us = 0, scale = 100000;
-    if (*p == '.') {
-        p++;
-        if (*p < '0' || *p > '9') return false;
-        for (; *p >= '0' && *p <= '9'; p++, scale /= 10)
-            frac_us += scale * (*p - '0');
-    }
-    int64_t offset_s = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int oh, om, n = 0;
-        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5) return false;
-        offset_s = (*p == '-' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
-        p += 6;
-    } else {
-        return false;
-    }
-    if (*p) return false;
-    struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi, .tm_sec = sec};
-    time_t secs = timegm(&tm);
-    *out = ((int64_t)secs - offset_s) * 1000000 + frac_us;
-    return true;
 }
 
 #define EVENT_COLUMNS_MAX 8 /* resolutions' */
@@ -159,7 +127,7 @@ static const char INSERT_CONTEST_SQL[] =
  * new, 0, as julianday's NULL does). */
 static double age_days(const char *created_at, const char *now) {
     int64_t created_us, now_us;
-    if (!timestamp_us(created_at, &created_us) || !timestamp_us(now, &now_us)) return 0;
+    if (!pgcl_time_parse(created_at, &created_us) || !pgcl_time_parse(now, &now_us)) return 0;
     return (double)(now_us - created_us) / 86400e6;
 }
 
