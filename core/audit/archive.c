@@ -680,10 +680,8 @@ bool pgcl_archive_id_time(const char *decision_id, char out[32]) {
 
 pgcl_status pgcl_archive_where_is(sqlite3 *db, const char *decision_id, pgcl_archive_where *out, char *err, int cap) {
     memset(out, 0, sizeof *out);
-    int64_t ms = 0;
-    if (!uuid7_ms(decision_id, &ms)) return PGCL_OK;
-    char made[PGCL_QTIME_LEN + 1];
-    pgcl_time_format(ms * 1000, made);
+    char made[32];
+    if (!pgcl_archive_id_time(decision_id, made)) return PGCL_OK;
     sqlite3_stmt *s = NULL;
     if (sqlite3_prepare_v2(db,
                            "SELECT entry_seq, archived_before, created_at, archive_name FROM audit_cuts WHERE"

@@ -308,6 +308,42 @@ pgcl_status pgcl_keys_check_revoke(const char *key_id, const char *actor, char *
     return PGCL_OK;
 }
 
+pgcl_status pgcl_keys_check_existing(const char *db_name, const char *key_id, const char *zrole, const char *digest,
+                                     const char *have_role, const char *have_digest, const char *revoked_at,
+                                     const char *revoked_by, char *err, int cap) {
+    bool same_key = have_digest && strlen(have_digest) == 64 && sodium_memcmp(have_digest, digest, 64) == 0;
+    if (!same_key) {
+        pgcl_errorf(err, cap, "%s already holds another key with key_id %s (a different secret): nothing was "
+                    "changed; make a new key for one of the two holders", db_name, key_id);
+        return PGCL_ERR_MISMATCH;
+    }
+    if (!have_role || strcmp(have_role, zrole) != 0) {
+        pgcl_errorf(err, cap, "key %s is already in %s with role %s, not %s: nothing was changed; a key keeps "
+                    "its role (revoke it and make a new key)", key_id, db_name, have_role ? have_role : "?", zrole);
+        return PGCL_ERR_MISMATCH;
+    }
+    if (revoked_at) {
+        pgcl_errorf(err, cap, "key %s was revoked at %s by %s and cannot be imported again: make a new key", key_id,
+                    revoked_at, revoked_by ? revoked_by : "?");
+        return PGCL_ERR_INVALID;
+    }
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_keys_check_revocable(const char *db_name, const char *key_id, bool found, const char *revoked_at,
+                                      const char *revoked_by, char *err, int cap) {
+    if (!found) {
+        pgcl_errorf(err, cap, "no key with key_id %s in %s", key_id, db_name);
+        return PGCL_ERR_INVALID;
+    }
+    if (revoked_at) {
+        pgcl_errorf(err, cap, "key %s was already revoked at %s by %s", key_id, revoked_at,
+                    revoked_by ? revoked_by : "?");
+        return PGCL_ERR_INVALID;
+    }
+    return PGCL_OK;
+}
+
 char *pgcl_keys_event_details(const char *name, const char *role) {
     json_t *obj = json_pack("{s:s, s:s}", "name", name, "role", role);
     char *details = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
@@ -443,27 +479,11 @@ pgcl_status pgcl_keys_import(const char *db_path, pgcl_role role, const char *na
     sqlite3_bind_text(get, 1, key_id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(get);
     if (rc == SQLITE_ROW) {
-        const char *have_role = (const char *)sqlite3_column_text(get, 0);
-        const char *have_digest = (const char *)sqlite3_column_text(get, 1);
-        bool same_key = have_digest && strlen(have_digest) == 64 && sodium_memcmp(have_digest, digest, 64) == 0;
-        if (!same_key) {
-            pgcl_errorf(err, cap, "%s already holds another key with key_id %s (a different secret): nothing was "
-                        "changed; make a new key for one of the two holders", db_path, key_id);
-            st = PGCL_ERR_MISMATCH;
-        } else if (!have_role || strcmp(have_role, zrole) != 0) {
-            pgcl_errorf(err, cap, "key %s is already in %s with role %s, not %s: nothing was changed; a key keeps "
-                        "its role (revoke it and make a new key)", key_id, db_path, have_role ? have_role : "?",
-                        zrole);
-            st = PGCL_ERR_MISMATCH;
-        } else if (sqlite3_column_type(get, 2) != SQLITE_NULL) {
-            const char *by = (const char *)sqlite3_column_text(get, 3);
-            pgcl_errorf(err, cap, "key %s was revoked at %s by %s and cannot be imported again: make a new key",
-                        key_id, sqlite3_column_text(get, 2), by ? by : "?");
-            st = PGCL_ERR_INVALID;
-        } else {
-            memcpy(key_id_out, key_id, sizeof key_id); /* already there, as asked: nothing to write */
-            st = PGCL_OK;
-        }
+        st = pgcl_keys_check_existing(db_path, key_id, zrole, digest, (const char *)sqlite3_column_text(get, 0),
+                                      (const char *)sqlite3_column_text(get, 1),
+                                      (const char *)sqlite3_column_text(get, 2),
+                                      (const char *)sqlite3_column_text(get, 3), err, cap);
+        if (st == PGCL_OK) memcpy(key_id_out, key_id, sizeof key_id); /* already there, as asked: nothing to write */
         goto done;
     }
     if (rc != SQLITE_DONE) {
@@ -510,22 +530,17 @@ pgcl_status pgcl_keys_revoke(const char *db_path, const char *key_id, const char
     in_tx = true;
     sqlite3_bind_text(get, 1, key_id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(get);
-    if (rc == SQLITE_DONE) {
-        pgcl_errorf(err, cap, "no key with key_id %s in %s", key_id, db_path);
-        st = PGCL_ERR_INVALID;
-        goto done;
-    }
-    if (rc != SQLITE_ROW) {
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         pgcl_errorf(err, cap, "%s: api_keys: %s", db_path, sqlite3_errmsg(db));
         goto done;
     }
-    if (sqlite3_column_type(get, 2) != SQLITE_NULL) {
-        const char *by = (const char *)sqlite3_column_text(get, 3);
-        pgcl_errorf(err, cap, "key %s was already revoked at %s by %s", key_id, sqlite3_column_text(get, 2),
-                    by ? by : "?");
-        st = PGCL_ERR_INVALID;
+    bool found = rc == SQLITE_ROW;
+    if ((st = pgcl_keys_check_revocable(db_path, key_id, found,
+                                        found ? (const char *)sqlite3_column_text(get, 2) : NULL,
+                                        found ? (const char *)sqlite3_column_text(get, 3) : NULL, err, cap)) !=
+        PGCL_OK)
         goto done;
-    }
+    st = PGCL_ERR_DB;
     snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(get, 0));
     snprintf(role, sizeof role, "%s", (const char *)sqlite3_column_text(get, 1));
     pgcl_timestamp_now(now);
@@ -684,6 +699,14 @@ static pgcl_status load_locked(pgcl_keyring *kr, char *err, int cap) {
     return st;
 }
 
+/* A failed check's warning, at most one line a second while it lasts. Caller holds the lock. */
+static void warn_failed_check_locked(pgcl_keyring *kr, const char *err, int64_t now) {
+    if (now - kr->last_warning_us < WARN_US) return;
+    kr->last_warning_us = now;
+    pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in %g s", err, kr->n,
+                  (double)kr->src.recheck_us / 1e6);
+}
+
 /* At most once per src.recheck_us (or at once when forced by an unknown key_id, at most once per
  * src.min_forced_us): re-reads the keys if the source says they changed since the last load.
  * Caller holds the lock. */
@@ -698,11 +721,7 @@ static void refresh_locked(pgcl_keyring *kr, bool now_please) {
     pgcl_status st = kr->src.changed(kr->src.ctx, &changed, err, sizeof err);
     if (st == PGCL_OK && !changed) return;
     if (st == PGCL_OK) st = load_locked(kr, err, sizeof err);
-    if (st != PGCL_OK && now - kr->last_warning_us >= WARN_US) { /* one line a second while it lasts */
-        kr->last_warning_us = now;
-        pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in %g s", err, kr->n,
-                      (double)kr->src.recheck_us / 1e6);
-    }
+    if (st != PGCL_OK) warn_failed_check_locked(kr, err, now);
 }
 
 /* ---- a background source: the refresher thread ----
@@ -721,12 +740,7 @@ static void background_check(pgcl_keyring *kr) {
     pthread_mutex_lock(&kr->lock); /* swapped in under source_lock: loads go in in their order */
     pthread_mutex_unlock(&kr->source_lock);
     if (st == PGCL_OK && changed) swap_in_locked(kr, &l);
-    int64_t now = pgcl_monotonic_us();
-    if (st != PGCL_OK && now - kr->last_warning_us >= WARN_US) { /* one line a second while it lasts */
-        kr->last_warning_us = now;
-        pgcl_log_warn("keyring: %s; keeping the previous %d active keys, retrying in %g s", err, kr->n,
-                      (double)kr->src.recheck_us / 1e6);
-    }
+    if (st != PGCL_OK) warn_failed_check_locked(kr, err, pgcl_monotonic_us());
     pthread_mutex_unlock(&kr->lock);
 }
 
@@ -799,7 +813,6 @@ pgcl_status pgcl_keyring_open_source(const pgcl_keyring_source *src, pgcl_keyrin
             pthread_cond_destroy(&kr->checked);
             pthread_cond_destroy(&kr->wake);
             pthread_mutex_destroy(&kr->source_lock);
-            kr->src.background = false;
             pgcl_errorf(err, cap, "cannot start the keyring's thread");
             st = PGCL_ERR_NOMEM;
             goto fail;

@@ -172,6 +172,17 @@ pgcl_status pgcl_keys_check_fields(pgcl_role role, const char *name, const char 
                                    int cap);
 /* The checks of revoke on key_id (never echoed) and actor. PGCL_OK or PGCL_ERR_INVALID with err. */
 pgcl_status pgcl_keys_check_revoke(const char *key_id, const char *actor, char *err, int cap);
+/* Import's rules on the row that already holds key_id in the database `db_name` (its role,
+ * key_sha256, revoked_at and revoked_by; digest the imported key's hex SHA-256, zrole its role):
+ * PGCL_OK when it is that key, with that role, unrevoked (nothing to write); PGCL_ERR_MISMATCH or
+ * PGCL_ERR_INVALID with err otherwise. */
+pgcl_status pgcl_keys_check_existing(const char *db_name, const char *key_id, const char *zrole, const char *digest,
+                                     const char *have_role, const char *have_digest, const char *revoked_at,
+                                     const char *revoked_by, char *err, int cap);
+/* Revoke's rules on key_id's row in `db_name`: found whether there is one, then its revoked_at and
+ * revoked_by. PGCL_OK, or PGCL_ERR_INVALID with err. */
+pgcl_status pgcl_keys_check_revocable(const char *db_name, const char *key_id, bool found, const char *revoked_at,
+                                      const char *revoked_by, char *err, int cap);
 /* A new key text and its key_id (the caller wipes key with sodium_memzero). */
 void pgcl_keys_generate(char key[PGCL_KEY_LEN + 1], char key_id[PGCL_KEY_ID_LEN + 1]);
 /* The details of a key's admin_events row, {"name":..,"role":..} compact, malloc'd; NULL when out

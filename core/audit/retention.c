@@ -75,30 +75,52 @@ static pgcl_status run_statement(sqlite3 *db, const char *sql, query_args args, 
     return PGCL_OK;
 }
 
-pgcl_status pgcl_sqlite_drop_inputs_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
-    pgcl_drop_inputs *job = ctx;
-    sqlite3 *db = pgcl_audit_txn_db(t);
+pgcl_status pgcl_retention_step(const pgcl_retention_db *db, pgcl_drop_inputs *job, char *err, int cap) {
     job->dropped = 0;
     job->more = false;
     int64_t last_seq = 0, cursor = 0, first_recent = 0;
     bool any = false, have_cursor = false, recent = false;
-    pgcl_status st = query_int(db, CURSOR_SQL, (query_args){0}, &cursor, &have_cursor, err, cap);
-    if (st == PGCL_OK) st = query_int(db, LAST_SEQ_SQL, (query_args){0}, &last_seq, &any, err, cap);
+    pgcl_status st = db->read_int(db->ctx, PGCL_RETENTION_CURSOR, 0, 0, NULL, &cursor, &have_cursor, err, cap);
+    if (st == PGCL_OK) st = db->read_int(db->ctx, PGCL_RETENTION_LAST_SEQ, 0, 0, NULL, &last_seq, &any, err, cap);
     if (st != PGCL_OK) return st;
-    PGCL_ASSERT(have_cursor); /* migration 0008 inserts the one row, and nothing deletes it */
+    PGCL_ASSERT(have_cursor); /* the stores' migrations insert the one row, and nothing deletes it */
     int64_t hi = any && last_seq - cursor > job->max_rows ? cursor + job->max_rows : last_seq;
     if (any && hi > cursor &&
-        (st = query_int(db, FIRST_RECENT_SQL, (query_args){cursor, hi, job->older_than}, &first_recent, &recent, err,
-                        cap)) !=
-            PGCL_OK)
+        (st = db->read_int(db->ctx, PGCL_RETENTION_FIRST_RECENT, cursor, hi, job->older_than, &first_recent, &recent,
+                            err, cap)) != PGCL_OK)
         return st;
     if (recent) hi = first_recent - 1; /* the walk ends there */
     job->more = !recent && hi < last_seq;
     if (!any || hi <= cursor) /* nothing new past the horizon: catch up behind the cursor */
-        return run_statement(db, DROP_RESOLVED_SQL, (query_args){0, cursor, NULL}, &job->dropped, err, cap);
-    st = run_statement(db, DROP_RANGE_SQL, (query_args){cursor, hi, NULL}, &job->dropped, err, cap);
-    if (st != PGCL_OK) return st;
-    return run_statement(db, ADVANCE_SQL, (query_args){.lo = hi}, NULL, err, cap);
+        return db->run(db->ctx, PGCL_RETENTION_DROP_RESOLVED, 0, cursor, &job->dropped, err, cap);
+    if ((st = db->run(db->ctx, PGCL_RETENTION_DROP_RANGE, cursor, hi, &job->dropped, err, cap)) != PGCL_OK) return st;
+    return db->run(db->ctx, PGCL_RETENTION_ADVANCE, hi, 0, NULL, err, cap);
+}
+
+/* The SQLite store's statements of the walk. */
+static pgcl_status walk_read_int(void *ctx, pgcl_retention_sql which, int64_t lo, int64_t hi, const char *text,
+                                 int64_t *out, bool *found, char *err, int cap) {
+    PGCL_ASSERT(which == PGCL_RETENTION_CURSOR || which == PGCL_RETENTION_LAST_SEQ ||
+                which == PGCL_RETENTION_FIRST_RECENT);
+    const char *sql = which == PGCL_RETENTION_CURSOR     ? CURSOR_SQL
+                      : which == PGCL_RETENTION_LAST_SEQ ? LAST_SEQ_SQL
+                                                         : FIRST_RECENT_SQL;
+    return query_int(ctx, sql, (query_args){lo, hi, text}, out, found, err, cap);
+}
+
+static pgcl_status walk_run(void *ctx, pgcl_retention_sql which, int64_t lo, int64_t hi, int64_t *changed, char *err,
+                            int cap) {
+    PGCL_ASSERT(which == PGCL_RETENTION_DROP_RANGE || which == PGCL_RETENTION_DROP_RESOLVED ||
+                which == PGCL_RETENTION_ADVANCE);
+    const char *sql = which == PGCL_RETENTION_DROP_RANGE      ? DROP_RANGE_SQL
+                      : which == PGCL_RETENTION_DROP_RESOLVED ? DROP_RESOLVED_SQL
+                                                              : ADVANCE_SQL;
+    return run_statement(ctx, sql, (query_args){lo, hi, NULL}, changed, err, cap);
+}
+
+pgcl_status pgcl_sqlite_drop_inputs_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
+    pgcl_retention_db db = {.ctx = pgcl_audit_txn_db(t), .read_int = walk_read_int, .run = walk_run};
+    return pgcl_retention_step(&db, ctx, err, cap);
 }
 
 /* ---- the daemon's thread ---- */

@@ -31,6 +31,34 @@ typedef struct pgcl_drop_inputs {
 } pgcl_drop_inputs;
 pgcl_status pgcl_sqlite_drop_inputs_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap);
 
+/* ---- for the audit stores: the step's walk, over a store's statements ----
+ * Each store writes these statements in its own SQL; their parameters are lo, hi and text, in
+ * that order, as many as the statement takes ("(lo, hi]": lo < seq <= hi). */
+typedef enum pgcl_retention_sql {
+    PGCL_RETENTION_CURSOR,        /* the cursor, input_retention.through_seq (no parameter) */
+    PGCL_RETENTION_LAST_SEQ,      /* the last decision's seq (no parameter) */
+    PGCL_RETENTION_FIRST_RECENT,  /* the first decision in (lo, hi] created at or after text */
+    PGCL_RETENTION_DROP_RANGE,    /* deletes the inputs in (lo, hi] but those that stay */
+    PGCL_RETENTION_DROP_RESOLVED, /* deletes the inputs at or before hi kept for a contest resolved since */
+    PGCL_RETENTION_ADVANCE,       /* the cursor := lo */
+} pgcl_retention_sql;
+
+/* A store's statements inside its write transaction. */
+typedef struct pgcl_retention_db {
+    void *ctx;
+    /* The one integer statement `which` (CURSOR, LAST_SEQ or FIRST_RECENT) answers; *found false
+     * when no row or NULL. */
+    pgcl_status (*read_int)(void *ctx, pgcl_retention_sql which, int64_t lo, int64_t hi, const char *text,
+                             int64_t *out, bool *found, char *err, int cap);
+    /* Runs statement `which` (DROP_RANGE, DROP_RESOLVED or ADVANCE) for its effect; adds the rows
+     * it changed to *changed (may be NULL). */
+    pgcl_status (*run)(void *ctx, pgcl_retention_sql which, int64_t lo, int64_t hi, int64_t *changed, char *err,
+                       int cap);
+} pgcl_retention_db;
+
+/* One step of the walk (what pgcl_sqlite_drop_inputs_fn does) on db's statements. */
+pgcl_status pgcl_retention_step(const pgcl_retention_db *db, pgcl_drop_inputs *job, char *err, int cap);
+
 typedef struct pgcl_retention pgcl_retention;
 
 /* Starts the thread that drops the inputs older than `days` (> 0 or 0: drop as soon as written)

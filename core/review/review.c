@@ -16,6 +16,28 @@ static int query_row(sqlite3 *db, const char *sql, sqlite3_stmt **out, const cha
     return sqlite3_step(*out);
 }
 
+pgcl_status pgcl_review_check_decision(pgcl_contest_request *r, bool found, double age_days, char *err, int cap) {
+    if (!found) {
+        r->code = "decision_not_found";
+        pgcl_errorf(err, cap, "no decision with id %.64s", r->decision_id);
+        return PGCL_ERR_NOT_FOUND;
+    }
+    if (age_days > r->window_days) {
+        r->code = "contest_window_closed";
+        pgcl_errorf(err, cap, "decision %s is %.0f days old; contests are accepted for %d days", r->decision_id,
+                    age_days, r->window_days);
+        return PGCL_ERR_INVALID;
+    }
+    return PGCL_OK;
+}
+
+pgcl_status pgcl_review_check_open(pgcl_contest_request *r, const char *open_contest_id, char *err, int cap) {
+    if (!open_contest_id) return PGCL_OK;
+    r->code = "contest_open";
+    pgcl_errorf(err, cap, "decision %s already has an open contest (%s)", r->decision_id, open_contest_id);
+    return PGCL_ERR_MISMATCH;
+}
+
 static pgcl_status contest_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
     pgcl_contest_request *r = ctx;
     sqlite3 *db = pgcl_audit_txn_db(t);
@@ -27,34 +49,17 @@ static pgcl_status contest_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) 
     sqlite3_bind_text(s, 1, r->decision_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, pgcl_audit_txn_now(t), -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE) {
-        r->code = "decision_not_found";
-        pgcl_errorf(err, cap, "no decision with id %.64s", r->decision_id);
-        st = PGCL_ERR_NOT_FOUND;
-        goto done;
-    }
-    if (rc != SQLITE_ROW) goto db_error;
-    double age_days = sqlite3_column_double(s, 0);
-    if (age_days > r->window_days) {
-        r->code = "contest_window_closed";
-        pgcl_errorf(err, cap, "decision %s is %.0f days old; contests are accepted for %d days", r->decision_id,
-                    age_days, r->window_days);
-        st = PGCL_ERR_INVALID;
-        goto done;
-    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) goto db_error;
+    st = pgcl_review_check_decision(r, rc == SQLITE_ROW, rc == SQLITE_ROW ? sqlite3_column_double(s, 0) : 0, err, cap);
+    if (st != PGCL_OK) goto done;
     sqlite3_finalize(s);
     rc = query_row(db,
                    "SELECT c.contest_id FROM contests c WHERE c.decision_id = ?1"
                    " AND NOT EXISTS (SELECT 1 FROM resolutions r WHERE r.contest_id = c.contest_id)",
                    &s, r->decision_id);
-    if (rc == SQLITE_ROW) {
-        r->code = "contest_open";
-        pgcl_errorf(err, cap, "decision %s already has an open contest (%s)", r->decision_id,
-                    (const char *)sqlite3_column_text(s, 0));
-        st = PGCL_ERR_MISMATCH;
-        goto done;
-    }
-    if (rc != SQLITE_DONE) goto db_error;
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) goto db_error;
+    st = pgcl_review_check_open(r, rc == SQLITE_ROW ? (const char *)sqlite3_column_text(s, 0) : NULL, err, cap);
+    if (st != PGCL_OK) goto done;
     sqlite3_finalize(s);
     pgcl_uuid7(r->contest_id);
     memcpy(r->filed_at, pgcl_audit_txn_now(t), sizeof r->filed_at);
@@ -88,6 +93,39 @@ pgcl_status pgcl_sqlite_file_contest(pgcl_audit *store, pgcl_contest_request *r,
     return pgcl_audit_run(store, contest_fn, r, err, cap);
 }
 
+pgcl_status pgcl_review_check_resolution(pgcl_resolution_request *r, bool found, const char *decision_id,
+                                         const char *filer_key_id, const char *probabilities, int64_t resolutions,
+                                         char *err, int cap) {
+    if (!found) {
+        r->code = "contest_not_found";
+        pgcl_errorf(err, cap, "no contest with id %.64s", r->contest_id);
+        return PGCL_ERR_NOT_FOUND;
+    }
+    snprintf(r->decision_id, sizeof r->decision_id, "%s", decision_id);
+    if (resolutions > 0) {
+        r->code = "already_resolved";
+        pgcl_errorf(err, cap, "contest %s is already resolved", r->contest_id);
+        return PGCL_ERR_MISMATCH;
+    }
+    if (filer_key_id && r->resolver_key_id && strcmp(filer_key_id, r->resolver_key_id) == 0) {
+        r->code = "filer_cannot_resolve";
+        pgcl_errorf(err, cap, "the key that filed contest %s (%s) cannot resolve it; another reviewer must",
+                    r->contest_id, filer_key_id);
+        return PGCL_ERR_UNSUPPORTED;
+    }
+    if (r->corrected_label) {
+        json_t *probs = probabilities ? json_loads(probabilities, 0, NULL) : NULL;
+        bool known = probs && json_object_get(probs, r->corrected_label);
+        json_decref(probs);
+        if (!known) {
+            r->code = "invalid_label";
+            pgcl_errorf(err, cap, "corrected_label '%.128s' is not a label of the decision's model", r->corrected_label);
+            return PGCL_ERR_INVALID;
+        }
+    }
+    return PGCL_OK;
+}
+
 static pgcl_status resolve_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
     pgcl_resolution_request *r = ctx;
     sqlite3 *db = pgcl_audit_txn_db(t);
@@ -98,39 +136,13 @@ static pgcl_status resolve_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) 
                        " (SELECT count(*) FROM resolutions r WHERE r.contest_id = c.contest_id)"
                        " FROM contests c JOIN decisions d ON d.decision_id = c.decision_id WHERE c.contest_id = ?1",
                        &s, r->contest_id);
-    if (rc == SQLITE_DONE) {
-        r->code = "contest_not_found";
-        pgcl_errorf(err, cap, "no contest with id %.64s", r->contest_id);
-        st = PGCL_ERR_NOT_FOUND;
-        goto done;
-    }
-    if (rc != SQLITE_ROW) goto db_error;
-    snprintf(r->decision_id, sizeof r->decision_id, "%s", (const char *)sqlite3_column_text(s, 0));
-    const char *filer = (const char *)sqlite3_column_text(s, 1);
-    if (sqlite3_column_int(s, 3) > 0) {
-        r->code = "already_resolved";
-        pgcl_errorf(err, cap, "contest %s is already resolved", r->contest_id);
-        st = PGCL_ERR_MISMATCH;
-        goto done;
-    }
-    if (filer && r->resolver_key_id && strcmp(filer, r->resolver_key_id) == 0) {
-        r->code = "filer_cannot_resolve";
-        pgcl_errorf(err, cap, "the key that filed contest %s (%s) cannot resolve it; another reviewer must",
-                    r->contest_id, filer);
-        st = PGCL_ERR_UNSUPPORTED;
-        goto done;
-    }
-    if (r->corrected_label) {
-        json_t *probs = json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL);
-        bool known = probs && json_object_get(probs, r->corrected_label);
-        json_decref(probs);
-        if (!known) {
-            r->code = "invalid_label";
-            pgcl_errorf(err, cap, "corrected_label '%.128s' is not a label of the decision's model", r->corrected_label);
-            st = PGCL_ERR_INVALID;
-            goto done;
-        }
-    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) goto db_error;
+    bool found = rc == SQLITE_ROW;
+    st = pgcl_review_check_resolution(r, found, found ? (const char *)sqlite3_column_text(s, 0) : NULL,
+                                      found ? (const char *)sqlite3_column_text(s, 1) : NULL,
+                                      found ? (const char *)sqlite3_column_text(s, 2) : NULL,
+                                      found ? sqlite3_column_int64(s, 3) : 0, err, cap);
+    if (st != PGCL_OK) goto done;
     sqlite3_finalize(s);
     memcpy(r->resolved_at, pgcl_audit_txn_now(t), sizeof r->resolved_at);
     if (sqlite3_prepare_v2(db,

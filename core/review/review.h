@@ -6,6 +6,9 @@
 #ifndef PGCL_REVIEW_H
 #define PGCL_REVIEW_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "audit.h"
 #include "ids.h"
 #include "status.h"
@@ -43,5 +46,20 @@ typedef struct pgcl_resolution_request {
 
 /* Resolves a contest. PGCL_OK, or an error with r->code and a message in err. */
 pgcl_status pgcl_review_resolve(pgcl_audit *a, pgcl_resolution_request *r, char *err, int cap);
+
+/* ---- for the audit stores: the rules every store checks, with their codes and messages ----
+ * Each sets r->code and err and returns the error when its rule refuses, PGCL_OK otherwise. */
+
+/* A contest on the decision's row: found whether r->decision_id names one, age_days its age in
+ * days at the transaction's time. */
+pgcl_status pgcl_review_check_decision(pgcl_contest_request *r, bool found, double age_days, char *err, int cap);
+/* open_contest_id: the decision's open contest, NULL when it has none. */
+pgcl_status pgcl_review_check_open(pgcl_contest_request *r, const char *open_contest_id, char *err, int cap);
+/* A resolution on the contest's row: found whether r->contest_id names one; then its
+ * decision_id (copied to r->decision_id), filer_key_id, the decision's probabilities (JSON text)
+ * and the contest's resolutions so far. */
+pgcl_status pgcl_review_check_resolution(pgcl_resolution_request *r, bool found, const char *decision_id,
+                                         const char *filer_key_id, const char *probabilities, int64_t resolutions,
+                                         char *err, int cap);
 
 #endif

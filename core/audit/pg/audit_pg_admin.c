@@ -21,12 +21,10 @@
  * the database is unreachable the last set stays in force. */
 #include "audit_pg.h"
 
-#include <jansson.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "clock.h"
 #include "ids.h"
@@ -34,6 +32,7 @@
 #include "log.h"
 #include "retention.h"
 #include "review.h"
+#include "time_cursor.h"
 
 #define KEYRING_RECHECK_US 250000 /* the keyring looks at api_keys' marker at most this often */
 #define KEYRING_FORCED_US 20000   /* ... and at most this often for unknown key_ids (no query flood) */
@@ -75,58 +74,42 @@ static int64_t changed_rows(PGresult *res) {
     return n && *n ? strtoll(n, NULL, 10) : 0;
 }
 
-/* An RFC 3339 timestamp ("2026-11-21T10:33:00.123456Z", the fraction optional, "Z" or "+HH:MM" /
- * "-HH:MM") in microseconds since 1970. false when it is not one. */
-static bool timestamp_us(const char *s, int64_t *out) {
-    int y, mo, d, h, mi, sec, used = 0;
-    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &used) != 6 || used != 19)
-        return false;
-    const char *p = s + used;
-    int64_t frac_us = 0, scale = 100000;
-    if (*p == '.') {
-        p++;
-        if (*p < '0' || *p > '9') return false;
-        for (; *p >= '0' && *p <= '9'; p++, scale /= 10)
-            frac_us += scale * (*p - '0');
+#define EVENT_COLUMNS_MAX 8 /* resolutions' */
+
+/* Appends one row of the event table `table` through insert_sql ($1 the seq, from the fleet
+ * counter; $2.. columns[0..n), text or NULL) and chains it. `what` names the row in errors. */
+static pgcl_status add_event_row(pgcl_pg_txn *t, const char *table, const char *what, const char *insert_sql,
+                                 const char *const *columns, int n, char *err, int cap) {
+    PGCL_ASSERT(n + 1 <= EVENT_COLUMNS_MAX);
+    char sub[512];
+    int64_t seq;
+    pgcl_status st = pgcl_pg_txn_next_seq(t, table, &seq, sub, sizeof sub);
+    if (st != PGCL_OK) {
+        pgcl_errorf(err, cap, "%s: %s", what, sub);
+        return st;
     }
-    int64_t offset_s = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int oh, om, n = 0;
-        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5) return false;
-        offset_s = (*p == '-' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
-        p += 6;
-    } else {
-        return false;
+    char seq_text[INT_TEXT];
+    int_text(seq, seq_text);
+    const char *values[EVENT_COLUMNS_MAX] = {seq_text};
+    pgcl_chain_value row[EVENT_COLUMNS_MAX] = {chain_int(seq)};
+    for (int i = 0; i < n; i++) {
+        values[i + 1] = columns[i];
+        row[i + 1] = chain_text(columns[i]);
     }
-    if (*p) return false;
-    struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi, .tm_sec = sec};
-    time_t secs = timegm(&tm);
-    *out = ((int64_t)secs - offset_s) * 1000000 + frac_us;
-    return true;
+    if ((st = pgcl_pg_exec(pgcl_pg_txn_conn(t), what, insert_sql, n + 1, values, err, cap)) != PGCL_OK) return st;
+    return chain_row(t, table, seq, row, n + 1, err, cap);
 }
 
-/* Appends one admin_events row (seq from the fleet counter, created_at the transaction's time) and
- * chains it. */
+/* Appends one admin_events row (created_at the transaction's time) and chains it. */
 static pgcl_status add_admin_event(pgcl_pg_txn *t, const char *actor, const char *action, const char *target,
                                    const char *details, char *err, int cap) {
     static const char INSERT_EVENT_SQL[] =
         "INSERT INTO admin_events (seq, event_id, created_at, actor, action, target, details)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7)";
-    int64_t seq;
-    pgcl_status st = pgcl_pg_txn_next_seq(t, "admin_events", &seq, err, cap);
-    if (st != PGCL_OK) return st;
-    char seq_text[INT_TEXT], event_id[PGCL_UUID_LEN + 1];
-    int_text(seq, seq_text);
+    char event_id[PGCL_UUID_LEN + 1];
     pgcl_uuid7(event_id);
-    const char *now = pgcl_pg_txn_now(t);
-    const char *values[] = {seq_text, event_id, now, actor, action, target, details};
-    st = pgcl_pg_exec(pgcl_pg_txn_conn(t), "admin_events", INSERT_EVENT_SQL, 7, values, err, cap);
-    if (st != PGCL_OK) return st;
-    pgcl_chain_value row[] = {chain_int(seq),     chain_text(event_id), chain_text(now),    chain_text(actor),
-                              chain_text(action), chain_text(target),   chain_text(details)};
-    return chain_row(t, "admin_events", seq, row, 7, err, cap);
+    const char *columns[] = {event_id, pgcl_pg_txn_now(t), actor, action, target, details};
+    return add_event_row(t, "admin_events", "admin_events", INSERT_EVENT_SQL, columns, 6, err, cap);
 }
 
 /* ---- contests and resolutions (core/review/review.c's rules) ---- */
@@ -139,65 +122,35 @@ static const char INSERT_CONTEST_SQL[] =
     "INSERT INTO contests (seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
-/* The contest window: whether the decision created at created_at is more than window_days old at
- * `now` (the days as a fraction, as SQLite's julianday difference; a created_at that is not a
- * timestamp counts as new, as julianday's NULL does). *age_days for the message. */
-static bool window_closed(const char *created_at, const char *now, int window_days, double *age_days) {
+/* The age in days at `now` of the decision created at created_at, for the contest window (the days
+ * as a fraction, as SQLite's julianday difference; a created_at that is not a timestamp counts as
+ * new, 0, as julianday's NULL does). */
+static double age_days(const char *created_at, const char *now) {
     int64_t created_us, now_us;
-    *age_days = 0;
-    if (!timestamp_us(created_at, &created_us) || !timestamp_us(now, &now_us)) return false;
-    *age_days = (double)(now_us - created_us) / 86400e6;
-    return *age_days > window_days;
+    if (!pgcl_time_parse(created_at, &created_us) || !pgcl_time_parse(now, &now_us)) return 0;
+    return (double)(now_us - created_us) / 86400e6;
 }
 
 static pgcl_status contest_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     pgcl_contest_request *r = ctx;
     PGconn *conn = pgcl_pg_txn_conn(t);
     const char *now = pgcl_pg_txn_now(t);
-    char sub[512];
     pgcl_status st;
     const char *id[] = {r->decision_id};
     PGresult *res = pgcl_pg_query(conn, "contest", CONTEST_DECISION_SQL, 1, id, &st, err, cap);
     if (!res) return st;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        r->code = "decision_not_found";
-        pgcl_errorf(err, cap, "no decision with id %.64s", r->decision_id);
-        return PGCL_ERR_NOT_FOUND;
-    }
-    double age_days;
-    bool closed = window_closed(pgcl_pg_text(res, 0, 0), now, r->window_days, &age_days);
+    bool found = PQntuples(res) > 0;
+    st = pgcl_review_check_decision(r, found, found ? age_days(pgcl_pg_text(res, 0, 0), now) : 0, err, cap);
     PQclear(res);
-    if (closed) {
-        r->code = "contest_window_closed";
-        pgcl_errorf(err, cap, "decision %s is %.0f days old; contests are accepted for %d days", r->decision_id,
-                    age_days, r->window_days);
-        return PGCL_ERR_INVALID;
-    }
+    if (st != PGCL_OK) return st;
     if (!(res = pgcl_pg_query(conn, "contest", OPEN_CONTEST_SQL, 1, id, &st, err, cap))) return st;
-    if (PQntuples(res) > 0) {
-        r->code = "contest_open";
-        pgcl_errorf(err, cap, "decision %s already has an open contest (%s)", r->decision_id, pgcl_pg_text(res, 0, 0));
-        PQclear(res);
-        return PGCL_ERR_MISMATCH;
-    }
+    st = pgcl_review_check_open(r, PQntuples(res) > 0 ? pgcl_pg_text(res, 0, 0) : NULL, err, cap);
     PQclear(res);
-    int64_t seq;
-    if ((st = pgcl_pg_txn_next_seq(t, "contests", &seq, sub, sizeof sub)) != PGCL_OK) {
-        pgcl_errorf(err, cap, "contest: %s", sub);
-        return st;
-    }
-    char seq_text[INT_TEXT];
-    int_text(seq, seq_text);
+    if (st != PGCL_OK) return st;
     pgcl_uuid7(r->contest_id);
     snprintf(r->filed_at, sizeof r->filed_at, "%s", now);
-    const char *values[] = {seq_text,    r->contest_id,   r->decision_id, r->filed_at,
-                            r->filed_by, r->filer_key_id, r->reason};
-    if ((st = pgcl_pg_exec(conn, "contest", INSERT_CONTEST_SQL, 7, values, err, cap)) != PGCL_OK) return st;
-    pgcl_chain_value row[] = {chain_int(seq),          chain_text(r->contest_id), chain_text(r->decision_id),
-                              chain_text(r->filed_at), chain_text(r->filed_by),   chain_text(r->filer_key_id),
-                              chain_text(r->reason)};
-    return chain_row(t, "contests", seq, row, 7, err, cap);
+    const char *columns[] = {r->contest_id, r->decision_id, r->filed_at, r->filed_by, r->filer_key_id, r->reason};
+    return add_event_row(t, "contests", "contest", INSERT_CONTEST_SQL, columns, 6, err, cap);
 }
 
 pgcl_status pgcl_pg_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap) {
@@ -213,74 +166,23 @@ static const char INSERT_RESOLUTION_SQL[] =
     "INSERT INTO resolutions (seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label,"
     " note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
-/* The rules of a resolution on the contest's row (decision_id, filer_key_id, probabilities,
- * resolutions so far), in review.c's order. PGCL_OK when it may be resolved. */
-static pgcl_status check_resolution(pgcl_resolution_request *r, const PGresult *res, char *err, int cap) {
-    snprintf(r->decision_id, sizeof r->decision_id, "%s", pgcl_pg_text(res, 0, 0));
-    const char *filer = pgcl_pg_text(res, 0, 1);
-    if (pgcl_pg_int(res, 0, 3) > 0) {
-        r->code = "already_resolved";
-        pgcl_errorf(err, cap, "contest %s is already resolved", r->contest_id);
-        return PGCL_ERR_MISMATCH;
-    }
-    if (filer && r->resolver_key_id && strcmp(filer, r->resolver_key_id) == 0) {
-        r->code = "filer_cannot_resolve";
-        pgcl_errorf(err, cap, "the key that filed contest %s (%s) cannot resolve it; another reviewer must",
-                    r->contest_id, filer);
-        return PGCL_ERR_UNSUPPORTED;
-    }
-    if (r->corrected_label) {
-        const char *probabilities = pgcl_pg_text(res, 0, 2);
-        json_t *probs = probabilities ? json_loads(probabilities, 0, NULL) : NULL;
-        bool known = probs && json_object_get(probs, r->corrected_label);
-        json_decref(probs);
-        if (!known) {
-            r->code = "invalid_label";
-            pgcl_errorf(err, cap, "corrected_label '%.128s' is not a label of the decision's model",
-                        r->corrected_label);
-            return PGCL_ERR_INVALID;
-        }
-    }
-    return PGCL_OK;
-}
-
 static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     pgcl_resolution_request *r = ctx;
     PGconn *conn = pgcl_pg_txn_conn(t);
-    char sub[512];
     pgcl_status st;
     const char *id[] = {r->contest_id};
     PGresult *res = pgcl_pg_query(conn, "resolution", RESOLVE_CONTEST_SQL, 1, id, &st, err, cap);
     if (!res) return st;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        r->code = "contest_not_found";
-        pgcl_errorf(err, cap, "no contest with id %.64s", r->contest_id);
-        return PGCL_ERR_NOT_FOUND;
-    }
-    st = check_resolution(r, res, err, cap);
+    bool found = PQntuples(res) > 0;
+    st = pgcl_review_check_resolution(r, found, found ? pgcl_pg_text(res, 0, 0) : NULL,
+                                      found ? pgcl_pg_text(res, 0, 1) : NULL, found ? pgcl_pg_text(res, 0, 2) : NULL,
+                                      found ? pgcl_pg_int(res, 0, 3) : 0, err, cap);
     PQclear(res);
     if (st != PGCL_OK) return st;
-    int64_t seq;
-    if ((st = pgcl_pg_txn_next_seq(t, "resolutions", &seq, sub, sizeof sub)) != PGCL_OK) {
-        pgcl_errorf(err, cap, "resolution: %s", sub);
-        return st;
-    }
-    char seq_text[INT_TEXT];
-    int_text(seq, seq_text);
     snprintf(r->resolved_at, sizeof r->resolved_at, "%s", pgcl_pg_txn_now(t));
-    const char *values[] = {seq_text,           r->contest_id, r->resolved_at,     r->resolved_by,
-                            r->resolver_key_id, r->outcome,    r->corrected_label, r->note};
-    if ((st = pgcl_pg_exec(conn, "resolution", INSERT_RESOLUTION_SQL, 8, values, err, cap)) != PGCL_OK) return st;
-    pgcl_chain_value row[] = {chain_int(seq),
-                              chain_text(r->contest_id),
-                              chain_text(r->resolved_at),
-                              chain_text(r->resolved_by),
-                              chain_text(r->resolver_key_id),
-                              chain_text(r->outcome),
-                              chain_text(r->corrected_label),
-                              chain_text(r->note)};
-    return chain_row(t, "resolutions", seq, row, 8, err, cap);
+    const char *columns[] = {r->contest_id, r->resolved_at,     r->resolved_by, r->resolver_key_id,
+                             r->outcome,    r->corrected_label, r->note};
+    return add_event_row(t, "resolutions", "resolution", INSERT_RESOLUTION_SQL, columns, 7, err, cap);
 }
 
 pgcl_status pgcl_pg_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap) {
@@ -379,17 +281,11 @@ static pgcl_status revoke_key_job(pgcl_pg_txn *t, void *ctx, char *err, int cap)
     pgcl_status st;
     PGresult *res = pgcl_pg_query(conn, "api_keys", KEY_STATE_SQL, 1, id, &st, err, cap);
     if (!res) return st;
-    if (PQntuples(res) == 0) {
-        pgcl_errorf(err, cap, "no key with key_id %s in %s", j->key_id_in, j->s->redacted);
+    bool found = PQntuples(res) > 0;
+    if ((st = pgcl_keys_check_revocable(j->s->redacted, j->key_id_in, found, found ? pgcl_pg_text(res, 0, 2) : NULL,
+                                        found ? pgcl_pg_text(res, 0, 3) : NULL, err, cap)) != PGCL_OK) {
         PQclear(res);
-        return PGCL_ERR_INVALID;
-    }
-    if (pgcl_pg_text(res, 0, 2)) {
-        const char *by = pgcl_pg_text(res, 0, 3);
-        pgcl_errorf(err, cap, "key %s was already revoked at %s by %s", j->key_id_in, pgcl_pg_text(res, 0, 2),
-                    by ? by : "?");
-        PQclear(res);
-        return PGCL_ERR_INVALID;
+        return st;
     }
     char name[PGCL_KEY_NAME_MAX + 1], role[16];
     snprintf(name, sizeof name, "%s", pgcl_pg_text(res, 0, 0) ? pgcl_pg_text(res, 0, 0) : "");
@@ -414,34 +310,6 @@ pgcl_status pgcl_pg_revoke_key(pgcl_audit *store, const char *key_id, const char
     return pgcl_pg_run(s, revoke_key_job, &j, err, cap);
 }
 
-/* keys.h's import rules on an existing row: PGCL_OK (already there, nothing to write) or an
- * error. */
-static pgcl_status check_existing_import(const key_job *j, const PGresult *res, char *err, int cap) {
-    const char *have_role = pgcl_pg_text(res, 0, 1), *have_digest = pgcl_pg_text(res, 0, 4);
-    bool same_key = have_digest && strlen(have_digest) == 64 && sodium_memcmp(have_digest, j->digest_in, 64) == 0;
-    if (!same_key) {
-        pgcl_errorf(err, cap,
-                    "%s already holds another key with key_id %s (a different secret): nothing was "
-                    "changed; make a new key for one of the two holders",
-                    j->s->redacted, j->key_id_in);
-        return PGCL_ERR_MISMATCH;
-    }
-    if (!have_role || strcmp(have_role, j->zrole) != 0) {
-        pgcl_errorf(err, cap,
-                    "key %s is already in %s with role %s, not %s: nothing was changed; a key keeps "
-                    "its role (revoke it and make a new key)",
-                    j->key_id_in, j->s->redacted, have_role ? have_role : "?", j->zrole);
-        return PGCL_ERR_MISMATCH;
-    }
-    if (pgcl_pg_text(res, 0, 2)) {
-        const char *by = pgcl_pg_text(res, 0, 3);
-        pgcl_errorf(err, cap, "key %s was revoked at %s by %s and cannot be imported again: make a new key",
-                    j->key_id_in, pgcl_pg_text(res, 0, 2), by ? by : "?");
-        return PGCL_ERR_INVALID;
-    }
-    return PGCL_OK;
-}
-
 static pgcl_status import_key_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     key_job *j = ctx;
     const char *id[] = {j->key_id_in};
@@ -449,7 +317,9 @@ static pgcl_status import_key_job(pgcl_pg_txn *t, void *ctx, char *err, int cap)
     PGresult *res = pgcl_pg_query(pgcl_pg_txn_conn(t), "api_keys", KEY_STATE_SQL, 1, id, &st, err, cap);
     if (!res) return st;
     if (PQntuples(res) > 0) {
-        st = check_existing_import(j, res, err, cap);
+        st = pgcl_keys_check_existing(j->s->redacted, j->key_id_in, j->zrole, j->digest_in, pgcl_pg_text(res, 0, 1),
+                                      pgcl_pg_text(res, 0, 4), pgcl_pg_text(res, 0, 2), pgcl_pg_text(res, 0, 3), err,
+                                      cap);
         PQclear(res);
         return st;
     }
@@ -631,53 +501,45 @@ static const char RET_DROP_RESOLVED_SQL[] =
     " d.decision_id = c.decision_id WHERE d.seq <= $2::bigint)" RET_KEPT_SQL;
 static const char RET_ADVANCE_SQL[] = "UPDATE input_retention SET through_seq = $1 WHERE id = 1";
 
-/* Runs a DELETE over ($1, $2] = (lo, hi]; adds the rows it deleted to *dropped. */
-static pgcl_status drop_range(PGconn *conn, const char *sql, int64_t lo, int64_t hi, int64_t *dropped, char *err,
-                              int cap) {
+/* This store's statements of the walk (retention.h: their parameters are lo, hi and text). */
+static pgcl_status walk_read_int(void *ctx, pgcl_retention_sql which, int64_t lo, int64_t hi, const char *text,
+                                 int64_t *out, bool *found, char *err, int cap) {
+    PGCL_ASSERT(which == PGCL_RETENTION_CURSOR || which == PGCL_RETENTION_LAST_SEQ ||
+                which == PGCL_RETENTION_FIRST_RECENT);
+    const char *sql = which == PGCL_RETENTION_CURSOR     ? RET_CURSOR_SQL
+                      : which == PGCL_RETENTION_LAST_SEQ ? RET_LAST_SEQ_SQL
+                                                         : RET_FIRST_RECENT_SQL;
+    char lo_text[INT_TEXT], hi_text[INT_TEXT];
+    int_text(lo, lo_text);
+    int_text(hi, hi_text);
+    const char *values[] = {lo_text, hi_text, text};
+    return pgcl_pg_query_int(ctx, "input retention", sql, which == PGCL_RETENTION_FIRST_RECENT ? 3 : 0, values, out,
+                             found, err, cap);
+}
+
+static pgcl_status walk_run(void *ctx, pgcl_retention_sql which, int64_t lo, int64_t hi, int64_t *changed, char *err,
+                            int cap) {
+    PGCL_ASSERT(which == PGCL_RETENTION_DROP_RANGE || which == PGCL_RETENTION_DROP_RESOLVED ||
+                which == PGCL_RETENTION_ADVANCE);
+    const char *sql = which == PGCL_RETENTION_DROP_RANGE      ? RET_DROP_RANGE_SQL
+                      : which == PGCL_RETENTION_DROP_RESOLVED ? RET_DROP_RESOLVED_SQL
+                                                              : RET_ADVANCE_SQL;
     char lo_text[INT_TEXT], hi_text[INT_TEXT];
     int_text(lo, lo_text);
     int_text(hi, hi_text);
     const char *values[] = {lo_text, hi_text};
     pgcl_status st;
-    PGresult *res = pgcl_pg_query(conn, "input retention", sql, 2, values, &st, err, cap);
+    PGresult *res = pgcl_pg_query(ctx, "input retention", sql, which == PGCL_RETENTION_ADVANCE ? 1 : 2, values, &st,
+                                  err, cap);
     if (!res) return st;
-    *dropped += changed_rows(res);
+    if (changed) *changed += changed_rows(res);
     PQclear(res);
     return PGCL_OK;
 }
 
 static pgcl_status drop_inputs_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
-    pgcl_drop_inputs *job = ctx;
-    PGconn *conn = pgcl_pg_txn_conn(t);
-    job->dropped = 0;
-    job->more = false;
-    int64_t last_seq = 0, cursor = 0, first_recent = 0;
-    bool any = false, have_cursor = false, recent = false;
-    pgcl_status st =
-        pgcl_pg_query_int(conn, "input retention", RET_CURSOR_SQL, 0, NULL, &cursor, &have_cursor, err, cap);
-    if (st == PGCL_OK)
-        st = pgcl_pg_query_int(conn, "input retention", RET_LAST_SEQ_SQL, 0, NULL, &last_seq, &any, err, cap);
-    if (st != PGCL_OK) return st;
-    PGCL_ASSERT(have_cursor); /* migration 0001 inserts the one row, and nothing deletes it */
-    int64_t hi = any && last_seq - cursor > job->max_rows ? cursor + job->max_rows : last_seq;
-    if (any && hi > cursor) {
-        char lo_text[INT_TEXT], hi_text[INT_TEXT];
-        int_text(cursor, lo_text);
-        int_text(hi, hi_text);
-        const char *values[] = {lo_text, hi_text, job->older_than};
-        st = pgcl_pg_query_int(conn, "input retention", RET_FIRST_RECENT_SQL, 3, values, &first_recent, &recent, err,
-                               cap);
-        if (st != PGCL_OK) return st;
-    }
-    if (recent) hi = first_recent - 1; /* the walk ends there */
-    job->more = !recent && hi < last_seq;
-    if (!any || hi <= cursor) /* nothing new past the horizon: catch up behind the cursor */
-        return drop_range(conn, RET_DROP_RESOLVED_SQL, 0, cursor, &job->dropped, err, cap);
-    if ((st = drop_range(conn, RET_DROP_RANGE_SQL, cursor, hi, &job->dropped, err, cap)) != PGCL_OK) return st;
-    char hi_text[INT_TEXT];
-    int_text(hi, hi_text);
-    const char *advance[] = {hi_text};
-    return pgcl_pg_exec(conn, "input retention", RET_ADVANCE_SQL, 1, advance, err, cap);
+    pgcl_retention_db db = {.ctx = pgcl_pg_txn_conn(t), .read_int = walk_read_int, .run = walk_run};
+    return pgcl_retention_step(&db, ctx, err, cap);
 }
 
 /* Whether any stored input belongs to a decision older than the horizon, read on a pooled

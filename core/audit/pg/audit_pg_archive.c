@@ -185,18 +185,20 @@ static const char COPY_INPUTS_SQL[] =
     "SELECT decision_seq, input FROM decision_inputs WHERE decision_seq > $1 AND decision_seq <= $2"
     " ORDER BY decision_seq";
 static const char INSERT_INPUTS_SQL[] = "INSERT INTO decision_inputs VALUES (?, ?)";
-static const char COPY_ENTRIES_SQL[] =
+/* A writer's chain tables up to its head ($1 = writer id, $2 = head seq): its entries, their runs,
+ * its log's nodes. */
+enum { CHAIN_COPIES = 3 };
+static const char *const CHAIN_COPY_TABLE[CHAIN_COPIES] = {"audit_chain", "audit_chain_runs", "audit_log_nodes"};
+static const char *const COPY_CHAIN_SQL[CHAIN_COPIES] = {
     "SELECT writer_id, seq, kind, row_seq, payload_sha256, prev_hash, hash, leaf_count, leaves FROM audit_chain"
-    " WHERE writer_id = $1 AND seq <= $2 ORDER BY seq";
-static const char INSERT_ENTRIES_SQL[] = "INSERT INTO audit_chain VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
-static const char COPY_RUNS_SQL[] =
+    " WHERE writer_id = $1 AND seq <= $2 ORDER BY seq",
     "SELECT kind, first_row_seq, n, writer_id, entry_seq, first_leaf FROM audit_chain_runs WHERE writer_id = $1 AND"
-    " entry_seq <= $2";
-static const char INSERT_RUNS_SQL[] = "INSERT INTO audit_chain_runs VALUES (?, ?, ?, ?, ?, ?)";
-static const char COPY_NODES_SQL[] =
+    " entry_seq <= $2",
     "SELECT writer_id, level, idx, hash FROM audit_log_nodes WHERE writer_id = $1 AND level <= 62 AND"
-    " ((idx + 1) << level) <= $2";
-static const char INSERT_NODES_SQL[] = "INSERT INTO audit_log_nodes VALUES (?, ?, ?, ?)";
+    " ((idx + 1) << level) <= $2"};
+static const char *const INSERT_CHAIN_SQL[CHAIN_COPIES] = {
+    "INSERT INTO audit_chain VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO audit_chain_runs VALUES (?, ?, ?, ?, ?, ?)", "INSERT INTO audit_log_nodes VALUES (?, ?, ?, ?)"};
 static const char INSERT_META_SQL[] = "INSERT INTO fleet_archive VALUES (1, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /* PostgreSQL type oids (pg_type.h) of the copied columns. */
@@ -352,12 +354,9 @@ static pgcl_status export_archive(PGconn *conn, const char *path, const char *ho
     for (int i = 0; st == PGCL_OK && i < cp->n_heads; i++) {
         char head[24];
         int_text(cp->heads[i].head_seq, head);
-        const char *id = cp->heads[i].writer_id;
-        if ((st = copy_rows(conn, db, "audit_chain", COPY_ENTRIES_SQL, id, head, INSERT_ENTRIES_SQL, NULL, err, cap)) ==
-                PGCL_OK &&
-            (st = copy_rows(conn, db, "audit_chain_runs", COPY_RUNS_SQL, id, head, INSERT_RUNS_SQL, NULL, err, cap)) ==
-                PGCL_OK)
-            st = copy_rows(conn, db, "audit_log_nodes", COPY_NODES_SQL, id, head, INSERT_NODES_SQL, NULL, err, cap);
+        for (int k = 0; st == PGCL_OK && k < CHAIN_COPIES; k++)
+            st = copy_rows(conn, db, CHAIN_COPY_TABLE[k], COPY_CHAIN_SQL[k], cp->heads[i].writer_id, head,
+                           INSERT_CHAIN_SQL[k], NULL, err, cap);
     }
     if (in_snapshot) pgcl_pg_exec(conn, "archive snapshot", "COMMIT", 0, NULL, NULL, 0);
     if (st == PGCL_OK) st = write_meta(db, horizon, cut, cp, err, cap);
