@@ -215,6 +215,14 @@ int pgcl_chain_prepare_row_selects(sqlite3 *db, sqlite3_stmt *sel[PGCL_CHAIN_TAB
     return SQLITE_OK;
 }
 
+void pgcl_chain_writer_genesis_payload(const char *writer_id, char out_hex[PGCL_CHAIN_HEX_LEN + 1]) {
+    unsigned char value[5 + 1024], digest[PGCL_SHA256_BYTES];
+    size_t n = pgcl_chain_text_value(writer_id, strlen(writer_id), value, sizeof value);
+    PGCL_ASSERT(n > 0); /* a writer id is at most PGCL_PG_WRITER_ID_MAX (128) bytes */
+    pgcl_sha256(value, n, digest);
+    pgcl_sha256_to_hex(digest, out_hex);
+}
+
 size_t pgcl_chain_text_value(const char *s, size_t n, unsigned char *out, size_t cap) {
     if (n > UINT32_MAX || cap < 5 || n > cap - 5) return 0;
     out[0] = TAG_TEXT;

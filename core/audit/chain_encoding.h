@@ -65,6 +65,10 @@ void pgcl_chain_entry_hash(int64_t seq, const char *kind, size_t kind_len, int64
  * resolutions (0 for an empty table) when the chain began. */
 void pgcl_chain_genesis_payload(const int64_t maxima[PGCL_CHAIN_TABLES], char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
 
+/* A writer's genesis payload (the PostgreSQL store, one chain per writer: docs/audit.md): the hex
+ * SHA-256 of the TEXT value of writer_id (at most 1024 bytes). */
+void pgcl_chain_writer_genesis_payload(const char *writer_id, char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
+
 /* The encoding of one TEXT value (tag, 4-byte big-endian length, bytes) into out; its length, or 0
  * when it does not fit in cap bytes. What a proof checker looks for in a leaf to find its id. */
 size_t pgcl_chain_text_value(const char *s, size_t n, unsigned char *out, size_t cap);

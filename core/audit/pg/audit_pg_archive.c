@@ -644,12 +644,8 @@ static pgcl_status check_archive_chain(archive_check *c, const pgcl_fleet_head *
             break;
         }
         if (seq == 1) {
-            unsigned char value[5 + PGCL_FLEET_WRITER_ID_MAX + 64], digest[PGCL_SHA256_BYTES];
             char want[PGCL_CHAIN_HEX_LEN + 1];
-            size_t n = pgcl_chain_text_value(head->writer_id, strlen(head->writer_id), value, sizeof value);
-            PGCL_ASSERT(n > 0);
-            pgcl_sha256(value, n, digest);
-            pgcl_sha256_to_hex(digest, want);
+            pgcl_chain_writer_genesis_payload(head->writer_id, want);
             if (strcmp(kind, "genesis") != 0 || row_seq != 0 || strcmp(payload, want) != 0) {
                 archive_bad(c, 1, "entry 1 is not this writer's genesis entry");
                 break;

@@ -256,15 +256,6 @@ static void end_transaction(PGconn *conn, bool commit) {
                  sizeof ignored);
 }
 
-/* The hex SHA-256 of the TEXT value of writer_id: a genesis entry's payload. */
-static void genesis_payload(const char *writer_id, char out[PGCL_CHAIN_HEX_LEN + 1]) {
-    unsigned char value[5 + PGCL_FLEET_WRITER_ID_MAX + 64], digest[PGCL_SHA256_BYTES];
-    size_t n = pgcl_chain_text_value(writer_id, strlen(writer_id), value, sizeof value);
-    PGCL_ASSERT(n > 0);
-    pgcl_sha256(value, n, digest);
-    pgcl_sha256_to_hex(digest, out);
-}
-
 /* ---- cursors: a server-side cursor read in batches ---- */
 
 /* The FETCH of each cursor (a cursor's name is in the SQL text, not a parameter). */
@@ -749,7 +740,7 @@ static pgcl_status check_entry(verifier *v) {
     bool ok = false;
     if (seq == 1) {
         char want[PGCL_CHAIN_HEX_LEN + 1];
-        genesis_payload(w->id, want);
+        pgcl_chain_writer_genesis_payload(w->id, want);
         if (strcmp(kind, "genesis") != 0 || row_seq != 0 || !hex_is(payload, want)) {
             note_bad(v, w->id, 1,
                      "entry 1 is not this writer's genesis entry (kind '%.32s', row_seq %lld, payload not "

@@ -615,13 +615,8 @@ static pgcl_status edge_load(pgcl_pg_writer *w, char *err, int cap) {
 /* The genesis entry of a new chain, in its own transaction. */
 static pgcl_status write_genesis(pgcl_pg_writer *w, char *err, int cap) {
     const char *id = w->s->writer_id;
-    unsigned char value[PGCL_PG_WRITER_ID_MAX + 8];
-    size_t len = pgcl_chain_text_value(id, strlen(id), value, sizeof value);
-    PGCL_ASSERT(len > 0);
-    unsigned char digest[PGCL_SHA256_BYTES];
     char payload[PGCL_CHAIN_HEX_LEN + 1], hash[PGCL_CHAIN_HEX_LEN + 1];
-    pgcl_sha256(value, len, digest);
-    pgcl_sha256_to_hex(digest, payload);
+    pgcl_chain_writer_genesis_payload(id, payload);
     pgcl_chain_entry_hash(1, "genesis", 7, 0, payload, PGCL_CHAIN_HEX_LEN, pgcl_chain_zero_hash, PGCL_CHAIN_HEX_LEN,
                           hash);
     sender s;
