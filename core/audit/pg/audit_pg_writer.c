@@ -241,9 +241,7 @@ typedef struct pending_leaf {
  * largest first (height = level). */
 typedef struct log_edge {
     int64_t size;
-    int top;
-    pgcl_merkle_hash node[PGCL_MERKLE_MAX_PATH + 1];
-    int height[PGCL_MERKLE_MAX_PATH + 1];
+    pgcl_merkle_stack stack; /* (merkle.h) */
 } log_edge;
 
 struct pgcl_pg_writer {
@@ -513,19 +511,17 @@ static void array_finish(pg_array *a) {
 
 /* Appends entry seq (= size + 1) with hash `entry`; the nodes it completes are sent with s. */
 static void edge_append(log_edge *e, const char *writer_id, int64_t seq, const pgcl_merkle_hash *entry, sender *s) {
-    PGCL_ASSERT(seq == e->size + 1 && e->top <= PGCL_MERKLE_MAX_PATH);
+    PGCL_ASSERT(seq == e->size + 1);
     uint64_t leaf = (uint64_t)e->size;
-    e->node[e->top] = pgcl_merkle_leaf_hash(entry->b, sizeof entry->b);
-    e->height[e->top++] = 0;
-    while (e->top >= 2 && e->height[e->top - 1] == e->height[e->top - 2]) {
-        e->node[e->top - 2] = pgcl_merkle_node_hash(&e->node[e->top - 2], &e->node[e->top - 1]);
-        int level = ++e->height[e->top - 2];
-        e->top--;
+    pgcl_merkle_hash leaf_hash = pgcl_merkle_leaf_hash(entry->b, sizeof entry->b);
+    pgcl_merkle_stack_push(&e->stack, &leaf_hash);
+    int level;
+    while (pgcl_merkle_stack_merge(&e->stack, &level)) {
         if (s) {
             char lv[24], idx[24];
             fmt_i64(lv, level);
             fmt_i64(idx, (int64_t)(leaf >> level));
-            const char *v[] = {writer_id, lv, idx, (const char *)e->node[e->top - 1].b};
+            const char *v[] = {writer_id, lv, idx, (const char *)e->stack.node[e->stack.top - 1].b};
             const int bin[] = {-1, -1, -1, PGCL_MERKLE_HASH_BYTES};
             sender_send(s, "audit_log_nodes", INSERT_NODE_SQL, 4, v, bin, NULL);
         }
@@ -603,11 +599,11 @@ static pgcl_status edge_load(pgcl_pg_writer *w, char *err, int cap) {
                           w->s->writer_id, level, (unsigned long long)(at >> level));
             return edge_rebuild(w, err, cap);
         }
-        e.node[e.top] = h;
-        e.height[e.top++] = level;
+        e.stack.node[e.stack.top] = h;
+        e.stack.height[e.stack.top++] = level;
         at += span;
     }
-    PGCL_ASSERT(at == n && e.top == __builtin_popcountll(n)); /* one node per set bit of the size */
+    PGCL_ASSERT(at == n && e.stack.top == __builtin_popcountll(n)); /* one node per set bit of the size */
     w->edge = e;
     return PGCL_OK;
 }
