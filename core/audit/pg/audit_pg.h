@@ -102,6 +102,11 @@ pgcl_status pgcl_pg_txn_next_seq(pgcl_pg_txn *t, const char *table, int64_t *seq
  * (pgcl_chain_leaf_of_values) in this transaction's commit entry. */
 pgcl_status pgcl_pg_txn_chain(pgcl_pg_txn *t, int table, int64_t row_seq, pgcl_merkle_hash leaf, char *err, int cap);
 
+/* In a job (audit_pg_admin.c): appends one admin_events row (created_at the transaction's time, a
+ * new event id, details a JSON object's text) and chains it. */
+pgcl_status pgcl_pg_txn_add_admin_event(pgcl_pg_txn *t, const char *actor, const char *action, const char *target,
+                                        const char *details, char *err, int cap);
+
 /* ---- audit_pg_reads.c ---- */
 pgcl_status pgcl_pg_read_decision(pgcl_audit *store, const char *decision_id, pgcl_row_arena *arena,
                                   pgcl_decision_record *out, char *err, int cap);

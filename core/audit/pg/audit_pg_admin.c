@@ -100,12 +100,13 @@ static pgcl_status add_event_row(pgcl_pg_txn *t, const char *table, const char *
     return chain_row(t, table, seq, row, n + 1, err, cap);
 }
 
-/* Appends one admin_events row (created_at the transaction's time) and chains it. */
-static pgcl_status add_admin_event(pgcl_pg_txn *t, const char *actor, const char *action, const char *target,
-                                   const char *details, char *err, int cap) {
-    static const char INSERT_EVENT_SQL[] =
-        "INSERT INTO admin_events (seq, event_id, created_at, actor, action, target, details)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7)";
+static const char INSERT_EVENT_SQL[] =
+    "INSERT INTO admin_events (seq, event_id, created_at, actor, action, target, details)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+/* Also the writer's administrative events (pgcl_audit_record_event); see audit_pg.h. */
+pgcl_status pgcl_pg_txn_add_admin_event(pgcl_pg_txn *t, const char *actor, const char *action, const char *target,
+                                        const char *details, char *err, int cap) {
     char event_id[PGCL_UUID_LEN + 1];
     pgcl_uuid7(event_id);
     const char *columns[] = {event_id, pgcl_pg_txn_now(t), actor, action, target, details};
@@ -234,7 +235,7 @@ static pgcl_status add_key_event(pgcl_pg_txn *t, const key_job *j, const char *a
         pgcl_errorf(err, cap, "out of memory");
         return PGCL_ERR_NOMEM;
     }
-    pgcl_status st = add_admin_event(t, j->actor, action, key_id, details, err, cap);
+    pgcl_status st = pgcl_pg_txn_add_admin_event(t, j->actor, action, key_id, details, err, cap);
     free(details);
     return st;
 }

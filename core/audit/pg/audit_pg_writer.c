@@ -133,9 +133,6 @@ static const char INSERT_SHADOWS_SQL[] =
     " $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],"
     " $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[]) AS u (c1, c2, c3,"
     " c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14)";
-static const char INSERT_EVENT_SQL[] =
-    "INSERT INTO admin_events (seq, event_id, created_at, actor, action, target, details)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7)";
 static const char IDEM_LIVE_SQL[] =
     "SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idem_key = $2 AND expires_at > $3";
 static const char IDEM_EXPIRE_SQL[] =
@@ -1626,19 +1623,8 @@ pgcl_status pgcl_pg_run(pgcl_audit_pg *s, pgcl_pg_job_fn fn, void *ctx, char *er
 /* An administrative event: an admin_events row, chained as the SQLite store's event job. */
 static pgcl_status event_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     const pgcl_admin_event *ev = ctx;
-    int64_t seq = 0;
-    pgcl_status st = pgcl_pg_txn_next_seq(t, "admin_events", &seq, err, cap);
-    if (st != PGCL_OK) return st;
-    char id[PGCL_UUID_LEN + 1], seq_t[24];
-    pgcl_uuid7(id);
-    fmt_i64(seq_t, seq);
-    const char *details = ev->details_json ? ev->details_json : "{}";
-    const char *v[] = {seq_t, id, t->now, ev->actor, ev->action, ev->target, details};
-    if ((st = pgcl_pg_exec(t->w->conn, "insert event", INSERT_EVENT_SQL, 7, v, err, cap)) != PGCL_OK) return st;
-    pgcl_chain_value values[7] = {{.type = PGCL_CHAIN_VALUE_INTEGER, .integer = seq}};
-    for (int i = 1; i < 7; i++)
-        values[i] = (pgcl_chain_value){.type = PGCL_CHAIN_VALUE_TEXT, .bytes = v[i], .len = strlen(v[i])};
-    return pgcl_pg_txn_chain(t, T_ADMIN_EVENTS, seq, pgcl_chain_leaf_of_values(T_ADMIN_EVENTS, values, 7), err, cap);
+    return pgcl_pg_txn_add_admin_event(t, ev->actor, ev->action, ev->target,
+                                       ev->details_json ? ev->details_json : "{}", err, cap);
 }
 
 pgcl_status pgcl_pg_record_event(pgcl_audit *store, const pgcl_admin_event *ev, char *err, int cap) {
