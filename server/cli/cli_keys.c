@@ -137,15 +137,13 @@ static pgcl_audit *open_fleet_store(const cli_opts *o, const char *cmd) {
     return audit;
 }
 
-/* The database as it may be printed: a URI's password hidden. */
-static void db_shown(const char *db, char *out, int cap) { pgcl_pg_redact(db, out, cap); }
 
 static int cmd_create(const cli_opts *o, const char *actor) {
     pgcl_role role;
     if (pgcl_role_parse(o->role, &role) != 0)
         return pgcld_cli_usage_error(&CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
     char key[128], key_id[32], err[1024], shown[512];
-    db_shown(o->db, shown, sizeof shown);
+    pgcl_pg_redact(o->db, shown, sizeof shown); /* a URI's password hidden */
     pgcl_status st;
     if (pgcl_pg_is_uri(o->db)) {
         pgcl_audit *audit = open_fleet_store(o, "create");
@@ -232,7 +230,7 @@ static int cmd_import(const cli_opts *o, const char *actor) {
         fprintf(stderr, "pgcld keys import: %s\n", err);
         goto done;
     }
-    db_shown(o->db, shown, sizeof shown);
+    pgcl_pg_redact(o->db, shown, sizeof shown); /* a URI's password hidden */
     if (created)
         printf("Imported API key %s (role %s) for \"%s\".\n", key_id, pgcl_role_str(role), o->name);
     else
