@@ -94,19 +94,20 @@ static const char *const OLDER_THROUGH_SQL[PGCL_CHAIN_TABLES] = {
     "SELECT min(r.seq) FROM resolutions AS r JOIN contests AS c ON c.contest_id = r.contest_id WHERE r.seq > $1"       \
     " AND r.seq <= $2 AND c.seq > $3"
 
-/* Lowers *through to (first kept row - 1) when sql finds one; *changed when it did. */
-static pgcl_status lower_to_kept(PGconn *conn, const char *what, const char *sql, int64_t previous, int64_t *through,
-                                 int64_t a, int64_t b, bool *changed, char *err, int cap) {
+/* Lowers *through to (first kept row - 1) when sql (n_params of previous, *through, a, b) finds one;
+ * *changed when it did. */
+static pgcl_status lower_to_kept(PGconn *conn, const char *what, const char *sql, int n_params, int64_t previous,
+                                 int64_t *through, int64_t a, int64_t b, bool *changed, char *err, int cap) {
+    PGCL_ASSERT(n_params == 3 || n_params == 4);
     char p[24], t[24], x[24], y[24];
     int_text(previous, p);
     int_text(*through, t);
     int_text(a, x);
     int_text(b, y);
     const char *values[] = {p, t, x, y};
-    int n = strstr(sql, "$4") ? 4 : 3;
     int64_t kept = 0;
     bool found = false;
-    pgcl_status st = pgcl_pg_query_int(conn, what, sql, n, values, &kept, &found, err, cap);
+    pgcl_status st = pgcl_pg_query_int(conn, what, sql, n_params, values, &kept, &found, err, cap);
     if (st == PGCL_OK && found) {
         PGCL_ASSERT(kept > previous && kept <= *through);
         *through = kept - 1;
@@ -141,11 +142,11 @@ static pgcl_status plan_cut(PGconn *conn, const char *horizon, const char *decis
     for (int round = 0;; round++) {
         PGCL_ASSERT(round < MAX_PLAN_ROUNDS * 1024);
         bool changed = false;
-        if ((st = lower_to_kept(conn, "decisions", DECISION_KEPT_SQL, pr[0], &th[0], th[2], th[3], &changed, err,
+        if ((st = lower_to_kept(conn, "decisions", DECISION_KEPT_SQL, 4, pr[0], &th[0], th[2], th[3], &changed, err,
                                 cap)) != PGCL_OK ||
-            (st = lower_to_kept(conn, "contests", CONTEST_KEPT_SQL, pr[2], &th[2], th[0], th[3], &changed, err, cap)) !=
+            (st = lower_to_kept(conn, "contests", CONTEST_KEPT_SQL, 4, pr[2], &th[2], th[0], th[3], &changed, err, cap)) !=
                 PGCL_OK ||
-            (st = lower_to_kept(conn, "resolutions", RESOLUTION_KEPT_SQL, pr[3], &th[3], th[2], 0, &changed, err,
+            (st = lower_to_kept(conn, "resolutions", RESOLUTION_KEPT_SQL, 3, pr[3], &th[3], th[2], 0, &changed, err,
                                 cap)) != PGCL_OK)
             return st;
         if (!changed) break;
