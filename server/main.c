@@ -403,6 +403,8 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     sigset_t term_signals = *stop_signals; /* SIGHUP stays blocked in the main thread */
     sigdelset(&term_signals, SIGHUP);
     pthread_sigmask(SIG_UNBLOCK, &term_signals, NULL);
+    /* Logged once the drain has begun: a request read after this line is answered as draining. */
+    pgcld_server_begin_drain(&srv);
     pgcl_log_info("shutdown: %s received; draining (up to %ld s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
                   cfg.shutdown_grace_s);
     rc = 0;

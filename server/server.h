@@ -32,6 +32,7 @@ typedef struct pgcld_server {
     pgcl_shadow *shadow;
     struct MHD_Daemon *daemon;
     int port;
+    int quiesced_listener;     /* the listening socket once the drain began (shut down, closed at stop); -1 */
     _Atomic int in_flight;     /* requests between arrival and completion */
     _Atomic bool draining;     /* set at shutdown: /readyz answers 503 */
     /* Overload protection (http.c; made by pgcld_server_start, freed by pgcld_server_stop). */
@@ -170,8 +171,13 @@ unsigned pgcld_http_threads(const pgcld_config *cfg);
 /* Starts listening on cfg->listen. Returns 0, or -1 with a message in err. */
 int pgcld_server_start(pgcld_server *srv, char *err, int cap);
 
-/* Marks the server draining, stops accepting connections, waits up to grace_s seconds for running
- * requests, then stops. */
+/* Begins the drain: marks the server draining and stops accepting connections. Contract: every
+ * request whose handler runs after this returns sees the drain (readiness 503, Connection: close);
+ * a request handled before it may still be answered as before, with Connection: close. Idempotent. */
+void pgcld_server_begin_drain(pgcld_server *srv);
+
+/* Begins the drain if it has not begun, waits up to grace_s seconds for running requests, then
+ * stops. */
 void pgcld_server_stop(pgcld_server *srv, int grace_s);
 
 /* Route handlers (routes_*.c). */

@@ -902,6 +902,7 @@ unsigned pgcld_http_threads(const pgcld_config *cfg) {
 }
 
 int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
+    srv->quiesced_listener = -1;
     register_redactions(srv);
     struct sockaddr_storage ss = {0};
     socklen_t sslen;
@@ -978,14 +979,19 @@ int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
     return 0;
 }
 
-void pgcld_server_stop(pgcld_server *srv, int grace_s) {
-    atomic_store(&srv->draining, true);
-    if (!srv->daemon) return;
+void pgcld_server_begin_drain(pgcld_server *srv) {
+    if (atomic_exchange(&srv->draining, true) || !srv->daemon) return;
     /* libmicrohttpd's threads may still hold the listening descriptor until MHD_stop_daemon (its
      * documentation: close it only after that), so it is shut down now — new connections are
      * refused — and closed at the end, never handed back for reuse while a thread may look at it. */
     MHD_socket listener = MHD_quiesce_daemon(srv->daemon);
     if (listener != MHD_INVALID_SOCKET) shutdown(listener, SHUT_RDWR);
+    srv->quiesced_listener = listener == MHD_INVALID_SOCKET ? -1 : (int)listener;
+}
+
+void pgcld_server_stop(pgcld_server *srv, int grace_s) {
+    pgcld_server_begin_drain(srv);
+    if (!srv->daemon) return;
     int64_t deadline = pgcl_monotonic_us() + (int64_t)grace_s * 1000000;
     while (atomic_load(&srv->in_flight) > 0 && pgcl_monotonic_us() < deadline) {
         struct timespec ts = {0, 10 * 1000 * 1000};
@@ -1010,7 +1016,8 @@ void pgcld_server_stop(pgcld_server *srv, int grace_s) {
     }
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
-    if (listener != MHD_INVALID_SOCKET) close(listener);
+    if (srv->quiesced_listener >= 0) close(srv->quiesced_listener);
+    srv->quiesced_listener = -1;
     pgcld_reaper_destroy(srv->reaper); /* every connection is closed now */
     srv->reaper = NULL;
     pgcld_ratelimit_destroy(srv->ratelimit);
