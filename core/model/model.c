@@ -4,6 +4,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -197,7 +198,7 @@ static int find_label(const pgcl_model *m, const char *name) {
 static pgcl_status parse_header(load_ctx *c) {
     static const char *const top[] = {"format", "format_version", "task", "dims", "labels", "semantic_mlp",
                                       "attention", "head", "decision_policy", "weights_sha256", "golden",
-                                      "training", NULL};
+                                      "training", "calibration", NULL};
     pgcl_model *m = c->m;
     json_t *cfg = c->config;
     pgcl_status st;
@@ -309,6 +310,119 @@ static pgcl_status parse_policy(load_ctx *c) {
     json_t *training = json_object_get(c->config, "training");
     if (training && !json_is_object(training)) return cfg_fail(c, "training", "must be an object");
     m->training = json_incref(training);
+    return PGCL_OK;
+}
+
+/* ---- calibration: validated, kept, shown on GET /v1/models; pgcld applies nothing ---- */
+
+/* obj (at `field`) must be an object whose every value is a finite number; it may be empty. */
+static pgcl_status cfg_finite_numbers(load_ctx *c, json_t *obj, const char *field) {
+    if (!json_is_object(obj)) return cfg_fail(c, field, "must be an object of numbers");
+    const char *key;
+    json_t *val;
+    json_object_foreach(obj, key, val) {
+        char sub[192];
+        snprintf(sub, sizeof sub, "%s.%s", field, key);
+        if (!json_is_number(val) || !isfinite(json_number_value(val)))
+            return cfg_fail(c, sub, "must be a finite number");
+    }
+    return PGCL_OK;
+}
+
+/* calibration.prevalence: every label exactly once, each share in (0, 1), the shares summing to 1
+ * within 1e-6. Labels must already be parsed. */
+static pgcl_status parse_prevalence(load_ctx *c, json_t *cal) {
+    const pgcl_model *m = c->m;
+    json_t *prev = json_object_get(cal, "prevalence");
+    if (!prev) return cfg_fail(c, "calibration.prevalence", "is missing");
+    if (!json_is_object(prev)) return cfg_fail(c, "calibration.prevalence", "must be an object {label: share}");
+    const char *key;
+    json_t *val;
+    double sum = 0;
+    json_object_foreach(prev, key, val) {
+        char field[192];
+        snprintf(field, sizeof field, "calibration.prevalence.%s", key);
+        if (find_label(m, key) < 0) return cfg_fail(c, field, "is not one of the labels");
+        double share = json_is_number(val) ? json_number_value(val) : NAN;
+        if (!(share > 0 && share < 1)) return cfg_fail(c, field, "must be a number in (0, 1)");
+        sum += share;
+    }
+    for (int k = 0; k < m->K; k++) {
+        if (json_object_get(prev, m->labels[k])) continue;
+        char msg[192];
+        snprintf(msg, sizeof msg, "lacks label '%s' (every label must have a share)", m->labels[k]);
+        return cfg_fail(c, "calibration.prevalence", msg);
+    }
+    if (!(fabs(sum - 1) <= 1e-6)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "shares sum to %.9g, not 1 (within 1e-6)", sum);
+        return cfg_fail(c, "calibration.prevalence", msg);
+    }
+    return PGCL_OK;
+}
+
+/* ece, brier and nll of obj (at `where`): each present, finite and >= 0. */
+static pgcl_status parse_calibration_scores(load_ctx *c, json_t *obj, const char *where) {
+    static const char *const scores[] = {"ece", "brier", "nll"};
+    for (int i = 0; i < 3; i++) {
+        char field[96];
+        double ignored;
+        snprintf(field, sizeof field, "%s.%s", where, scores[i]);
+        pgcl_status st = cfg_real(c, obj, scores[i], field, 0, INFINITY, &ignored);
+        if (st) return st;
+    }
+    return PGCL_OK;
+}
+
+/* calibration.validation (optional): rows, ece_bins and the scores, and optionally the
+ * uncalibrated scores. */
+static pgcl_status parse_calibration_validation(load_ctx *c, json_t *cal) {
+    json_t *val = json_object_get(cal, "validation");
+    if (!val) return PGCL_OK;
+    if (!json_is_object(val)) return cfg_fail(c, "calibration.validation", "must be an object");
+    static const char *const keys[] = {"rows", "ece", "ece_bins", "brier", "nll", "uncalibrated", NULL};
+    pgcl_status st;
+    if ((st = cfg_only(c, val, "calibration.validation", keys))) return st;
+    int ignored;
+    if ((st = cfg_int(c, val, "rows", "calibration.validation.rows", 1, INT_MAX, &ignored))) return st;
+    if ((st = cfg_int(c, val, "ece_bins", "calibration.validation.ece_bins", 1, 1000, &ignored))) return st;
+    if ((st = parse_calibration_scores(c, val, "calibration.validation"))) return st;
+    json_t *uncal = json_object_get(val, "uncalibrated");
+    if (!uncal) return PGCL_OK;
+    const char *where = "calibration.validation.uncalibrated";
+    if (!json_is_object(uncal)) return cfg_fail(c, where, "must be an object");
+    static const char *const uncal_keys[] = {"ece", "brier", "nll", NULL};
+    if ((st = cfg_only(c, uncal, where, uncal_keys))) return st;
+    return parse_calibration_scores(c, uncal, where);
+}
+
+/* The optional top-level `calibration` object the trainer writes (docs/checkpoint-format.md):
+ * validated strictly, then kept on the model for GET /v1/models. The calibration is already
+ * folded into the head's weights (folded_into_head must be true): nothing here changes scoring. */
+static pgcl_status parse_calibration(load_ctx *c) {
+    json_t *cal = json_object_get(c->config, "calibration");
+    if (!cal) return PGCL_OK;
+    if (!json_is_object(cal)) return cfg_fail(c, "calibration", "must be an object");
+    static const char *const keys[] = {"method", "parameters", "folded_into_head", "prevalence",
+                                       "prevalence_source", "validation", NULL};
+    pgcl_status st;
+    if ((st = cfg_only(c, cal, "calibration", keys))) return st;
+    const char *method, *source;
+    if ((st = cfg_str(c, cal, "method", "calibration.method", &method))) return st;
+    if (strcmp(method, "platt") && strcmp(method, "temperature") && strcmp(method, "none"))
+        return cfg_fail(c, "calibration.method", "must be \"platt\", \"temperature\" or \"none\"");
+    json_t *params = json_object_get(cal, "parameters");
+    if (!params) return cfg_fail(c, "calibration.parameters", "is missing");
+    if ((st = cfg_finite_numbers(c, params, "calibration.parameters"))) return st;
+    json_t *folded = json_object_get(cal, "folded_into_head");
+    if (!folded) return cfg_fail(c, "calibration.folded_into_head", "is missing");
+    if (!json_is_true(folded))
+        return cfg_fail(c, "calibration.folded_into_head",
+                        "must be true (pgcld applies no calibration: the head's weights must already hold it)");
+    if ((st = parse_prevalence(c, cal))) return st;
+    if ((st = cfg_str(c, cal, "prevalence_source", "calibration.prevalence_source", &source))) return st;
+    if ((st = parse_calibration_validation(c, cal))) return st;
+    c->m->calibration = json_incref(cal);
     return PGCL_OK;
 }
 
@@ -692,6 +806,7 @@ static pgcl_status load_common(load_ctx *c, const char *config_text, size_t conf
         }
     }
     if ((st = parse_policy(c))) return st;
+    if ((st = parse_calibration(c))) return st;
     if ((st = bind_weights(c))) return st;
     if ((st = fold_constants(c))) return st;
     return verify_golden(c);
@@ -804,6 +919,7 @@ void pgcl_model_release(pgcl_model *m) {
     json_decref(m->policy_json);
     free(m->policy_text);
     json_decref(m->training);
+    json_decref(m->calibration);
     pgcl_packed_destroy(m->fast.packed_first);
     for (int l = 0; l < PGCL_MAX_LAYERS; l++) pgcl_packed_destroy(m->fast.packed[l]);
     free(m->arena);

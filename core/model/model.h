@@ -93,6 +93,7 @@ typedef struct pgcl_model {
     json_t *policy_json;    /* the policy object as in config.json */
     char *policy_text;      /* compact JSON of policy_json, for the audit log */
     json_t *training;       /* provenance object or NULL */
+    json_t *calibration;    /* validated calibration object or NULL; informational, applied by nothing */
     int n_golden;           /* golden vectors verified at load */
     pgcl_weights raw;
     pgcl_folded fast;

@@ -401,6 +401,7 @@ static json_t *describe_version(const reg_entry *e, const reg_version *v) {
     json_object_set_new(o, "dims", json_pack("{s:i, s:i, s:i}", "D", m->D, "d", m->d, "K", m->K));
     json_object_set(o, "policy", m->policy_json);
     if (m->training) json_object_set(o, "training", m->training);
+    if (m->calibration) json_object_set(o, "calibration", m->calibration);
     return o;
 }
 

@@ -2,6 +2,7 @@
  *  - every committed fixture loads and its goldens verify;
  *  - broken checkpoints (shape, NaN weight, golden mismatch, digest, unknown field, version, stray
  *    tensor, truncated weights) are refused with a message naming file, tensor or field;
+ *  - a valid `calibration` object is kept on the model; each broken one is refused naming its field;
  *  - the OpenBLAS fast path equals the naive oracle (tol 1e-5 + 1e-5·|ref|) for several batch sizes;
  *  - the oracle and the fast path equal the PyTorch forward of the same checkpoint within 1e-5
  *    (the safetensors files in tests/fixtures/parity, written by python3 -m train parity). */
@@ -92,6 +93,128 @@ static void edit_tensor_name(json_t *c) {
 }
 static void edit_labels(json_t *c) { json_array_set_new(json_object_get(c, "labels"), 1, json_string("neg")); }
 static void drop_digest(json_t *c) { json_object_del(c, "weights_sha256"); }
+
+/* A valid calibration object for tiny_binary (labels neg, pos), as the trainer writes it. */
+static json_t *valid_calibration(void) {
+    return json_pack("{s:s, s:{s:f, s:f}, s:b, s:{s:f, s:f}, s:s, s:{s:i, s:f, s:i, s:f, s:f, s:{s:f, s:f, s:f}}}",
+                     "method", "platt", "parameters", "scale", 0.9, "shift", -0.6, "folded_into_head", 1,
+                     "prevalence", "neg", 0.75, "pos", 0.25, "prevalence_source", "--prevalence", "validation",
+                     "rows", 600, "ece", 0.02, "ece_bins", 15, "brier", 0.06, "nll", 0.2, "uncalibrated", "ece",
+                     0.08, "brier", 0.07, "nll", 0.3);
+}
+static json_t *calibration_of(json_t *c) { return json_object_get(c, "calibration"); }
+static json_t *prevalence_of(json_t *c) { return json_object_get(calibration_of(c), "prevalence"); }
+static void add_calibration(json_t *c) { json_object_set_new(c, "calibration", valid_calibration()); }
+static void edit_cal_unknown(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(json_object_get(calibration_of(c), "validation"), "eec", json_real(0.02));
+}
+static void edit_cal_method(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(calibration_of(c), "method", json_string("isotonic"));
+}
+static void edit_cal_not_folded(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(calibration_of(c), "folded_into_head", json_false());
+}
+static void edit_cal_missing_label(json_t *c) {
+    add_calibration(c);
+    json_object_del(prevalence_of(c), "pos");
+    json_object_set_new(prevalence_of(c), "neg", json_real(0.999999999));
+}
+static void edit_cal_unknown_label(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(prevalence_of(c), "toxic", json_real(0.1));
+}
+static void edit_cal_share_zero(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(prevalence_of(c), "pos", json_real(0.0));
+}
+static void edit_cal_share_one(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(prevalence_of(c), "neg", json_integer(1));
+}
+static void edit_cal_sum(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(prevalence_of(c), "pos", json_real(0.26));
+}
+/* jansson holds no NaN or infinity (nor does JSON text), so a non-number stands for them */
+static void edit_cal_parameter(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(json_object_get(calibration_of(c), "parameters"), "scale", json_string("NaN"));
+}
+static void edit_cal_negative_ece(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(json_object_get(calibration_of(c), "validation"), "ece", json_real(-0.01));
+}
+static void edit_cal_bins(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(json_object_get(calibration_of(c), "validation"), "ece_bins", json_integer(0));
+}
+static void edit_cal_uncalibrated(json_t *c) {
+    add_calibration(c);
+    json_object_del(json_object_get(json_object_get(calibration_of(c), "validation"), "uncalibrated"), "nll");
+}
+static void edit_cal_source(json_t *c) {
+    add_calibration(c);
+    json_object_set_new(calibration_of(c), "prevalence_source", json_string(""));
+}
+
+/* A checkpoint with a valid calibration loads, keeps the object as written, and scores as before
+ * (pgcld applies nothing); one without it has none; each broken calibration is refused naming
+ * its field. */
+static void test_calibration(void) {
+    fixture fx = fixture_read("tests/fixtures/models/tiny_binary/1");
+    json_t *cfg = json_loadb(fx.config, fx.config_len, 0, NULL);
+    add_calibration(cfg);
+    char *text = json_dumps(cfg, JSON_REAL_PRECISION(17));
+    pgcl_model *m = NULL;
+    char err[1024] = "";
+    pgcl_status st = pgcl_model_load_mem(text, strlen(text), fx.weights, fx.weights_len, "fx", &m, err, sizeof err);
+    CHECK(st == PGCL_OK, "valid calibration refused: %s", err);
+    if (m) {
+        json_t *want = valid_calibration();
+        CHECK(m->calibration && json_equal(m->calibration, want), "the calibration object is kept as written");
+        CHECK(m->n_golden == 3, "goldens still verify with a calibration present (%d)", m->n_golden);
+        json_decref(want);
+    }
+    pgcl_model_release(m);
+    m = NULL;
+    CHECK(pgcl_model_load_mem(fx.config, fx.config_len, fx.weights, fx.weights_len, "fx", &m, err, sizeof err) == PGCL_OK,
+          "%s", err);
+    CHECK(m && m->calibration == NULL, "no calibration in config.json: none on the model");
+    pgcl_model_release(m);
+    free(text);
+    json_decref(cfg);
+
+    expect_refused("calibration unknown key", &fx, edit_cal_unknown, NULL, 0,
+                   "'calibration.validation.eec': unknown field");
+    expect_refused("calibration method", &fx, edit_cal_method, NULL, 0,
+                   "'calibration.method': must be \"platt\", \"temperature\" or \"none\"");
+    expect_refused("calibration not folded", &fx, edit_cal_not_folded, NULL, 0,
+                   "'calibration.folded_into_head': must be true");
+    expect_refused("prevalence missing a label", &fx, edit_cal_missing_label, NULL, 0,
+                   "'calibration.prevalence': lacks label 'pos'");
+    expect_refused("prevalence unknown label", &fx, edit_cal_unknown_label, NULL, 0,
+                   "'calibration.prevalence.toxic': is not one of the labels");
+    expect_refused("prevalence share 0", &fx, edit_cal_share_zero, NULL, 0,
+                   "'calibration.prevalence.pos': must be a number in (0, 1)");
+    expect_refused("prevalence share 1", &fx, edit_cal_share_one, NULL, 0,
+                   "'calibration.prevalence.neg': must be a number in (0, 1)");
+    expect_refused("prevalence sum", &fx, edit_cal_sum, NULL, 0,
+                   "'calibration.prevalence': shares sum to 1.01, not 1");
+    expect_refused("non-finite parameter", &fx, edit_cal_parameter, NULL, 0,
+                   "'calibration.parameters.scale': must be a finite number");
+    expect_refused("negative ece", &fx, edit_cal_negative_ece, NULL, 0,
+                   "'calibration.validation.ece': -0.01 is outside [0, inf]");
+    expect_refused("ece_bins 0", &fx, edit_cal_bins, NULL, 0,
+                   "'calibration.validation.ece_bins': 0 is outside [1, 1000]");
+    expect_refused("uncalibrated without nll", &fx, edit_cal_uncalibrated, NULL, 0,
+                   "'calibration.validation.uncalibrated.nll': is missing");
+    expect_refused("empty prevalence_source", &fx, edit_cal_source, NULL, 0,
+                   "'calibration.prevalence_source': must be a non-empty string");
+    fixture_free(&fx);
+}
 
 static void test_refusals(void) {
     fixture fx = fixture_read("tests/fixtures/models/tiny_binary/1");
@@ -271,6 +394,7 @@ static void test_torch_parity(const char *model_dir, const char *parity_file) {
 int main(void) {
     if (sodium_init() < 0) return 1;
     test_refusals();
+    test_calibration();
     test_fast_vs_oracle("tests/fixtures/models/tiny_binary/1");
     test_fast_vs_oracle("tests/fixtures/models/tiny_multi/1");
     test_fast_vs_oracle("tests/fixtures/models/tiny_ordinal/1");

@@ -5,7 +5,8 @@ matches what openapi.yaml documents.
 Requests to real daemons: health and readiness, model listings, scoring in JSON, base64 and
 application/octet-stream, v2 metadata and inference (JSON and binary tensors), their successes
 and errors, 401 and 403 included (LiveTest); 413 on every scoring route (LiveLimitsTest); 503
-not_ready (LiveNotReadyTest); the answers under audit back-pressure (LiveOverloadTest).
+not_ready (LiveNotReadyTest); a checkpoint's calibration on /v1/models (LiveCalibrationTest); the
+answers under audit back-pressure (LiveOverloadTest).
 
 Each response body is validated with jsonschema (Draft 2020-12, #/components refs inlined) against
 the schema openapi.yaml documents for its path, method, status and media type, and each required
@@ -708,6 +709,69 @@ class LiveNotReadyTest(LiveValidationMixin, unittest.TestCase):
                 self.assertEqual((r.status, r.error_code(), r.headers.get("Retry-After")),
                                  (503, "not_ready", "5"), r)
                 self.check_live(method, path, r)
+
+
+class LiveCalibrationTest(LiveValidationMixin, unittest.TestCase):
+    """A checkpoint whose config.json has a `calibration` object: GET /v1/models shows it as
+    written, and the answer matches the documented schema (which refuses a wrong one)."""
+
+    CALIBRATION = {
+        "method": "platt",
+        "parameters": {"scale": 0.9, "shift": -0.6},
+        "folded_into_head": True,
+        "prevalence": {"neg": 0.75, "pos": 0.25},
+        "prevalence_source": "--prevalence",
+        "validation": {"rows": 600, "ece": 0.02, "ece_bins": 15, "brier": 0.06, "nll": 0.2,
+                       "uncalibrated": {"ece": 0.08, "brier": 0.07, "nll": 0.3}},
+    }
+
+    @classmethod
+    def setUpClass(cls):
+        H.require_models("tiny_binary")
+        src = tempfile.mkdtemp(prefix="pgcld-calibrated-")
+        cls.addClassCleanup(shutil.rmtree, src, True)
+        calibrated = os.path.join(src, "calibrated")
+        shutil.copytree(H.model_source("tiny_binary"), calibrated)
+        # weights_sha256 covers model.safetensors only: a new config field keeps the digest valid
+        cfg_path = os.path.join(calibrated, "1", "config.json")
+        with open(cfg_path, encoding="utf-8") as f:
+            cfg = json.load(f)
+        cfg["calibration"] = cls.CALIBRATION
+        with open(cfg_path, "w", encoding="utf-8") as f:
+            json.dump(cfg, f)
+        cls.daemon = H.start_daemon(cls, models=["tiny_binary"], extra_models={"calibrated": calibrated})
+
+    def test_models_show_calibration(self):
+        r = self.daemon.get("/v1/models")
+        self.assertEqual(r.status, 200, r)
+        body = self.check_live("GET", "/v1/models", r)
+        versions = {m["name"]: m["versions"] for m in body["models"]}
+        (v,) = versions["calibrated"]
+        self.assertEqual((v["state"], v["role"]), ("ready", "active"), v)
+        self.assertEqual(v["calibration"], self.CALIBRATION)
+        (plain,) = versions["tiny_binary"]
+        self.assertNotIn("calibration", plain, "a checkpoint without calibration shows none")
+
+        schema = SPEC.schema_for(SPEC.response("/v1/models", "get", 200))
+        self.assertFalse(validation_errors(schema, body))  # positive control
+
+        def mutated(fn):
+            b = copy.deepcopy(body)
+            fn(next(m for m in b["models"] if m["name"] == "calibrated")["versions"][0]["calibration"])
+            return b
+
+        wrong = {
+            "unknown method": mutated(lambda c: c.__setitem__("method", "isotonic")),
+            "not folded": mutated(lambda c: c.__setitem__("folded_into_head", False)),
+            "share of 1": mutated(lambda c: c["prevalence"].__setitem__("neg", 1)),
+            "negative ece": mutated(lambda c: c["validation"].__setitem__("ece", -0.01)),
+            "unknown member": mutated(lambda c: c["validation"].__setitem__("eec", 0.02)),
+            "no prevalence": mutated(lambda c: c.pop("prevalence")),
+        }
+        for what, wrong_body in wrong.items():
+            with self.subTest(case=what):
+                self.assertTrue(validation_errors(schema, wrong_body),
+                                f"{what}: a wrong body passed validation")
 
 
 class LiveOverloadTest(LiveValidationMixin, unittest.TestCase):
