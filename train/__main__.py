@@ -186,6 +186,9 @@ def main(argv=None):
     rp.add_argument("--data-root", default="../shared/data", help="folder of dataset folders (default %(default)s)")
     rp.add_argument("--datasets", default=report_module.DATASETS, help="NAME:TASK,... (default %(default)s)")
     rp.add_argument("--seed", type=int, default=0)
+    rp.add_argument("--seeds", default="0,1,2", help="seeds of PGCL defaults and the baselines, the first = --seed "
+                                                   "(default %(default)s)")
+    rp.add_argument("--figures-dir", help="folder for the reliability diagrams (SVG), linked from --out-md")
     rp.add_argument("--val-fraction", type=float, default=0.15)
     rp.add_argument("--bootstrap", type=int, default=2000, help="paired-bootstrap resamples (default %(default)s)")
     rp.add_argument("--threads", type=int, default=1)

@@ -124,3 +124,35 @@ def stratified_split(y, fraction, seed):
     index = np.arange(len(y))
     keep, held = train_test_split(index, test_size=fraction, stratify=y, random_state=seed)
     return np.sort(keep), np.sort(held)
+
+
+NORM_TOLERANCE = 1e-3  # a row whose L2 norm is off 1 by more than this is counted (encoders emit unit vectors)
+
+
+def check_splits(splits, log=None):
+    """Warnings about embeddings that train and serve badly but load: all-zero rows (a text with
+    nothing the encoder knows), rows not of unit norm, and rows identical across two splits (the same
+    text in training and evaluation data inflates held-out figures). splits: {name: (N, D) array or
+    None}. Returns the warnings (strings), each also passed to log when given; nothing is refused."""
+    warnings = []
+    present = {name: X for name, X in splits.items() if X is not None}
+    for name, X in present.items():
+        norms = np.linalg.norm(X.astype(np.float64), axis=1)
+        zero = int(np.sum(norms == 0))
+        off = int(np.sum((norms > 0) & (np.abs(norms - 1.0) > NORM_TOLERANCE)))
+        if zero:
+            warnings.append(f"{name}: {zero} of {len(X)} rows are all zeros")
+        if off:
+            warnings.append(f"{name}: {off} of {len(X)} non-zero rows are not of unit norm (|‖x‖ − 1| > "
+                            f"{NORM_TOLERANCE:g}; norms {norms[norms > 0].min():.4g} … {norms.max():.4g})")
+    names = list(present)
+    for i, a in enumerate(names):
+        seen = {present[a][r].tobytes() for r in range(len(present[a])) if np.any(present[a][r])}
+        for b in names[i + 1:]:
+            shared = sum(1 for r in range(len(present[b])) if np.any(present[b][r]) and present[b][r].tobytes() in seen)
+            if shared:
+                warnings.append(f"{a} and {b}: {shared} rows of {b} are identical to rows of {a} (zero rows not counted)")
+    if log:
+        for warning in warnings:
+            log(f"data check: {warning}")
+    return warnings

@@ -131,11 +131,14 @@ def golden_entries(model, golden_inputs, labels, policy):
     return entries
 
 
-def export_checkpoint(model, out_dir, task, labels, decision_policy, golden_inputs=None, training=None):
+def export_checkpoint(model, out_dir, task, labels, decision_policy, golden_inputs=None, training=None,
+                      calibration=None):
     """Write out_dir/model.safetensors and out_dir/config.json for `model` (a PGCL).
 
     golden_inputs: optional float32 numpy array (G, D) of embeddings whose outputs are recorded;
-    training: optional JSON object of provenance, copied to config.json untouched.
+    training: optional JSON object of provenance, copied to config.json untouched;
+    calibration: optional calibration record (docs/checkpoint-format.md: already folded into the head,
+    which pgcld validates and shows on /v1/models).
     Leaves the model in eval mode. Returns the config written.
     """
     if not isinstance(model, PGCL) or task != model.task:
@@ -168,6 +171,8 @@ def export_checkpoint(model, out_dir, task, labels, decision_policy, golden_inpu
     if golden_inputs is not None:
         config["golden"] = golden_entries(model, np.asarray(golden_inputs, dtype=np.float32),
                                           labels, decision_policy)
+    if calibration is not None:
+        config["calibration"] = calibration
     if training is not None:
         config["training"] = training
     with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:

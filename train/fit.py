@@ -2,9 +2,11 @@
 
 Pipeline: read the data (a --val split, or a stratified --val-fraction carve of --train, seeded); train
 PGCL (one run, or with --select the documented grid SELECT_GRID and keep the best by the validation
-metric); fit the logistic-regression probe on the training rows' vectors and copy it into the head;
-choose the decision policy on the validation rows; pick golden inputs clear of every decision boundary;
-export config.json + model.safetensors with the provenance in `training`.
+metric); fit the logistic-regression probe on the training rows' vectors (C by validation log-loss),
+calibrate it on the validation rows and move it to the deployment prevalence (train/calibration.py),
+and fold that into the head; choose the decision policy on the validation rows at that prevalence;
+pick golden inputs clear of every decision boundary; export config.json + model.safetensors with the
+calibration record in `calibration` and the provenance in `training`.
 """
 
 import json
@@ -16,9 +18,9 @@ import numpy as np
 import sklearn
 import torch
 
-from . import calibrate, data, probe, safetensors_io, trainer
+from . import calibrate, calibration, data, probe, safetensors_io, trainer
 from .export import GOLDEN_MARGIN, decide, decision_margin, export_checkpoint, state_tensors
-from .metrics import DEFAULT_SELECTION, SELECTION_METRICS, task_metrics
+from .metrics import DEFAULT_SELECTION, SELECTION_METRICS, calibration_metrics, selection_score, task_metrics
 
 # --select: the documented grid, applied on top of the command line's settings. A variant whose settings
 # equal an earlier one's (e.g. lr_1e-4 when --lr is already 1e-4) is not trained twice.
@@ -51,10 +53,23 @@ def clean(value):
     return value
 
 
+def calibrated_head(E, y, Ev, yv, *, task, K, metric, probe_grid=probe.C_GRID, criterion="log_loss",
+                    method="auto", prevalence=None):
+    """The head of one model: the probe on the training vectors E (C chosen on the validation vectors Ev
+    by `criterion`), calibrated on Ev and moved to `prevalence`. Returns a dict: probe, C, C_scores,
+    calibration, coef and intercept (folded), validation probabilities and selection score."""
+    lr, C, c_scores = probe.select(E, y, Ev, yv, task, K, metric, probe_grid, criterion)
+    cal = calibration.calibrate(lr.coef_, lr.intercept_, Ev, yv, K, method, prevalence)
+    coef, intercept = cal.fold(lr.coef_, lr.intercept_)
+    pv = calibration.probabilities_from_logits(calibration.head_logits(coef, intercept, Ev))
+    return {"probe": lr, "C": C, "C_scores": c_scores, "calibration": cal, "coef": coef, "intercept": intercept,
+            "p_val": pv, "val_score": selection_score(metric, yv, pv, K)}
+
+
 def fit_pgcl(X, y, Xv, yv, *, task, K, cfg, seed, metric, select=False, threads=1, probe_grid=probe.C_GRID,
-             log=None):
-    """Train PGCL (the grid with select=True); every run gets its probe (C chosen on validation) installed
-    as head. Returns (list of variant dicts, index of the chosen one: best validation score, first wins)."""
+             log=None, criterion="log_loss", calibration_method="auto", prevalence=None):
+    """Train PGCL (the grid with select=True); every run gets its calibrated head (calibrated_head)
+    installed. Returns (list of variant dicts, index of the chosen one: best validation score, first wins)."""
     variants = SELECT_GRID if select else SELECT_GRID[:1]
     results = []
     for name, overrides in variants:
@@ -69,14 +84,14 @@ def fit_pgcl(X, y, Xv, yv, *, task, K, cfg, seed, metric, select=False, threads=
             log(f"variant {name}: {overrides or 'command-line settings'}")
         model, info = trainer.train(X, y, Xv, yv, task=task, K=K, cfg=vcfg, seed=seed, metric=metric,
                                     threads=threads, log=log)
-        E, Ev = trainer.embed(model, X), trainer.embed(model, Xv)
-        lr, C, c_scores = probe.select(E, y, Ev, yv, task, K, metric, probe_grid)
-        probe.install_head(model, lr, task)
-        results.append({"name": name, "overrides": overrides, "config": vcfg, "model": model, "info": info,
-                        "probe": lr, "C": C, "C_scores": c_scores, "val_score": c_scores[repr(float(C))]})
+        head = calibrated_head(trainer.embed(model, X), y, trainer.embed(model, Xv), yv, task=task, K=K, metric=metric,
+                               probe_grid=probe_grid, criterion=criterion, method=calibration_method,
+                               prevalence=prevalence)
+        probe.install_head_weights(model, head["coef"], head["intercept"], task)
+        results.append({"name": name, "overrides": overrides, "config": vcfg, "model": model, "info": info, **head})
         if log:
-            log(f"variant {name}: best epoch {info['best_epoch']} of {info['epochs_run']}, probe C={C}, "
-                f"validation {metric} {results[-1]['val_score']:.4f} ({info['seconds']} s)")
+            log(f"variant {name}: best epoch {info['best_epoch']} of {info['epochs_run']}, probe C={head['C']}, "
+                f"validation {metric} {head['val_score']:.4f} ({info['seconds']} s)")
     chosen = max(range(len(results)), key=lambda i: (results[i]["val_score"], -i))
     return results, chosen
 
@@ -142,7 +157,8 @@ def config_from_args(args):
         tau=args.tau, lambda_offset=args.lambda_offset, lambda_contrastive=args.lambda_contrastive,
         lambda_orth=args.lambda_orth, lambda_mag=args.lambda_mag, lambda_inclass=args.lambda_inclass,
         lambda_crossclass=args.lambda_crossclass, delta_intra=args.delta_intra, delta_inter=args.delta_inter,
-        orth_start=args.orth_start, orth_end=args.orth_end, intensity_offset=args.intensity_offset,
+        orth_start=args.orth_start, orth_end=args.orth_end, orth_anneal_epochs=args.orth_anneal_epochs,
+        intensity_offset=args.intensity_offset,
         scale_init=args.scale_init, es_probe_c=args.es_probe_c)
 
 
@@ -179,7 +195,10 @@ def add_training_arguments(parser):
     g.add_argument("--orth-start", type=float, default=d.orth_start,
                    help="δ_orth at the first epoch (default %(default)s)")
     g.add_argument("--orth-end", type=float, default=d.orth_end,
-                   help="δ_orth at the last planned epoch (default %(default)s)")
+                   help="δ_orth from the end of its annealing on (default %(default)s)")
+    g.add_argument("--orth-anneal-epochs", type=int, default=d.orth_anneal_epochs,
+                   help="epochs over which δ_orth falls linearly from --orth-start to --orth-end, a fixed "
+                        "budget whatever early stopping does (default %(default)s)")
     g.add_argument("--intensity-offset", type=float, default=d.intensity_offset,
                    help="magnitude loss intensity I(y) = label index + this (default %(default)s: the 1-based rating)")
     g.add_argument("--scale-init", type=float, default=None,
@@ -210,6 +229,16 @@ def add_fit_arguments(parser):
                                                                "reproducible for a fixed value)")
     parser.add_argument("--probe-c-grid", default=",".join(str(c) for c in probe.C_GRID),
                         help="C values tried for the logistic-regression head (default %(default)s)")
+    parser.add_argument("--probe-c-criterion", choices=probe.CRITERIA, default="log_loss",
+                        help="how the head's C is chosen on the validation rows: log_loss (default; the "
+                             "probabilities' quality) or metric (the --select-metric)")
+    g = parser.add_argument_group("calibration (fitted on the validation rows, folded into the head)")
+    g.add_argument("--calibration", choices=calibration.METHODS, default="auto",
+                   help="auto (default): Platt scaling for binary, temperature scaling otherwise; none: the "
+                        "probe's own probabilities (the prior shift of --prevalence still applies)")
+    g.add_argument("--prevalence", help="the class shares at deployment, which the served probabilities and the "
+                                        "thresholds assume: binary P (the share of labels[1]), otherwise "
+                                        "LABEL=SHARE for every label (default: the validation rows' shares)")
     g = parser.add_argument_group("decision policy (chosen on the validation rows)")
     g.add_argument("--block-precision", type=float,
                    help="binary: t_block = lowest threshold with this validation precision (default: best F1)")
@@ -255,6 +284,8 @@ def prepare_data(args, labels):
             raise ValueError(f"the {name} rows have no example of {[labels[i] for i in missing]}")
     if X.shape[1] != Xv.shape[1]:
         raise ValueError(f"training embeddings have D = {X.shape[1]}, validation D = {Xv.shape[1]}")
+    split["checks"] = data.check_splits({"training": X, "validation": Xv},
+                                        lambda message: print(message, file=sys.stderr, flush=True))
     return X, y, Xv, yv, split
 
 
@@ -268,27 +299,42 @@ def run_fit(args, log=None):
     X, y, Xv, yv, split = prepare_data(args, labels)
     cfg = config_from_args(args)
     K = len(labels)
+    prevalence = calibration.parse_prevalence(args.prevalence, labels) if args.prevalence else None
     results, chosen = fit_pgcl(X, y, Xv, yv, task=args.task, K=K, cfg=cfg, seed=args.seed, metric=metric,
-                               select=args.select, threads=args.threads, probe_grid=grid, log=log)
+                               select=args.select, threads=args.threads, probe_grid=grid, log=log,
+                               criterion=args.probe_c_criterion, calibration_method=args.calibration,
+                               prevalence=prevalence)
     best = results[chosen]
     model = best["model"]
+    cal = best["calibration"]
 
-    # The exported forward must reproduce the probe; checked on the validation rows.
+    # The exported forward must reproduce the calibrated head; checked on the validation rows.
     p_val = forward_probabilities(model, Xv)
-    p_probe = probe.probabilities(best["probe"], trainer.embed(model, Xv), args.task)
-    gap = float(np.max(np.abs(p_val - p_probe)))
+    gap = float(np.max(np.abs(p_val - best["p_val"])))
     if gap > 1e-4:
-        raise RuntimeError(f"the head differs from the probe's predict_proba by {gap:.2e}")
+        raise RuntimeError(f"the head differs from the calibrated probe by {gap:.2e}")
 
+    # Figures at the deployment prevalence: the validation rows reweighted to it (no weights without one).
+    weight = calibration.prevalence_weights(yv, cal.validation_shares, cal.prevalence) if prevalence is not None \
+        else None
     split_note = "validation rows (" + ("given --val" if args.val else f"{args.val_fraction:g} carve of --train") + ")"
     if args.task == "binary":
         policy = calibrate.threshold_policy(labels[1], yv, p_val[:, 1], args.block_precision, args.review_recall,
-                                            split_note)
+                                            split_note, weight, cal.prevalence[1] if prevalence is not None else None)
         threshold = policy["t_block"]
     else:
         policy = calibrate.label_map_policy(labels, args.action, args.min_confidence)
         threshold = None
     validation = task_metrics(args.task, yv, p_val, K, threshold)
+    figures = calibration_metrics(yv, p_val, weight)
+    uncalibrated = calibration_metrics(yv, probe.probabilities(best["probe"], trainer.embed(model, Xv), args.task),
+                                       weight)
+    validation["calibration"] = figures
+    calibration_record = clean({
+        "method": cal.method, "parameters": cal.parameters, "folded_into_head": True,
+        "prevalence": dict(zip(labels, cal.prevalence)), "prevalence_source": cal.prevalence_source,
+        "validation": {"rows": int(len(yv)), **figures,
+                       "uncalibrated": {k: uncalibrated[k] for k in ("ece", "brier", "nll")}}})
 
     rng = np.random.default_rng(args.seed)
     goldens = choose_goldens(model, golden_pool(rng, X.shape[1], X, y, K), args.golden, labels, policy) \
@@ -310,15 +356,17 @@ def run_fit(args, log=None):
                           "epochs_run": r["info"]["epochs_run"], "probe_C": r["C"], "seconds": r["info"]["seconds"]}
                          for r in results],
         },
-        "head": {"kind": "sklearn LogisticRegression (lbfgs) on the training rows' vectors",
-                 "C": best["C"], "C_validation_scores": best["C_scores"]},
+        "head": {"kind": "sklearn LogisticRegression (lbfgs) on the training rows' vectors, calibrated on the "
+                         "validation rows and folded into the head",
+                 "C": best["C"], "C_criterion": args.probe_c_criterion, "C_validation_scores": best["C_scores"],
+                 "calibration": cal.to_dict()},
         "alpha": best["info"].get("alpha"),
         "validation": validation,
     }
     if "lambda_scale" in best["info"]:
         training["lambda_scale"] = best["info"]["lambda_scale"]
     config = export_checkpoint(model, args.out, args.task, labels, policy, golden_inputs=goldens,
-                               training=clean(training))
+                               training=clean(training), calibration=calibration_record)
     return config, results, chosen
 
 
@@ -327,5 +375,6 @@ def run_fit_command(args):
     config, results, chosen = run_fit(args, log)
     summary = {"out": args.out, "weights_sha256": config["weights_sha256"],
                "chosen_variant": results[chosen]["name"], "validation": config["training"]["validation"],
-               "decision_policy": {k: v for k, v in config["decision_policy"].items() if k != "source"}}
+               "decision_policy": {k: v for k, v in config["decision_policy"].items() if k != "source"},
+               "calibration": config["calibration"]}
     print(json.dumps(summary))

@@ -95,7 +95,8 @@ def magnitude_loss(m, C, y, w, scale, intensity):
 
 
 def orth_margin(epoch, epochs, start=0.5, end=0.05):
-    """δ_orth for a 0-based epoch: linear from `start` at epoch 0 to `end` at the last planned epoch."""
+    """δ_orth for a 0-based epoch: linear from `start` at epoch 0 to `end` at epoch `epochs` − 1 (the
+    annealing budget, --orth-anneal-epochs), then held at `end`."""
     if epochs <= 1:
         return end
     return start + (end - start) * min(epoch, epochs - 1) / (epochs - 1)
@@ -115,9 +116,9 @@ class PGCLObjective(nn.Module):
 
     def __init__(self, K, task, *, tau=0.1, lambda_offset=1.0, lambda_contrastive=1.0, lambda_orth=1.0,
                  lambda_mag=1.0, lambda_inclass=1.0, lambda_crossclass=1.0, delta_intra=0.1, delta_inter=0.5,
-                 orth_start=0.5, orth_end=0.05, intensity_offset=1.0, scale_init=None, epochs=100):
+                 orth_start=0.5, orth_end=0.05, intensity_offset=1.0, scale_init=None, orth_anneal_epochs=10):
         super().__init__()
-        self.K, self.task, self.epochs = K, task, epochs
+        self.K, self.task, self.orth_anneal_epochs = K, task, orth_anneal_epochs
         self.tau, self.delta_intra, self.delta_inter = tau, delta_intra, delta_inter
         self.lambda_offset, self.lambda_contrastive = lambda_offset, lambda_contrastive
         self.lambda_orth, self.lambda_inclass, self.lambda_crossclass = lambda_orth, lambda_inclass, lambda_crossclass
@@ -132,7 +133,7 @@ class PGCLObjective(nn.Module):
     def forward(self, out, y, prototypes, epoch):
         """Returns (total loss, dict of the float values of each term and of δ_orth)."""
         w = class_weights(y, self.K)
-        delta_orth = orth_margin(epoch, self.epochs, self.orth_start, self.orth_end)
+        delta_orth = orth_margin(epoch, self.orth_anneal_epochs, self.orth_start, self.orth_end)
         terms = {}
         total = torch.zeros((), dtype=torch.float32)
         if self.lambda_contrastive:

@@ -44,9 +44,15 @@ def binary_counts(y, positive_pred):
     return tp, fp, fn
 
 
-def precision_recall_f1(y, positive_pred):
-    """Positive-class precision, recall and F1 (0 where undefined)."""
-    tp, fp, fn = binary_counts(y, positive_pred)
+def precision_recall_f1(y, positive_pred, weight=None):
+    """Positive-class precision, recall and F1 (0 where undefined); with `weight`, of the weighted counts
+    (rows reweighted to another prevalence)."""
+    if weight is None:
+        tp, fp, fn = binary_counts(y, positive_pred)
+    else:
+        y, positive_pred = np.asarray(y).astype(bool), np.asarray(positive_pred).astype(bool)
+        w = np.asarray(weight, dtype=np.float64)
+        tp, fp, fn = float(w[y & positive_pred].sum()), float(w[~y & positive_pred].sum()), float(w[y & ~positive_pred].sum())
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
@@ -89,7 +95,8 @@ def task_metrics(task, y, probabilities, K, threshold=None):
     """Metrics of one method on one split.
 
     probabilities: (N, K). Binary: the prediction is `P(labels[1]) >= threshold` (the validation-chosen
-    t_block; 0.5 when None) and the figures include ROC AUC and positive-class precision/recall/F1.
+    t_block; 0.5 when None) and the figures include ROC AUC, positive-class precision/recall/F1 and the
+    weighted F1 of the label itself (the argmax, which pgcld returns as `label`).
     Otherwise the prediction is the argmax; ordinal adds MAE, QWK and the severe-error rate.
     """
     y = np.asarray(y)
@@ -104,12 +111,81 @@ def task_metrics(task, y, probabilities, K, threshold=None):
               "accuracy": accuracy(y, pred), "per_class_f1": per_class_f1(y, pred, K).tolist()}
     if task == "binary":
         precision, recall, f1 = precision_recall_f1(y, pred)
+        label = np.argmax(probabilities, axis=1)  # the label pgcld returns (P(labels[1]) > 0.5)
         result.update({"threshold": threshold, "roc_auc": roc_auc(y, score), "positive_f1": f1,
-                       "positive_precision": precision, "positive_recall": recall})
+                       "positive_precision": precision, "positive_recall": recall,
+                       "label_weighted_f1": weighted_f1(y, label, K)})
     if task == "ordinal":
         result.update({"mae": mae(y, pred), "qwk": quadratic_weighted_kappa(y, pred, K),
                        "severe_error_rate": severe_error_rate(y, pred)})
     return result
+
+
+# ---------------------------------------------------------------------------------------- calibration
+
+ECE_BINS = 15
+
+
+def row_weights(n, weight):
+    """Per-row weights normalised to mean 1 (all ones when weight is None)."""
+    if weight is None:
+        return np.ones(n)
+    w = np.asarray(weight, dtype=np.float64)
+    assert w.shape == (n,) and np.all(w >= 0) and w.sum() > 0, "row weights: (N,), non-negative, not all 0"
+    return w * (n / w.sum())
+
+
+def reliability_bins(y, probabilities, bins=ECE_BINS, weight=None):
+    """Top-label reliability: the rows binned by their top probability (bins of equal width on [0, 1],
+    the last one closed); per non-empty bin its range, rows, weight share, mean confidence and accuracy."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(y)
+    w = row_weights(len(y), weight)
+    confidence, correct = p.max(axis=1), (np.argmax(p, axis=1) == y).astype(np.float64)
+    index = np.minimum((confidence * bins).astype(np.int64), bins - 1)
+    out = []
+    for b in range(bins):
+        m = index == b
+        if not m.any():
+            continue
+        wb = w[m]
+        out.append({"low": b / bins, "high": (b + 1) / bins, "rows": int(m.sum()), "share": float(wb.sum() / w.sum()),
+                    "confidence": float(wb @ confidence[m] / wb.sum()), "accuracy": float(wb @ correct[m] / wb.sum())})
+    return out
+
+
+def expected_calibration_error(y, probabilities, bins=ECE_BINS, weight=None):
+    """Top-label ECE: Σ_bins share · |accuracy − confidence| over `bins` equal-width confidence bins."""
+    return float(sum(b["share"] * abs(b["accuracy"] - b["confidence"])
+                     for b in reliability_bins(y, probabilities, bins, weight)))
+
+
+def brier_score(y, probabilities, weight=None):
+    """Binary (K = 2): mean (P(labels[1]) − y)², scikit-learn's brier_score_loss. K > 2: the multi-class
+    Brier score, mean over rows of Σ_k (P_k − 1[y = k])²."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(y)
+    w = row_weights(len(y), weight)
+    if p.shape[1] == 2:
+        per_row = (p[:, 1] - (y == 1)) ** 2
+    else:
+        per_row = ((p - np.eye(p.shape[1])[y]) ** 2).sum(axis=1)
+    return float(w @ per_row / w.sum())
+
+
+def negative_log_likelihood(y, probabilities, weight=None):
+    """Mean −log P(true label), probabilities clipped to [1e-15, 1] (scikit-learn's log_loss)."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(y)
+    w = row_weights(len(y), weight)
+    return float(w @ -np.log(np.clip(p[np.arange(len(y)), y], 1e-15, 1.0)) / w.sum())
+
+
+def calibration_metrics(y, probabilities, weight=None, bins=ECE_BINS):
+    """ECE (top label, `bins` bins), Brier score and NLL; with `weight`, as if the rows were drawn at the
+    prevalence those weights stand for."""
+    return {"ece": expected_calibration_error(y, probabilities, bins, weight), "ece_bins": bins,
+            "brier": brier_score(y, probabilities, weight), "nll": negative_log_likelihood(y, probabilities, weight)}
 
 
 def best_f1_over_thresholds(y, score):
@@ -123,8 +199,8 @@ def best_f1_over_thresholds(y, score):
     return float(f1[last].max()) if t.sum() else 0.0
 
 
-SELECTION_METRICS = {"binary": ("auc", "f1"), "multiclass": ("weighted_f1", "macro_f1"),
-                     "ordinal": ("qwk", "weighted_f1", "neg_mae")}
+SELECTION_METRICS = {"binary": ("auc", "f1", "neg_log_loss"), "multiclass": ("weighted_f1", "macro_f1", "neg_log_loss"),
+                     "ordinal": ("qwk", "weighted_f1", "neg_mae", "neg_log_loss")}
 DEFAULT_SELECTION = {"binary": "auc", "multiclass": "weighted_f1", "ordinal": "qwk"}
 
 
@@ -132,9 +208,11 @@ def selection_score(name, y, probabilities, K):
     """The validation score that early stopping, --select and the probe's C use (higher is better).
 
     auc: ROC AUC of P(labels[1]); f1: the best positive-class F1 over thresholds; weighted_f1, macro_f1,
-    qwk, neg_mae (-MAE): of the argmax prediction.
+    qwk, neg_mae (-MAE): of the argmax prediction; neg_log_loss: −NLL of the probabilities.
     """
     probabilities = np.asarray(probabilities)
+    if name == "neg_log_loss":
+        return -negative_log_likelihood(y, probabilities)
     if name == "auc":
         return roc_auc(y, probabilities[:, 1])
     if name == "f1":

@@ -1,10 +1,11 @@
 """The logistic-regression probe (scikit-learn) that becomes a checkpoint's head.
 
 The probe is fitted on the training rows' vectors only. Its inverse regularisation C is chosen from a
-grid by the validation score (the same rule for raw embeddings, PGCL and the baselines). `install_head`
-copies it into the PGCL module's nn.Linear head so that the exported model's PyTorch forward reproduces
-`predict_proba`: binary -> one output, the coefficients of labels[1] (sigmoid); otherwise K outputs
-(multinomial, softmax).
+grid by the validation log-loss (the same rule for raw embeddings, PGCL and the baselines): a score of
+the ranking (AUC) or of the argmax (F1) cannot see how confident the probabilities are. The probe is
+then calibrated on the validation rows (train/calibration.py), and `install_head` copies the folded,
+calibrated weights into the PGCL module's nn.Linear head: binary -> one output, the coefficients of
+labels[1] (sigmoid); otherwise K outputs (multinomial, softmax).
 """
 
 import warnings
@@ -14,7 +15,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
-from .metrics import selection_score
+from .metrics import negative_log_likelihood, selection_score
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 MAX_ITER = 5000
@@ -38,25 +39,37 @@ def probabilities(model, E, task):
     return p
 
 
-def select(E, y, Ev, yv, task, K, metric, grid=C_GRID):
-    """Fit a probe for each C of `grid` and keep the best by validation `metric` (ties: the smaller C).
+CRITERIA = ("log_loss", "metric")
 
-    Returns (probe, chosen C, {C: validation score}).
+
+def select(E, y, Ev, yv, task, K, metric, grid=C_GRID, criterion="log_loss"):
+    """Fit a probe for each C of `grid` and keep the best on the validation rows: the lowest log-loss
+    (criterion "log_loss") or the highest selection `metric` ("metric"); ties: the smaller C.
+
+    Returns (probe, chosen C, {C: {"log_loss": validation NLL, metric: validation score}}).
     """
+    if criterion not in CRITERIA:
+        raise ValueError(f"probe C criterion {criterion!r} is not one of {CRITERIA}")
     scores, best = {}, None
     for C in grid:
         model = fit(E, y, C)
-        score = selection_score(metric, yv, probabilities(model, Ev, task), K)
-        scores[repr(float(C))] = score
-        if best is None or score > best[0]:
-            best = (score, C, model)
+        p = probabilities(model, Ev, task)
+        scores[repr(float(C))] = {"log_loss": negative_log_likelihood(yv, p), metric: selection_score(metric, yv, p, K)}
+        key = -scores[repr(float(C))]["log_loss"] if criterion == "log_loss" else scores[repr(float(C))][metric]
+        if best is None or key > best[0]:
+            best = (key, C, model)
     return best[2], best[1], scores
 
 
 def install_head(pgcl, model, task):
-    """Copy the probe's coefficients into pgcl.head (float32)."""
-    coef = np.asarray(model.coef_, dtype=np.float32)
-    intercept = np.asarray(model.intercept_, dtype=np.float32)
+    """Copy the probe's own coefficients into pgcl.head (float32)."""
+    install_head_weights(pgcl, model.coef_, model.intercept_, task)
+
+
+def install_head_weights(pgcl, coef, intercept, task):
+    """Copy a head's (H, d) coefficients and (H,) intercepts into pgcl.head (float32)."""
+    coef = np.asarray(coef, dtype=np.float32)
+    intercept = np.asarray(intercept, dtype=np.float32)
     expected = 1 if task == "binary" else pgcl.K
     if coef.shape != (expected, pgcl.d):
         raise ValueError(f"probe coefficients of shape {coef.shape}, the head needs {(expected, pgcl.d)}")

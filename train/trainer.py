@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import probe
-from .losses import PGCLObjective, SupConObjective, check_finite
+from .losses import PGCLObjective, SupConObjective, check_finite, class_weights
 from .metrics import selection_score
 from .model import PGCL
 
@@ -51,9 +51,14 @@ class TrainConfig:
     delta_inter: float = 0.5
     orth_start: float = 0.5
     orth_end: float = 0.05
+    # δ_orth reaches orth_end after this many epochs and stays there: a fixed budget, so that the term
+    # acts however early early stopping ends the run (annealed over the 100 planned epochs it stayed
+    # ≥ 0.35 in runs stopped at 12-82 epochs, above |cos(s, m)|, and never acted).
+    orth_anneal_epochs: int = 10
     intensity_offset: float = 1.0
     scale_init: float = None  # λ_scale start; None: 1 / mean intensity
     es_probe_c: float = 1.0
+    alpha_fixed: float = None  # ablations: α held at this value (0: prototype stream only, 1: semantic only)
 
     def to_dict(self):
         out = dataclasses.asdict(self)
@@ -92,6 +97,33 @@ class ProjectionHead(nn.Module):
         return {"s": s, "e": F.normalize(s, dim=1)}
 
 
+class CrossEntropyMLP(ProjectionHead):
+    """The cross-entropy baseline: the same semantic MLP, a linear classifier on s trained with
+    class-weighted cross-entropy; its vectors e = s / ‖s‖ go to the same probe as every method."""
+
+    def __init__(self, *, K, **kwargs):
+        super().__init__(**kwargs)
+        self.classifier = nn.Linear(self.d, K)
+
+    def forward(self, z):
+        out = super().forward(z)
+        out["logits"] = self.classifier(out["s"])
+        return out
+
+
+class CrossEntropyObjective(nn.Module):
+    """Class-weighted cross-entropy (the weights of losses.class_weights, per batch)."""
+
+    def __init__(self, K):
+        super().__init__()
+        self.K = K
+
+    def forward(self, out, y, prototypes, epoch):
+        w = class_weights(y, self.K)
+        loss = (w * F.cross_entropy(out["logits"], y, reduction="none")).mean()
+        return loss, {"cross_entropy": float(loss.detach())}
+
+
 def embed(model, X, batch=1024):
     """The unit vectors e (N, d) of `model` in eval mode, as float32 numpy."""
     model.eval()
@@ -103,7 +135,7 @@ def embed(model, X, batch=1024):
 
 
 def build(kind, task, K, D, cfg):
-    """A fresh model and its objective: kind "pgcl" or "supcon" (the baseline)."""
+    """A fresh model and its objective: kind "pgcl", or the baselines "supcon" and "ce"."""
     if kind == "pgcl":
         model = PGCL(K=K, task=task, D=D, d=cfg.d, hidden=tuple(cfg.hidden), dropout=cfg.dropout,
                      alpha_init=cfg.alpha_init)
@@ -113,10 +145,17 @@ def build(kind, task, K, D, cfg):
                                   lambda_crossclass=cfg.lambda_crossclass, delta_intra=cfg.delta_intra,
                                   delta_inter=cfg.delta_inter, orth_start=cfg.orth_start, orth_end=cfg.orth_end,
                                   intensity_offset=cfg.intensity_offset, scale_init=cfg.scale_init,
-                                  epochs=cfg.epochs)
+                                  orth_anneal_epochs=cfg.orth_anneal_epochs)
+        if cfg.alpha_fixed is not None:
+            with torch.no_grad():
+                model.alpha.fill_(float(cfg.alpha_fixed))
+            model.alpha.requires_grad_(False)
     elif kind == "supcon":
         model = ProjectionHead(D=D, d=cfg.d, hidden=tuple(cfg.hidden), dropout=cfg.dropout)
         objective = SupConObjective(K, tau=cfg.tau)
+    elif kind == "ce":
+        model = CrossEntropyMLP(K=K, D=D, d=cfg.d, hidden=tuple(cfg.hidden), dropout=cfg.dropout)
+        objective = CrossEntropyObjective(K)
     else:
         raise ValueError(f"unknown model kind {kind!r}")
     return model, objective
@@ -205,3 +244,35 @@ def validation_score(model, X, y, Xv, yv, task, K, metric, C):
     E, Ev = embed(model, X), embed(model, Xv)
     lr = probe.fit(E, y, C)
     return selection_score(metric, yv, probe.probabilities(lr, Ev, task), K)
+
+
+def mapping_diagnostics(model, X, y, delta_intra, delta_inter, batch=1024):
+    """How far a PGCL model's prototype mapping m meets the objective's margins, on rows (X, y):
+    share of rows within δ_intra of their own prototype, share whose nearest wrong prototype is at
+    least δ_inter away (the offset loss's two hinges, distances Euclidean to the raw prototypes), the
+    mean attention entropy over log K (0: one prototype, 1: uniform), and the variance across rows
+    of the two fused parts α·s and (1 − α)·m (which one carries the input-dependent signal)."""
+    model.eval()
+    parts = {"s": [], "m": [], "attention": []}
+    with torch.no_grad():
+        for i in range(0, len(X), batch):
+            out = model(torch.from_numpy(np.ascontiguousarray(X[i:i + batch])))
+            for key in parts:
+                parts[key].append(out[key].numpy().astype(np.float64))
+        s, m, attention = (np.concatenate(parts[key]) for key in ("s", "m", "attention"))
+        prototypes = model.prototypes.detach().numpy().astype(np.float64)
+        alpha = float(torch.clamp(model.alpha.detach(), 0, 1))
+    y = np.asarray(y)
+    distance = np.linalg.norm(m[:, None, :] - prototypes[None, :, :], axis=2)  # (N, K)
+    own = distance[np.arange(len(y)), y]
+    wrong = np.where(np.eye(prototypes.shape[0], dtype=bool)[y], np.inf, distance).min(axis=1)
+    entropy = -(attention * np.log(np.clip(attention, 1e-300, 1.0))).sum(axis=1) / np.log(prototypes.shape[0])
+
+    def total_variance(v):
+        return float(((v - v.mean(axis=0)) ** 2).sum(axis=1).mean())
+
+    return {"within_delta_intra": float(np.mean(own <= delta_intra)),
+            "inter_margin_met": float(np.mean(wrong >= delta_inter)),
+            "mean_own_distance": float(own.mean()), "mean_nearest_wrong_distance": float(wrong.mean()),
+            "attention_entropy": float(entropy.mean()), "alpha": alpha,
+            "variance_alpha_s": total_variance(alpha * s), "variance_one_minus_alpha_m": total_variance((1 - alpha) * m)}

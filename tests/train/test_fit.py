@@ -1,5 +1,7 @@
 """`python3 -m train fit` end to end on synthetic files: the checkpoint's head reproduces the sklearn
-probe, the thresholds come from the validation rows, provenance is recorded, `evaluate` agrees."""
+probe calibrated on the validation rows (Platt scaling equal to an unregularised sklearn fit on the
+logits) and moved to --prevalence, the thresholds come from the validation rows reweighted to that
+prevalence, the calibration record and provenance are written, `evaluate` agrees."""
 
 import json
 import os
@@ -12,10 +14,14 @@ import common
 import numpy as np
 import torch
 
-from train import data, probe, trainer
+from sklearn.linear_model import LogisticRegression
+
+from train import calibration, data, probe, trainer
 from train.calibrate import binary_thresholds
 from train.load import load_checkpoint
-from train.metrics import task_metrics
+from train.metrics import calibration_metrics, task_metrics
+
+PREVALENCE = 0.2  # the deployment share of "rude" the binary fit is told (its validation rows: 0.5)
 
 
 def write_tsv(path, y, names):
@@ -50,32 +56,58 @@ class FitBinary(unittest.TestCase):
                              os.path.join(tmp, "train.tsv"), "--val", os.path.join(tmp, "val.npy"), "--val-labels",
                              os.path.join(tmp, "val.txt"), "--labels", "calm,rude", "--task", "binary", "--out",
                              cls.out, "--select", "--epochs", "3", "--batch-size", "32", "--seed", "3", "--quiet",
-                             "--review-recall", "0.95")
+                             "--review-recall", "0.95", "--prevalence", str(PREVALENCE))
         cls.model, cls.config = load_checkpoint(cls.out)
+        cls.yv = y[180:]
+        cls.weight = calibration.prevalence_weights(cls.yv, calibration.class_shares(cls.yv, 2),
+                                                    [1 - PREVALENCE, PREVALENCE])
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def test_head_is_the_sklearn_probe(self):
-        training = self.config["training"]
+    def test_head_is_the_calibrated_sklearn_probe(self):
+        training, record = self.config["training"], self.config["calibration"]
         E = trainer.embed(self.model, self.X[:180])
         lr = probe.fit(E, self.y[:180], training["head"]["C"])
+        z = lr.decision_function(trainer.embed(self.model, self.X).astype(np.float64))
+        # Platt's (a, b): the oracle is an (almost) unregularised sklearn fit on the validation logits
+        oracle = LogisticRegression(C=1e10, max_iter=10000, tol=1e-10).fit(z[180:, None], self.yv)
+        a, b = record["parameters"]["scale"], record["parameters"]["shift"]
+        self.assertEqual(record["method"], "platt")
+        self.assertAlmostEqual(a, float(oracle.coef_[0, 0]), delta=1e-3 * max(1.0, abs(a)))
+        self.assertAlmostEqual(b, float(oracle.intercept_[0]), delta=1e-3 * max(1.0, abs(b)))
+        shift = np.log(PREVALENCE / (1 - PREVALENCE)) - np.log(self.yv.mean() / (1 - self.yv.mean()))
         with torch.no_grad():
             p = self.model(torch.from_numpy(self.X))["probabilities"].numpy()
-        expected = lr.predict_proba(trainer.embed(self.model, self.X).astype(np.float64))
-        self.assertLess(float(np.max(np.abs(p - expected))), 1e-5)
+        expected = 1 / (1 + np.exp(-(a * z + b + shift)))
+        self.assertLess(float(np.max(np.abs(p[:, 1] - expected))), 1e-5)
         self.assertEqual(tuple(self.model.head.weight.shape), (1, 64))
 
-    def test_thresholds_from_validation(self):
+    def test_calibration_record(self):
+        record = self.config["calibration"]
+        self.assertEqual(record["prevalence"], {"calm": 1 - PREVALENCE, "rude": PREVALENCE})
+        self.assertEqual((record["prevalence_source"], record["folded_into_head"]), ("--prevalence", True))
+        with torch.no_grad():
+            p = self.model(torch.from_numpy(self.X[180:]))["probabilities"].numpy()
+        figures = calibration_metrics(self.yv, p, self.weight)
+        self.assertEqual(record["validation"]["rows"], 60)
+        for key in ("ece", "brier", "nll"):
+            self.assertAlmostEqual(record["validation"][key], figures[key], places=5)
+            self.assertIn(key, record["validation"]["uncalibrated"])
+        summary = json.loads(self.stdout)
+        self.assertEqual(summary["calibration"]["prevalence"], record["prevalence"])
+
+    def test_thresholds_from_validation_at_the_prevalence(self):
         policy = self.config["decision_policy"]
         self.assertEqual((policy["kind"], policy["label"]), ("threshold", "rude"))
         with torch.no_grad():
             score = self.model(torch.from_numpy(self.X[180:]))["probabilities"].numpy()[:, 1]
-        t_review, t_block, source = binary_thresholds(self.y[180:], score, review_recall=0.95)
+        t_review, t_block, source = binary_thresholds(self.yv, score, review_recall=0.95, weight=self.weight)
         self.assertEqual((policy["t_review"], policy["t_block"]), (t_review, t_block))
         self.assertLessEqual(policy["t_review"], policy["t_block"])
         self.assertEqual(policy["source"]["rows"], 60)
+        self.assertEqual(policy["source"]["prevalence"], PREVALENCE)
         self.assertGreaterEqual(policy["source"]["at_t_review"]["recall"], 0.95)
 
     def test_provenance(self):

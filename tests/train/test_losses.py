@@ -134,9 +134,15 @@ class Objective(unittest.TestCase):
         self.C = torch.nn.functional.normalize(torch.randn(3, 4), dim=1)
         self.y = torch.tensor([0, 1, 2, 0, 1, 1])
 
+    def test_orthogonality_margin_over_its_budget(self):
+        objective = PGCLObjective(3, "multiclass", orth_anneal_epochs=3)
+        self.assertAlmostEqual(objective(self.out, self.y, self.C, epoch=1)[1]["delta_orth"], 0.275, places=6)
+        self.assertAlmostEqual(objective(self.out, self.y, self.C, epoch=2)[1]["delta_orth"], 0.05, places=6)
+        self.assertAlmostEqual(objective(self.out, self.y, self.C, epoch=40)[1]["delta_orth"], 0.05, places=6)
+
     def test_total_is_the_weighted_sum(self):
         objective = PGCLObjective(3, "ordinal", lambda_offset=2.0, lambda_contrastive=0.5, lambda_orth=3.0,
-                                  lambda_mag=0.25, epochs=10)
+                                  lambda_mag=0.25, orth_anneal_epochs=10)
         total, values = objective(self.out, self.y, self.C, epoch=4)
         w = class_weights(self.y, 3)
         expected = (2.0 * offset_loss(self.out["m"], self.C, self.y, w) + 0.5 * supcon_loss(self.out["e"], self.y, w)

@@ -5,8 +5,8 @@ import unittest
 import common
 import numpy as np
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import (accuracy_score, cohen_kappa_score, f1_score, mean_absolute_error, roc_auc_score,
-                             silhouette_score)
+from sklearn.metrics import (accuracy_score, cohen_kappa_score, f1_score, log_loss, mean_absolute_error,
+                             roc_auc_score, silhouette_score)
 
 from train import calibrate, metrics
 from train.report import assess
@@ -145,7 +145,8 @@ class Thresholds(unittest.TestCase):
 
 
 class ReportAssess(unittest.TestCase):
-    """report.assess (what docs/train-report.json holds) against sklearn on the same predictions."""
+    """report.assess (what docs/train-report.json holds) against sklearn on the same predictions, the
+    probe's logits rescaled by the calibration it recorded."""
 
     def test_binary_and_multiclass(self):
         for task, K in (("binary", 2), ("multiclass", 3), ("ordinal", 4)):
@@ -157,7 +158,19 @@ class ReportAssess(unittest.TestCase):
             metric = metrics.DEFAULT_SELECTION[task]
             out, arrays = assess(task, K, metric, X[tr], y[tr], X[va], y[va], X[te], y[te])
             lr = LogisticRegression(C=out["probe_C"], max_iter=5000).fit(X[tr], y[tr])
-            p = lr.predict_proba(X[te])
+            # the calibrated head (no prevalence given: no shift): sklearn's logits rescaled by the record
+            z = lr.decision_function(X[te])
+            parameters = out["calibration"]["parameters"]
+            if task == "binary":
+                p1 = 1 / (1 + np.exp(-(parameters["scale"] * z + parameters["shift"])))
+                p = np.stack([1 - p1, p1], axis=1)
+            else:
+                e = np.exp(z / parameters["temperature"] - (z / parameters["temperature"]).max(1, keepdims=True))
+                p = e / e.sum(1, keepdims=True)
+            self.assertAlmostEqual(out["held_out"]["calibration"]["nll"], log_loss(y[te], p, labels=range(K)),
+                                   places=8)
+            self.assertAlmostEqual(out["held_out"]["uncalibrated"]["nll"],
+                                   log_loss(y[te], lr.predict_proba(X[te]), labels=range(K)), places=8)
             if task == "binary":
                 pred = (p[:, 1] >= out["thresholds"]["t_block"]).astype(int)
                 self.assertAlmostEqual(out["held_out"]["roc_auc"], roc_auc_score(y[te], p[:, 1]), places=10)
