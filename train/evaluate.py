@@ -1,7 +1,9 @@
 """`python3 -m train evaluate`: a checkpoint's figures on a labelled split, using its own head and policy.
 
 Binary checkpoints are scored at their t_block (the prediction "labels[1]" is `P >= t_block`); the
-decision counts (allow / review / block) follow the checkpoint's decision_policy exactly.
+decision counts (allow / review / block) follow the checkpoint's decision_policy exactly. Calibration
+(ECE, Brier, NLL) is of the rows as given: it means most when they are drawn at the prevalence the
+checkpoint assumes (`assumed_prevalence`, from its calibration record).
 """
 
 import json
@@ -13,7 +15,7 @@ from . import data, trainer
 from .export import decide
 from .fit import clean, forward_probabilities
 from .load import load_checkpoint
-from .metrics import geometry, task_metrics
+from .metrics import calibration_metrics, geometry, task_metrics
 
 
 def evaluate_checkpoint(directory, X, y, with_geometry=True):
@@ -24,7 +26,9 @@ def evaluate_checkpoint(directory, X, y, with_geometry=True):
     probabilities = forward_probabilities(model, X)
     threshold = policy["t_block"] if task == "binary" and policy["kind"] == "threshold" else None
     result = {"checkpoint": directory, "weights_sha256": config.get("weights_sha256"), "task": task,
-              "metrics": task_metrics(task, y, probabilities, len(labels), threshold)}
+              "metrics": task_metrics(task, y, probabilities, len(labels), threshold),
+              "calibration": calibration_metrics(y, probabilities), "assumed_prevalence":
+                  config.get("calibration", {}).get("prevalence")}
     decisions = [decide(p, labels, policy) for p in probabilities.astype(np.float32)]
     result["decisions"] = {action: {labels[k]: int(sum(1 for d, t in zip(decisions, y) if d == action and t == k))
                                     for k in range(len(labels))} for action in ("allow", "review", "block")}

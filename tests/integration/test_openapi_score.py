@@ -653,21 +653,31 @@ class LiveLimitsTest(LiveValidationMixin, unittest.TestCase):
         self.assertEqual(infer_outputs(body)["decision"]["shape"], [8])
 
 
+def edited_tiny_binary(cls, name, edit):
+    """A copy of tiny_binary as model `name` in a temporary folder (removed at cls's cleanup), its
+    version 1 config.json changed in place by edit(cfg). Returns the model's folder."""
+    H.require_models("tiny_binary")
+    src = tempfile.mkdtemp(prefix=f"pgcld-{name}-")
+    cls.addClassCleanup(shutil.rmtree, src, True)
+    folder = os.path.join(src, name)
+    shutil.copytree(H.model_source("tiny_binary"), folder)
+    cfg_path = os.path.join(folder, "1", "config.json")
+    with open(cfg_path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    edit(cfg)
+    with open(cfg_path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f)
+    return folder
+
+
 class LiveNotReadyTest(LiveValidationMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        H.require_models("tiny_binary")
-        src = tempfile.mkdtemp(prefix="pgcld-broken-")
-        cls.addClassCleanup(shutil.rmtree, src, True)
-        broken = os.path.join(src, "toxicity")
-        shutil.copytree(H.model_source("tiny_binary"), broken)
-        cfg_path = os.path.join(broken, "1", "config.json")
-        with open(cfg_path, encoding="utf-8") as f:
-            cfg = json.load(f)
-        cfg["dims"]["D"] = cfg["dims"]["D"] + 1  # weights no longer match
-        cfg.pop("golden", None)
-        with open(cfg_path, "w", encoding="utf-8") as f:
-            json.dump(cfg, f)
+        def break_dims(cfg):
+            cfg["dims"]["D"] = cfg["dims"]["D"] + 1  # weights no longer match
+            cfg.pop("golden", None)
+
+        broken = edited_tiny_binary(cls, "toxicity", break_dims)
         cls.daemon = H.start_daemon(cls, models=[], extra_models={"toxicity": broken})
 
     def test_not_ready_responses(self):
@@ -727,18 +737,8 @@ class LiveCalibrationTest(LiveValidationMixin, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        H.require_models("tiny_binary")
-        src = tempfile.mkdtemp(prefix="pgcld-calibrated-")
-        cls.addClassCleanup(shutil.rmtree, src, True)
-        calibrated = os.path.join(src, "calibrated")
-        shutil.copytree(H.model_source("tiny_binary"), calibrated)
         # weights_sha256 covers model.safetensors only: a new config field keeps the digest valid
-        cfg_path = os.path.join(calibrated, "1", "config.json")
-        with open(cfg_path, encoding="utf-8") as f:
-            cfg = json.load(f)
-        cfg["calibration"] = cls.CALIBRATION
-        with open(cfg_path, "w", encoding="utf-8") as f:
-            json.dump(cfg, f)
+        calibrated = edited_tiny_binary(cls, "calibrated", lambda cfg: cfg.update(calibration=cls.CALIBRATION))
         cls.daemon = H.start_daemon(cls, models=["tiny_binary"], extra_models={"calibrated": calibrated})
 
     def test_models_show_calibration(self):

@@ -137,6 +137,32 @@ class FitBinary(unittest.TestCase):
         self.assertAlmostEqual(out["metrics"]["positive_f1"], expected["positive_f1"], places=12)
         self.assertAlmostEqual(out["metrics"]["roc_auc"], expected["roc_auc"], places=12)
         self.assertEqual(sum(sum(v.values()) for v in out["decisions"].values()), 60)
+        self.assertAlmostEqual(out["calibration"]["nll"], calibration_metrics(self.yv, p)["nll"], places=10)
+        self.assertEqual(out["assumed_prevalence"], self.config["calibration"]["prevalence"])
+
+
+class DataChecks(unittest.TestCase):
+    """data.check_splits warns (never refuses) about zero rows, rows not of unit norm and rows shared
+    across splits, and says nothing about clean data."""
+
+    def test_warnings(self):
+        rng = np.random.default_rng(0)
+        A = rng.standard_normal((20, 8)).astype(np.float32)
+        A /= np.linalg.norm(A, axis=1, keepdims=True)
+        B = rng.standard_normal((10, 8)).astype(np.float32)
+        B /= np.linalg.norm(B, axis=1, keepdims=True)
+        self.assertEqual(data.check_splits({"a": A, "b": B}), [])
+        A[3] = 0
+        A[4] *= 2
+        B[0], B[1], B[2] = A[5], A[6], 0  # two shared rows; a zero row is not a duplicate
+        logged = []
+        warnings = data.check_splits({"a": A, "b": B}, logged.append)
+        self.assertEqual(len(warnings), 4, warnings)
+        self.assertIn("a: 1 of 20 rows are all zeros", warnings)
+        self.assertIn("b: 1 of 10 rows are all zeros", warnings)
+        self.assertTrue(any(w.startswith("a: 1 of 20 non-zero rows are not of unit norm") for w in warnings), warnings)
+        self.assertIn("a and b: 2 rows of b are identical to rows of a (zero rows not counted)", warnings)
+        self.assertEqual(logged, [f"data check: {w}" for w in warnings])
 
 
 class FitCarvedOrdinal(unittest.TestCase):
