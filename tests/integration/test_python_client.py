@@ -167,6 +167,39 @@ class ScoreTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             c.score(Z, ids=ids[:-1])
 
+    def test_without_numpy(self):
+        """Lists are scored with the standard library alone (numpy made unimportable)."""
+        Z = H.random_embeddings(2, self.D, seed=4)
+        script = ("import json, sys\nsys.modules['numpy'] = None\nfrom pgcld_client import Client\n"
+                  "rows, url, key = json.loads(sys.stdin.read())\n"
+                  "print(json.dumps(Client(url, key).score(rows, ids=['a', 'b']).results))\n")
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                           input=json.dumps([Z.tolist(), f"http://127.0.0.1:{self.d.port}", self.d.keys["scorer"]]),
+                           env={**os.environ, "PYTHONPATH": os.path.join(H.SOURCE_ROOT, "clients", "python")})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with client_for(self, self.d) as c:
+            self.assertEqual(same_numbers(json.loads(p.stdout)), same_numbers(c.score(Z, ids=["a", "b"]).results))
+
+    def test_one_client_shared_by_threads(self):
+        c = client_for(self, self.d)
+        Z = H.random_embeddings(16, self.D, seed=5)
+        want = same_numbers(c.score(Z, ids=[str(i) for i in range(16)]).results)
+        got, errors = [None] * 8, []
+
+        def work(k):
+            try:
+                got[k] = same_numbers(c.score(Z[2 * k:2 * k + 2], ids=[str(2 * k), str(2 * k + 1)]).results)
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(errors, [])
+        self.assertEqual(sum(got, []), want)
+
     def test_errors_raise_pgcld_errors(self):
         c = client_for(self, self.d)
         Z = H.random_embeddings(2, self.D, seed=3)
@@ -265,6 +298,34 @@ class RetryTest(unittest.TestCase):
         self.assertEqual(c.sent[0][3]["Idempotency-Key"], c.sent[1][3]["Idempotency-Key"])
         self.assertFalse(answer.replayed)
         self.assertEqual(self.d.count(), before + 3)
+
+    @H.sqlite_only("write-locks the SQLite file")
+    def test_a_timed_out_attempt_is_answered_once(self):
+        """The first attempt times out while pgcld waits for the audit database; the repeat finds it
+        still being answered (409 idempotency_in_flight, retried after its Retry-After), and then
+        gets its stored answer: one set of rows."""
+        lock = sqlite3.connect(self.d.db_path, timeout=30, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        lock.execute("INSERT INTO schema_migrations SELECT * FROM schema_migrations WHERE 0")
+        self.addCleanup(lock.close)
+        self.addCleanup(lambda: lock.in_transaction and lock.execute("ROLLBACK"))
+        waits = []
+
+        def release_on_409(attempt, delay, error):
+            waits.append((delay, getattr(error, "code", type(error).__name__)))
+            if getattr(error, "status", None) == 409 and lock.in_transaction:
+                lock.execute("ROLLBACK")
+
+        c = RecordingClient(f"http://127.0.0.1:{self.d.port}", self.d.keys["scorer"], timeout=1.5,
+                            retries=5, on_retry=release_on_409)
+        self.addCleanup(c.close)
+        before = self.d.count()
+        answer = c.score(H.random_embeddings(3, self.D, seed=12))
+        self.assertIn((1.0, "idempotency_in_flight"), waits)
+        self.assertIn(waits[0][1], ("timeout", "TimeoutError"), waits)
+        self.assertTrue(answer.replayed)
+        self.assertEqual(self.d.count(), before + 3)
+        self.assertEqual(len({h["Idempotency-Key"] for _, _, _, h in c.sent}), 1)
 
     def test_a_non_retryable_error_is_raised_at_once(self):
         # a non-retryable status is raised at once, whatever retries says
