@@ -390,8 +390,10 @@ class Client:
 
     def _send(self, request):
         """One attempt: (status, headers, body). A request that may not be repeated goes on a new
-        connection, so that a kept-open connection the server has closed meanwhile cannot make it
-        fail after it was sent. Any failure closes the connection."""
+        connection, so that a kept-open connection the server has closed meanwhile (pgcld closes
+        idle ones after --connection-timeout) cannot make it fail after it was sent; a repeatable
+        one that finds its kept-open connection closed is sent again at once on a new one,
+        without counting as a retry. Any failure closes the connection."""
         headers = {"Accept": "application/json", "User-Agent": f"pgcld-client-python/{__version__}"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -399,10 +401,17 @@ class Client:
         if request.method == "POST" and request.body is None:
             headers["Content-Length"] = "0"
         connection = self._connection(fresh=not request.repeatable)
+        reused = connection.sock is not None
         try:
             connection.request(request.method, request.path, body=request.body, headers=headers)
             response = connection.getresponse()
             body = response.read()
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            connection.close()
+            self._local.connection = None
+            if not reused:
+                raise
+            return self._send(request)  # a new connection now: reused is False there
         except BaseException:
             connection.close()
             self._local.connection = None
