@@ -687,7 +687,9 @@ const char *pgcld_config_tls_priorities(const pgcld_config *cfg) {
 /* ------------------------------------------------------------------------------------------------
  * Outputs */
 
-int pgcld_config_option_count(void) { return N_OPTS; }
+int pgcld_config_option_count(void) {
+    return N_OPTS;
+}
 
 void pgcld_config_option_describe(int i, pgcld_config_option_doc *doc) {
     PGCL_ASSERT(i >= 0 && i < N_OPTS); /* a row past the table would document garbage */

@@ -94,7 +94,8 @@ typedef struct pgcld_config {
 void pgcld_config_defaults(pgcld_config *cfg);
 
 /* Applies, over what cfg holds (normally the defaults), the config file, then the environment, then
- * the flags in argv (the arguments after "serve": "--name value", "--name=value", "--print-config").
+ * the flags in argv (the arguments after "serve": "--name value", "--name=value", "--print-config";
+ * "--help" or "-h" where an option may stand sets print_help and returns 0 with nothing else read).
  * The file is the one named by --config, else by PGCLD_CONFIG; when one is named it must exist.
  * Every value is validated as it is read; an error names its source ("--max-batch",
  * "PGCLD_MAX_BATCH" or "pgcld.conf:12"). Environment variables with the PGCLD_ prefix that name no

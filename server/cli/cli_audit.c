@@ -139,10 +139,9 @@ static const pgcld_cli_command COMMANDS[] = {
 const pgcld_cli_spec pgcld_cli_audit_spec = {
     .command = "pgcld audit",
     .summary = "tamper evidence for the audit database: verify its chain, sign checkpoints, archive, check proofs",
-    .description =
-        "FILE is the audit database of pgcld serve. verify, checkpoint and archive also take a PostgreSQL\n"
-        "URI (postgresql://...): every writer's chain is verified, and checkpoints are fleet checkpoints\n"
-        "over every writer's head (docs/audit.md, \"A fleet on PostgreSQL\").\n",
+    .description = "FILE is the audit database of pgcld serve. verify, checkpoint and archive also take a PostgreSQL\n"
+                   "URI (postgresql://...): every writer's chain is verified, and checkpoints are fleet checkpoints\n"
+                   "over every writer's head (docs/audit.md, \"A fleet on PostgreSQL\").\n",
     .exit_status = "0 done (verify: intact; verify-proof, verify-consistency: valid), 1 not intact, not valid or "
                    "failed (reason on stderr), 2 bad usage, 3 (archive) nothing to archive",
     .commands = COMMANDS,

@@ -14,10 +14,9 @@ static const pgcld_cli_command CHECK_MODEL[] = {
      .allowed = 0,
      .synopsis = "DIR...",
      .summary = "validate checkpoint directories exactly as serve would load them",
-     .description =
-         "Loads each checkpoint directory DIR (DIR/config.json, DIR/model.safetensors) as pgcld serve\n"
-         "would, with every validation and the golden outputs recomputed, and prints one JSON line per\n"
-         "directory: dir, ok, and sha256, task, dims, golden_verified when it loads, error when not.\n"}};
+     .description = "Loads each checkpoint directory DIR (DIR/config.json, DIR/model.safetensors) as pgcld serve\n"
+                    "would, with every validation and the golden outputs recomputed, and prints one JSON line per\n"
+                    "directory: dir, ok, and sha256, task, dims, golden_verified when it loads, error when not.\n"}};
 
 const pgcld_cli_spec pgcld_cli_check_model_spec = {
     .command = "pgcld check-model",

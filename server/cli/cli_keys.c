@@ -82,12 +82,11 @@ static const pgcld_cli_command COMMANDS[] = {
 const pgcld_cli_spec pgcld_cli_keys_spec = {
     .command = "pgcld keys",
     .summary = "manage the API keys kept in the audit database",
-    .description =
-        "FILE is the audit database of pgcld serve. It may also be a PostgreSQL URI (postgresql://... or\n"
-        "postgres://...), the database of a fleet: the command then writes as its own writer, --writer-id\n"
-        "NAME (default: \"<host name>/cli\"; it must differ from every running daemon's), waiting up to\n"
-        "10 s for another command that holds it. create, import and revoke are recorded in the\n"
-        "admin_events table with the actor \"cli:<user name>\".\n",
+    .description = "FILE is the audit database of pgcld serve. It may also be a PostgreSQL URI (postgresql://... or\n"
+                   "postgres://...), the database of a fleet: the command then writes as its own writer, --writer-id\n"
+                   "NAME (default: \"<host name>/cli\"; it must differ from every running daemon's), waiting up to\n"
+                   "10 s for another command that holds it. create, import and revoke are recorded in the\n"
+                   "admin_events table with the actor \"cli:<user name>\".\n",
     .exit_status = "0 done, 1 the operation failed (reason on stderr), 2 bad usage",
     .commands = COMMANDS,
     .n_commands = sizeof COMMANDS / sizeof COMMANDS[0],

@@ -22,7 +22,8 @@ static void roff_text(FILE *out, const char *text, bool fill) {
     bool line_start = true;
     for (const char *p = text; *p; p++) {
         if (line_start && fill) {
-            while (*p == ' ') p++;
+            while (*p == ' ')
+                p++;
             if (*p == '\n') { /* a blank line: a new paragraph */
                 fputs(".PP\n", out);
                 continue;
@@ -72,7 +73,9 @@ static void roff_sentence_of(FILE *out, const char *text, bool capital) {
 }
 
 /* The summary as a sentence: capital first letter, final period. */
-static void roff_sentence(FILE *out, const char *summary) { roff_sentence_of(out, summary, true); }
+static void roff_sentence(FILE *out, const char *summary) {
+    roff_sentence_of(out, summary, true);
+}
 
 /* "pgcld keys create" in bold, then its synopsis; one line. */
 static void roff_synopsis(FILE *out, const pgcld_cli_spec *spec, const pgcld_cli_command *cmd) {
@@ -217,7 +220,8 @@ static void write_group(FILE *out, const pgcld_cli_spec *spec) {
     fputs(".PP\nExit status: ", out);
     roff_text(out, spec->exit_status, false);
     fputs(".\n", out);
-    for (size_t j = 0; !single && j < spec->n_commands; j++) write_command(out, spec, &spec->commands[j]);
+    for (size_t j = 0; !single && j < spec->n_commands; j++)
+        write_command(out, spec, &spec->commands[j]);
 }
 
 static void write_commands(FILE *out) {
@@ -243,8 +247,7 @@ static void write_tail(FILE *out) {
 }
 
 int pgcld_cli_write_man(FILE *out, const char *version) {
-    fputs(".\\\" pgcld(1): generated at build time by pgcld-manpage from pgcld's option tables; do not edit.\n",
-          out);
+    fputs(".\\\" pgcld(1): generated at build time by pgcld-manpage from pgcld's option tables; do not edit.\n", out);
     fputs(".TH PGCLD 1 \"\" \"pgcld ", out);
     roff_text(out, version, false);
     fputs("\" \"User Commands\"\n.SH NAME\npgcld \\- serve PGCL checkpoints over HTTP and log every decision to "

@@ -21,7 +21,10 @@ typedef struct cli_opts {
 enum { OPT_DB = 1 };
 
 static const pgcld_cli_option OPTIONS[] = {
-    {.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db), .meta = "DB",
+    {.name = "db",
+     .bit = OPT_DB,
+     .offset = offsetof(cli_opts, db),
+     .meta = "DB",
      .help = "the audit database: a SQLite file (created when missing) or a PostgreSQL URI postgresql://..."}};
 
 static const pgcld_cli_command COMMANDS[] = {
@@ -29,12 +32,11 @@ static const pgcld_cli_command COMMANDS[] = {
      .allowed = OPT_DB,
      .synopsis = "--db DB",
      .summary = "apply the audit database's pending schema migrations and exit",
-     .description =
-         "Applies the pending schema migrations of the audit database DB and exits: DB is a SQLite file\n"
-         "(created when missing) or a PostgreSQL URI (postgresql://... or postgres://...), the database\n"
-         "of a fleet, where the migrations run under an advisory lock, so that it is safe beside\n"
-         "replicas that are starting. pgcld serve applies them too; this command lets an operator do it\n"
-         "first, e.g. with a role that may create tables while the replicas' role may not.\n"}};
+     .description = "Applies the pending schema migrations of the audit database DB and exits: DB is a SQLite file\n"
+                    "(created when missing) or a PostgreSQL URI (postgresql://... or postgres://...), the database\n"
+                    "of a fleet, where the migrations run under an advisory lock, so that it is safe beside\n"
+                    "replicas that are starting. pgcld serve applies them too; this command lets an operator do it\n"
+                    "first, e.g. with a role that may create tables while the replicas' role may not.\n"}};
 
 const pgcld_cli_spec pgcld_cli_migrate_spec = {.command = "pgcld migrate",
                                                .summary = "apply the audit database's pending migrations",

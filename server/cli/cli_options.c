@@ -57,9 +57,13 @@ static int command_usage_error(const pgcld_cli_spec *spec, const pgcld_cli_comma
     return 2;
 }
 
-bool pgcld_cli_is_help_flag(const char *arg) { return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0; }
+bool pgcld_cli_is_help_flag(const char *arg) {
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
 
-bool pgcld_cli_is_help(const char *word) { return strcmp(word, "help") == 0 || pgcld_cli_is_help_flag(word); }
+bool pgcld_cli_is_help(const char *word) {
+    return strcmp(word, "help") == 0 || pgcld_cli_is_help_flag(word);
+}
 
 int pgcld_cli_select(const pgcld_cli_spec *spec, int argc, char **argv, const pgcld_cli_command **cmd) {
     if (spec->n_commands == 1 && !spec->commands[0].name) {
@@ -70,7 +74,10 @@ int pgcld_cli_select(const pgcld_cli_spec *spec, int argc, char **argv, const pg
     size_t off = 0;
     for (size_t i = 0; i < spec->n_commands && off < sizeof list; i++)
         off += (size_t)snprintf(list + off, sizeof list - off, "%s%s",
-                                i == 0 ? "" : i + 1 == spec->n_commands ? " or " : ", ", spec->commands[i].name);
+                                i == 0                      ? ""
+                                : i + 1 == spec->n_commands ? " or "
+                                                            : ", ",
+                                spec->commands[i].name);
     if (argc < 1) return pgcld_cli_usage_error(spec, "missing subcommand: %s", list);
     if (pgcld_cli_is_help(argv[0])) {
         pgcld_cli_print_help(spec, NULL, stdout);
@@ -82,8 +89,8 @@ int pgcld_cli_select(const pgcld_cli_spec *spec, int argc, char **argv, const pg
             return PGCLD_CLI_PROCEED;
         }
     }
-    if (argv[0][0] == '-') return pgcld_cli_usage_error(spec, "unknown option '%s'; a subcommand comes first: %s",
-                                                        argv[0], list);
+    if (argv[0][0] == '-')
+        return pgcld_cli_usage_error(spec, "unknown option '%s'; a subcommand comes first: %s", argv[0], list);
     return pgcld_cli_usage_error(spec, "unknown subcommand '%s' (%s)", argv[0], list);
 }
 
@@ -135,7 +142,8 @@ void pgcld_cli_print_filled(FILE *out, const char *text, int column, int indent,
     int col = column;
     bool line_empty = true;
     for (const char *p = text; *p;) {
-        while (*p == ' ') p++;
+        while (*p == ' ')
+            p++;
         size_t len = strcspn(p, " ");
         if (!len) break;
         if (!line_empty && col + 1 + (int)len > width) {
@@ -154,7 +162,6 @@ void pgcld_cli_print_filled(FILE *out, const char *text, int column, int indent,
     }
     fputc('\n', out);
 }
-
 
 /* One line per option whose bit is in allowed, then --help. */
 static void print_options(const pgcld_cli_spec *spec, int allowed, FILE *out) {

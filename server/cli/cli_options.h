@@ -15,15 +15,15 @@
  * `offset` of the caller's struct. A list option (list_cap > 0) may be repeated: each value is
  * appended to the `const char *[list_cap]` array at `offset`, counted in the int at count_offset. */
 typedef struct pgcld_cli_option {
-    const char *name;    /* without the leading "--" */
-    int bit;             /* one bit: a subcommand allows a set of options by mask */
+    const char *name; /* without the leading "--" */
+    int bit;          /* one bit: a subcommand allows a set of options by mask */
     size_t offset;
-    int list_cap;        /* 0: a single option */
-    size_t count_offset; /* list options only */
+    int list_cap;          /* 0: a single option */
+    size_t count_offset;   /* list options only */
     const char *list_noun; /* list options only: "at most <cap> <noun>" */
-    const char *meta;    /* the value's placeholder in help: "FILE" */
-    const char *def;     /* what applies when the option is absent, for help; NULL: nothing (or required) */
-    const char *help;    /* one sentence, no final period */
+    const char *meta;      /* the value's placeholder in help: "FILE" */
+    const char *def;       /* what applies when the option is absent, for help; NULL: nothing (or required) */
+    const char *help;      /* one sentence, no final period */
 } pgcld_cli_option;
 
 /* One subcommand (pgcld keys create). A spec whose command takes no subcommand word (pgcld
@@ -47,7 +47,7 @@ typedef struct pgcld_cli_spec {
     size_t n_commands;
     const pgcld_cli_option *options;
     size_t n_options;
-    bool empty_value_ok;        /* "--name=" gives "" instead of "--name= needs a value" */
+    bool empty_value_ok;         /* "--name=" gives "" instead of "--name= needs a value" */
     bool duplicate_before_value; /* a repeated single option is refused before its value is read */
 } pgcld_cli_spec;
 
