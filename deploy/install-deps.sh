@@ -10,6 +10,8 @@ packages="ca-certificates build-essential pkg-config meson ninja-build python3
 if [ "${1:-}" = "--test" ]; then
   packages="$packages sqlite3 curl openssl python3-numpy python3-yaml python3-jsonschema python3-torch python3-sklearn
     clang libclang-rt-14-dev"
+  # groff -man -ww: the generated man page (build/server/pgcld.1) is valid roff (test_cli_help)
+  packages="$packages groff-base"
   # systemd-analyze, for the unit file's check (test_deploy_files); without --install-recommends it
   # does not replace the init system, and in a container its maintainer scripts start nothing.
   # procps: /bin/kill, the unit's ExecReload, which `systemd-analyze verify` requires to exist

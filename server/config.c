@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "cli_options.h"
 #include "log.h"
 #include "pg_db.h"
 #include "status.h"
@@ -429,7 +430,7 @@ static int read_file(pgcld_config *cfg, const char *path, const char *label, cha
         if (kind == 0) continue;
         int i = find_opt(name, strlen(name));
         if (i < 0) {
-            pgcl_errorf(err, cap, "%s:%d: unknown option '%s' (see pgcld --help)", path, lineno, name);
+            pgcl_errorf(err, cap, "%s:%d: unknown option '%s' (see pgcld serve --help)", path, lineno, name);
             goto out;
         }
         if (i == CONFIG_ROW) {
@@ -480,12 +481,23 @@ typedef struct flag_value {
     const char *value; /* points into argv */
 } flag_value;
 
-static int scan_flags(int argc, char **argv, flag_value *out, int *n_out, bool *print_config, char *err, int cap) {
+/* Checks the syntax of the flags and collects them into out. "--help" or "-h" where an option may
+ * stand sets *print_help and ends the scan (what follows is not looked at). 0, or -1 with err set. */
+static int scan_flags(int argc, char **argv, flag_value *out, int *n_out, bool *print_config, bool *print_help,
+                      char *err, int cap) {
     int n = 0;
+    *n_out = 0;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            *print_help = true;
+            return 0;
+        }
         if (strncmp(arg, "--", 2) != 0) {
-            pgcl_errorf(err, cap, "unexpected argument '%s'", arg);
+            if (arg[0] == '-' && arg[1])
+                pgcl_errorf(err, cap, "unknown option '%s' (see pgcld serve --help)", arg);
+            else
+                pgcl_errorf(err, cap, "unexpected argument '%s' (see pgcld serve --help)", arg);
             return -1;
         }
         const char *name = arg + 2, *eq = strchr(name, '=');
@@ -500,7 +512,7 @@ static int scan_flags(int argc, char **argv, flag_value *out, int *n_out, bool *
         }
         int o = find_opt(name, len);
         if (o < 0) {
-            pgcl_errorf(err, cap, "unknown option '%.*s' (see pgcld --help)", (int)len + 2, arg);
+            pgcl_errorf(err, cap, "unknown option '%.*s' (see pgcld serve --help)", (int)len + 2, arg);
             return -1;
         }
         const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
@@ -525,7 +537,11 @@ static int read_sources(pgcld_config *cfg, int argc, char **argv, char *err, int
         pgcl_errorf(err, cap, "out of memory");
         return -1;
     }
-    if (scan_flags(argc, argv, flags, &n_flags, &cfg->print_config, err, cap) != 0) goto out;
+    if (scan_flags(argc, argv, flags, &n_flags, &cfg->print_config, &cfg->print_help, err, cap) != 0) goto out;
+    if (cfg->print_help) { /* the help needs no valid configuration */
+        rc = 0;
+        goto out;
+    }
 
     /* The file is named by the last --config, else PGCLD_CONFIG, else whatever cfg holds. */
     const char *path = str_field(cfg, &g_opts[CONFIG_ROW]), *path_label = "config";
@@ -671,6 +687,28 @@ const char *pgcld_config_tls_priorities(const pgcld_config *cfg) {
 /* ------------------------------------------------------------------------------------------------
  * Outputs */
 
+int pgcld_config_option_count(void) {
+    return N_OPTS;
+}
+
+void pgcld_config_option_describe(int i, pgcld_config_option_doc *doc) {
+    PGCL_ASSERT(i >= 0 && i < N_OPTS); /* a row past the table would document garbage */
+    const opt_def *o = &g_opts[i];
+    doc->name = o->name;
+    doc->meta = o->meta;
+    doc->def = o->def;
+    doc->help = o->help;
+    doc->reload = o->reload;
+    env_name(o, doc->env, sizeof doc->env);
+    if (o->type == OPT_LONG) {
+        snprintf(doc->values, sizeof doc->values, "integer from %ld to %ld", o->min, o->max);
+    } else if (o->choices) {
+        choices_text(o->choices, doc->values, sizeof doc->values);
+    } else {
+        snprintf(doc->values, sizeof doc->values, "%s", o->check ? o->meta : "text");
+    }
+}
+
 static void print_quoted(FILE *out, const char *s) {
     fputc('"', out);
     for (; *s; s++) {
@@ -688,18 +726,10 @@ void pgcld_config_print(const pgcld_config *cfg, FILE *out) {
                  "# Format: name = value; '#' starts a comment; values may be in double quotes (escapes \\\" \\\\).\n");
     for (int i = 0; i < N_OPTS; i++) {
         const opt_def *o = &g_opts[i];
-        char env[64], what[160], buf[32], src[4200];
-        env_name(o, env, sizeof env);
-        if (o->type == OPT_LONG) {
-            snprintf(what, sizeof what, "integer from %ld to %ld", o->min, o->max);
-        } else if (o->choices) {
-            char list[128];
-            choices_text(o->choices, list, sizeof list);
-            snprintf(what, sizeof what, "%s", list);
-        } else {
-            snprintf(what, sizeof what, "%s", o->check ? o->meta : "text");
-        }
-        fprintf(out, "\n# %s: %s.\n# %s; env %s; %s.\n", o->name, o->help, what, env,
+        pgcld_config_option_doc doc;
+        char buf[32], src[4200];
+        pgcld_config_option_describe(i, &doc);
+        fprintf(out, "\n# %s: %s.\n# %s; env %s; %s.\n", o->name, o->help, doc.values, doc.env,
                 o->reload ? "SIGHUP reloads it" : "needs a restart to change");
         if (i == CONFIG_ROW)
             fputs("# (a config file cannot name another: set it with --config or PGCLD_CONFIG)\n# ", out);
@@ -712,48 +742,64 @@ void pgcld_config_print(const pgcld_config *cfg, FILE *out) {
     }
 }
 
-void pgcld_config_print_help(FILE *out) {
-    fprintf(out, "pgcld: serves PGCL checkpoints over HTTP and logs every decision to SQLite.\n\n"
-                 "Usage:\n"
-                 "  pgcld serve [OPTIONS]    start the daemon\n"
-                 "  pgcld check-model DIR... validate checkpoints as serve would (goldens included); JSON per line\n"
-            "  pgcld keys create|import|list|revoke --db FILE ...   manage API keys (pgcld keys help)\n"
-                 "  pgcld migrate --db DB    apply the audit database's pending migrations (a SQLite file or a\n"
-                 "                           PostgreSQL URI) and exit (pgcld migrate help)\n"
-                 "  pgcld --help             this text\n"
-                 "  pgcld --version          print the version\n\n"
-                 "Options of serve (--name VALUE or --name=VALUE):\n");
-    for (int i = 0; i < N_OPTS; i++) {
-        char flag[64];
-        snprintf(flag, sizeof flag, "--%s %s", g_opts[i].name, g_opts[i].meta);
-        fprintf(out, "  %-28s %s (default: %s)\n", flag, g_opts[i].help, *g_opts[i].def ? g_opts[i].def : "none");
-    }
-    fprintf(out, "  %-28s %s\n", "--print-config",
-            "print the effective configuration as a config file, with the source of each value, and exit");
-    fprintf(out, "\nWhere options come from, highest precedence first:\n"
-                 "  1. the flags above;\n"
-                 "  2. the environment: PGCLD_ + the option name upper-cased with '-' as '_', e.g.\n"
-                 "     PGCLD_MAX_BATCH=256, PGCLD_DB=/var/lib/pgcld/audit.db (PGCLD_ variables that name no\n"
-                 "     option are ignored);\n"
-                 "  3. the config file named by --config FILE or PGCLD_CONFIG (it must exist): one\n"
-                 "     'name = value' per line with the option names above (max-batch = 256), '#' comments,\n"
-                 "     blank lines, optional double quotes around a value; an unknown or repeated name or a\n"
-                 "     malformed line is an error naming FILE:LINE (deploy/pgcld.conf is a sample);\n"
-                 "  4. the defaults.\n"
-                 "Every source is validated alike, and an error names the flag, variable or FILE:LINE.\n"
-                 "--print-config shows the result; its output is itself a valid config file.\n"
-                 "\nSignals: SIGHUP re-reads the config file and the environment (flags still win) and applies\n"
-                 "the new values of");
-    const char *sep = " ";
+const char pgcld_config_summary[] =
+    "start the daemon: serve the model repository's checkpoints over HTTP(S) and record every decision in the "
+    "audit database";
+
+const char pgcld_config_sources_help[] =
+    "Where options come from, highest precedence first:\n"
+    "  1. the flags above;\n"
+    "  2. the environment: PGCLD_ + the option name upper-cased with '-' as '_', e.g.\n"
+    "     PGCLD_MAX_BATCH=256, PGCLD_DB=/var/lib/pgcld/audit.db (PGCLD_ variables that name no\n"
+    "     option are ignored);\n"
+    "  3. the config file named by --config FILE or PGCLD_CONFIG (it must exist): one\n"
+    "     'name = value' per line with the option names above (max-batch = 256), '#' comments,\n"
+    "     blank lines, optional double quotes around a value; an unknown or repeated name or a\n"
+    "     malformed line is an error naming FILE:LINE (deploy/pgcld.conf is a sample);\n"
+    "  4. the defaults.\n"
+    "Every source is validated alike, and an error names the flag, variable or FILE:LINE.\n"
+    "--print-config shows the result; its output is itself a valid config file.\n";
+
+const char pgcld_config_print_config_help[] =
+    "print the effective configuration as a config file, with the source of each value, and exit";
+
+void pgcld_config_print_reloadable(FILE *out) {
+    const char *sep = "";
     for (int i = 0; i < N_OPTS; i++) {
         if (!g_opts[i].reload) continue;
         fprintf(out, "%s%s", sep, g_opts[i].name);
         sep = ", ";
     }
+}
+
+void pgcld_config_print_help(FILE *out) {
+    char sentence[sizeof pgcld_config_summary + 1];
+    snprintf(sentence, sizeof sentence, "%c%s.", pgcld_config_summary[0] - 'a' + 'A', pgcld_config_summary + 1);
+    fputs("usage: pgcld serve [OPTIONS]\n\n", out);
+    pgcld_cli_print_filled(out, sentence, 0, 0, 100);
+    fputc('\n', out);
+    fprintf(out, "Options of serve (--name VALUE or --name=VALUE):\n");
+    for (int i = 0; i < N_OPTS; i++) {
+        char flag[64], text[1024];
+        snprintf(flag, sizeof flag, "--%s %s", g_opts[i].name, g_opts[i].meta);
+        snprintf(text, sizeof text, "%s (default: %s)", g_opts[i].help, *g_opts[i].def ? g_opts[i].def : "none");
+        int flag_len = (int)strlen(flag);
+        fprintf(out, "  %-28s ", flag);
+        pgcld_cli_print_filled(out, text, 2 + (flag_len > 28 ? flag_len : 28) + 1, 31, 110);
+    }
+    fprintf(out, "  %-28s ", "--print-config");
+    pgcld_cli_print_filled(out, pgcld_config_print_config_help, 31, 31, 110);
+    fprintf(out, "  %-28s %s\n", "--help, -h", "print this help and exit");
+    fprintf(out, "\n%s", pgcld_config_sources_help);
+    fprintf(out, "\nSignals: SIGHUP re-reads the config file and the environment (flags still win) and applies\n"
+                 "the new values of ");
+    pgcld_config_print_reloadable(out);
     fprintf(out, ";\nthe other options need a restart. An invalid configuration is refused whole (the running one\n"
                  "stays). SIGTERM or SIGINT stop accepting, let running requests finish (up to --shutdown-grace\n"
                  "seconds), flush the audit log and exit 0; a second signal exits at once.\n"
-                 "Environment: OPENBLAS_CORETYPE overrides the OpenBLAS kernel pgcld would pick.\n");
+                 "Environment: OPENBLAS_CORETYPE overrides the OpenBLAS kernel pgcld would pick.\n"
+                 "\nExit status: 0 after a drain, 1 a start-up failure (reason in the log), 2 bad usage or a\n"
+                 "bad option value (reason on stderr).\n");
 }
 
 void pgcld_config_log(const pgcld_config *cfg) {

@@ -75,6 +75,7 @@ typedef struct pgcld_config {
     _Atomic long idempotency_ttl_s;     /* reloadable */
 
     bool print_config; /* --print-config was given: the caller prints the config and exits */
+    bool print_help;   /* --help or -h was given: nothing else was read; the caller prints the help and exits */
 
     /* The contents of tls_cert and tls_key, NUL-terminated, read once at start by main.c (they are
      * data, not options: no source, never printed); NULL without TLS. pgcld_config_free() wipes
@@ -93,7 +94,8 @@ typedef struct pgcld_config {
 void pgcld_config_defaults(pgcld_config *cfg);
 
 /* Applies, over what cfg holds (normally the defaults), the config file, then the environment, then
- * the flags in argv (the arguments after "serve": "--name value", "--name=value", "--print-config").
+ * the flags in argv (the arguments after "serve": "--name value", "--name=value", "--print-config";
+ * "--help" or "-h" where an option may stand sets print_help and returns 0 with nothing else read).
  * The file is the one named by --config, else by PGCLD_CONFIG; when one is named it must exist.
  * Every value is validated as it is read; an error names its source ("--max-batch",
  * "PGCLD_MAX_BATCH" or "pgcld.conf:12"). Environment variables with the PGCLD_ prefix that name no
@@ -116,7 +118,30 @@ int pgcld_config_reload(pgcld_config *cfg, char *err, int cap);
  * config row itself is printed commented out, since a file cannot name another. */
 void pgcld_config_print(const pgcld_config *cfg, FILE *out);
 
+/* Prints serve's help: its usage line, every option with its default, --print-config, --help,
+ * where values come from, the signals and the exit status. */
 void pgcld_config_print_help(FILE *out);
+
+/* One row of the option table as documentation, for the man page (server/cli/cli_man.c). */
+typedef struct pgcld_config_option_doc {
+    const char *name, *meta, *def, *help; /* static; def "" means none */
+    char env[64];                         /* PGCLD_MAX_BATCH */
+    char values[160];                     /* "integer from 1 to 1048576", "FULL or NORMAL", "text"... */
+    bool reload;                          /* SIGHUP applies a new value */
+} pgcld_config_option_doc;
+
+/* The number of rows of the option table, and row i (0 <= i < count) described into *doc. */
+int pgcld_config_option_count(void);
+void pgcld_config_option_describe(int i, pgcld_config_option_doc *doc);
+
+/* The prose of serve's help, shared with the man page: what serve does (one line, lower case, no
+ * final period), where values come from (lines ending in '\n'), what --print-config does. */
+extern const char pgcld_config_summary[];
+extern const char pgcld_config_sources_help[];
+extern const char pgcld_config_print_config_help[];
+
+/* The names of the options SIGHUP reloads, separated by ", ". */
+void pgcld_config_print_reloadable(FILE *out);
 
 /* Logs every option with its effective value, one line. */
 void pgcld_config_log(const pgcld_config *cfg);

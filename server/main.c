@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli_audit.h"
+#include "cli_help.h"
 #include "cli_keys.h"
 #include "cli_migrate.h"
 #include "clock.h"
@@ -263,6 +264,11 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         pgcld_config_free(&cfg);
         return 2;
     }
+    if (cfg.print_help) {
+        pgcld_config_print_help(stdout);
+        pgcld_config_free(&cfg);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
     if (cfg.print_config) {
         pgcld_config_print(&cfg, stdout);
         pgcld_config_free(&cfg);
@@ -451,29 +457,31 @@ static int check_models(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 2 && strcmp(argv[1], "keys") == 0) return pgcld_cli_keys(argc - 2, argv + 2);
-    if (argc >= 2 && strcmp(argv[1], "audit") == 0) return pgcld_cli_audit(argc - 2, argv + 2);
-    if (argc >= 2 && strcmp(argv[1], "migrate") == 0) return pgcld_cli_migrate(argc - 2, argv + 2);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 || (i == 1 && strcmp(argv[i], "help") == 0)) {
-            pgcld_config_print_help(stdout);
-            return 0;
-        }
+    const char *command = argc >= 2 ? argv[1] : NULL;
+    if (!command) return pgcld_cli_top_usage_error("missing command");
+    if (pgcld_cli_is_help(command)) { /* help, --help, -h */
+        pgcld_cli_print_top_help(stdout);
+        return 0;
     }
-    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+    if (strcmp(command, "--version") == 0) {
         printf("pgcld %s\n", PGCLD_VERSION);
         return 0;
     }
-    if (argc >= 2 && strcmp(argv[1], "check-model") == 0) {
-        if (argc < 3 || sodium_init() < 0) {
-            fprintf(stderr, "usage: pgcld check-model DIR...\n");
-            return 2;
+    if (strcmp(command, "keys") == 0) return pgcld_cli_keys(argc - 2, argv + 2);
+    if (strcmp(command, "audit") == 0) return pgcld_cli_audit(argc - 2, argv + 2);
+    if (strcmp(command, "migrate") == 0) return pgcld_cli_migrate(argc - 2, argv + 2);
+    if (strcmp(command, "check-model") == 0) {
+        int rc = pgcld_cli_check_model_args(argc - 2, argv + 2);
+        if (rc != PGCLD_CLI_PROCEED) return rc;
+        if (sodium_init() < 0) {
+            fprintf(stderr, "pgcld: libsodium failed to initialise\n");
+            return 1;
         }
         return check_models(argc - 2, argv + 2);
     }
-    if (argc < 2 || strcmp(argv[1], "serve") != 0) {
-        fprintf(stderr, "usage: pgcld serve [OPTIONS] | pgcld check-model DIR...   (pgcld --help for more)\n");
-        return 2;
+    if (strcmp(command, "serve") != 0) {
+        if (command[0] == '-') return pgcld_cli_top_usage_error("unknown option '%s'", command);
+        return pgcld_cli_top_usage_error("unknown command '%s'", command);
     }
     if (sodium_init() < 0) {
         fprintf(stderr, "pgcld: libsodium failed to initialise\n");

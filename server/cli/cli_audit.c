@@ -23,60 +23,6 @@
 #include "signing.h"
 #include "time_cursor.h"
 
-static const char USAGE[] =
-    "usage: pgcld audit verify     --db FILE|URI [--checkpoint FILE]... [--public-key HEX]\n"
-    "       pgcld audit checkpoint --db FILE|URI --signing-key FILE --out FILE\n"
-    "       pgcld audit keygen     --out FILE\n"
-    "       pgcld audit archive    --db FILE|URI (--before RFC3339 | --older-than-days N) --out ARCHIVE\n"
-    "                              --signing-key FILE [--checkpoint-dir DIR] [--max-decisions N]\n"
-    "                              [--contest-window-days N]\n"
-    "       pgcld audit verify-proof PROOF [--entry-hash HEX] [--checkpoint FILE]... [--public-key HEX]\n"
-    "       pgcld audit verify-consistency PROOF [--checkpoint OLD --checkpoint NEW] [--public-key HEX]\n"
-    "\n"
-    "Tamper evidence for the audit database FILE (the --db of pgcld serve). Options are\n"
-    "--name VALUE or --name=VALUE. verify and checkpoint also take a PostgreSQL URI\n"
-    "(postgresql://...): every writer's chain is verified, checkpoints are fleet checkpoints\n"
-    "over every writer's head (docs/audit.md, \"A fleet on PostgreSQL\"), and so does archive.\n"
-    "\n"
-    "  verify      walks the hash chain over every decision, admin event, contest and resolution:\n"
-    "              entries numbered without gaps, each linked to the previous one, each row hashing\n"
-    "              to what its entry recorded, every row chained. With --checkpoint (repeatable),\n"
-    "              each signed checkpoint must verify and its head must still be in the chain with\n"
-    "              the same hash (this is what detects a truncated or rewritten history); with\n"
-    "              --public-key, every checkpoint must be signed by that key. Prints one JSON line:\n"
-    "              intact, events, first_bad_seq, reason, head_seq, head_hash, checkpoints,\n"
-    "              archive_cut_seq, archived_rows.\n"
-    "  checkpoint  signs the chain's current head with the Ed25519 key in --signing-key and writes\n"
-    "              the checkpoint file --out atomically; prints it as one JSON line. Keep the files\n"
-    "              away from the database (another machine, write-once storage).\n"
-    "  archive     moves the events older than the horizon (--before, or --older-than-days)\n"
-    "              to the new database --out, after signing a checkpoint at the cut into\n"
-    "              --checkpoint-dir (default: the database's); verify checks both files. Safe\n"
-    "              beside the daemon; at most --max-decisions (50000; 0: all) per run. Prints\n"
-    "              one JSON line (entry_seq, rows_archived, archive,\n"
-    "              checkpoint, prune_ms...). Exit 3: nothing to archive. See docs/audit.md.\n"
-
-    "  keygen      writes a new secret signing key to --out (mode 0600, never overwritten) and\n"
-    "              prints its public key (64 hex digits) for verify --public-key.\n"
-    "  verify-proof  checks the inclusion proof PROOF (the answer of GET /v1/decisions/{id}/proof,\n"
-    "              a JSON file) without the database: the leaf is the decision as recorded, its path\n"
-    "              leads to the commit's root, and the root gives the chain entry's hash; with\n"
-    "              --entry-hash, that hash must be the one given; the entry must be in the log tree\n"
-    "              (over all entries) whose root the proof's signed checkpoint signs, and each\n"
-    "              --checkpoint file the holder has must sign that same tree (with --public-key,\n"
-    "              every checkpoint must be signed by that key). Prints one JSON line: valid,\n"
-    "              decision_id, entry_seq, entry_hash, log_size, checkpoint (whether one signed it).\n"
-    "  verify-consistency  checks the consistency proof PROOF (the answer of GET\n"
-    "              /v1/audit/consistency?first=N&second=M) without the database: the RFC 9162 path\n"
-    "              shows that the log tree of N entries with first_root is a prefix of the tree of M\n"
-    "              entries with second_root; with two --checkpoint files (older, newer), each must\n"
-    "              verify (with --public-key, be signed by that key) and sign those sizes and roots:\n"
-    "              the newer checkpoint extends the older. Prints one JSON line: valid, first,\n"
-    "              second, checkpoints.\n"
-    "\n"
-    "Exit status: 0 done (verify: intact; verify-proof, verify-consistency: valid), 1 not intact, not\n"
-    "valid or failed (reason on stderr), 2 bad usage.\n";
-
 #define MAX_CHECKPOINTS 1024
 
 typedef struct cli_opts {
@@ -100,27 +46,111 @@ enum {
     OPT_CONTEST_WINDOW_DAYS = 1024
 };
 
+// clang-format off
 static const pgcld_cli_option OPTIONS[] = {
-    {.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db)},
-    {.name = "signing-key", .bit = OPT_SIGNING_KEY, .offset = offsetof(cli_opts, signing_key)},
-    {.name = "out", .bit = OPT_OUT, .offset = offsetof(cli_opts, out)},
-    {.name = "public-key", .bit = OPT_PUBLIC_KEY, .offset = offsetof(cli_opts, public_key)},
-    {.name = "entry-hash", .bit = OPT_ENTRY_HASH, .offset = offsetof(cli_opts, entry_hash)},
-    {.name = "before", .bit = OPT_BEFORE, .offset = offsetof(cli_opts, before)},
-    {.name = "older-than-days", .bit = OPT_OLDER_THAN_DAYS, .offset = offsetof(cli_opts, older_than_days)},
-    {.name = "checkpoint-dir", .bit = OPT_CHECKPOINT_DIR, .offset = offsetof(cli_opts, checkpoint_dir)},
-    {.name = "max-decisions", .bit = OPT_MAX_DECISIONS, .offset = offsetof(cli_opts, max_decisions)},
-    {.name = "contest-window-days", .bit = OPT_CONTEST_WINDOW_DAYS, .offset = offsetof(cli_opts, contest_window_days)},
+    {.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db), .meta = "FILE|URI",
+     .help = "the audit database (the --db of pgcld serve): a SQLite file or a PostgreSQL URI postgresql://..."},
+    {.name = "signing-key", .bit = OPT_SIGNING_KEY, .offset = offsetof(cli_opts, signing_key), .meta = "FILE",
+     .help = "the Ed25519 secret key file that signs checkpoints (made by pgcld audit keygen)"},
+    {.name = "out", .bit = OPT_OUT, .offset = offsetof(cli_opts, out), .meta = "FILE",
+     .help = "the file written: the checkpoint (checkpoint), the secret key (keygen), the new archive database "
+             "(archive)"},
+    {.name = "public-key", .bit = OPT_PUBLIC_KEY, .offset = offsetof(cli_opts, public_key), .meta = "HEX",
+     .help = "64 hex digits: every checkpoint must be signed by this Ed25519 key"},
+    {.name = "entry-hash", .bit = OPT_ENTRY_HASH, .offset = offsetof(cli_opts, entry_hash), .meta = "HEX",
+     .help = "the chain entry's hash the proof must lead to"},
+    {.name = "before", .bit = OPT_BEFORE, .offset = offsetof(cli_opts, before), .meta = "RFC3339",
+     .help = "the horizon: events before this time are archived"},
+    {.name = "older-than-days", .bit = OPT_OLDER_THAN_DAYS, .offset = offsetof(cli_opts, older_than_days),
+     .meta = "N", .help = "the horizon as an age: events older than N days are archived"},
+    {.name = "checkpoint-dir", .bit = OPT_CHECKPOINT_DIR, .offset = offsetof(cli_opts, checkpoint_dir), .meta = "DIR",
+     .def = "the database's directory", .help = "where the checkpoint at the cut is written"},
+    {.name = "max-decisions", .bit = OPT_MAX_DECISIONS, .offset = offsetof(cli_opts, max_decisions), .meta = "N",
+     .def = "50000", .help = "most decisions archived in one run (0: all)"},
+    {.name = "contest-window-days", .bit = OPT_CONTEST_WINDOW_DAYS,
+     .offset = offsetof(cli_opts, contest_window_days), .meta = "N", .def = "180",
+     .help = "PostgreSQL --db only: days after a decision during which it may be contested (not archived before)"},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
-     .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints"}};
+     .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints",
+     .meta = "FILE", .help = "a signed checkpoint file to check against"}};
+
+static const pgcld_cli_command COMMANDS[] = {
+    {.name = "verify", .allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY,
+     .synopsis = "--db FILE|URI [--checkpoint FILE]... [--public-key HEX]",
+     .summary = "verify the tamper-evident hash chain of an audit database",
+     .description =
+        "Walks the hash chain over every decision, admin event, contest and resolution: entries numbered\n"
+        "without gaps, each linked to the previous one, each row hashing to what its entry recorded, every\n"
+        "row chained. With --checkpoint (repeatable), each signed checkpoint must verify and its head must\n"
+        "still be in the chain with the same hash (this is what detects a truncated or rewritten history);\n"
+        "with --public-key, every checkpoint must be signed by that key. A PostgreSQL URI: every writer's\n"
+        "chain is verified. Prints one JSON line: intact, events, first_bad_seq, reason, head_seq,\n"
+        "head_hash, checkpoints, archive_cut_seq, archived_rows.\n"},
+    {.name = "checkpoint", .allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT,
+     .synopsis = "--db FILE|URI --signing-key FILE --out FILE",
+     .summary = "sign the chain's current head and write the checkpoint file",
+     .description =
+        "Signs the chain's current head with the Ed25519 key in --signing-key and writes the checkpoint\n"
+        "file --out atomically; prints it as one JSON line. A PostgreSQL URI gets a fleet checkpoint over\n"
+        "every writer's head (docs/audit.md, \"A fleet on PostgreSQL\"). Keep the files away from the\n"
+        "database (another machine, write-once storage).\n"},
+    {.name = "keygen", .allowed = OPT_OUT,
+     .synopsis = "--out FILE",
+     .summary = "make a new Ed25519 signing key",
+     .description =
+        "Writes a new secret signing key to --out (mode 0600, never overwritten) and prints its public key\n"
+        "(64 hex digits) for verify --public-key.\n"},
+    {.name = "archive",
+     .allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT | OPT_BEFORE | OPT_OLDER_THAN_DAYS | OPT_CHECKPOINT_DIR |
+                OPT_MAX_DECISIONS | OPT_CONTEST_WINDOW_DAYS,
+     .synopsis = "--db FILE|URI (--before RFC3339 | --older-than-days N) --out ARCHIVE --signing-key FILE "
+                 "[--checkpoint-dir DIR] [--max-decisions N] [--contest-window-days N]",
+     .summary = "move the events older than a horizon to a new archive database",
+     .description =
+        "Moves the events older than the horizon (--before, or --older-than-days) to the new database\n"
+        "--out, after signing a checkpoint at the cut into --checkpoint-dir; verify checks both files.\n"
+        "Safe beside the daemon; at most --max-decisions per run. Prints one JSON line (entry_seq,\n"
+        "rows_archived, archive, checkpoint, prune_ms...). Exit status 3: nothing to archive. See\n"
+        "docs/audit.md.\n"},
+    {.name = "verify-proof", .allowed = OPT_ENTRY_HASH | OPT_CHECKPOINT | OPT_PUBLIC_KEY,
+     .synopsis = "PROOF [--entry-hash HEX] [--checkpoint FILE]... [--public-key HEX]",
+     .summary = "check a decision's inclusion proof offline",
+     .description =
+        "Checks the inclusion proof PROOF (the answer of GET /v1/decisions/{id}/proof, a JSON file) without\n"
+        "the database: the leaf is the decision as recorded, its path leads to the commit's root, and the\n"
+        "root gives the chain entry's hash; with --entry-hash, that hash must be the one given; the entry\n"
+        "must be in the log tree (over all entries) whose root the proof's signed checkpoint signs, and\n"
+        "each --checkpoint file the holder has must sign that same tree (with --public-key, every\n"
+        "checkpoint must be signed by that key). Prints one JSON line: valid, decision_id, entry_seq,\n"
+        "entry_hash, log_size, checkpoint (whether one signed it).\n"},
+    {.name = "verify-consistency", .allowed = OPT_CHECKPOINT | OPT_PUBLIC_KEY,
+     .synopsis = "PROOF [--checkpoint OLD --checkpoint NEW] [--public-key HEX]",
+     .summary = "check a consistency proof between two checkpoints offline",
+     .description =
+        "Checks the consistency proof PROOF (the answer of GET /v1/audit/consistency?first=N&second=M)\n"
+        "without the database: the RFC 9162 path shows that the log tree of N entries with first_root is a\n"
+        "prefix of the tree of M entries with second_root; with two --checkpoint files (older, newer), each\n"
+        "must verify (with --public-key, be signed by that key) and sign those sizes and roots: the newer\n"
+        "checkpoint extends the older. Prints one JSON line: valid, first, second, checkpoints.\n"},
+};
+// clang-format on
 
 /* Every value must be non-empty ("--db=" needs a value), checked before a repeat is refused. */
-static const pgcld_cli_spec CLI = {.command = "pgcld audit",
-                                   .usage = USAGE,
-                                   .options = OPTIONS,
-                                   .n_options = sizeof OPTIONS / sizeof OPTIONS[0],
-                                   .empty_value_ok = false,
-                                   .duplicate_before_value = false};
+const pgcld_cli_spec pgcld_cli_audit_spec = {
+    .command = "pgcld audit",
+    .summary = "tamper evidence for the audit database: verify its chain, sign checkpoints, archive, check proofs",
+    .description = "FILE is the audit database of pgcld serve. verify, checkpoint and archive also take a PostgreSQL\n"
+                   "URI (postgresql://...): every writer's chain is verified, and checkpoints are fleet checkpoints\n"
+                   "over every writer's head (docs/audit.md, \"A fleet on PostgreSQL\").\n",
+    .exit_status = "0 done (verify: intact; verify-proof, verify-consistency: valid), 1 not intact, not valid or "
+                   "failed (reason on stderr), 2 bad usage, 3 (archive) nothing to archive",
+    .commands = COMMANDS,
+    .n_commands = sizeof COMMANDS / sizeof COMMANDS[0],
+    .options = OPTIONS,
+    .n_options = sizeof OPTIONS / sizeof OPTIONS[0],
+    .empty_value_ok = false,
+    .duplicate_before_value = false};
+static const pgcld_cli_spec *const CLI = &pgcld_cli_audit_spec;
 
 /* Prints obj as one compact JSON line; returns 0, or 1 when stdout fails. */
 static int print_line(json_t *obj, const char *cmd) {
@@ -237,14 +267,14 @@ static bool archive_horizon(const cli_opts *o, char out[PGCL_QTIME_LEN + 1]) {
     int64_t us = 0;
     if (o->before) {
         if (!pgcl_time_parse(o->before, &us)) {
-            pgcld_cli_usage_error(&CLI, "--before must be an RFC 3339 date-time, e.g. 2026-11-01T00:00:00Z");
+            pgcld_cli_usage_error(CLI, "--before must be an RFC 3339 date-time, e.g. 2026-11-01T00:00:00Z");
             return false;
         }
     } else {
         char *end = NULL;
         double days = strtod(o->older_than_days, &end);
         if (!end || *end || !(days >= 0) || days > 36500) {
-            pgcld_cli_usage_error(&CLI, "--older-than-days must be a number of days from 0 to 36500");
+            pgcld_cli_usage_error(CLI, "--older-than-days must be a number of days from 0 to 36500");
             return false;
         }
         us = pgcl_time_now_us() - (int64_t)(days * 86400e6);
@@ -260,7 +290,7 @@ static int archive_pg(const cli_opts *o, const char *horizon, int64_t max_decisi
         char *end = NULL;
         window = strtol(o->contest_window_days, &end, 10);
         if (!end || *end || window < 0 || window > 36500) {
-            pgcld_cli_usage_error(&CLI, "--contest-window-days must be a whole number of days from 0 to 36500");
+            pgcld_cli_usage_error(CLI, "--contest-window-days must be a whole number of days from 0 to 36500");
             return 2;
         }
     }
@@ -302,14 +332,14 @@ static int cmd_archive(const cli_opts *o) {
         char *end = NULL;
         long long v = strtoll(o->max_decisions, &end, 10);
         if (!end || *end || v < 0) {
-            pgcld_cli_usage_error(&CLI, "--max-decisions must be a whole number (0: no bound)");
+            pgcld_cli_usage_error(CLI, "--max-decisions must be a whole number (0: no bound)");
             return 2;
         }
         max_decisions = v;
     }
     if (pgcl_pg_is_uri(o->db)) return archive_pg(o, horizon, max_decisions);
     if (o->contest_window_days) {
-        pgcld_cli_usage_error(&CLI, "--contest-window-days is for a PostgreSQL --db only");
+        pgcld_cli_usage_error(CLI, "--contest-window-days is for a PostgreSQL --db only");
         return 2;
     }
     pgcl_archive_result *res = malloc(sizeof *res);
@@ -611,67 +641,57 @@ static int cmd_verify_consistency(const char *file, const cli_opts *o) {
     return rc;
 }
 
-int pgcld_cli_audit(int argc, char **argv) {
-    if (argc < 1)
-        return pgcld_cli_usage_error(
-            &CLI, "%s", "missing subcommand: verify, checkpoint, keygen, verify-proof or verify-consistency");
-    const char *cmd = argv[0];
-    if (pgcld_cli_is_help(cmd)) {
-        fputs(USAGE, stdout);
-        return 0;
+/* Checks what the parser cannot (required options, one horizon, two checkpoints or none, the
+ * public key's length), then runs the subcommand. The exit status. */
+static int run_command(const pgcld_cli_command *command, const char *proof_file, const cli_opts *o) {
+    const char *cmd = command->name;
+    int allowed = command->allowed;
+    if ((allowed & OPT_DB) && !o->db) return pgcld_cli_usage_error(CLI, "%s needs --db FILE", cmd);
+    if ((allowed & OPT_SIGNING_KEY) && !o->signing_key)
+        return pgcld_cli_usage_error(CLI, "%s needs --signing-key FILE", cmd);
+    if ((allowed & OPT_OUT) && !o->out) return pgcld_cli_usage_error(CLI, "%s needs --out FILE", cmd);
+    if (strcmp(cmd, "archive") == 0 && !o->before == !o->older_than_days)
+        return pgcld_cli_usage_error(CLI, "%s", "archive needs one horizon: --before RFC3339 or --older-than-days N");
+    if (strcmp(cmd, "verify-consistency") == 0 && o->n_checkpoints != 0 && o->n_checkpoints != 2)
+        return pgcld_cli_usage_error(CLI, "%s",
+                                     "verify-consistency takes no --checkpoint or two: the older, the newer");
+    if (o->public_key && strlen(o->public_key) != PGCL_PUBLIC_KEY_HEX_LEN)
+        return pgcld_cli_usage_error(CLI, "--public-key must be %d hex digits", PGCL_PUBLIC_KEY_HEX_LEN);
+    if (sodium_init() < 0) {
+        fprintf(stderr, "pgcld audit: libsodium failed to initialise\n");
+        return 1;
     }
-    int allowed;
-    const char *proof_file = NULL;
+    if (proof_file && strcmp(cmd, "verify-consistency") == 0) return cmd_verify_consistency(proof_file, o);
+    if (proof_file) return cmd_verify_proof(proof_file, o);
+    if (strcmp(cmd, "verify") == 0) return cmd_verify(o);
+    if (strcmp(cmd, "checkpoint") == 0) return cmd_checkpoint(o);
+    if (strcmp(cmd, "archive") == 0) return cmd_archive(o);
+    return cmd_keygen(o);
+}
+
+int pgcld_cli_audit(int argc, char **argv) {
+    const pgcld_cli_command *command = NULL;
+    int rc = pgcld_cli_select(CLI, argc, argv, &command);
+    if (rc != PGCLD_CLI_PROCEED) return rc;
+    const char *cmd = command->name, *proof_file = NULL;
     if (strcmp(cmd, "verify-proof") == 0 || strcmp(cmd, "verify-consistency") == 0) {
+        if (argc >= 2 && pgcld_cli_is_help_flag(argv[1])) {
+            pgcld_cli_print_help(CLI, command, stdout);
+            return 0;
+        }
         if (argc < 2 || argv[1][0] == '-')
-            return pgcld_cli_usage_error(&CLI, "%s needs the proof file: %s PROOF", cmd, cmd);
+            return pgcld_cli_usage_error(CLI, "%s needs the proof file: %s PROOF", cmd, cmd);
         proof_file = argv[1];
         argc--;
         argv++;
-        allowed = strcmp(cmd, "verify-proof") == 0 ? OPT_ENTRY_HASH | OPT_CHECKPOINT | OPT_PUBLIC_KEY
-                                                   : OPT_CHECKPOINT | OPT_PUBLIC_KEY;
-    } else if (strcmp(cmd, "verify") == 0)
-        allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY;
-    else if (strcmp(cmd, "checkpoint") == 0)
-        allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT;
-    else if (strcmp(cmd, "keygen") == 0)
-        allowed = OPT_OUT;
-    else if (strcmp(cmd, "archive") == 0)
-        allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT | OPT_BEFORE | OPT_OLDER_THAN_DAYS | OPT_CHECKPOINT_DIR |
-                  OPT_MAX_DECISIONS | OPT_CONTEST_WINDOW_DAYS;
-    else
-        return pgcld_cli_usage_error(
-            &CLI, "unknown subcommand '%s' (verify, checkpoint, keygen, archive, verify-proof or verify-consistency)", cmd);
+    }
     cli_opts *o = calloc(1, sizeof *o);
     if (!o) {
         fprintf(stderr, "pgcld audit: out of memory\n");
         return 1;
     }
-    int rc = pgcld_cli_parse(&CLI, argc - 1, argv + 1, allowed, o);
-    if (rc == 0 && (allowed & OPT_DB) && !o->db) rc = pgcld_cli_usage_error(&CLI, "%s needs --db FILE", cmd);
-    if (rc == 0 && (allowed & OPT_SIGNING_KEY) && !o->signing_key)
-        rc = pgcld_cli_usage_error(&CLI, "%s needs --signing-key FILE", cmd);
-    if (rc == 0 && (allowed & OPT_OUT) && !o->out) rc = pgcld_cli_usage_error(&CLI, "%s needs --out FILE", cmd);
-    if (rc == 0 && strcmp(cmd, "archive") == 0 && !o->before == !o->older_than_days)
-        rc = pgcld_cli_usage_error(&CLI, "%s", "archive needs one horizon: --before RFC3339 or --older-than-days N");
-    if (rc == 0 && strcmp(cmd, "verify-consistency") == 0 && o->n_checkpoints != 0 && o->n_checkpoints != 2)
-        rc = pgcld_cli_usage_error(&CLI, "%s", "verify-consistency takes no --checkpoint or two: the older, the newer");
-    if (rc == 0 && o->public_key && strlen(o->public_key) != PGCL_PUBLIC_KEY_HEX_LEN)
-        rc = pgcld_cli_usage_error(&CLI, "--public-key must be %d hex digits", PGCL_PUBLIC_KEY_HEX_LEN);
-    if (rc == 0 && sodium_init() < 0) {
-        fprintf(stderr, "pgcld audit: libsodium failed to initialise\n");
-        rc = 1;
-    }
-    if (rc == 0) {
-        if (proof_file && strcmp(cmd, "verify-consistency") == 0)
-            rc = cmd_verify_consistency(proof_file, o);
-        else if (proof_file)
-            rc = cmd_verify_proof(proof_file, o);
-        else if (strcmp(cmd, "verify") == 0) rc = cmd_verify(o);
-        else if (strcmp(cmd, "checkpoint") == 0) rc = cmd_checkpoint(o);
-        else if (strcmp(cmd, "archive") == 0) rc = cmd_archive(o);
-        else rc = cmd_keygen(o);
-    }
+    rc = pgcld_cli_parse(CLI, command, argc - 1, argv + 1, o);
+    if (rc == PGCLD_CLI_PROCEED) rc = run_command(command, proof_file, o);
     free(o);
     return rc;
 }

@@ -22,59 +22,79 @@
 #include "keys_json.h"
 #include "pg_db.h"
 
-static const char USAGE[] =
-    "usage: pgcld keys create --db FILE --role ROLE --name NAME\n"
-    "       pgcld keys import --db FILE --role ROLE --name NAME --key-file KEYFILE\n"
-    "       pgcld keys list   --db FILE\n"
-    "       pgcld keys revoke --db FILE --key-id KEY_ID\n"
-    "\n"
-    "Manages the API keys kept in the audit database FILE (the --db of pgcld serve, which creates\n"
-    "the schema: run it once first). Options are --name VALUE or --name=VALUE.\n"
-    "FILE may also be a PostgreSQL URI (postgresql://... or postgres://...), the database of a fleet:\n"
-    "the command then writes as its own writer, --writer-id NAME (default: \"<host name>/cli\"; it\n"
-    "must differ from every running daemon's), waiting up to 10 s for another command that holds it.\n"
-    "\n"
-    "  create  makes a key with one ROLE: scorer (scoring), reviewer (audit reading, contests,\n"
-    "          resolutions) or admin (models, keys). NAME (1 to 128 bytes) says who holds it.\n"
-    "          The key is printed once, as the last line of stdout; only its SHA-256 is stored.\n"
-    "  import  registers a key made elsewhere (by create on another database) so that it is valid\n"
-    "          here too: KEYFILE holds the whole key (pgcld_, 8 hex digits, _, 43 base64url\n"
-    "          characters), optionally followed by one newline. Only its SHA-256 is stored; the\n"
-    "          key is never printed. Importing a key that is already here with the same ROLE\n"
-    "          changes nothing and exits 0; the same key_id with another key or another role,\n"
-    "          or a revoked key, is an error.\n"
-    "  list    prints one JSON object per line, oldest key first, with the fields key_id, name,\n"
-    "          role, created_at, created_by, revoked_at, revoked_by (the last two null while the\n"
-    "          key is active). Keys themselves are never stored, so never printed.\n"
-    "  revoke  revokes KEY_ID (pgcld_ and 8 hex digits: the first 14 characters of the key). A\n"
-    "          running pgcld refuses the key within about a second.\n"
-    "\n"
-    "create, import and revoke are recorded in the admin_events table with the actor\n"
-    "\"cli:<user name>\".\n"
-    "Exit status: 0 done, 1 the operation failed (reason on stderr), 2 bad usage.\n";
-
 typedef struct cli_opts {
     const char *db, *role, *name, *key_id, *key_file, *writer_id;
 } cli_opts;
 
 enum { OPT_DB = 1, OPT_ROLE = 2, OPT_NAME = 4, OPT_KEY_ID = 8, OPT_KEY_FILE = 16, OPT_WRITER_ID = 32 };
 
+// clang-format off
 static const pgcld_cli_option OPTIONS[] = {
-    {.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db)},
-    {.name = "role", .bit = OPT_ROLE, .offset = offsetof(cli_opts, role)},
-    {.name = "name", .bit = OPT_NAME, .offset = offsetof(cli_opts, name)},
-    {.name = "key-id", .bit = OPT_KEY_ID, .offset = offsetof(cli_opts, key_id)},
-    {.name = "key-file", .bit = OPT_KEY_FILE, .offset = offsetof(cli_opts, key_file)},
-    {.name = "writer-id", .bit = OPT_WRITER_ID, .offset = offsetof(cli_opts, writer_id)}};
+    {.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db), .meta = "FILE",
+     .help = "the audit database (the --db of pgcld serve): a SQLite file, or a PostgreSQL URI postgresql://..."},
+    {.name = "role", .bit = OPT_ROLE, .offset = offsetof(cli_opts, role), .meta = "ROLE",
+     .help = "scorer (scoring), reviewer (audit reading, contests, resolutions) or admin (models, keys)"},
+    {.name = "name", .bit = OPT_NAME, .offset = offsetof(cli_opts, name), .meta = "NAME",
+     .help = "who holds the key, 1 to 128 bytes"},
+    {.name = "key-id", .bit = OPT_KEY_ID, .offset = offsetof(cli_opts, key_id), .meta = "KEY_ID",
+     .help = "the key's id: pgcld_ and 8 hex digits, the first 14 characters of the key"},
+    {.name = "key-file", .bit = OPT_KEY_FILE, .offset = offsetof(cli_opts, key_file), .meta = "KEYFILE",
+     .help = "a file holding the whole key, optionally followed by one newline"},
+    {.name = "writer-id", .bit = OPT_WRITER_ID, .offset = offsetof(cli_opts, writer_id), .meta = "NAME",
+     .def = "\"<host name>/cli\"",
+     .help = "PostgreSQL --db only: the writer this command writes as; it must differ from every running daemon's"}};
+
+static const pgcld_cli_command COMMANDS[] = {
+    {.name = "create", .allowed = OPT_DB | OPT_ROLE | OPT_NAME | OPT_WRITER_ID,
+     .synopsis = "--db FILE --role ROLE --name NAME [--writer-id NAME]",
+     .summary = "make a new API key with one role and print it once",
+     .description =
+        "Makes a key with one ROLE for its holder NAME. The key is printed once, as the last line of stdout;\n"
+        "only its SHA-256 is stored. The database and its schema are created when missing, so the first\n"
+        "admin key can be made before the daemon ever ran.\n"},
+    {.name = "import", .allowed = OPT_DB | OPT_ROLE | OPT_NAME | OPT_KEY_FILE | OPT_WRITER_ID,
+     .synopsis = "--db FILE --role ROLE --name NAME --key-file KEYFILE [--writer-id NAME]",
+     .summary = "register a key made elsewhere so that it is valid here too",
+     .description =
+        "Registers a key made by create on another database: KEYFILE holds the whole key (pgcld_, 8 hex\n"
+        "digits, _, 43 base64url characters), optionally followed by one newline. Only its SHA-256 is\n"
+        "stored; the key is never printed. Importing a key that is already here with the same ROLE changes\n"
+        "nothing and exits 0; the same key_id with another key or another role, or a revoked key, is an\n"
+        "error.\n"},
+    {.name = "list", .allowed = OPT_DB | OPT_WRITER_ID,
+     .synopsis = "--db FILE",
+     .summary = "print every key's record, one JSON object per line",
+     .description =
+        "Prints one JSON object per line, oldest key first, with the fields key_id, name, role,\n"
+        "created_at, created_by, revoked_at, revoked_by (the last two null while the key is active).\n"
+        "Keys themselves are never stored, so never printed.\n"},
+    {.name = "revoke", .allowed = OPT_DB | OPT_KEY_ID | OPT_WRITER_ID,
+     .synopsis = "--db FILE --key-id KEY_ID [--writer-id NAME]",
+     .summary = "revoke a key: a running pgcld refuses it within about a second",
+     .description =
+        "Revokes KEY_ID (pgcld_ and 8 hex digits: the first 14 characters of the key). A running pgcld\n"
+        "refuses the key within about a second.\n"},
+};
+// clang-format on
 
 /* "--name=" is an empty value (refused later where it matters), and a repeated option is refused
  * before its value is looked for. */
-static const pgcld_cli_spec CLI = {.command = "pgcld keys",
-                                   .usage = USAGE,
-                                   .options = OPTIONS,
-                                   .n_options = sizeof OPTIONS / sizeof OPTIONS[0],
-                                   .empty_value_ok = true,
-                                   .duplicate_before_value = true};
+const pgcld_cli_spec pgcld_cli_keys_spec = {
+    .command = "pgcld keys",
+    .summary = "manage the API keys kept in the audit database",
+    .description = "FILE is the audit database of pgcld serve. It may also be a PostgreSQL URI (postgresql://... or\n"
+                   "postgres://...), the database of a fleet: the command then writes as its own writer, --writer-id\n"
+                   "NAME (default: \"<host name>/cli\"; it must differ from every running daemon's), waiting up to\n"
+                   "10 s for another command that holds it. create, import and revoke are recorded in the\n"
+                   "admin_events table with the actor \"cli:<user name>\".\n",
+    .exit_status = "0 done, 1 the operation failed (reason on stderr), 2 bad usage",
+    .commands = COMMANDS,
+    .n_commands = sizeof COMMANDS / sizeof COMMANDS[0],
+    .options = OPTIONS,
+    .n_options = sizeof OPTIONS / sizeof OPTIONS[0],
+    .empty_value_ok = true,
+    .duplicate_before_value = true};
+static const pgcld_cli_spec *const CLI = &pgcld_cli_keys_spec;
 
 /* "cli:<name of the real user>", or "cli:uid<N>" when the user has no passwd entry. */
 static void cli_actor(char *out, size_t cap) {
@@ -141,7 +161,7 @@ static pgcl_audit *open_fleet_store(const cli_opts *o, const char *cmd) {
 static int cmd_create(const cli_opts *o, const char *actor) {
     pgcl_role role;
     if (pgcl_role_parse(o->role, &role) != 0)
-        return pgcld_cli_usage_error(&CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
+        return pgcld_cli_usage_error(CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
     char key[128], key_id[32], err[1024], shown[512];
     pgcl_pg_redact(o->db, shown, sizeof shown); /* a URI's password hidden */
     pgcl_status st;
@@ -207,7 +227,7 @@ static int read_key_file(const char *path, char key[KEY_FILE_MAX + 1], char *err
 static int cmd_import(const cli_opts *o, const char *actor) {
     pgcl_role role;
     if (pgcl_role_parse(o->role, &role) != 0)
-        return pgcld_cli_usage_error(&CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
+        return pgcld_cli_usage_error(CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
     char key[KEY_FILE_MAX + 1], key_id[32], err[1024], shown[512];
     bool created = false;
     int rc = 1;
@@ -306,33 +326,20 @@ static int cmd_revoke(const cli_opts *o, const char *actor) {
 }
 
 int pgcld_cli_keys(int argc, char **argv) {
-    if (argc < 1) return pgcld_cli_usage_error(&CLI, "%s", "missing subcommand: create, import, list or revoke");
-    const char *cmd = argv[0];
-    if (pgcld_cli_is_help(cmd)) {
-        fputs(USAGE, stdout);
-        return 0;
-    }
-    int allowed;
-    if (strcmp(cmd, "create") == 0)
-        allowed = OPT_DB | OPT_ROLE | OPT_NAME | OPT_WRITER_ID;
-    else if (strcmp(cmd, "import") == 0)
-        allowed = OPT_DB | OPT_ROLE | OPT_NAME | OPT_KEY_FILE | OPT_WRITER_ID;
-    else if (strcmp(cmd, "list") == 0)
-        allowed = OPT_DB | OPT_WRITER_ID;
-    else if (strcmp(cmd, "revoke") == 0)
-        allowed = OPT_DB | OPT_KEY_ID | OPT_WRITER_ID;
-    else
-        return pgcld_cli_usage_error(&CLI, "unknown subcommand '%s' (create, import, list or revoke)", cmd);
+    const pgcld_cli_command *command = NULL;
+    int rc = pgcld_cli_select(CLI, argc, argv, &command);
+    if (rc != PGCLD_CLI_PROCEED) return rc;
+    const char *cmd = command->name;
     cli_opts o = {0};
-    if (pgcld_cli_parse(&CLI, argc - 1, argv + 1, allowed, &o) != 0) return 2;
-    if (!o.db) return pgcld_cli_usage_error(&CLI, "%s needs --db FILE", cmd);
+    if ((rc = pgcld_cli_parse(CLI, command, argc - 1, argv + 1, &o)) != PGCLD_CLI_PROCEED) return rc;
+    if (!o.db) return pgcld_cli_usage_error(CLI, "%s needs --db FILE", cmd);
     if (o.writer_id && !pgcl_pg_is_uri(o.db))
-        return pgcld_cli_usage_error(&CLI, "--writer-id names a writer of a PostgreSQL --db (postgresql://...)");
+        return pgcld_cli_usage_error(CLI, "--writer-id names a writer of a PostgreSQL --db (postgresql://...)");
     if ((strcmp(cmd, "create") == 0 || strcmp(cmd, "import") == 0) && (!o.role || !o.name))
-        return pgcld_cli_usage_error(&CLI, "%s needs --role ROLE and --name NAME", cmd);
+        return pgcld_cli_usage_error(CLI, "%s needs --role ROLE and --name NAME", cmd);
     if (strcmp(cmd, "import") == 0 && !o.key_file)
-        return pgcld_cli_usage_error(&CLI, "%s needs --key-file KEYFILE", cmd);
-    if (strcmp(cmd, "revoke") == 0 && !o.key_id) return pgcld_cli_usage_error(&CLI, "%s needs --key-id KEY_ID", cmd);
+        return pgcld_cli_usage_error(CLI, "%s needs --key-file KEYFILE", cmd);
+    if (strcmp(cmd, "revoke") == 0 && !o.key_id) return pgcld_cli_usage_error(CLI, "%s needs --key-id KEY_ID", cmd);
     if (sodium_init() < 0) {
         fprintf(stderr, "pgcld keys: libsodium failed to initialise\n");
         return 1;

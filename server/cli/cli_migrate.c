@@ -7,21 +7,12 @@
 #include <sodium.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "audit.h"
 #include "audit_pg.h"
 #include "cli_options.h"
 #include "pg_db.h"
-
-static const char USAGE[] =
-    "usage: pgcld migrate --db DB\n"
-    "\n"
-    "Applies the pending schema migrations of the audit database DB and exits: DB is a SQLite file\n"
-    "(created when missing) or a PostgreSQL URI (postgresql://... or postgres://...), the database\n"
-    "of a fleet, where the migrations run under an advisory lock, so that it is safe beside\n"
-    "replicas that are starting. pgcld serve applies them too; this command lets an operator do it\n"
-    "first, e.g. with a role that may create tables while the replicas' role may not.\n"
-    "Exit status: 0 done, 1 the migrations failed (reason on stderr), 2 bad usage.\n";
 
 typedef struct cli_opts {
     const char *db;
@@ -29,10 +20,33 @@ typedef struct cli_opts {
 
 enum { OPT_DB = 1 };
 
-static const pgcld_cli_option OPTIONS[] = {{.name = "db", .bit = OPT_DB, .offset = offsetof(cli_opts, db)}};
+static const pgcld_cli_option OPTIONS[] = {
+    {.name = "db",
+     .bit = OPT_DB,
+     .offset = offsetof(cli_opts, db),
+     .meta = "DB",
+     .help = "the audit database: a SQLite file (created when missing) or a PostgreSQL URI postgresql://..."}};
 
-static const pgcld_cli_spec CLI = {
-    .command = "pgcld migrate", .usage = USAGE, .options = OPTIONS, .n_options = sizeof OPTIONS / sizeof OPTIONS[0]};
+static const pgcld_cli_command COMMANDS[] = {
+    {.name = NULL,
+     .allowed = OPT_DB,
+     .synopsis = "--db DB",
+     .summary = "apply the audit database's pending schema migrations and exit",
+     .description = "Applies the pending schema migrations of the audit database DB and exits: DB is a SQLite file\n"
+                    "(created when missing) or a PostgreSQL URI (postgresql://... or postgres://...), the database\n"
+                    "of a fleet, where the migrations run under an advisory lock, so that it is safe beside\n"
+                    "replicas that are starting. pgcld serve applies them too; this command lets an operator do it\n"
+                    "first, e.g. with a role that may create tables while the replicas' role may not.\n"}};
+
+const pgcld_cli_spec pgcld_cli_migrate_spec = {.command = "pgcld migrate",
+                                               .summary = "apply the audit database's pending migrations",
+                                               .exit_status = "0 done, 1 the migrations failed (reason on stderr), "
+                                                              "2 bad usage",
+                                               .commands = COMMANDS,
+                                               .n_commands = 1,
+                                               .options = OPTIONS,
+                                               .n_options = sizeof OPTIONS / sizeof OPTIONS[0]};
+static const pgcld_cli_spec *const CLI = &pgcld_cli_migrate_spec;
 
 /* PostgreSQL: one connection, the migrations under their lock. */
 static int migrate_postgresql(const char *db, const char *shown) {
@@ -69,20 +83,21 @@ static int migrate_sqlite(const char *db) {
 }
 
 int pgcld_cli_migrate(int argc, char **argv) {
-    if (argc >= 1 && pgcld_cli_is_help(argv[0])) {
-        fputs(USAGE, stdout);
+    if (argc >= 1 && strcmp(argv[0], "help") == 0) { /* pgcld migrate help, as pgcld keys help */
+        pgcld_cli_print_help(CLI, NULL, stdout);
         return 0;
     }
     cli_opts o = {0};
-    if (pgcld_cli_parse(&CLI, argc, argv, OPT_DB, &o) != 0) return 2;
-    if (!o.db || !*o.db) return pgcld_cli_usage_error(&CLI, "%s", "needs --db DB");
+    int rc = pgcld_cli_parse(CLI, &COMMANDS[0], argc, argv, &o);
+    if (rc != PGCLD_CLI_PROCEED) return rc;
+    if (!o.db || !*o.db) return pgcld_cli_usage_error(CLI, "%s", "needs --db DB");
     if (sodium_init() < 0) {
         fprintf(stderr, "pgcld migrate: libsodium failed to initialise\n");
         return 1;
     }
     char shown[512];
     pgcl_pg_redact(o.db, shown, sizeof shown);
-    int rc = pgcl_pg_is_uri(o.db) ? migrate_postgresql(o.db, shown) : migrate_sqlite(o.db);
+    rc = pgcl_pg_is_uri(o.db) ? migrate_postgresql(o.db, shown) : migrate_sqlite(o.db);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "pgcld migrate: cannot write to stdout\n");
         rc = 1;
