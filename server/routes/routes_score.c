@@ -110,6 +110,7 @@ static void score_finish(pgcld_server *srv, void *state, pgcld_reply *reply) {
     count_stages(srv, job->model, job->failure, &job->result);
     if (job->failure == PGCL_SCORE_IDEMPOTENCY_ANSWERED) {
         pgcld_score_idempotency_replay(srv, job, reply);
+        if (job->wire_fn) job->wire_fn(reply);
         pgcld_score_job_free(job);
         return;
     }
@@ -126,6 +127,7 @@ static void score_finish(pgcld_server *srv, void *state, pgcld_reply *reply) {
         reply->text = job->answer_fn(job, job->answer_ctx);
     }
     if (!reply->text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+    else if (job->wire_fn) job->wire_fn(reply);
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - job->t_start_us) * 1e-6);
     pgcld_score_job_free(job);
 }
