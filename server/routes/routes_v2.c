@@ -220,6 +220,26 @@ static int read_tensor_data(json_t *data, size_t n, size_t cols, float *z, const
     return 0;
 }
 
+/* The strings of a BYTES tensor in the binary extension's layout (each a 4-byte little-endian
+ * length, then that many bytes), as a JSON array; NULL when the bytes are not that layout exactly or
+ * a string is not UTF-8. */
+static json_t *read_bytes_tensor(const unsigned char *p, size_t len) {
+    json_t *arr = json_array();
+    size_t at = 0;
+    while (arr && at < len) {
+        if (len - at < 4) break;
+        size_t n = (size_t)p[at] | (size_t)p[at + 1] << 8 | (size_t)p[at + 2] << 16 | (size_t)p[at + 3] << 24;
+        at += 4;
+        json_t *str = n <= len - at ? json_stringn((const char *)p + at, n) : NULL;
+        if (!str) break;
+        json_array_append_new(arr, str);
+        at += n;
+    }
+    if (arr && at == len) return arr;
+    json_decref(arr);
+    return NULL;
+}
+
 /* Reads inputs[] of the inference header into job (model set): the embedding tensor (JSON data or
  * binary bytes from `binary`, consumed in input order) and the optional ids. */
 static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *binary, size_t binary_len,
@@ -311,10 +331,14 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
                 if (rc != 0) return -1;
             }
         } else if (strcmp(name, "id") == 0) {
+            /* Binary ids are decoded into the tensor's "data" (the header document owns them). */
+            if (bytes && json_object_set_new(in, "data", read_bytes_tensor(bytes, nbytes)) != 0)
+                json_object_del(in, "data");
             ids = json_object_get(in, "data");
-            if (strcmp(dtype, "BYTES") != 0 || bytes || !json_is_array(ids)) {
+            if (strcmp(dtype, "BYTES") != 0 || !json_is_array(ids)) {
                 pgcld_reply_error(reply, 400, "invalid_request", -1, field,
-                                  "'id' must be a BYTES tensor with its strings as JSON data");
+                                  "'id' must be a BYTES tensor: its strings as JSON data, or as binary data "
+                                  "(each a 4-byte little-endian length, then that many bytes of UTF-8)");
                 return -1;
             }
         } else {
@@ -322,13 +346,12 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
             return -1;
         }
     }
-    if (!have_embedding) {
-        pgcld_reply_error(reply, 400, "invalid_request", -1, "inputs", "no 'embedding' input");
-        return -1;
-    }
-    if (used != binary_len) {
-        pgcld_reply_error(reply, 400, "invalid_request", -1, NULL, "%zu binary bytes after the header are not claimed by any input",
-                          binary_len - used);
+    if (!have_embedding || used != binary_len) {
+        if (!have_embedding)
+            pgcld_reply_error(reply, 400, "invalid_request", -1, "inputs", "no 'embedding' input");
+        else
+            pgcld_reply_error(reply, 400, "invalid_request", -1, NULL,
+                              "%zu binary bytes after the header are not claimed by any input", binary_len - used);
         return -1;
     }
     char *ids_text = ids ? json_dumps(ids, JSON_COMPACT) : NULL;
