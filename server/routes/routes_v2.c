@@ -4,6 +4,7 @@
  *   GET  /v2/health/live, /v2/health/ready
  *   GET  /v2/models/{name}[/versions/{version}]        model metadata (inputs and outputs)
  *   GET  /v2/models/{name}[/versions/{version}]/ready
+ *   POST /v2/repository/index        Triton's model repository extension: every version on disk
  *   POST /v2/models/{name}[/versions/{version}]/infer  JSON tensors, or the binary tensor extension
  *                                     (Inference-Header-Content-Length: a JSON header, then raw
  *                                     tensor bytes in input order, sized by binary_data_size)
@@ -180,6 +181,59 @@ static int check_model_members(json_t *hdr, const pgcl_model *m, pgcld_reply *re
         }
     }
     return 0;
+}
+
+/* Triton's repository index state of one version of /v1/models' description: READY for the active
+ * version, UNAVAILABLE (with the registry's state, or "shadow", as the reason) for the others. */
+static json_t *index_entry(const char *model, json_t *version) {
+    const char *role = json_string_value(json_object_get(version, "role"));
+    bool active = role && strcmp(role, "active") == 0;
+    json_t *e = json_pack("{s:s, s:O, s:s}", "name", model, "version", json_object_get(version, "version"), "state",
+                          active ? "READY" : "UNAVAILABLE");
+    if (!active) {
+        json_t *error = json_object_get(version, "error");
+        json_object_set(e, "reason", error ? error : role ? json_object_get(version, "role")
+                                                          : json_object_get(version, "state"));
+    }
+    return e;
+}
+
+void pgcld_handle_v2_repository_index(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    bool ready_only = false;
+    if (req->body_len > 0) { /* optional {"ready": bool}; tritonclient posts an empty body, untyped */
+        if (req->content_type && !pgcld_is_json_type(req->content_type)) {
+            pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
+                              "Content-Type must be application/json, or absent");
+            return;
+        }
+        json_error_t jerr;
+        json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+        json_t *ready = json_object_get(body, "ready");
+        if (!json_is_object(body) || (ready && !json_is_boolean(ready))) {
+            pgcld_reply_error(reply, 400, body ? "invalid_request" : "invalid_json", -1, body ? "ready" : NULL, "%s",
+                              body ? "the body must be an object whose 'ready' is true or false" : jerr.text);
+            json_decref(body);
+            return;
+        }
+        ready_only = json_is_true(ready);
+        json_decref(body);
+    }
+    json_t *described = pgcl_registry_describe(srv->registry), *index = json_array();
+    size_t i, v;
+    json_t *model, *version;
+    json_array_foreach(json_object_get(described, "models"), i, model) {
+        const char *name = json_string_value(json_object_get(model, "name"));
+        json_array_foreach(json_object_get(model, "versions"), v, version) {
+            json_t *e = index_entry(name, version);
+            if (ready_only && strcmp(json_string_value(json_object_get(e, "state")), "READY") != 0)
+                json_decref(e);
+            else
+                json_array_append_new(index, e);
+        }
+    }
+    json_decref(described);
+    reply->status = 200;
+    reply->body = index;
 }
 
 /* Reads a tensor's JSON data of shape [n, cols] into z (n × cols): either flat, n × cols numbers in

@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+from openapi_contract import LiveValidationMixin  # noqa: E402
 
 MODEL = "toxicity"
 OUTPUTS = ("label", "decision", "decision_id", "probabilities", "vector")
@@ -164,7 +165,7 @@ def kserve_response(resp):
     return TritonResult(resp)
 
 
-class OipClientsTest(unittest.TestCase):
+class OipClientsTest(LiveValidationMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         H.require_models(MODEL)
@@ -276,6 +277,7 @@ class OipClientsTest(unittest.TestCase):
         active = meta.json["versions"][0]
         r = self.daemon.get(f"/v2/models/{MODEL}/versions/{active}")
         self.assertEqual((r.status, r.json), (200, meta.json), r)
+        self.check_live("GET", f"/v2/models/{MODEL}/versions/{active}", r)
         r = self.daemon.get(f"/v2/models/{MODEL}/versions/{active}/ready")
         self.assertEqual((r.status, r.json), (200, {"name": MODEL, "version": active, "ready": True}), r)
         Z = self.Z[:2]
@@ -293,9 +295,11 @@ class OipClientsTest(unittest.TestCase):
             self.assertEqual((r.status, r.error_code(), r.error().get("field")),
                              (409, "version_not_active", "version"), r)
             self.assertIn("active", triton_error(r))
+            self.check_live(method, f"/v2/models/{MODEL}/versions/1{suffix}", r)
             r = self.daemon.raw(method, f"/v2/models/{MODEL}/versions/9{suffix}",
                                 body if method == "POST" else None, headers=headers if method == "POST" else {})
             self.assertEqual((r.status, r.error_code()), (404, "version_not_found"), r)
+            self.check_live(method, f"/v2/models/{MODEL}/versions/9{suffix}", r)
         self.assertEqual(self.daemon.count(), before, "a refused version wrote rows")
 
     def test_triton_errors_are_printable(self):
@@ -308,6 +312,7 @@ class OipClientsTest(unittest.TestCase):
         self.assertEqual(r.json["code"], "dimension_mismatch")
         self.assertEqual(r.json["field"], "inputs[0]")
         self.assertIn("1024", triton_error(r))
+        self.check_live("POST", f"/v2/models/{MODEL}/infer", r)
         for path, status in (("/v2/models/nope", 404), ("/v2/models/nope/ready", 404), ("/v2/nowhere", 404)):
             r = self.daemon.get(path)
             self.assertEqual(r.status, status, r)
@@ -331,6 +336,7 @@ class OipClientsTest(unittest.TestCase):
         r = self.infer(body, headers)
         self.assertEqual(r.status, 200, r)
         result = kserve_response(r)
+        self.check_live("POST", f"/v2/models/{MODEL}/infer", r)
         self.assertEqual((result.result["model_name"], result.result["id"]), (MODEL, "ks-1"))
         self.assert_same_numbers(result, Z)
         # requested outputs with KServe's parameters (binary_data false), per-input parameters
@@ -361,6 +367,26 @@ class OipClientsTest(unittest.TestCase):
         r = self.infer(json.dumps(doc).encode(), headers, version="2")
         self.assertEqual(r.status, 200, r)
         self.assertEqual(self.daemon.count(), before + len(Z))
+
+    # ------------------------------------------------------------------ Triton's extensions
+    def test_repository_index(self):
+        """tritonclient's get_model_repository_index(): POST with an empty, untyped body."""
+        d = self.daemon
+        r = d.raw("POST", "/v2/repository/index", b"")
+        self.assertEqual(r.status, 200, r)
+        self.check_live("POST", "/v2/repository/index", r)
+        self.assertEqual(r.json, [{"name": MODEL, "version": "1", "state": "UNAVAILABLE", "reason": "available"},
+                                  {"name": MODEL, "version": "2", "state": "READY"}])
+        r = d.raw("POST", "/v2/repository/index", b'{"ready":true}')
+        self.assertEqual(r.json, [{"name": MODEL, "version": "2", "state": "READY"}], r)
+        for body, ctype, status, code in ((b'{"ready":1}', "application/json", 400, "invalid_request"),
+                                          (b"[", None, 400, "invalid_json"),
+                                          (b"{}", "text/plain", 415, "unsupported_media_type")):
+            r = d.raw("POST", "/v2/repository/index", body, headers={"Content-Type": ctype} if ctype else {})
+            self.assertEqual((r.status, r.error_code()), (status, code), r)
+            self.check_live("POST", "/v2/repository/index", r)
+        r = d.raw("POST", "/v2/repository/index", b"", key="")
+        self.assertEqual((r.status, r.error_code()), (401, "unauthorized"), r)
 
     def test_binary_answer_replays_byte_for_byte(self):
         """An Idempotency-Key retry of a binary-output request gets the same bytes and header."""

@@ -143,6 +143,7 @@ OPERATION_ERRORS = {
     ("get", "/v2"): set(),
     ("get", "/v2/health/live"): set(),
     ("get", "/v2/health/ready"): set(),
+    ("post", "/v2/repository/index"): AUTH_ERRORS | BODY_ERRORS,
     ("get", "/v2/models/{name}"): AUTH_ERRORS | {"invalid_request", "model_not_found", "not_found", "not_ready"},
     ("get", "/v2/models/{name}/ready"): AUTH_ERRORS | {"invalid_request", "model_not_found", "not_found",
                                                        "not_ready"},
@@ -202,7 +203,7 @@ class SpecStructureTest(unittest.TestCase):
             "/v1/contests/{id}/resolution", "/v1/audit/export", "/v1/audit/stats",
             "/v1/audit/verify", "/v1/audit/checkpoints", "/v1/audit/consistency", "/v2", "/v2/health/live",
             "/v2/health/ready", "/v2/models/{name}", "/v2/models/{name}/ready",
-            "/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}",
+            "/v2/models/{name}/infer", "/v2/repository/index", "/v2/models/{name}/versions/{version}",
             "/v2/models/{name}/versions/{version}/ready", "/v2/models/{name}/versions/{version}/infer",
             "/console", "/console/", "/console/{file}"})
 
