@@ -231,6 +231,7 @@ void pgcld_handle_v2_model(pgcld_server *srv, const pgcld_request *req, pgcld_re
 void pgcld_handle_v2_model_ready(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_v2_repository_index(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_v2_model_stats(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 /* The web console's static files, embedded at build time (routes_console.c). */
 void pgcld_handle_console_index(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_console_file(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);

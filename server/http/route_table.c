@@ -63,6 +63,8 @@ static const route g_routes[] = {
     {"GET", "/v2/models/{name}/versions/{version}", pgcld_handle_v2_model, ANY_ROLE, false, NO_PARAMS},
     {"GET", "/v2/models/{name}/versions/{version}/ready", pgcld_handle_v2_model_ready, ANY_ROLE, false, NO_PARAMS},
     {"POST", "/v2/models/{name}/versions/{version}/infer", pgcld_handle_v2_infer, PGCL_ROLE_SCORER, false, NO_PARAMS},
+    {"GET", "/v2/models/{name}/stats", pgcld_handle_v2_model_stats, ANY_ROLE, false, NO_PARAMS},
+    {"GET", "/v2/models/{name}/versions/{version}/stats", pgcld_handle_v2_model_stats, ANY_ROLE, false, NO_PARAMS},
     {"GET", "/healthz", pgcld_handle_healthz, ANYONE, false, ANY_PARAMS},
     {"GET", "/readyz", pgcld_handle_readyz, ANYONE, false, ANY_PARAMS},
     {"GET", "/metrics", pgcld_handle_metrics, ANYONE, false, ANY_PARAMS},
@@ -82,7 +84,8 @@ const char *const pgcld_route_names[] = {
     "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /v1/audit/consistency", "GET /v2", "GET /v2/health/live", "GET /v2/health/ready", "POST /v2/repository/index",
     "GET /v2/models/{name}", "GET /v2/models/{name}/ready", "POST /v2/models/{name}/infer",
     "GET /v2/models/{name}/versions/{version}", "GET /v2/models/{name}/versions/{version}/ready",
-    "POST /v2/models/{name}/versions/{version}/infer", "GET /healthz",
+    "POST /v2/models/{name}/versions/{version}/infer", "GET /v2/models/{name}/stats",
+    "GET /v2/models/{name}/versions/{version}/stats", "GET /healthz",
     "GET /readyz", "GET /metrics", "GET /console", "GET /console/", "GET /console/{file}",
 };
 const int pgcld_route_count = N_ROUTES;

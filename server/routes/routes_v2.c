@@ -5,6 +5,7 @@
  *   GET  /v2/models/{name}[/versions/{version}]        model metadata (inputs and outputs)
  *   GET  /v2/models/{name}[/versions/{version}]/ready
  *   POST /v2/repository/index        Triton's model repository extension: every version on disk
+ *   GET  /v2/models/{name}[/versions/{version}]/stats  Triton's statistics extension
  *   POST /v2/models/{name}[/versions/{version}]/infer  JSON tensors, or the binary tensor extension
  *                                     (Inference-Header-Content-Length: a JSON header, then raw
  *                                     tensor bytes in input order, sized by binary_data_size)
@@ -234,6 +235,51 @@ void pgcld_handle_v2_repository_index(pgcld_server *srv, const pgcld_request *re
     json_decref(described);
     reply->status = 200;
     reply->body = index;
+}
+
+/* One model_stats entry of Triton's statistics extension from pgcld's counters. */
+static json_t *version_stats(pgcld_server *srv, const char *model, const char *version) {
+    pgcld_model_stats st;
+    pgcld_metrics_model_stats(srv->metrics, model, version, &st);
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:{s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I},"
+                     " s:{s:I, s:I}, s:{s:I, s:I}}, s:[]}",
+                     "name", model, "version", version, "last_inference", (json_int_t)st.last_ms, "inference_count",
+                     (json_int_t)st.items, "execution_count", (json_int_t)st.executions, "inference_stats", "success",
+                     "count", (json_int_t)st.success, "ns", (json_int_t)st.success_ns, "fail", "count",
+                     (json_int_t)st.fail, "ns", (json_int_t)st.fail_ns, "queue", "count", (json_int_t)st.executions,
+                     "ns", (json_int_t)st.queue_ns, "compute_input", "count", (json_int_t)0, "ns", (json_int_t)0,
+                     "compute_infer", "count", (json_int_t)st.executions, "ns", (json_int_t)st.compute_ns,
+                     "compute_output", "count", (json_int_t)0, "ns", (json_int_t)0, "batch_stats");
+}
+
+void pgcld_handle_v2_model_stats(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    const char *name = req->params[0], *version = req->params[1];
+    if (!pgcl_registry_valid_name(name, false) || !pgcl_registry_knows(srv->registry, name)) {
+        pgcld_reply_error(reply, 404, "model_not_found", -1, "name", "no model named '%.64s' is being served", name);
+        return;
+    }
+    if (version && !(pgcl_registry_valid_name(version, true) &&
+                     pgcl_registry_knows_version(srv->registry, name, version))) {
+        pgcld_reply_error(reply, 404, "version_not_found", -1, "version", "model %s has no version '%.64s'", name,
+                          version);
+        return;
+    }
+    json_t *stats = json_array();
+    if (version) {
+        json_array_append_new(stats, version_stats(srv, name, version));
+    } else { /* every version on disk, in version order */
+        json_t *described = pgcl_registry_describe(srv->registry);
+        size_t i, v;
+        json_t *model, *ver;
+        json_array_foreach(json_object_get(described, "models"), i, model) {
+            if (strcmp(json_string_value(json_object_get(model, "name")), name) != 0) continue;
+            json_array_foreach(json_object_get(model, "versions"), v, ver)
+                json_array_append_new(stats, version_stats(srv, name, json_string_value(json_object_get(ver, "version"))));
+        }
+        json_decref(described);
+    }
+    reply->status = 200;
+    reply->body = json_pack("{s:o}", "model_stats", stats);
 }
 
 /* Reads a tensor's JSON data of shape [n, cols] into z (n × cols): either flat, n × cols numbers in

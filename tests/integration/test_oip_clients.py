@@ -388,6 +388,46 @@ class OipClientsTest(LiveValidationMixin, unittest.TestCase):
         r = d.raw("POST", "/v2/repository/index", b"", key="")
         self.assertEqual((r.status, r.error_code()), (401, "unauthorized"), r)
 
+    def test_model_statistics(self):
+        """tritonclient's get_inference_statistics(model, version): counts follow what was scored."""
+        d = self.daemon
+        path = f"/v2/models/{MODEL}/versions/2/stats"
+
+        def stats():
+            r = d.get(path)
+            self.assertEqual(r.status, 200, r)
+            self.check_live("GET", path, r)
+            (entry,) = r.json["model_stats"]
+            self.assertEqual((entry["name"], entry["version"]), (MODEL, "2"))
+            return entry
+
+        before = stats()
+        body, headers = triton_body([triton_input("embedding", "FP32", self.Z[:3])])
+        self.assertEqual(self.infer(body, headers).status, 200)
+        self.assertEqual(d.score({"model": MODEL, "items": H.b64_items(self.Z[:2], "st")}).status, 200)
+        bad = triton_body([triton_input("embedding", "FP32", np.zeros((1, 7), dtype=np.float32))])
+        self.assertEqual(self.infer(*bad).status, 400)  # refused while parsing: not a call
+        after = stats()
+        self.assertEqual(after["inference_count"] - before["inference_count"], 5)
+        self.assertEqual(after["execution_count"] - before["execution_count"], 2)
+        got, was = after["inference_stats"], before["inference_stats"]
+        self.assertEqual(got["success"]["count"] - was["success"]["count"], 2)
+        self.assertEqual(got["fail"]["count"], was["fail"]["count"])
+        self.assertGreater(got["success"]["ns"], was["success"]["ns"])
+        self.assertGreater(got["compute_infer"]["ns"], was["compute_infer"]["ns"])
+        self.assertGreaterEqual(got["success"]["ns"] - was["success"]["ns"],
+                                got["compute_infer"]["ns"] - was["compute_infer"]["ns"])
+        self.assertGreater(after["last_inference"], 1_700_000_000_000)
+        r = d.get(f"/v2/models/{MODEL}/stats")
+        self.assertEqual([(e["version"], e["inference_count"]) for e in r.json["model_stats"]],
+                         [("1", 0), ("2", after["inference_count"])], r)
+        self.check_live("GET", f"/v2/models/{MODEL}/stats", r)
+        for p, code in ((f"/v2/models/{MODEL}/versions/9/stats", "version_not_found"),
+                        ("/v2/models/nope/stats", "model_not_found")):
+            r = d.get(p)
+            self.assertEqual((r.status, r.error_code()), (404, code), r)
+            self.check_live("GET", p, r)
+
     def test_binary_answer_replays_byte_for_byte(self):
         """An Idempotency-Key retry of a binary-output request gets the same bytes and header."""
         body, headers = triton_body([triton_input("embedding", "FP32", self.Z[:2])])

@@ -144,6 +144,9 @@ OPERATION_ERRORS = {
     ("get", "/v2/health/live"): set(),
     ("get", "/v2/health/ready"): set(),
     ("post", "/v2/repository/index"): AUTH_ERRORS | BODY_ERRORS,
+    ("get", "/v2/models/{name}/stats"): AUTH_ERRORS | {"invalid_request", "model_not_found", "not_found"},
+    ("get", "/v2/models/{name}/versions/{version}/stats"): AUTH_ERRORS | {
+        "invalid_request", "model_not_found", "version_not_found", "not_found"},
     ("get", "/v2/models/{name}"): AUTH_ERRORS | {"invalid_request", "model_not_found", "not_found", "not_ready"},
     ("get", "/v2/models/{name}/ready"): AUTH_ERRORS | {"invalid_request", "model_not_found", "not_found",
                                                        "not_ready"},
@@ -205,6 +208,7 @@ class SpecStructureTest(unittest.TestCase):
             "/v2/health/ready", "/v2/models/{name}", "/v2/models/{name}/ready",
             "/v2/models/{name}/infer", "/v2/repository/index", "/v2/models/{name}/versions/{version}",
             "/v2/models/{name}/versions/{version}/ready", "/v2/models/{name}/versions/{version}/infer",
+            "/v2/models/{name}/stats", "/v2/models/{name}/versions/{version}/stats",
             "/console", "/console/", "/console/{file}"})
 
     def test_every_operation_has_responses(self):
