@@ -33,8 +33,8 @@
 
 void pgcld_handle_v2_server(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     reply->status = 200;
-    reply->body = json_pack("{s:s, s:s, s:[s]}", "name", "pgcld", "version", PGCLD_VERSION, "extensions",
-                            "binary_tensor_data");
+    reply->body = json_pack("{s:s, s:s, s:[s, s, s]}", "name", "pgcld", "version", PGCLD_VERSION, "extensions",
+                            "binary_tensor_data", "model_repository", "statistics");
 }
 
 void pgcld_handle_v2_live(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {

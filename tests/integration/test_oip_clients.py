@@ -372,6 +372,7 @@ class OipClientsTest(LiveValidationMixin, unittest.TestCase):
     def test_repository_index(self):
         """tritonclient's get_model_repository_index(): POST with an empty, untyped body."""
         d = self.daemon
+        self.assertEqual(d.get("/v2", key="").json["extensions"], ["binary_tensor_data", "model_repository", "statistics"])
         r = d.raw("POST", "/v2/repository/index", b"")
         self.assertEqual(r.status, 200, r)
         self.check_live("POST", "/v2/repository/index", r)
