@@ -173,7 +173,8 @@ static enum MHD_Result send_reply(const request_ctx *ctx, struct MHD_Connection 
     if (reply->retry_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, reply->retry_after);
     if (reply->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, reply->allow);
     if (reply->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, reply->www_authenticate);
-    if (reply->dynamic_header_name) MHD_add_response_header(resp, reply->dynamic_header_name, reply->dynamic_header_value);
+    if (reply->dynamic_header_name)
+        MHD_add_response_header(resp, reply->dynamic_header_name, reply->dynamic_header_value);
     if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result rc = MHD_queue_response(conn, (unsigned)reply->status, resp);
     MHD_destroy_response(resp);

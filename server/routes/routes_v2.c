@@ -273,8 +273,10 @@ void pgcld_handle_v2_model_stats(pgcld_server *srv, const pgcld_request *req, pg
         json_t *model, *ver;
         json_array_foreach(json_object_get(described, "models"), i, model) {
             if (strcmp(json_string_value(json_object_get(model, "name")), name) != 0) continue;
-            json_array_foreach(json_object_get(model, "versions"), v, ver)
-                json_array_append_new(stats, version_stats(srv, name, json_string_value(json_object_get(ver, "version"))));
+            json_array_foreach(json_object_get(model, "versions"), v, ver) {
+                const char *version_name = json_string_value(json_object_get(ver, "version"));
+                json_array_append_new(stats, version_stats(srv, name, version_name));
+            }
         }
         json_decref(described);
     }
@@ -584,7 +586,8 @@ static void v2_binary_wire(pgcld_reply *reply) {
         if (!ok || !params) continue;
         bool fp32 = strcmp(json_string_value(json_object_get(out, "datatype")), "FP32") == 0;
         long n = append_tensor_bytes(json_object_get(out, "data"), fp32, &bytes, &len, &cap);
-        ok = n >= 0 && json_object_set_new(out, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)n)) == 0;
+        ok = n >= 0 &&
+             json_object_set_new(out, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)n)) == 0;
         json_object_del(out, "data");
     }
     char *header = ok ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
