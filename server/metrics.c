@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const double g_latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                           0.1,    0.25,  0.5,    1,     2.5,  5,     10};
@@ -53,6 +54,7 @@ struct pgcld_metrics {
     _Atomic unsigned long long inputs_dropped; /* stored inputs dropped by input retention */
     pthread_mutex_t lock;                 /* guards the series lists */
     series *scored, *swaps, *shadow;
+    series *calls; /* pgcld_metrics_model_call's counters, kind = the counter's name */
 };
 
 pgcld_metrics *pgcld_metrics_create(const char *const *route_names, int n_routes) {
@@ -82,6 +84,7 @@ void pgcld_metrics_destroy(pgcld_metrics *m) {
     free_series(m->scored);
     free_series(m->swaps);
     free_series(m->shadow);
+    free_series(m->calls);
     free(m->requests);
     pthread_mutex_destroy(&m->lock);
     free(m);
@@ -138,6 +141,62 @@ void pgcld_metrics_batch(pgcld_metrics *m, int items) {
 
 void pgcld_metrics_forward_rows(pgcld_metrics *m, int rows) {
     if (m) observe(&m->forward_rows, g_batch_bounds, N_BATCH, rows, (unsigned long long)rows);
+}
+
+/* The series (model, version, kind) of list, created when absent; NULL when out of memory. Under
+ * m->lock. */
+static series *find_series(series **list, const char *model, const char *version, const char *kind, bool create) {
+    series *s = *list;
+    while (s && !(strcmp(s->model, model) == 0 && strcmp(s->version, version) == 0 && strcmp(s->kind, kind) == 0))
+        s = s->next;
+    if (!s && create && (s = calloc(1, sizeof *s))) {
+        snprintf(s->model, sizeof s->model, "%s", model);
+        snprintf(s->version, sizeof s->version, "%s", version);
+        snprintf(s->kind, sizeof s->kind, "%s", kind);
+        s->next = *list;
+        *list = s;
+    }
+    return s;
+}
+
+void pgcld_metrics_model_call(pgcld_metrics *m, const char *model, const char *version, bool ok, int64_t total_ns,
+                              bool computed, int64_t queue_ns, int64_t compute_ns) {
+    if (!m) return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    const struct { const char *kind; unsigned long long by; bool counted; } adds[] = {
+        {ok ? "success" : "fail", 1, true},
+        {ok ? "success_ns" : "fail_ns", (unsigned long long)(total_ns > 0 ? total_ns : 0), true},
+        {"executions", 1, computed},
+        {"queue_ns", (unsigned long long)(queue_ns > 0 ? queue_ns : 0), computed},
+        {"compute_ns", (unsigned long long)(compute_ns > 0 ? compute_ns : 0), computed},
+    };
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < sizeof adds / sizeof adds[0]; i++) {
+        series *s = adds[i].counted ? find_series(&m->calls, model, version, adds[i].kind, true) : NULL;
+        if (s) s->value += adds[i].by;
+    }
+    series *last = find_series(&m->calls, model, version, "last_ms", true);
+    if (last) last->value = (unsigned long long)now.tv_sec * 1000ull + (unsigned long long)now.tv_nsec / 1000000ull;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void pgcld_metrics_model_stats(pgcld_metrics *m, const char *model, const char *version, pgcld_model_stats *out) {
+    *out = (pgcld_model_stats){0};
+    if (!m) return;
+    struct { const char *kind; unsigned long long *to; } reads[] = {
+        {"executions", &out->executions}, {"success", &out->success}, {"success_ns", &out->success_ns},
+        {"fail", &out->fail},             {"fail_ns", &out->fail_ns}, {"queue_ns", &out->queue_ns},
+        {"compute_ns", &out->compute_ns}, {"last_ms", &out->last_ms},
+    };
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        series *s = find_series(&m->calls, model, version, reads[i].kind, false);
+        *reads[i].to = s ? s->value : 0;
+    }
+    series *items = find_series(&m->scored, model, version, "", false);
+    out->items = items ? items->value : 0;
+    pthread_mutex_unlock(&m->lock);
 }
 
 static void bump(pgcld_metrics *m, series **list, const char *model, const char *version, const char *kind,

@@ -34,6 +34,24 @@ void pgcld_metrics_batch(pgcld_metrics *m, int items);
 /* Rows of the forward pass a request ran in (several requests' rows when batched together). */
 void pgcld_metrics_forward_rows(pgcld_metrics *m, int rows);
 void pgcld_metrics_scored(pgcld_metrics *m, const char *model, const char *version, int items);
+/* One scoring call of a model version that reached the scoring pipeline (a request refused while
+ * parsing is not one): ok or failed (audit unavailable, backlog, a non-finite output), its time
+ * from arrival to answer, and, when it was computed, its queue and compute time. For Triton's
+ * statistics extension (GET /v2/models/{name}/stats). */
+void pgcld_metrics_model_call(pgcld_metrics *m, const char *model, const char *version, bool ok, int64_t total_ns,
+                              bool computed, int64_t queue_ns, int64_t compute_ns);
+
+/* The counters of one model version (zeros for one never called). */
+typedef struct pgcld_model_stats {
+    unsigned long long items;                 /* items scored (pgcld_items_scored_total) */
+    unsigned long long executions;            /* calls that were computed */
+    unsigned long long success, success_ns;   /* calls answered 200, and their total time */
+    unsigned long long fail, fail_ns;         /* calls that failed, and their total time */
+    unsigned long long queue_ns, compute_ns;  /* of the computed calls */
+    unsigned long long last_ms;               /* wall-clock ms of the last call; 0 = never */
+} pgcld_model_stats;
+void pgcld_metrics_model_stats(pgcld_metrics *m, const char *model, const char *version, pgcld_model_stats *out);
+
 void pgcld_metrics_swap(pgcld_metrics *m, const char *model, bool ok);
 void pgcld_metrics_shadow(pgcld_metrics *m, const char *model, bool dropped, int items);
 /* pgcld_metrics_shadow as core/score/shadow.h's observer (pgcl_shadow_count_fn): ctx is the pgcld_metrics. */

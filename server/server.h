@@ -124,6 +124,11 @@ typedef struct pgcld_reply {
      * NULL. Not owned: it must outlive the response (static storage, e.g. embedded files). */
     const void *data;
     size_t data_len;
+    bool data_owned; /* data is malloc'd and freed with the response instead (dynamic binary bodies) */
+    /* One response header with a value made per request (e.g. Inference-Header-Content-Length);
+     * the name in static storage, NULL for none. */
+    const char *dynamic_header_name;
+    char dynamic_header_value[32];
     /* Extra response headers: name, value, name, value, …, NULL, in static storage; NULL for
      * none. A Cache-Control among them replaces the default "no-store". */
     const char *const *headers;
@@ -131,9 +136,15 @@ typedef struct pgcld_reply {
 } pgcld_reply;
 
 /* Sets reply to {"error": {"code", "message"[, "item"][, "field"]}}. item < 0 and field NULL omit them.
- * The configuration's file system paths in the message are replaced (pgcld_reply_redact). */
+ * The configuration's file system paths in the message are replaced (pgcld_reply_redact).
+ * On /v2 paths http.c sends it in the Open Inference Protocol's shape (pgcld_reply_oip_error). */
 void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int item, const char *field,
                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Rewrites an error body {"error": {"code", "message"[, "item"][, "field"]}} in place into the
+ * Open Inference Protocol's shape, whose "error" is the message string: {"error": message, "code",
+ * ["item",] ["field"]}. Any other body is left as it is. */
+void pgcld_reply_oip_error(json_t *body);
 
 /* In every error message from now on, `text` (a file system path with a '/' or a '.') standing as
  * a word of its own is replaced by `instead` (static storage). Called before the server starts
@@ -219,6 +230,8 @@ void pgcld_handle_v2_ready(pgcld_server *srv, const pgcld_request *req, pgcld_re
 void pgcld_handle_v2_model(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_v2_model_ready(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_v2_repository_index(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_v2_model_stats(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 /* The web console's static files, embedded at build time (routes_console.c). */
 void pgcld_handle_console_index(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_console_file(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);

@@ -74,6 +74,7 @@ typedef struct request_ctx {
     int64_t t_start_us;
     int status; /* of the answer sent, for metrics; 0 while none was sent */
     bool started;              /* the handler's first call (headers in) has run */
+    bool oip;                  /* a /v2 path: errors go in the Open Inference Protocol's shape */
     pgcld_raw_target target;   /* what the request target said before it was decoded */
     bool scoring_admitted;     /* counted in score_in_flight until the answer is written */
     pgcld_deferred deferred;   /* the handler's deferred answer, if it deferred one; its conn too */
@@ -136,21 +137,28 @@ static bool add_extra_headers(struct MHD_Response *resp, const pgcld_reply *repl
 /* Queues reply on conn. While the server drains (shutdown), every answer carries Connection: close,
  * so that a client on a kept-open connection goes to another replica instead of sending a request
  * the stopping server would drop unanswered when it closes its connections. */
-static enum MHD_Result send_reply(const pgcld_server *srv, struct MHD_Connection *conn, pgcld_reply *reply) {
+static enum MHD_Result send_reply(const request_ctx *ctx, struct MHD_Connection *conn, pgcld_reply *reply) {
+    const pgcld_server *srv = ctx->srv;
     bool close = reply->close_connection || atomic_load(&srv->draining);
     if (reply->stream_fn) return send_stream(conn, reply, close);
+    if (ctx->oip && reply->body) pgcld_reply_oip_error(reply->body);
     struct MHD_Response *resp;
     if (reply->data) {
-        resp = MHD_create_response_from_buffer(reply->data_len, (void *)reply->data, MHD_RESPMEM_PERSISTENT);
+        resp = MHD_create_response_from_buffer(reply->data_len, (void *)reply->data,
+                                               reply->data_owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
         free(reply->text);
         reply->text = NULL;
-        if (!resp) return MHD_NO;
+        if (!resp) {
+            if (reply->data_owned) free((void *)reply->data);
+            return MHD_NO;
+        }
     } else {
         char *text = reply->text ? reply->text : reply->body ? json_dumps(reply->body, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
         reply->text = NULL;
         if (reply->body && !text) {
             reply->status = 500;
-            text = strdup("{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}");
+            text = strdup(ctx->oip ? "{\"error\":\"out of memory\",\"code\":\"internal_error\"}"
+                                   : "{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}");
         }
         size_t len = text ? strlen(text) : 0;
         resp = MHD_create_response_from_buffer(len, text ? text : (char *)"",
@@ -165,6 +173,8 @@ static enum MHD_Result send_reply(const pgcld_server *srv, struct MHD_Connection
     if (reply->retry_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, reply->retry_after);
     if (reply->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, reply->allow);
     if (reply->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, reply->www_authenticate);
+    if (reply->dynamic_header_name)
+        MHD_add_response_header(resp, reply->dynamic_header_name, reply->dynamic_header_value);
     if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result rc = MHD_queue_response(conn, (unsigned)reply->status, resp);
     MHD_destroy_response(resp);
@@ -173,14 +183,14 @@ static enum MHD_Result send_reply(const pgcld_server *srv, struct MHD_Connection
     return rc;
 }
 
-static enum MHD_Result send_error(const pgcld_server *srv, struct MHD_Connection *conn, int status, const char *code,
+static enum MHD_Result send_error(const request_ctx *ctx, struct MHD_Connection *conn, int status, const char *code,
                                   const char *msg,
                                   const char *allow) {
     pgcld_reply reply = {0};
     pgcld_reply_error(&reply, status, code, -1, NULL, "%s", msg);
     reply.allow = allow;
     if (status == 401) reply.www_authenticate = "Bearer";
-    return send_reply(srv, conn, &reply);
+    return send_reply(ctx, conn, &reply);
 }
 
 /* Checks the caller's key against the route's roles. Returns 0, or sends 401/403 and returns -1
@@ -194,14 +204,14 @@ static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Res
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) {
         ctx->status = 401;
-        *rc = send_error(srv, conn, 401, "unauthorized", "this endpoint needs an API key: Authorization: Bearer <key>", NULL);
+        *rc = send_error(ctx, conn, 401, "unauthorized", "this endpoint needs an API key: Authorization: Bearer <key>", NULL);
         return -1;
     }
     const char *token = auth + 7;
     while (*token == ' ') token++;
     if (pgcl_keyring_verify(srv->keyring, token, &ctx->identity) != PGCL_OK) {
         ctx->status = 401;
-        *rc = send_error(srv, conn, 401, "unauthorized", "the API key is unknown or revoked", NULL);
+        *rc = send_error(ctx, conn, 401, "unauthorized", "the API key is unknown or revoked", NULL);
         return -1;
     }
     ctx->authenticated = true;
@@ -210,7 +220,7 @@ static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Res
         char msg[160];
         snprintf(msg, sizeof msg, "a %s key may not use this endpoint", pgcl_role_str(ctx->identity.role));
         ctx->status = 403;
-        *rc = send_error(srv, conn, 403, "forbidden", msg, NULL);
+        *rc = send_error(ctx, conn, 403, "forbidden", msg, NULL);
         return -1;
     }
     return 0;
@@ -480,7 +490,7 @@ static enum MHD_Result refuse_head(request_ctx *ctx, struct MHD_Connection *conn
     pgcld_reply reply = {.close_connection = true};
     pgcld_reply_error(&reply, p->status, p->code, -1, p->field[0] ? p->field : NULL, "%s", p->message);
     ctx->status = p->status;
-    return send_reply(ctx->srv, conn, &reply);
+    return send_reply(ctx, conn, &reply);
 }
 
 /* Writes all of buf on the non-blocking socket fd, waiting up to a second for room. */
@@ -525,6 +535,7 @@ static enum MHD_Result answer_in_place_of_library(request_ctx *ctx, struct MHD_C
     if (!info || https) return MHD_NO;
     pgcld_reply reply = {0};
     pgcld_reply_error(&reply, p->status, p->code, -1, p->field, "%s", p->message);
+    if (ctx->oip) pgcld_reply_oip_error(reply.body);
     char *body = json_dumps(reply.body, JSON_COMPACT);
     json_decref(reply.body);
     if (!body) return MHD_NO;
@@ -550,6 +561,7 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
                                      const char *method, const char *version) {
     pgcld_server *srv = ctx->srv;
     ctx->started = true;
+    ctx->oip = strncmp(url, "/v2", 3) == 0 && (url[3] == 0 || url[3] == '/');
     ctx->t_start_us = pgcl_monotonic_us();
     atomic_fetch_add(&srv->in_flight, 1);
     pgcld_head_problem problem;
@@ -563,12 +575,12 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
     if (ctx->route_index < 0) {
         if (path_known) {
             ctx->status = 405;
-            return send_error(srv, conn, 405, "method_not_allowed", "this path does not accept that method", allow);
+            return send_error(ctx, conn, 405, "method_not_allowed", "this path does not accept that method", allow);
         }
         char msg[320];
         snprintf(msg, sizeof msg, "no route for %.256s", url);
         ctx->status = 404;
-        return send_error(srv, conn, 404, "not_found", msg, NULL);
+        return send_error(ctx, conn, 404, "not_found", msg, NULL);
     }
     ctx->route = pgcld_route_at(ctx->route_index);
     enum MHD_Result rc;
@@ -576,7 +588,7 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
     pgcld_reply query_refusal = {0};
     if (pgcld_route_check_query(ctx->route, conn, &query_refusal) != 0) {
         ctx->status = query_refusal.status;
-        return send_reply(srv, conn, &query_refusal);
+        return send_reply(ctx, conn, &query_refusal);
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     long limit = ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes;
@@ -585,7 +597,7 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
         char msg[128];
         snprintf(msg, sizeof msg, "request body of %s bytes exceeds the limit of %ld bytes", cl, limit);
         ctx->status = 413;
-        return send_error(srv, conn, 413, "payload_too_large", msg, NULL);
+        return send_error(ctx, conn, 413, "payload_too_large", msg, NULL);
     }
     return MHD_YES;
 }
@@ -593,6 +605,7 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
 /* Releases what a reply holds without sending it. */
 static void discard_reply(pgcld_reply *reply) {
     json_decref(reply->body);
+    if (reply->data_owned) free((void *)reply->data);
     free(reply->text);
     if (reply->stream_fn && reply->stream_free) reply->stream_free(reply->stream_ctx);
     *reply = (pgcld_reply){0};
@@ -666,7 +679,7 @@ static enum MHD_Result send_answer(request_ctx *ctx, struct MHD_Connection *conn
     if (!reply->body && !reply->text && !reply->stream_fn && !reply->data)
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "handler produced no answer");
     ctx->status = reply->status;
-    return send_reply(ctx->srv, conn, reply);
+    return send_reply(ctx, conn, reply);
 }
 
 /* Appends an upload chunk to ctx's body (its budget reserved when it is a scoring body). */
@@ -743,7 +756,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         snprintf(msg, sizeof msg, "request body exceeds the limit of %ld bytes",
                  ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes);
         ctx->status = 413;
-        return send_error(srv, conn, 413, "payload_too_large", msg, NULL);
+        return send_error(ctx, conn, 413, "payload_too_large", msg, NULL);
     }
     if (ctx->shed) {
         pgcld_reply shed = {.status = 503, .retry_after = "1"};
@@ -752,7 +765,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                           "retry shortly", (long)srv->cfg->max_body_memory);
         pgcld_metrics_rejected(srv->metrics, PGCLD_REJECT_OVERLOADED);
         ctx->status = 503;
-        return send_reply(srv, conn, &shed);
+        return send_reply(ctx, conn, &shed);
     }
     pgcld_request req = {
         .method = method,
@@ -773,7 +786,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     bool scoring = pgcld_route_is_scoring(ctx->route);
     if (scoring && admit(ctx, conn, &reply) != 0) {
         ctx->status = reply.status;
-        return send_reply(srv, conn, &reply);
+        return send_reply(ctx, conn, &reply);
     }
     ctx->scoring_admitted = scoring;
     if (pgcld_route_is_staff(ctx->route)) start_staff_call(ctx, &req, &reply);

@@ -100,6 +100,18 @@ void pgcld_reply_error(pgcld_reply *reply, int status, const char *code, int ite
     reply->body = json_pack("{s:o}", "error", err);
 }
 
+void pgcld_reply_oip_error(json_t *body) {
+    json_t *err = json_object_get(body, "error");
+    json_t *code = json_object_get(err, "code"), *message = json_object_get(err, "message");
+    if (!json_is_object(err) || !json_is_string(code) || !json_is_string(message)) return;
+    json_incref(err);
+    json_object_set(body, "error", message);
+    json_object_set(body, "code", code);
+    if (json_object_get(err, "item")) json_object_set(body, "item", json_object_get(err, "item"));
+    if (json_object_get(err, "field")) json_object_set(body, "field", json_object_get(err, "field"));
+    json_decref(err);
+}
+
 /* Skips optional whitespace. */
 static const char *skip_ows(const char *p) {
     while (*p == ' ' || *p == '\t') p++;

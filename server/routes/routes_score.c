@@ -108,8 +108,15 @@ static void on_scored(void *ctx, pgcl_score_failure f) {
 static void score_finish(pgcld_server *srv, void *state, pgcld_reply *reply) {
     score_job *job = state;
     count_stages(srv, job->model, job->failure, &job->result);
+    if (job->failure != PGCL_SCORE_IDEMPOTENCY_ANSWERED) {
+        const pgcl_score_timings *t = &job->result.timings;
+        pgcld_metrics_model_call(srv->metrics, job->model->name, job->model->version, job->failure == PGCL_SCORE_OK,
+                                 (pgcl_monotonic_us() - job->t_start_us) * 1000, t->computed,
+                                 (int64_t)t->queue_us * 1000, (int64_t)t->compute_us * 1000);
+    }
     if (job->failure == PGCL_SCORE_IDEMPOTENCY_ANSWERED) {
         pgcld_score_idempotency_replay(srv, job, reply);
+        if (job->wire_fn) job->wire_fn(reply);
         pgcld_score_job_free(job);
         return;
     }
@@ -126,6 +133,7 @@ static void score_finish(pgcld_server *srv, void *state, pgcld_reply *reply) {
         reply->text = job->answer_fn(job, job->answer_ctx);
     }
     if (!reply->text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+    else if (job->wire_fn) job->wire_fn(reply);
     pgcld_metrics_stage(srv->metrics, PGCLD_STAGE_TOTAL, (double)(pgcl_monotonic_us() - job->t_start_us) * 1e-6);
     pgcld_score_job_free(job);
 }

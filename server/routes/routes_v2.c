@@ -2,15 +2,23 @@
  * existing Triton and KServe clients can call pgcld:
  *   GET  /v2                          server metadata
  *   GET  /v2/health/live, /v2/health/ready
- *   GET  /v2/models/{name}            model metadata (inputs and outputs)
- *   GET  /v2/models/{name}/ready
- *   POST /v2/models/{name}/infer      JSON tensors, or the binary tensor extension
+ *   GET  /v2/models/{name}[/versions/{version}]        model metadata (inputs and outputs)
+ *   GET  /v2/models/{name}[/versions/{version}]/ready
+ *   POST /v2/repository/index        Triton's model repository extension: every version on disk
+ *   GET  /v2/models/{name}[/versions/{version}]/stats  Triton's statistics extension
+ *   POST /v2/models/{name}[/versions/{version}]/infer  JSON tensors, or the binary tensor extension
  *                                     (Inference-Header-Content-Length: a JSON header, then raw
  *                                     tensor bytes in input order, sized by binary_data_size)
  * Inputs: "embedding" FP32 [n, D] (required) and "id" BYTES [n] (optional item ids). Outputs:
- * label, decision, decision_id (BYTES [n]), probabilities FP32 [n, K], vector FP32 [n, d].
- * Validation and audit rows are exactly those of /v1/score; errors keep pgcld's JSON error body. */
+ * label, decision, decision_id (BYTES [n]), probabilities FP32 [n, K], vector FP32 [n, d]; the
+ * request's `outputs` picks some of them, and those asked with parameters.binary_data (or all of
+ * them, with the request's parameters.binary_data_output) come back in the binary extension's
+ * layout. A version in the path must be the active one: /v1/score scores only the active version
+ * (which the metadata lists), so an inactive version answers 409 version_not_active.
+ * Validation and audit rows are exactly those of /v1/score. Errors on /v2 are written as the
+ * protocol's {"error": "<message>"} with pgcld's code beside it (http.c, pgcld_reply_oip_error). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +33,8 @@
 
 void pgcld_handle_v2_server(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     reply->status = 200;
-    reply->body = json_pack("{s:s, s:s, s:[s]}", "name", "pgcld", "version", PGCLD_VERSION, "extensions",
-                            "binary_tensor_data");
+    reply->body = json_pack("{s:s, s:s, s:[s, s, s]}", "name", "pgcld", "version", PGCLD_VERSION, "extensions",
+                            "binary_tensor_data", "model_repository", "statistics");
 }
 
 void pgcld_handle_v2_live(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
@@ -42,8 +50,34 @@ void pgcld_handle_v2_ready(pgcld_server *srv, const pgcld_request *req, pgcld_re
     reply->body = json_pack("{s:b}", "ready", ready);
 }
 
+/* The active version of the path's model, retained, when the path names no version or names the
+ * active one; else NULL with reply set: 404 model_not_found / version_not_found, 503 not_ready,
+ * or 409 version_not_active for a version on disk that is not the active one (pgcld scores only
+ * the active version, as /v1/score does). shadow as pgcld_score_acquire's. */
+static pgcl_model *acquire_path_version(pgcld_server *srv, const pgcld_request *req, pgcl_model **shadow,
+                                        pgcld_reply *reply) {
+    pgcl_model *m = pgcld_score_acquire(srv, req->params[0], shadow, NULL, reply);
+    const char *version = req->params[1];
+    if (!m || !version || strcmp(version, m->version) == 0) return m;
+    bool on_disk = pgcl_registry_knows_version(srv->registry, req->params[0], version);
+    if (on_disk)
+        pgcld_reply_error(reply, 409, "version_not_active", -1, "version",
+                          "version '%.64s' of model %s is not the active version (%s): pgcld serves and scores only "
+                          "the active version; activate it with POST /v1/admin/models/%s/activate",
+                          version, m->name, m->version, m->name);
+    else
+        pgcld_reply_error(reply, 404, "version_not_found", -1, "version", "model %s has no version '%.64s'", m->name,
+                          version);
+    if (shadow && *shadow) {
+        pgcl_model_release(*shadow);
+        *shadow = NULL;
+    }
+    pgcl_model_release(m);
+    return NULL;
+}
+
 void pgcld_handle_v2_model(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    pgcl_model *m = pgcld_score_acquire(srv, req->params[0], NULL, NULL, reply);
+    pgcl_model *m = acquire_path_version(srv, req, NULL, reply);
     if (!m) return;
     reply->status = 200;
     reply->body = json_pack(
@@ -58,11 +92,196 @@ void pgcld_handle_v2_model(pgcld_server *srv, const pgcld_request *req, pgcld_re
 }
 
 void pgcld_handle_v2_model_ready(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    pgcl_model *m = pgcld_score_acquire(srv, req->params[0], NULL, NULL, reply);
+    pgcl_model *m = acquire_path_version(srv, req, NULL, reply);
     if (!m) return;
     reply->status = 200;
     reply->body = json_pack("{s:s, s:s, s:b}", "name", m->name, "version", m->version, "ready", 1);
     pgcl_model_release(m);
+}
+
+/* The outputs of an infer answer, in the order they are written. */
+enum { OUT_LABEL, OUT_DECISION, OUT_DECISION_ID, OUT_PROBABILITIES, OUT_VECTOR, N_OUTPUTS };
+static const char *const g_output_names[N_OUTPUTS] = {"label", "decision", "decision_id", "probabilities", "vector"};
+
+/* Which outputs the answer holds and which of them go as binary data. */
+typedef struct output_selection {
+    bool wanted[N_OUTPUTS];
+    bool binary[N_OUTPUTS];
+} output_selection;
+
+/* Reads the request's `outputs` (each {"name"[, "parameters": {"binary_data": bool, …}]}; absent:
+ * all five) and its parameters.binary_data_output (the default of binary_data: tritonclient sets
+ * it when it asks no outputs). Other members and parameters are ignored. Into sel when not NULL.
+ * Returns 0, or -1 with reply set (400 naming the field). */
+static int read_output_selection(json_t *hdr, output_selection *sel, pgcld_reply *reply) {
+    output_selection s = {{false}, {false}};
+    json_t *params = json_object_get(hdr, "parameters"), *outputs = json_object_get(hdr, "outputs");
+    if (params && !json_is_object(params)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "parameters", "'parameters' must be an object");
+        return -1;
+    }
+    json_t *all_binary = params ? json_object_get(params, "binary_data_output") : NULL;
+    if (all_binary && !json_is_boolean(all_binary)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "parameters.binary_data_output",
+                          "'binary_data_output' must be true or false");
+        return -1;
+    }
+    bool binary_default = all_binary && json_is_true(all_binary);
+    if (!outputs) {
+        for (int k = 0; k < N_OUTPUTS; k++) s.wanted[k] = true, s.binary[k] = binary_default;
+    } else if (!json_is_array(outputs) || json_array_size(outputs) == 0) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "outputs", "'outputs' must be a non-empty array");
+        return -1;
+    }
+    size_t i;
+    json_t *out;
+    json_array_foreach(outputs, i, out) {
+        char field[64];
+        snprintf(field, sizeof field, "outputs[%zu]", i);
+        const char *name = json_string_value(json_object_get(out, "name"));
+        json_t *oparams = json_object_get(out, "parameters");
+        json_t *binary = json_is_object(oparams) ? json_object_get(oparams, "binary_data") : NULL;
+        int k = 0;
+        while (k < N_OUTPUTS && !(name && strcmp(name, g_output_names[k]) == 0)) k++;
+        if (k == N_OUTPUTS) {
+            pgcld_reply_error(reply, 400, "invalid_request", -1, field,
+                              "unknown output '%.64s' (expected label, decision, decision_id, probabilities, vector)",
+                              name ? name : "");
+            return -1;
+        }
+        if ((oparams && !json_is_object(oparams)) || (binary && !json_is_boolean(binary))) {
+            pgcld_reply_error(reply, 400, "invalid_request", -1, field,
+                              "'parameters' must be an object and its 'binary_data' true or false");
+            return -1;
+        }
+        if (s.wanted[k]) {
+            pgcld_reply_error(reply, 400, "invalid_request", -1, field, "output '%s' is asked twice", name);
+            return -1;
+        }
+        s.wanted[k] = true;
+        s.binary[k] = binary ? json_is_true(binary) : binary_default;
+    }
+    if (sel) *sel = s;
+    return 0;
+}
+
+/* model_name and model_version, which clients send (KServe's InferRequest.to_rest() always names
+ * the model), must agree with the path when present. Returns 0, or -1 with reply set. */
+static int check_model_members(json_t *hdr, const pgcl_model *m, pgcld_reply *reply) {
+    static const char *const members[2] = {"model_name", "model_version"};
+    for (int k = 0; k < 2; k++) {
+        json_t *v = json_object_get(hdr, members[k]);
+        const char *want = k == 0 ? m->name : m->version;
+        if (!v || (json_is_string(v) && json_string_length(v) == 0)) continue;
+        if (!json_is_string(v) || strcmp(json_string_value(v), want) != 0) {
+            pgcld_reply_error(reply, 400, k == 0 ? "model_name_mismatch" : "model_version_mismatch", -1, members[k],
+                              "'%s' %s%.64s%s does not match the %s of the path (%s)", members[k],
+                              json_is_string(v) ? "'" : "", json_is_string(v) ? json_string_value(v) : "(not a string)",
+                              json_is_string(v) ? "'" : "", k == 0 ? "model" : "version served", want);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Triton's repository index state of one version of /v1/models' description: READY for the active
+ * version, UNAVAILABLE (with the registry's state, or "shadow", as the reason) for the others. */
+static json_t *index_entry(const char *model, json_t *version) {
+    const char *role = json_string_value(json_object_get(version, "role"));
+    bool active = role && strcmp(role, "active") == 0;
+    json_t *e = json_pack("{s:s, s:O, s:s}", "name", model, "version", json_object_get(version, "version"), "state",
+                          active ? "READY" : "UNAVAILABLE");
+    if (!active) {
+        json_t *error = json_object_get(version, "error");
+        json_object_set(e, "reason", error ? error : role ? json_object_get(version, "role")
+                                                          : json_object_get(version, "state"));
+    }
+    return e;
+}
+
+void pgcld_handle_v2_repository_index(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    bool ready_only = false;
+    if (req->body_len > 0) { /* optional {"ready": bool}; tritonclient posts an empty body, untyped */
+        if (req->content_type && !pgcld_is_json_type(req->content_type)) {
+            pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
+                              "Content-Type must be application/json, or absent");
+            return;
+        }
+        json_error_t jerr;
+        json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+        json_t *ready = json_object_get(body, "ready");
+        if (!json_is_object(body) || (ready && !json_is_boolean(ready))) {
+            pgcld_reply_error(reply, 400, body ? "invalid_request" : "invalid_json", -1, body ? "ready" : NULL, "%s",
+                              body ? "the body must be an object whose 'ready' is true or false" : jerr.text);
+            json_decref(body);
+            return;
+        }
+        ready_only = json_is_true(ready);
+        json_decref(body);
+    }
+    json_t *described = pgcl_registry_describe(srv->registry), *index = json_array();
+    size_t i, v;
+    json_t *model, *version;
+    json_array_foreach(json_object_get(described, "models"), i, model) {
+        const char *name = json_string_value(json_object_get(model, "name"));
+        json_array_foreach(json_object_get(model, "versions"), v, version) {
+            json_t *e = index_entry(name, version);
+            if (ready_only && strcmp(json_string_value(json_object_get(e, "state")), "READY") != 0)
+                json_decref(e);
+            else
+                json_array_append_new(index, e);
+        }
+    }
+    json_decref(described);
+    reply->status = 200;
+    reply->body = index;
+}
+
+/* One model_stats entry of Triton's statistics extension from pgcld's counters. */
+static json_t *version_stats(pgcld_server *srv, const char *model, const char *version) {
+    pgcld_model_stats st;
+    pgcld_metrics_model_stats(srv->metrics, model, version, &st);
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:{s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I},"
+                     " s:{s:I, s:I}, s:{s:I, s:I}}, s:[]}",
+                     "name", model, "version", version, "last_inference", (json_int_t)st.last_ms, "inference_count",
+                     (json_int_t)st.items, "execution_count", (json_int_t)st.executions, "inference_stats", "success",
+                     "count", (json_int_t)st.success, "ns", (json_int_t)st.success_ns, "fail", "count",
+                     (json_int_t)st.fail, "ns", (json_int_t)st.fail_ns, "queue", "count", (json_int_t)st.executions,
+                     "ns", (json_int_t)st.queue_ns, "compute_input", "count", (json_int_t)0, "ns", (json_int_t)0,
+                     "compute_infer", "count", (json_int_t)st.executions, "ns", (json_int_t)st.compute_ns,
+                     "compute_output", "count", (json_int_t)0, "ns", (json_int_t)0, "batch_stats");
+}
+
+void pgcld_handle_v2_model_stats(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    const char *name = req->params[0], *version = req->params[1];
+    if (!pgcl_registry_valid_name(name, false) || !pgcl_registry_knows(srv->registry, name)) {
+        pgcld_reply_error(reply, 404, "model_not_found", -1, "name", "no model named '%.64s' is being served", name);
+        return;
+    }
+    if (version && !(pgcl_registry_valid_name(version, true) &&
+                     pgcl_registry_knows_version(srv->registry, name, version))) {
+        pgcld_reply_error(reply, 404, "version_not_found", -1, "version", "model %s has no version '%.64s'", name,
+                          version);
+        return;
+    }
+    json_t *stats = json_array();
+    if (version) {
+        json_array_append_new(stats, version_stats(srv, name, version));
+    } else { /* every version on disk, in version order */
+        json_t *described = pgcl_registry_describe(srv->registry);
+        size_t i, v;
+        json_t *model, *ver;
+        json_array_foreach(json_object_get(described, "models"), i, model) {
+            if (strcmp(json_string_value(json_object_get(model, "name")), name) != 0) continue;
+            json_array_foreach(json_object_get(model, "versions"), v, ver) {
+                const char *version_name = json_string_value(json_object_get(ver, "version"));
+                json_array_append_new(stats, version_stats(srv, name, version_name));
+            }
+        }
+        json_decref(described);
+    }
+    reply->status = 200;
+    reply->body = json_pack("{s:o}", "model_stats", stats);
 }
 
 /* Reads a tensor's JSON data of shape [n, cols] into z (n × cols): either flat, n × cols numbers in
@@ -101,6 +320,26 @@ static int read_tensor_data(json_t *data, size_t n, size_t cols, float *z, const
         }
     }
     return 0;
+}
+
+/* The strings of a BYTES tensor in the binary extension's layout (each a 4-byte little-endian
+ * length, then that many bytes), as a JSON array; NULL when the bytes are not that layout exactly or
+ * a string is not UTF-8. */
+static json_t *read_bytes_tensor(const unsigned char *p, size_t len) {
+    json_t *arr = json_array();
+    size_t at = 0;
+    while (arr && at < len) {
+        if (len - at < 4) break;
+        size_t n = (size_t)p[at] | (size_t)p[at + 1] << 8 | (size_t)p[at + 2] << 16 | (size_t)p[at + 3] << 24;
+        at += 4;
+        json_t *str = n <= len - at ? json_stringn((const char *)p + at, n) : NULL;
+        if (!str) break;
+        json_array_append_new(arr, str);
+        at += n;
+    }
+    if (arr && at == len) return arr;
+    json_decref(arr);
+    return NULL;
 }
 
 /* Reads inputs[] of the inference header into job (model set): the embedding tensor (JSON data or
@@ -194,10 +433,14 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
                 if (rc != 0) return -1;
             }
         } else if (strcmp(name, "id") == 0) {
+            /* Binary ids are decoded into the tensor's "data" (the header document owns them). */
+            if (bytes && json_object_set_new(in, "data", read_bytes_tensor(bytes, nbytes)) != 0)
+                json_object_del(in, "data");
             ids = json_object_get(in, "data");
-            if (strcmp(dtype, "BYTES") != 0 || bytes || !json_is_array(ids)) {
+            if (strcmp(dtype, "BYTES") != 0 || !json_is_array(ids)) {
                 pgcld_reply_error(reply, 400, "invalid_request", -1, field,
-                                  "'id' must be a BYTES tensor with its strings as JSON data");
+                                  "'id' must be a BYTES tensor: its strings as JSON data, or as binary data "
+                                  "(each a 4-byte little-endian length, then that many bytes of UTF-8)");
                 return -1;
             }
         } else {
@@ -205,13 +448,12 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
             return -1;
         }
     }
-    if (!have_embedding) {
-        pgcld_reply_error(reply, 400, "invalid_request", -1, "inputs", "no 'embedding' input");
-        return -1;
-    }
-    if (used != binary_len) {
-        pgcld_reply_error(reply, 400, "invalid_request", -1, NULL, "%zu binary bytes after the header are not claimed by any input",
-                          binary_len - used);
+    if (!have_embedding || used != binary_len) {
+        if (!have_embedding)
+            pgcld_reply_error(reply, 400, "invalid_request", -1, "inputs", "no 'embedding' input");
+        else
+            pgcld_reply_error(reply, 400, "invalid_request", -1, NULL,
+                              "%zu binary bytes after the header are not claimed by any input", binary_len - used);
         return -1;
     }
     char *ids_text = ids ? json_dumps(ids, JSON_COMPACT) : NULL;
@@ -220,29 +462,36 @@ static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *bina
     return rc;
 }
 
-/* Opens one output tensor {"name","datatype","shape":[n(,cols)],"data":[ — the caller writes the
- * data and closes with "]}". */
-static void tensor_open(pgcld_jsonw *w, bool first, const char *name, const char *dtype, int n, int cols) {
+/* Opens one output tensor {"name","datatype","shape":[n(,cols)],["parameters":{"binary_data":true},]
+ * "data":[ — the caller writes the data and closes with "]}". */
+static void tensor_open(pgcld_jsonw *w, bool first, int output, bool binary, int n, int cols) {
     pgcld_jsonw_lit(w, first ? "{\"name\":" : ",{\"name\":");
-    pgcld_jsonw_str(w, name);
+    pgcld_jsonw_str(w, g_output_names[output]);
     pgcld_jsonw_lit(w, ",\"datatype\":");
-    pgcld_jsonw_str(w, dtype);
+    pgcld_jsonw_str(w, output >= OUT_PROBABILITIES ? "FP32" : "BYTES");
     pgcld_jsonw_lit(w, ",\"shape\":[");
     pgcld_jsonw_int(w, n);
     if (cols > 0) {
         pgcld_jsonw_lit(w, ",");
         pgcld_jsonw_int(w, cols);
     }
-    pgcld_jsonw_lit(w, "],\"data\":[");
+    pgcld_jsonw_lit(w, binary ? "],\"parameters\":{\"binary_data\":true},\"data\":[" : "],\"data\":[");
 }
 
-/* The infer answer's text (jsonw.h: the bytes json_dumps wrote from the DOM it replaced); NULL
- * when out of memory. */
-static char *infer_answer(const score_job *job, const char *id, size_t id_len) {
+/* The first member of an answer with binary outputs: the answer text (the one stored for an
+ * Idempotency-Key too) stays JSON, and v2_binary_wire() turns it into the extension's layout when
+ * it is sent. Never sent itself. */
+#define BINARY_MARK "{\"pgcld_binary_outputs\":true,"
+
+/* The infer answer's text (jsonw.h: the bytes json_dumps wrote from the DOM it replaced) with the
+ * outputs of sel; NULL when out of memory. */
+static char *infer_answer(const score_job *job, const output_selection *sel, const char *id, size_t id_len) {
     const pgcl_model *m = job->model;
+    bool any_binary = false;
+    for (int k = 0; k < N_OUTPUTS; k++) any_binary |= sel->wanted[k] && sel->binary[k];
     pgcld_jsonw w;
     pgcld_jsonw_init(&w, 1024 + (size_t)job->n * (200 + (size_t)(m->K + m->d) * 16));
-    pgcld_jsonw_lit(&w, "{\"model_name\":");
+    pgcld_jsonw_lit(&w, any_binary ? BINARY_MARK "\"model_name\":" : "{\"model_name\":");
     pgcld_jsonw_str(&w, m->name);
     pgcld_jsonw_lit(&w, ",\"model_version\":");
     pgcld_jsonw_str(&w, m->version);
@@ -253,45 +502,116 @@ static char *infer_answer(const score_job *job, const char *id, size_t id_len) {
     pgcld_jsonw_lit(&w, ",\"model_sha256\":");
     pgcld_jsonw_str(&w, m->sha256);
     pgcld_jsonw_lit(&w, "},\"outputs\":[");
-    tensor_open(&w, true, "label", "BYTES", job->n, 0);
-    for (int i = 0; i < job->n; i++) {
-        if (i) pgcld_jsonw_lit(&w, ",");
-        pgcld_jsonw_str(&w, m->labels[job->result.label_index[i]]);
+    bool first = true;
+    for (int k = 0; k < N_OUTPUTS; k++) {
+        if (!sel->wanted[k]) continue;
+        int cols = k == OUT_PROBABILITIES ? m->K : k == OUT_VECTOR ? m->d : 0;
+        tensor_open(&w, first, k, sel->binary[k], job->n, cols);
+        first = false;
+        size_t count = (size_t)job->n * (size_t)(cols ? cols : 1);
+        for (size_t i = 0; i < count; i++) {
+            if (i) pgcld_jsonw_lit(&w, ",");
+            switch (k) {
+            case OUT_LABEL: pgcld_jsonw_str(&w, m->labels[job->result.label_index[i]]); break;
+            case OUT_DECISION: pgcld_jsonw_str(&w, pgcl_decision_str(job->result.decision[i])); break;
+            case OUT_DECISION_ID: pgcld_jsonw_str(&w, job->result.decision_id[i]); break;
+            case OUT_PROBABILITIES: pgcld_jsonw_f32(&w, job->result.probs[i]); break;
+            default: pgcld_jsonw_f32(&w, job->result.vectors[i]); break;
+            }
+        }
+        pgcld_jsonw_lit(&w, "]}");
     }
     pgcld_jsonw_lit(&w, "]}");
-    tensor_open(&w, false, "decision", "BYTES", job->n, 0);
-    for (int i = 0; i < job->n; i++) {
-        if (i) pgcld_jsonw_lit(&w, ",");
-        pgcld_jsonw_str(&w, pgcl_decision_str(job->result.decision[i]));
-    }
-    pgcld_jsonw_lit(&w, "]}");
-    tensor_open(&w, false, "decision_id", "BYTES", job->n, 0);
-    for (int i = 0; i < job->n; i++) {
-        if (i) pgcld_jsonw_lit(&w, ",");
-        pgcld_jsonw_str(&w, job->result.decision_id[i]);
-    }
-    pgcld_jsonw_lit(&w, "]}");
-    tensor_open(&w, false, "probabilities", "FP32", job->n, m->K);
-    for (size_t k = 0; k < (size_t)job->n * (size_t)m->K; k++) {
-        if (k) pgcld_jsonw_lit(&w, ",");
-        pgcld_jsonw_f32(&w, job->result.probs[k]);
-    }
-    pgcld_jsonw_lit(&w, "]}");
-    tensor_open(&w, false, "vector", "FP32", job->n, m->d);
-    for (size_t k = 0; k < (size_t)job->n * (size_t)m->d; k++) {
-        if (k) pgcld_jsonw_lit(&w, ",");
-        pgcld_jsonw_f32(&w, job->result.vectors[k]);
-    }
-    pgcld_jsonw_lit(&w, "]}]}");
     return pgcld_jsonw_take(&w, NULL);
 }
 
 /* The infer answer for a scored job (answer_fn of its jobs; ctx: the inference header, whose
- * "id" the answer repeats, or the request id when it has none). */
+ * "id" the answer repeats, or the request id when it has none, and whose outputs it holds). */
 static char *v2_answer(const score_job *job, const void *ctx) {
+    output_selection sel;
+    pgcld_reply ignored = {0};
+    int rc = read_output_selection((json_t *)ctx, &sel, &ignored);
+    PGCL_ASSERT(rc == 0); /* parse_infer checked the same header */
     json_t *req_id = json_object_get(ctx, "id");
-    return json_is_string(req_id) ? infer_answer(job, json_string_value(req_id), json_string_length(req_id))
-                                  : infer_answer(job, job->result.request_id, strlen(job->result.request_id));
+    return json_is_string(req_id) ? infer_answer(job, &sel, json_string_value(req_id), json_string_length(req_id))
+                                  : infer_answer(job, &sel, job->result.request_id, strlen(job->result.request_id));
+}
+
+/* Appends the binary extension's bytes of one output's JSON data to buf: FP32 as little-endian
+ * float32, BYTES as each string's length (4 bytes, little-endian) then its bytes. Returns the byte
+ * count, or -1 when out of memory. */
+static long append_tensor_bytes(json_t *data, bool fp32, unsigned char **buf, size_t *len, size_t *cap) {
+    size_t start = *len, i;
+    json_t *v;
+    json_array_foreach(data, i, v) {
+        size_t n = fp32 ? 4 : 4 + json_string_length(v);
+        if (*len + n > *cap) {
+            size_t grown = (*cap ? *cap * 2 : 4096) + n;
+            unsigned char *p = realloc(*buf, grown);
+            if (!p) return -1;
+            *buf = p;
+            *cap = grown;
+        }
+        uint32_t word;
+        if (fp32) {
+            float f = (float)json_number_value(v); /* exact: the text was the float's %.9g */
+            memcpy(&word, &f, 4);
+        } else {
+            word = (uint32_t)json_string_length(v);
+        }
+        for (int b = 0; b < 4; b++) (*buf)[(*len)++] = (unsigned char)(word >> (8 * b)); /* little-endian */
+        if (!fp32) {
+            memcpy(*buf + *len, json_string_value(v), json_string_length(v));
+            *len += json_string_length(v);
+        }
+    }
+    return (long)(*len - start);
+}
+
+/* Turns a 200 infer answer that asked binary outputs (reply->text starting with BINARY_MARK) into
+ * the binary tensor extension's layout: the JSON header (those outputs carry
+ * parameters.binary_data_size instead of data), then their raw bytes in output order, with
+ * Inference-Header-Content-Length giving the header's size. Other replies are left as they are. */
+static void v2_binary_wire(pgcld_reply *reply) {
+    if (reply->status != 200 || !reply->text || strncmp(reply->text, BINARY_MARK, strlen(BINARY_MARK)) != 0) return;
+    json_t *doc = json_loads(reply->text, 0, NULL);
+    unsigned char *bytes = NULL;
+    size_t len = 0, cap = 0;
+    bool ok = doc != NULL;
+    size_t i;
+    json_t *out;
+    if (ok) json_object_del(doc, "pgcld_binary_outputs");
+    json_array_foreach(ok ? json_object_get(doc, "outputs") : NULL, i, out) {
+        json_t *params = json_object_get(out, "parameters");
+        if (!ok || !params) continue;
+        bool fp32 = strcmp(json_string_value(json_object_get(out, "datatype")), "FP32") == 0;
+        long n = append_tensor_bytes(json_object_get(out, "data"), fp32, &bytes, &len, &cap);
+        ok = n >= 0 &&
+             json_object_set_new(out, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)n)) == 0;
+        json_object_del(out, "data");
+    }
+    char *header = ok ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    unsigned char *body = header ? malloc(strlen(header) + len + 1) : NULL;
+    json_decref(doc);
+    free(reply->text);
+    reply->text = NULL;
+    if (!body) {
+        free(header);
+        free(bytes);
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return;
+    }
+    size_t header_len = strlen(header);
+    memcpy(body, header, header_len);
+    if (len) memcpy(body + header_len, bytes, len);
+    free(header);
+    free(bytes);
+    reply->data = body;
+    reply->data_len = header_len + len;
+    reply->data_owned = true;
+    reply->content_type = "application/octet-stream";
+    reply->dynamic_header_name = "Inference-Header-Content-Length";
+    snprintf(reply->dynamic_header_value, sizeof reply->dynamic_header_value, "%zu", header_len);
 }
 
 /* The infer handler's checks and parse, into job; 0, or -1 with reply set. */
@@ -307,9 +627,10 @@ static int parse_infer(pgcld_server *srv, const pgcld_request *req, score_job *j
             return -1;
         }
         header_len = (size_t)v;
-    } else if (!pgcld_is_json_type(req->content_type)) {
+    } else if (req->content_type && !pgcld_is_json_type(req->content_type)) {
+        /* No Content-Type reads as JSON: tritonclient sends none on an infer with JSON tensors only. */
         pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
-                          "Content-Type must be application/json (or use Inference-Header-Content-Length)");
+                          "Content-Type must be application/json, or absent (or use Inference-Header-Content-Length)");
         return -1;
     }
     json_error_t jerr;
@@ -319,16 +640,8 @@ static int parse_infer(pgcld_server *srv, const pgcld_request *req, score_job *j
                           hdr ? "must be a JSON object" : jerr.text);
         return -1;
     }
-    const char *key;
-    json_t *val;
-    json_object_foreach(hdr, key, val) {
-        if (strcmp(key, "id") && strcmp(key, "inputs") && strcmp(key, "outputs") && strcmp(key, "parameters")) {
-            pgcld_reply_error(reply, 400, "invalid_request", -1, key, "unknown member '%.64s' of the inference request",
-                              key);
-            return -1;
-        }
-    }
-    if (!(job->model = pgcld_score_acquire(srv, req->params[0], &job->shadow, NULL, reply))) return -1;
+    if (!(job->model = acquire_path_version(srv, req, &job->shadow, reply))) return -1;
+    if (check_model_members(hdr, job->model, reply) != 0 || read_output_selection(hdr, NULL, reply) != 0) return -1;
     if (take_inputs(srv, hdr, (const unsigned char *)req->body + header_len, req->body_len - header_len, job, reply) != 0)
         return -1;
     job->answer_ctx = hdr;
@@ -341,8 +654,10 @@ void pgcld_handle_v2_infer(pgcld_server *srv, const pgcld_request *req, pgcld_re
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         return;
     }
+    job->wire_fn = v2_binary_wire;
     if (pgcld_score_idempotency_begin(srv, req, job, &job->claim, reply) != 0 ||
         parse_infer(srv, req, job, reply) != 0) {
+        v2_binary_wire(reply); /* a stored answer, replayed */
         pgcld_score_job_free(job);
         return;
     }

@@ -40,6 +40,9 @@ typedef struct score_job {
     /* The route's answer text for a scored job (its wire format), or NULL when out of memory. */
     char *(*answer_fn)(const struct score_job *job, const void *ctx);
     const void *answer_ctx;
+    /* Optional: rewrites a 200 reply's answer text into the route's wire form before it is sent
+     * (v2's binary outputs); runs on fresh and replayed answers alike. NULL: sent as it is. */
+    void (*wire_fn)(pgcld_reply *reply);
     pgcl_score_result result; /* filled by the core call */
     /* Between pgcld_score_begin and the answer (the request is suspended meanwhile): */
     pgcld_idem_claim *claim;      /* the Idempotency-Key held, or NULL (released by the free) */

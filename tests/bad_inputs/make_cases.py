@@ -342,7 +342,8 @@ v2("v2-invalid-json", '{"inputs":[', 400, "invalid_json")
 v2("v2-not-object", "[1,2]", 400, "invalid_request")
 v2("v2-no-inputs", '{"id":"x"}', 400, "invalid_request", field="inputs")
 v2("v2-inputs-empty", '{"inputs":[]}', 400, "invalid_request", field="inputs")
-v2("v2-unknown-member", v2_json([1, D], emb(), extra=',"priority":1'), 400, "invalid_request", field="priority")
+v2("v2-model-name-mismatch", v2_json([1, D], emb(), extra=',"model_name":"other_model"'), 400, "model_name_mismatch",
+   field="model_name")
 v2("v2-duplicate-member", '{"inputs":[],"inputs":[]}', 400, "invalid_json")
 v2("v2-tensor-without-name", '{"inputs":[{"datatype":"FP32","shape":[1,%d],"data":%s}]}' % (D, emb()),
    400, "invalid_request", field="inputs[0]")

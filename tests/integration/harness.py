@@ -130,6 +130,21 @@ def make_models_dir(parent, names, extra=None):
 
 # --------------------------------------------------------------------------- HTTP
 
+def error_object(doc):
+    """The error of a decoded answer body as {"code", "message"[, "item"][, "field"]}, from either
+    shape: {"error": {...}} (/v1) or {"error": "<message>", "code", ["item",] ["field"]} (/v2, the
+    Open Inference Protocol's string error). None when doc is not an error body."""
+    if not isinstance(doc, dict) or "error" not in doc:
+        return None
+    if isinstance(doc["error"], dict):
+        return doc["error"]
+    if isinstance(doc["error"], str) and "code" in doc:
+        err = {"code": doc["code"], "message": doc["error"]}
+        err.update({k: doc[k] for k in ("item", "field") if k in doc})
+        return err
+    return None
+
+
 class Response:
     def __init__(self, status, headers, body):
         self.status = status
@@ -145,10 +160,13 @@ class Response:
         return (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
 
     def error_code(self):
-        try:
-            return self.json["error"]["code"]
-        except (TypeError, KeyError):
-            return None
+        return (self.error() or {}).get("code")
+
+    def error(self):
+        """The error as {"code", "message"[, "item"][, "field"]}, from either shape pgcld sends:
+        /v1's {"error": {...}} or the Open Inference Protocol's {"error": "<message>", "code", ...}
+        on /v2 (None when the body is not an error)."""
+        return error_object(self.json)
 
     def __repr__(self):
         text = self.body[:600].decode("utf-8", "replace")

@@ -149,7 +149,11 @@ def spec_path_for(path):
     return path
 
 
-def error_body(code):
+def error_body(code, path=""):
+    """An error body with code as pgcld writes it on path: the Open Inference Protocol's shape
+    under /v2, {"error": {...}} elsewhere."""
+    if path == "/v2" or path.startswith("/v2/"):
+        return {"error": "m", "code": code}
     return {"error": {"code": code, "message": "m"}}
 
 
@@ -294,7 +298,7 @@ class LiveValidationMixin:
             if value is not None and "schema" in h:
                 self.assertFalse(validation_errors(SPEC.inline(h["schema"]), value),
                                  f"{where}: header {name}: {value!r} does not match its schema")
-        code = body.get("error", {}).get("code") if isinstance(body, dict) else None
+        code = (H.error_object(body) or {}).get("code")
         type(self).checked.append((method, spec_path, resp.status, code))
         return body
 
@@ -315,7 +319,7 @@ class LiveValidationMixin:
 
     def expect_error(self, method, path, status, code, body=None, field=None, item=None, **kw):
         """As expect, for an error: also asserts its field and item (None: absent)."""
-        err = self.expect(method, path, status, code, body, **kw)["error"]
+        err = H.error_object(self.expect(method, path, status, code, body, **kw))
         self.assertEqual((err.get("field"), err.get("item")), (field, item), err)
         return err
 

@@ -25,6 +25,10 @@ with sh against the built pgcld and a copy of a Secret volume's layout, imports 
 role and name, changes nothing when run again, prints no key, and stops on an entry that is not
 ROLE.NAME or a key revoked in the database.
 
+deploy/kserve/servingruntime.yaml (issue 19): a KServe ServingRuntime speaking v2 for the pgcl
+format, the image of the StatefulSet, an environment that is a valid config reading /mnt/models and
+the fleet's PostgreSQL store, probes that are routes on the listen port.
+
 deploy/k8s/fleet/*.yaml (issue 17): the replicas as a Deployment (3) with no volume of their own,
 --writer-id from the pod name (downward API), readiness on /readyz; the ConfigMap's pgcld.conf is
 valid and its db is a postgresql:// URI as pgcld_writer, the migrate Job's the same database as
@@ -702,6 +706,56 @@ class FleetKubernetesTest(unittest.TestCase):
         grace = int(self.conf.get("shutdown-grace", "10"))
         pre = self.main["lifecycle"]["preStop"]["exec"]["command"]
         self.assertGreaterEqual(self.pod["terminationGracePeriodSeconds"], int(pre[-1]) + grace + 5)
+
+KSERVE = os.path.join(ROOT, "deploy", "kserve")
+
+
+class KServeRuntimeTest(unittest.TestCase):
+    """deploy/kserve/servingruntime.yaml (issue 19): pgcld as a KServe custom runtime speaking v2."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.docs, cls.by_kind = load_manifests(KSERVE)
+        cls.runtime = cls.by_kind["ServingRuntime"][0]
+        cls.container = cls.runtime["spec"]["containers"][0]
+        cls.env = {e["name"]: e for e in cls.container["env"]}
+
+    def test_a_v2_runtime_for_the_pgcl_format(self):
+        spec = self.runtime["spec"]
+        self.assertEqual(self.runtime["apiVersion"], "serving.kserve.io/v1alpha1")
+        self.assertEqual(spec["protocolVersions"], ["v2"])
+        self.assertEqual([f["name"] for f in spec["supportedModelFormats"]], ["pgcl"])
+        self.assertEqual(self.container["name"], "kserve-container", "KServe finds its container by this name")
+        self.assertEqual(self.container["args"], ["serve"])
+        statefulset = load_manifests(K8S)[1]["StatefulSet"][0]["spec"]["template"]["spec"]["containers"][0]
+        self.assertEqual(self.container["image"], statefulset["image"])
+
+    @skips.needs(have_binary(), "the built pgcld")
+    def test_env_is_a_valid_config_reading_kserve_s_model_mount(self):
+        values = {k: e["value"] for k, e in self.env.items() if "value" in e}
+        values["PGCLD_WRITER_ID"] = "toxicity-predictor-00001-deployment-7d9c5b8f6-x2x4q"
+        cfg = print_config("", {k: v for k, v in values.items() if k.startswith("PGCLD_")})
+        self.assertEqual(cfg["models"], "/mnt/models", "KServe's storage initializer writes there")
+        self.assertEqual(cfg["db"], values["PGCLD_DB"])
+        self.assertTrue(cfg["db"].startswith("postgresql://pgcld_writer@"), "pods come and go: the fleet's store")
+        self.assertEqual(cfg["writer-id"], values["PGCLD_WRITER_ID"])
+        self.assertEqual(cfg["auth"], "required")
+        self.assertEqual(self.env["PGCLD_WRITER_ID"]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name")
+        self.assertEqual(self.env["PGPASSWORD"]["valueFrom"]["secretKeyRef"]["name"], "pgcld-db-writer")
+        self.assertIsNone(PASSWORD_IN_URI.search(cfg["db"]))
+        port = int(cfg["listen"].rsplit(":", 1)[1])
+        self.assertEqual([p["containerPort"] for p in self.container["ports"]], [port])
+        self.assertEqual(self.runtime["metadata"]["annotations"]["prometheus.kserve.io/port"], str(port))
+        r = routes()
+        for name in ("livenessProbe", "readinessProbe"):
+            probe = self.container[name]["httpGet"]
+            self.assertIn(("GET", probe["path"]), r, name)
+            self.assertEqual(probe["port"], port, name)
+        self.assertIn(("GET", self.runtime["metadata"]["annotations"]["prometheus.kserve.io/path"]), r)
+        mounts = {m["mountPath"] for m in self.container["volumeMounts"]}
+        self.assertIn("/etc/pgcld-db-ca", mounts, "the URI's sslrootcert")
+        self.assertTrue(self.container["securityContext"]["readOnlyRootFilesystem"])
+        self.assertEqual(self.container["securityContext"]["capabilities"]["drop"], ["ALL"])
 
 
 if __name__ == "__main__":

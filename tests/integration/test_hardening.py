@@ -139,7 +139,7 @@ class IdempotencyFingerprintTest(unittest.TestCase):
     def assert_refused(self, r, first):
         self.assertEqual((r.status, r.error_code()), (422, "idempotency_key_reused"), r)
         self.assertIn(first.json.get("request_id") or first.json["parameters"]["request_id"],
-                      r.json["error"]["message"])
+                      r.error()["message"])
 
     def test_everything_that_determines_the_answer_is_in_the_fingerprint(self):
         d = self.daemon
@@ -188,7 +188,7 @@ class IdempotencyFingerprintTest(unittest.TestCase):
         self.assert_refused(self.octet_score("v2-1"), first)
         self.assertEqual(d.count(), rows)
         r = d.request("POST", f"/v2/models/{TINY}/infer", {"inputs": []}, headers={"Idempotency-Key": "k" * 256})
-        self.assertEqual((r.status, r.error_code(), r.json["error"]["field"]),
+        self.assertEqual((r.status, r.error_code(), r.error()["field"]),
                          (400, "invalid_request", "Idempotency-Key"), r)
 
     def test_keys_stored_before_fingerprints_still_replay(self):

@@ -289,9 +289,10 @@ class LiveTest(LiveValidationMixin, unittest.TestCase):
             ("tiny_binary", {"inputs": [embedding_tensor(Z)]}, None, None),
             ("tiny_binary", {"id": "req-1", "inputs": [id_tensor(ids), embedding_tensor(Z, False)]},
              ids, "req-1"),
-            ("tiny_multi", {"id": 7, "parameters": {"x": 1}, "inputs": [embedding_tensor(Z)],
-                            "outputs": [{"name": "label"}, {"name": "vector",
-                                                            "parameters": {"binary_data": True}}]},
+            ("tiny_multi", {"id": 7, "model_name": "tiny_multi", "parameters": {"x": 1},
+                            "inputs": [embedding_tensor(Z)],
+                            "outputs": [{"name": n, "parameters": {"binary_data": False}} for n in
+                                        ("label", "decision", "decision_id", "probabilities", "vector")]},
              None, None),
             ("tiny_ordinal", {"inputs": [embedding_tensor(Z[:1]), {"name": "id",
                                                                   "datatype": "BYTES",
@@ -382,7 +383,15 @@ class LiveTest(LiveValidationMixin, unittest.TestCase):
              "invalid_request", "inputs[0]", None, None),
             ({"inputs": [{"name": "embedding", "datatype": "FP32", "shape": [2, 32]}]}, 400,
              "invalid_request", "inputs[0]", None, True),
-            ({"inputs": [emb], "extra": 1}, 400, "invalid_request", "extra", None, None),
+            ({"inputs": [emb], "extra": 1, "model_name": "other"}, 400, "model_name_mismatch", "model_name",
+             None, None),
+            ({"inputs": [emb], "model_version": "9"}, 400, "model_version_mismatch", "model_version", None, None),
+            ({"inputs": [emb], "outputs": [{"name": "colour"}]}, 400, "invalid_request", "outputs[0]", None,
+             True),
+            ({"inputs": [emb], "outputs": [{"name": "label"}, {"name": "label"}]}, 400, "invalid_request",
+             "outputs[1]", None, None),
+            ({"inputs": [emb], "outputs": [{"name": "label", "parameters": {"binary_data": 1}}]}, 400,
+             "invalid_request", "outputs[0]", None, True),
             ({"inputs": [dict(emb, shape=[0, 32], data=[])]}, 400, "empty_batch", "inputs[0]",
              None, True),
             ({"inputs": [big]}, 400, "non_finite_value", "inputs[0]", 1, None),
@@ -430,7 +439,7 @@ class LiveTest(LiveValidationMixin, unittest.TestCase):
                     content_type="text/plain")
         self.expect("POST", path, 415, "unsupported_media_type", raw, content_type=OCTETS)
         self.expect("POST", path, 415, "unsupported_media_type", {"inputs": [emb]},
-                    content_type=None)
+                    content_type="application/xml")
         self.assertEqual(d.count(), before, "a refused inference request wrote rows")
         self.expect("POST", "/v2/models/nope/infer", 404, "model_not_found", {"inputs": [emb]})
         self.expect("POST", f"/v2/models/{'x' * 130}/infer", 404, "not_found", {"inputs": [emb]})
@@ -471,8 +480,9 @@ class LiveTest(LiveValidationMixin, unittest.TestCase):
             return [o for o in b["outputs"] if o["name"] == name][0]
 
         assert_rejected(s, {
-            "outputs reordered": mutated(good, lambda b: b["outputs"].reverse()),
-            "output missing": mutated(good, lambda b: b["outputs"].pop()),
+            "output repeated": mutated(good, lambda b: (b["outputs"].pop(), b["outputs"].append(
+                copy.deepcopy(b["outputs"][0])))),
+            "unknown output": mutated(good, lambda b: out(b, "vector").__setitem__("name", "colour")),
             "sixth output": mutated(good, lambda b: b["outputs"].append(copy.deepcopy(
                 b["outputs"][0]))),
             "label as FP32": mutated(good, lambda b: out(b, "label").__setitem__("datatype",
@@ -527,25 +537,25 @@ class LiveTest(LiveValidationMixin, unittest.TestCase):
         assert_rejected(schema("/v2/health/live", "get", 200), {"dead": {"live": False}})
         # error schemas: a code documented under another status or another operation
         for (p, method, status), body in (
-            ((path, "post", 400), error_body("missing_id")),
-            ((path, "post", 400), error_body("invalid_base64")),
-            ((path, "post", 400), error_body("batch_too_large")),
-            ((path, "post", 404), error_body("version_not_found")),
-            ((path, "post", 503), error_body("conflict")),
-            (("/v2/models/{name}", "get", 503), error_body("audit_unavailable")),
-            (("/v2/models/{name}/ready", "get", 404), error_body("no_shadow")),
+            ((path, "post", 400), error_body("missing_id", path)),
+            ((path, "post", 400), error_body("invalid_base64", path)),
+            ((path, "post", 400), error_body("batch_too_large", path)),
+            ((path, "post", 404), error_body("version_not_found", path)),
+            ((path, "post", 503), error_body("conflict", path)),
+            (("/v2/models/{name}", "get", 503), error_body("audit_unavailable", "/v2/models/{name}")),
+            (("/v2/models/{name}/ready", "get", 404), error_body("no_shadow", "/v2/models/{name}/ready")),
             (("/v2/health/ready", "get", 503), error_body("not_ready")),
             (("/v1/score", "post", 415), error_body("invalid_request")),
         ):
-            with self.subTest(case=f"{method} {p} {status} {body['error']['code']}"):
+            with self.subTest(case=f"{method} {p} {status} {H.error_object(body)['code']}"):
                 self.assertTrue(validation_errors(schema(p, method, status), body))
         for code in ("dimension_mismatch", "non_finite_value", "empty_batch", "invalid_json"):
-            self.assertFalse(validation_errors(schema(path, "post", 400), error_body(code)))
+            self.assertFalse(validation_errors(schema(path, "post", 400), error_body(code, path)))
         # and the live check fails on an undocumented status or a wrong inference answer
         r = d.post("/v2/models/tiny_multi/infer",
                    {"inputs": [embedding_tensor(H.random_embeddings(1, 32, 33))]})
         self.check_live("POST", "/v2/models/tiny_multi/infer", r)
-        short = json.dumps(mutated(r.json, lambda b: b["outputs"].pop())).encode()
+        short = json.dumps(mutated(r.json, lambda b: b["outputs"][0].pop("data"))).encode()
         for status, body in ((418, r.body), (201, r.body), (200, short)):
             with self.assertRaises(AssertionError):
                 self.check_live("POST", "/v2/models/tiny_multi/infer",

@@ -55,6 +55,8 @@ CONTRACT_ERRORS = {
     "tree_size_beyond_log": 404,
     # the request's head, checked before routing on every path (documented in info.description)
     "not_implemented": 501,
+    # the Open Inference Protocol
+    "model_name_mismatch": 400, "model_version_mismatch": 400, "version_not_active": 409,
 }
 # Answered before routing, whatever the path (a Transfer-Encoding other than chunked).
 HEAD_ERRORS = {"not_implemented"}
@@ -73,6 +75,11 @@ ROUTE_ERRORS = {"method_not_allowed", "internal_error"}
 AUTH_ERRORS = {"unauthorized", "forbidden"}
 BODY_ERRORS = {"invalid_json", "invalid_request", "payload_too_large", "unsupported_media_type"}
 READ_ERRORS = {"overloaded", "audit_unavailable"}
+V2_INFER_ERRORS = {
+    "invalid_json", "invalid_request", "dimension_mismatch", "non_finite_value", "empty_batch",
+    "model_not_found", "not_found", "payload_too_large", "batch_too_large",
+    "unsupported_media_type", "not_ready", "audit_unavailable", "overloaded", "rate_limited",
+    "idempotency_in_flight", "idempotency_key_reused", "model_name_mismatch", "model_version_mismatch"}
 # The error codes each operation answers (besides ROUTE_ERRORS), and nothing else.
 OPERATION_ERRORS = {
     ("get", "/healthz"): set(),
@@ -136,14 +143,20 @@ OPERATION_ERRORS = {
     ("get", "/v2"): set(),
     ("get", "/v2/health/live"): set(),
     ("get", "/v2/health/ready"): set(),
+    ("post", "/v2/repository/index"): AUTH_ERRORS | BODY_ERRORS,
+    ("get", "/v2/models/{name}/stats"): AUTH_ERRORS | {"invalid_request", "model_not_found", "not_found"},
+    ("get", "/v2/models/{name}/versions/{version}/stats"): AUTH_ERRORS | {
+        "invalid_request", "model_not_found", "version_not_found", "not_found"},
     ("get", "/v2/models/{name}"): AUTH_ERRORS | {"invalid_request", "model_not_found", "not_found", "not_ready"},
     ("get", "/v2/models/{name}/ready"): AUTH_ERRORS | {"invalid_request", "model_not_found", "not_found",
                                                        "not_ready"},
-    ("post", "/v2/models/{name}/infer"): AUTH_ERRORS | {
-        "invalid_json", "invalid_request", "dimension_mismatch", "non_finite_value", "empty_batch",
-        "model_not_found", "not_found", "payload_too_large", "batch_too_large",
-        "unsupported_media_type", "not_ready", "audit_unavailable", "overloaded", "rate_limited",
-        "idempotency_in_flight", "idempotency_key_reused"},
+    ("post", "/v2/models/{name}/infer"): AUTH_ERRORS | V2_INFER_ERRORS,
+    ("get", "/v2/models/{name}/versions/{version}"): AUTH_ERRORS | {
+        "invalid_request", "model_not_found", "version_not_found", "version_not_active", "not_found", "not_ready"},
+    ("get", "/v2/models/{name}/versions/{version}/ready"): AUTH_ERRORS | {
+        "invalid_request", "model_not_found", "version_not_found", "version_not_active", "not_found", "not_ready"},
+    ("post", "/v2/models/{name}/versions/{version}/infer"): AUTH_ERRORS | V2_INFER_ERRORS | {
+        "version_not_found", "version_not_active"},
 }
 
 
@@ -193,7 +206,10 @@ class SpecStructureTest(unittest.TestCase):
             "/v1/contests/{id}/resolution", "/v1/audit/export", "/v1/audit/stats",
             "/v1/audit/verify", "/v1/audit/checkpoints", "/v1/audit/consistency", "/v2", "/v2/health/live",
             "/v2/health/ready", "/v2/models/{name}", "/v2/models/{name}/ready",
-            "/v2/models/{name}/infer", "/console", "/console/", "/console/{file}"})
+            "/v2/models/{name}/infer", "/v2/repository/index", "/v2/models/{name}/versions/{version}",
+            "/v2/models/{name}/versions/{version}/ready", "/v2/models/{name}/versions/{version}/infer",
+            "/v2/models/{name}/stats", "/v2/models/{name}/versions/{version}/stats",
+            "/console", "/console/", "/console/{file}"})
 
     def test_every_operation_has_responses(self):
         op_ids = []
@@ -266,7 +282,7 @@ class SpecStructureTest(unittest.TestCase):
             for status, code in (("401", "unauthorized"), ("403", "forbidden")):
                 self.assertIn(status, responses, f"{where}: {status} not documented")
                 r = SPEC.deref(responses[status])
-                self.assertFalse(validation_errors(SPEC.schema_for(r), error_body(code)), where)
+                self.assertFalse(validation_errors(SPEC.schema_for(r), error_body(code, path)), where)
             www = SPEC.deref(SPEC.deref(responses["401"])["headers"]["WWW-Authenticate"])
             self.assertTrue(www.get("required"), f"{where}: WWW-Authenticate must be required")
             self.assertFalse(validation_errors(www["schema"], "Bearer"))
@@ -383,7 +399,7 @@ class SpecStructureTest(unittest.TestCase):
                 if int(status) < 400:
                     continue
                 validator = make_validator(SPEC.schema_for(SPEC.response(path, method, status)))
-                accepted = {c for c in CONTRACT_ERRORS if validator.is_valid(error_body(c))}
+                accepted = {c for c in CONTRACT_ERRORS if validator.is_valid(error_body(c, path))}
                 expected = {c for c in codes if str(status_of(method, path, c)) == status}
                 self.assertEqual(accepted, expected, f"{where} {status}: error codes")
             for code in codes:
@@ -399,7 +415,7 @@ class SpecStructureTest(unittest.TestCase):
             resp = SPEC.response(path, "trace", 405)
             self.assertIsNotNone(resp)
             self.assertFalse(validation_errors(SPEC.schema_for(resp),
-                                               error_body("method_not_allowed")))
+                                               error_body("method_not_allowed", path)))
         resp = SPEC.response("/no/such/path", "get", 404)
         self.assertFalse(validation_errors(SPEC.schema_for(resp), error_body("not_found")))
         # per-item errors: item and field are documented
