@@ -46,6 +46,10 @@ typedef struct pgcld_server {
     _Atomic int64_t connection_limit_logged_us; /* monotonic time of the last warning; 0 = never */
     _Atomic int suspended;             /* connections suspended (a deferred answer, a body waiting) */
     _Atomic int deferred_open;         /* requests that deferred their answer and have not completed */
+    /* The last step of a shutdown (http.c, both under its suspension lock): pool threads inside
+     * on_request, and whether on_request is closed to every call (then it closes the connection). */
+    int handlers_running;
+    bool handlers_closed;
 } pgcld_server;
 
 #define PGCLD_MAX_PARAMS 4

@@ -707,10 +707,56 @@ static enum MHD_Result take_chunk(request_ctx *ctx, const char *data, size_t n) 
     return MHD_YES;
 }
 
+/* The gate between the pool threads and the end of a shutdown. libmicrohttpd aborts the process when
+ * MHD_stop_daemon finds a suspended connection, and a request on a connection kept open from before
+ * the drain can arrive at any moment and defer (suspend) its answer. So every on_request call runs
+ * inside enter_handler/leave_handler, and pgcld_server_stop closes the gate only at a moment when no
+ * call is running, nothing is suspended and no deferred answer is open (close_handlers_when_idle,
+ * under the same lock): after that no call can suspend, because none runs. */
+static bool enter_handler(pgcld_server *srv) {
+    pthread_mutex_lock(&g_suspend_lock);
+    bool open = !srv->handlers_closed;
+    if (open) srv->handlers_running++;
+    pthread_mutex_unlock(&g_suspend_lock);
+    return open;
+}
+
+static void leave_handler(pgcld_server *srv) {
+    pthread_mutex_lock(&g_suspend_lock);
+    PGCL_ASSERT(srv->handlers_running > 0);
+    srv->handlers_running--;
+    pthread_mutex_unlock(&g_suspend_lock);
+}
+
+/* Closes the gate if no on_request call runs, no connection is suspended and no deferred answer is
+ * open; true when closed. */
+static bool close_handlers_when_idle(pgcld_server *srv) {
+    pthread_mutex_lock(&g_suspend_lock);
+    bool idle = srv->handlers_running == 0 && atomic_load(&srv->suspended) == 0 &&
+                atomic_load(&srv->deferred_open) == 0;
+    if (idle) srv->handlers_closed = true;
+    pthread_mutex_unlock(&g_suspend_lock);
+    return idle;
+}
+
+static enum MHD_Result handle_request(pgcld_server *srv, struct MHD_Connection *conn, const char *url,
+                                      const char *method, const char *version, const char *upload_data,
+                                      size_t *upload_data_size, void **con_cls);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
     pgcld_server *srv = cls;
+    if (!enter_handler(srv)) return MHD_NO; /* the server is stopping: the connection closes unanswered */
+    enum MHD_Result result = handle_request(srv, conn, url, method, version, upload_data, upload_data_size, con_cls);
+    leave_handler(srv);
+    return result;
+}
+
+/* on_request's work: one call of libmicrohttpd's access handler. */
+static enum MHD_Result handle_request(pgcld_server *srv, struct MHD_Connection *conn, const char *url,
+                                      const char *method, const char *version, const char *upload_data,
+                                      size_t *upload_data_size, void **con_cls) {
     request_ctx *ctx = *con_cls;
     if (!ctx) { /* on_request_line ran out of memory (or the connection came in without it) */
         if (!(ctx = request_ctx_create(srv, NULL))) return MHD_NO;
@@ -916,6 +962,8 @@ unsigned pgcld_http_threads(const pgcld_config *cfg) {
 
 int pgcld_server_start(pgcld_server *srv, char *err, int cap) {
     srv->quiesced_listener = -1;
+    srv->handlers_running = 0;
+    srv->handlers_closed = false;
     register_redactions(srv);
     struct sockaddr_storage ss = {0};
     socklen_t sslen;
@@ -1016,9 +1064,10 @@ void pgcld_server_stop(pgcld_server *srv, int grace_s) {
      * stop with a connection suspended: wait for every such request to be resumed and answered
      * (or its connection to close: a client that reads nothing is timed out), as the threads of
      * blocked handlers were waited for when each connection had its own. Bodies waiting for
-     * --max-body-memory are resumed by its timer within 10 s. */
-    for (int64_t logged = pgcl_monotonic_us();
-         atomic_load(&srv->suspended) > 0 || atomic_load(&srv->deferred_open) > 0;) {
+     * --max-body-memory are resumed by its timer within 10 s. Then the gate closes (enter_handler):
+     * a request arriving later on a kept-open connection is closed unanswered instead of
+     * suspending under MHD_stop_daemon. */
+    for (int64_t logged = pgcl_monotonic_us(); !close_handlers_when_idle(srv);) {
         if (pgcl_monotonic_us() - logged >= 5 * 1000000) {
             logged = pgcl_monotonic_us();
             pgcl_log_warn("shutdown: waiting for %d requests' deferred answers (%d suspended)",
