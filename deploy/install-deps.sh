@@ -12,6 +12,9 @@ if [ "${1:-}" = "--test" ]; then
     clang libclang-rt-14-dev"
   # groff -man -ww: the generated man page (build/server/pgcld.1) is valid roff (test_cli_help)
   packages="$packages groff-base"
+  # promtool (Debian's prometheus package): `promtool check metrics` on the live /metrics
+  # (test_metrics_conventions); with --no-install-recommends nothing else of Prometheus comes along
+  packages="$packages prometheus"
   # systemd-analyze, for the unit file's check (test_deploy_files); without --install-recommends it
   # does not replace the init system, and in a container its maintainer scripts start nothing.
   # procps: /bin/kill, the unit's ExecReload, which `systemd-analyze verify` requires to exist

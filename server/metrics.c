@@ -1,13 +1,18 @@
 /* Prometheus metrics; see metrics.h. */
 #include "metrics.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "build_commit.h" /* PGCLD_BUILD_COMMIT, by meson's vcs_tag (server/meson.build) */
 
 static const double g_latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                           0.1,    0.25,  0.5,    1,     2.5,  5,     10};
@@ -274,19 +279,113 @@ static void put_histogram(text *t, const char *name, const char *labels, const h
         (unsigned long long)atomic_load_explicit(&h->count, memory_order_relaxed));
 }
 
+/* The audit database's size (when its store can tell) and the time of its last commit (once there
+ * was one): the series is left out rather than shown as 0, which would read as 1970. */
+static void put_audit_store(text *t, const pgcld_metrics_gauges *g) {
+    put(t, "# HELP pgcld_audit_db_size_bytes Bytes the audit database takes on disk (SQLite: the database file and its"
+           " -wal; not reported for PostgreSQL).\n# TYPE pgcld_audit_db_size_bytes gauge\n");
+    if (g->audit_db_bytes >= 0) put(t, "pgcld_audit_db_size_bytes %lld\n", g->audit_db_bytes);
+    put(t, "# HELP pgcld_audit_last_commit_timestamp_seconds Unix time of the audit writer's last committed"
+           " transaction (absent until the first one since start).\n"
+           "# TYPE pgcld_audit_last_commit_timestamp_seconds gauge\n");
+    if (g->audit_last_commit_unix_us > 0)
+        put(t, "pgcld_audit_last_commit_timestamp_seconds %.6f\n", (double)g->audit_last_commit_unix_us / 1e6);
+}
+
+/* ---- the process metrics, named and described as Prometheus' client libraries do ----
+ * Read from /proc/self at each scrape (Linux only; elsewhere the families are left out). */
+
+#ifdef __linux__
+/* The fields of /proc/self/stat that the process metrics need (proc(5)). */
+typedef struct proc_stat {
+    unsigned long long utime_ticks, stime_ticks, start_ticks; /* fields 14, 15 and 22 */
+    unsigned long long vsize_bytes;                           /* field 23 */
+    long long rss_pages;                                      /* field 24 */
+} proc_stat;
+
+static bool read_proc_stat(proc_stat *out) {
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* the command name (field 2) is in parentheses and may hold spaces: fields 3… follow the last ')' */
+    const char *p = strrchr(buf, ')');
+    if (!p) return false;
+    return sscanf(p + 1,
+                  " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %llu %llu %lld",
+                  &out->utime_ticks, &out->stime_ticks, &out->start_ticks, &out->vsize_bytes, &out->rss_pages) == 5;
+}
+
+/* The boot time (unix seconds), the "btime" line of /proc/stat; 0 when unreadable. */
+static long long boot_time_unix(void) {
+    char line[256];
+    long long btime = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "btime %lld", &btime) == 1) break;
+    fclose(f);
+    return btime;
+}
+
+/* Open file descriptors: the entries of /proc/self/fd, less the one reading it; -1 when unreadable. */
+static long long open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    long long n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.' && atoi(e->d_name) != dirfd(d)) n++;
+    closedir(d);
+    return n;
+}
+
+static void put_process(text *t) {
+    proc_stat st;
+    long ticks_per_s = sysconf(_SC_CLK_TCK), page_bytes = sysconf(_SC_PAGESIZE);
+    if (read_proc_stat(&st) && ticks_per_s > 0 && page_bytes > 0) {
+        put(t, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+               "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.2f\n",
+            (double)(st.utime_ticks + st.stime_ticks) / (double)ticks_per_s);
+        put(t, "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+               "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %llu\n", st.vsize_bytes);
+        put(t, "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+               "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %lld\n",
+            st.rss_pages * (long long)page_bytes);
+        long long boot = boot_time_unix();
+        if (boot > 0)
+            put(t, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+                   "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n",
+                (double)boot + (double)st.start_ticks / (double)ticks_per_s);
+    }
+    long long fds = open_fds();
+    if (fds >= 0)
+        put(t, "# HELP process_open_fds Number of open file descriptors.\n# TYPE process_open_fds gauge\n"
+               "process_open_fds %lld\n", fds);
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+        put(t, "# HELP process_max_fds Maximum number of open file descriptors.\n# TYPE process_max_fds gauge\n"
+               "process_max_fds %llu\n", (unsigned long long)lim.rlim_cur);
+}
+#else
+static void put_process(text *t) { (void)t; }
+#endif
+
 char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, const char *extra) {
     text t = {0};
-    put(&t, "# HELP pgcld_requests_total HTTP requests by route and the status of the answer sent (status=\"unanswered\":"
-            " none was sent, see pgcld_requests_unanswered_total).\n# TYPE pgcld_requests_total counter\n");
+    put(&t, "# HELP pgcld_requests_total HTTP requests by route and the status code of the answer sent"
+            " (code=\"unanswered\": none was sent, see pgcld_requests_unanswered_total).\n"
+            "# TYPE pgcld_requests_total counter\n");
     for (int r = 0; r <= m->n_routes; r++) {
         for (int s = 0; s < N_STATUS_COLUMNS; s++) {
             unsigned long long v = atomic_load_explicit(&m->requests[r * N_STATUS_COLUMNS + s], memory_order_relaxed);
             if (!v) continue;
-            char status[16];
-            if (s < N_STATUS) snprintf(status, sizeof status, "%d", g_statuses[s]);
-            else snprintf(status, sizeof status, "%s", s == STATUS_OTHER ? "other" : "unanswered");
-            put(&t, "pgcld_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
-                r < m->n_routes ? m->route_names[r] : "unmatched", status, v);
+            char code[16];
+            if (s < N_STATUS) snprintf(code, sizeof code, "%d", g_statuses[s]);
+            else snprintf(code, sizeof code, "%s", s == STATUS_OTHER ? "other" : "unanswered");
+            put(&t, "pgcld_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
+                r < m->n_routes ? m->route_names[r] : "unmatched", code, v);
         }
     }
     put(&t, "# HELP pgcld_requests_unanswered_total Requests that ended with no answer sent, by reason: request_timeout"
@@ -346,6 +445,11 @@ char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, cons
             "pgcld_models_ready %d\n", g->models_ready);
     put(&t, "# HELP pgcld_draining 1 while shutting down.\n# TYPE pgcld_draining gauge\npgcld_draining %d\n",
         g->draining ? 1 : 0);
+    put_audit_store(&t, g);
+    put(&t, "# HELP pgcld_build_info The version of pgcld and the git commit it was built from (\"unknown\": not"
+            " built from a git checkout).\n# TYPE pgcld_build_info gauge\n"
+            "pgcld_build_info{version=\"%s\",commit=\"%s\"} 1\n", PGCLD_VERSION, PGCLD_BUILD_COMMIT);
+    put_process(&t);
     put(&t, "# HELP pgcld_model_active_info The active version of each model.\n# TYPE pgcld_model_active_info gauge\n");
     if (extra) put(&t, "%s", extra);
     return t.p;

@@ -19,7 +19,7 @@ void pgcld_metrics_destroy(pgcld_metrics *m); /* accepts NULL */
 /* route < 0 counts a request that matched no route. status: the status of the answer that was sent. */
 void pgcld_metrics_request(pgcld_metrics *m, int route, int status);
 
-/* Why a request ended with no answer sent (pgcld_requests_total{status="unanswered"}). */
+/* Why a request ended with no answer sent (pgcld_requests_total{code="unanswered"}). */
 typedef enum {
     PGCLD_UNANSWERED_REQUEST_TIMEOUT,    /* cut by the reaper: the request took over --request-timeout */
     PGCLD_UNANSWERED_CONNECTION_TIMEOUT, /* libmicrohttpd's idle timeout (--connection-timeout) */
@@ -79,9 +79,12 @@ typedef struct pgcld_metrics_gauges {
     int body_waiting;              /* scoring requests waiting for it */
     int models_ready;
     bool draining;
+    long long audit_db_bytes;          /* the audit database on disk; -1: the store cannot tell */
+    long long audit_last_commit_unix_us; /* the audit writer's last commit; 0: none since start */
 } pgcld_metrics_gauges;
 
-/* Returns a malloc'd NUL-terminated text; `extra` (may be NULL) is appended verbatim (the active
+/* Returns a malloc'd NUL-terminated text, with the process_* families of Prometheus' client
+ * libraries (from /proc/self) and pgcld_build_info; `extra` (may be NULL) is appended verbatim (the active
  * version info lines, built by the caller under the registry lock). */
 char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, const char *extra);
 

@@ -4,9 +4,11 @@
 
 #include "audit_pg.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap) {
     pgcl_status st = pgcl_pg_is_uri(opts->path) ? pgcl_audit_pg_open(opts, out, err, cap)
@@ -64,6 +66,21 @@ bool pgcl_audit_healthy(pgcl_audit *a) { return a->ops->healthy(a); }
 int pgcl_audit_schema_version(pgcl_audit *a) { return a->ops->schema_version(a); }
 
 const char *pgcl_audit_store_name(pgcl_audit *a) { return a->ops->name; }
+
+void pgcl_audit_note_commit(pgcl_audit *store) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    atomic_store_explicit(&store->last_commit_unix_us, (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000,
+                          memory_order_relaxed);
+}
+
+int64_t pgcl_audit_last_commit_unix_us(pgcl_audit *a) {
+    return atomic_load_explicit(&a->last_commit_unix_us, memory_order_relaxed);
+}
+
+bool pgcl_audit_size_bytes(pgcl_audit *a, int64_t *bytes) {
+    return a->ops->size_bytes && a->ops->size_bytes(a, bytes);
+}
 
 /* ---- the read side (audit_reads.h) ---- */
 

@@ -151,6 +151,14 @@ int pgcl_audit_pending_rows(pgcl_audit *a);
 /* False after a failed commit until the next successful one. */
 bool pgcl_audit_healthy(pgcl_audit *a);
 
+/* Wall-clock time (unix microseconds) of the last transaction of rows, events or jobs this
+ * process's writer committed; 0 when none since open. For /metrics. */
+int64_t pgcl_audit_last_commit_unix_us(pgcl_audit *a);
+
+/* The bytes the database takes on disk now (SQLite: the database file and its -wal); false when
+ * the store cannot tell cheaply (PostgreSQL). For /metrics. */
+bool pgcl_audit_size_bytes(pgcl_audit *a, int64_t *bytes);
+
 /* Highest applied migration version. */
 int pgcl_audit_schema_version(pgcl_audit *a);
 

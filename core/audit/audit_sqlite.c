@@ -4,11 +4,13 @@
 #include "audit_store_impl.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "chain.h"
@@ -482,7 +484,9 @@ static void commit_batch(sqlite_store *a, audit_job *batch) {
             j->status = PGCL_ERR_DB;
             memcpy(j->err, err, ERR_CAP);
         }
+        return;
     }
+    pgcl_audit_note_commit(&a->base);
 }
 
 /* After a failed write /readyz answers 503, so load balancers stop sending the requests whose
@@ -678,6 +682,20 @@ const char *pgcl_audit_sqlite_path(pgcl_audit *store) { return sqlite_store_of(s
 
 static bool sqlite_healthy(pgcl_audit *store) { return sqlite_store_of(store)->healthy; }
 
+/* The database file and its write-ahead log, as stat() sees them now (the -shm index is not data);
+ * a -wal that does not exist (checkpointed and removed) counts 0. */
+static bool sqlite_size_bytes(pgcl_audit *store, int64_t *bytes) {
+    const char *path = sqlite_store_of(store)->path;
+    struct stat st;
+    if (stat(path, &st) != 0) return false;
+    int64_t total = (int64_t)st.st_size;
+    char wal[PATH_MAX];
+    int n = snprintf(wal, sizeof wal, "%s-wal", path);
+    if (n > 0 && (size_t)n < sizeof wal && stat(wal, &st) == 0) total += (int64_t)st.st_size;
+    *bytes = total;
+    return true;
+}
+
 static int sqlite_schema_version(pgcl_audit *store) { return sqlite_store_of(store)->schema_version; }
 
 /* ---- open / close ---- */
@@ -809,6 +827,7 @@ static void sqlite_close(pgcl_audit *store) {
 
 const pgcl_audit_store_ops pgcl_audit_sqlite_ops = {
     .name = "sqlite",
+    .size_bytes = sqlite_size_bytes,
     .close = sqlite_close,
     .append = sqlite_append,
     .append_async = sqlite_append_async,

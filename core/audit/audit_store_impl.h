@@ -74,12 +74,19 @@ typedef struct pgcl_audit_store_ops {
      * some are left. A step with nothing to drop writes nothing. */
     pgcl_status (*drop_inputs)(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped, bool *more,
                                char *err, int cap);
+    /* Optional (NULL: the store cannot tell cheaply): the bytes the database takes on disk now. */
+    bool (*size_bytes)(pgcl_audit *store, int64_t *bytes);
 } pgcl_audit_store_ops;
 
 /* What every store begins with. */
 struct pgcl_audit {
     const pgcl_audit_store_ops *ops;
+    _Atomic int64_t last_commit_unix_us; /* pgcl_audit_note_commit's; 0 = none since open */
 };
+
+/* A store's writer calls this right after each transaction of rows, events or jobs committed (not
+ * after its own probe writes): pgcl_audit_last_commit_unix_us reads it. */
+void pgcl_audit_note_commit(pgcl_audit *store);
 
 /* The SQLite store (audit_sqlite.c: open, the writer; audit_reads.c: the read side, on the
  * reader pool of its database file, core/review/reader_pool.c). */

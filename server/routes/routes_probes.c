@@ -60,6 +60,9 @@ void pgcld_handle_metrics(pgcld_server *srv, const pgcld_request *req, pgcld_rep
                               .open_connections = atomic_load(&srv->open_connections),
                               .models_ready = pgcl_registry_ready_count(srv->registry),
                               .draining = atomic_load(&srv->draining)};
+    int64_t db_bytes = -1;
+    g.audit_db_bytes = pgcl_audit_size_bytes(srv->audit, &db_bytes) ? db_bytes : -1;
+    g.audit_last_commit_unix_us = pgcl_audit_last_commit_unix_us(srv->audit);
     if (srv->body_budget) pgcld_body_budget_stats(srv->body_budget, &g.body_bytes_reserved, &g.body_waiting);
     reply->text = pgcld_metrics_render(srv->metrics, &g, extra.text);
     free(extra.text);

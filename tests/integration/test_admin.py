@@ -509,9 +509,9 @@ class MetricsTest(unittest.TestCase):
         # pgcld_requests_total counts a request once its answer has been sent, so the client
         # can be ahead of it: poll until the last scoring request is counted.
         self.assertTrue(H.wait_until(lambda: read_samples().get(
-            'pgcld_requests_total{route="POST /v1/score",status="400"}') == 1), samples)
-        self.assertEqual(samples['pgcld_requests_total{route="POST /v1/score",status="200"}'], 3)
-        self.assertEqual(samples['pgcld_requests_total{route="POST /v1/score",status="400"}'], 1)
+            'pgcld_requests_total{route="POST /v1/score",code="400"}') == 1), samples)
+        self.assertEqual(samples['pgcld_requests_total{route="POST /v1/score",code="200"}'], 3)
+        self.assertEqual(samples['pgcld_requests_total{route="POST /v1/score",code="400"}'], 1)
         self.assertEqual(samples['pgcld_items_scored_total{model="tiny",version="2"}'], 12)
         self.assertEqual(samples['pgcld_batch_items_count'], 3)
         self.assertEqual(samples['pgcld_batch_items_sum'], 12)

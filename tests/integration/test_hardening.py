@@ -303,12 +303,12 @@ class UnansweredMetricsTest(unittest.TestCase):
 
     def fives(self):
         return sum(v for k, v in self.series().items()
-                   if k.startswith("pgcld_requests_total{") and 'status="5' in k)
+                   if k.startswith("pgcld_requests_total{") and 'code="5' in k)
 
     def test_unanswered_requests_have_their_own_label(self):
         d = self.daemon
         before = self.series()
-        unanswered = 'pgcld_requests_total{route="POST /v1/score",status="unanswered"}'
+        unanswered = 'pgcld_requests_total{route="POST /v1/score",code="unanswered"}'
         # slowloris: the body never ends; the reaper cuts it (request_timeout)
         s = socket.create_connection(("127.0.0.1", d.port))
         s.sendall(f"POST /v1/score HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {d.keys['scorer']}\r\n"
@@ -336,7 +336,7 @@ class UnansweredMetricsTest(unittest.TestCase):
         self.assertTrue(s.recv(100).startswith(b"HTTP/1.1 431"))
         s.close()
         self.assertTrue(H.wait_until(
-            lambda: self.series().get('pgcld_requests_total{route="unmatched",status="431"}', 0) >= 1))
+            lambda: self.series().get('pgcld_requests_total{route="unmatched",code="431"}', 0) >= 1))
         self.assertEqual(self.fives(), 0)
 
 

@@ -349,7 +349,8 @@ class SpecStructureTest(unittest.TestCase):
         names = [f["name"] for f in fams]
         self.assertEqual(len(names), len(set(names)))
         for f in fams:
-            self.assertTrue(f["name"].startswith("pgcld_"), f)
+            # pgcld's own families, and the process_* ones named as Prometheus' client libraries do
+            self.assertTrue(f["name"].startswith(("pgcld_", "process_")), f)
             self.assertIn(f["type"], ("counter", "gauge", "histogram"), f)
             self.assertIsInstance(f["labels"], list, f)
             self.assertTrue(f["help"], f)

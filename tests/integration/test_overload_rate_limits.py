@@ -102,7 +102,7 @@ class RateLimitTest(unittest.TestCase):
             self.assertEqual(self.d.get("/v1/admin/keys", key=self.d.keys["admin"]).status, 200)
             self.assertEqual(self.d.get("/v1/models", key=a).status, 200)  # only scoring is limited
         self.assertGreaterEqual(metric(self.d, "pgcld_rejected_total", 'reason="rate_limited"'), 1)
-        self.assertGreaterEqual(metric(self.d, "pgcld_requests_total", 'route="POST /v1/score",status="429"'), 1)
+        self.assertGreaterEqual(metric(self.d, "pgcld_requests_total", 'route="POST /v1/score",code="429"'), 1)
 
 
 class RateLimitByAddressTest(unittest.TestCase):

@@ -1403,6 +1403,7 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
         abandon_group(w, batch, s.err);
         return retry ? GROUP_RETRY_ISOLATED : GROUP_DONE;
     }
+    pgcl_audit_note_commit(&w->s->base);
     if (hash[0]) {
         w->head_seq = edge.size;
         memcpy(w->head_hash, hash, sizeof hash);
