@@ -73,6 +73,10 @@ static const opt_def g_opts[] = {
      .help = "audit chain encoding: 1 (an entry per event) or 2 (an entry per commit, a Merkle tree)"},
     {.name = "log-level", S(log_level, "LEVEL"), .def = "info", .choices = "debug|info|warn|error", .reload = true,
      .help = "least severe messages logged: debug, info, warn or error"},
+    {.name = "log-format", S(log_format, "FORMAT"), .def = "text", .choices = "text|json", .reload = true,
+     .help = "log lines as text (TIME LEVEL message key=value ...) or json (one JSON object a line, for jq)"},
+    {.name = "access-log", S(access_log, "on|off"), .def = "on", .choices = "on|off", .reload = true,
+     .help = "one info line per request: request id, route, status, latency, key id, items, model"},
     {.name = "auth", S(auth, "MODE"), .def = "required", .choices = "required|off",
      .help = "required: every API call needs a valid API key; off: keys are not checked"},
     {.name = "metrics", S(metrics, "on|off"), .def = "on", .choices = "on|off",
@@ -570,9 +574,14 @@ out:
     return rc;
 }
 
-static void apply_log_level(const pgcld_config *cfg) {
+/* Hands the logging options to the logger (level, format) and to the request threads (access-log,
+ * through cfg->access_log_on: they never read the string, which a reload swaps). */
+static void apply_logging(pgcld_config *cfg) {
     pgcl_log_level level;
     if (pgcl_log_parse_level(cfg->log_level, &level) == 0) pgcl_log_set_level(level);
+    pgcl_log_format format;
+    if (pgcl_log_parse_format(cfg->log_format, &format) == 0) pgcl_log_set_format(format);
+    atomic_store(&cfg->access_log_on, strcmp(cfg->access_log, "on") == 0);
 }
 
 int pgcld_config_parse(pgcld_config *cfg, int argc, char **argv, char *err, int cap) {
@@ -585,7 +594,7 @@ int pgcld_config_parse(pgcld_config *cfg, int argc, char **argv, char *err, int 
     if (!cfg->argv) goto oom;
     for (; cfg->argc < argc; cfg->argc++)
         if (!(cfg->argv[cfg->argc] = strdup(argv[cfg->argc]))) goto oom;
-    apply_log_level(cfg);
+    apply_logging(cfg);
     return 0;
 oom:
     pgcl_errorf(err, cap, "out of memory");
@@ -668,7 +677,7 @@ int pgcld_config_reload(pgcld_config *cfg, char *err, int cap) {
     }
     pgcl_log_info("config: reloaded (config file: %s); %d option%s changed",
                   *cfg->config_path ? cfg->config_path : "none", changed, changed == 1 ? "" : "s");
-    apply_log_level(cfg);
+    apply_logging(cfg);
     pgcld_config_free(&fresh);
     return 0;
 }

@@ -10,7 +10,8 @@
  * Threads: parse, reload, print and free run on the main thread only. The integer options are
  * _Atomic so that request threads may read them (a plain read of cfg->max_batch is an atomic load)
  * while pgcld_config_reload() changes them. String options never change after parse, except
- * log_level, which only the main thread reads. */
+ * log_level, log_format and access_log, which only the main thread reads (it hands them to the
+ * logger and to access_log_on). */
 #ifndef PGCLD_CONFIG_H
 #define PGCLD_CONFIG_H
 
@@ -38,6 +39,9 @@ typedef struct pgcld_config {
     char *synchronous;           /* FULL or NORMAL */
     char *chain_encoding;        /* "1" or "2" (core/audit/chain.h) */
     char *log_level;             /* debug, info, warn or error; reloadable */
+    char *log_format;            /* text or json; reloadable */
+    char *access_log;            /* on or off; reloadable (request threads read access_log_on) */
+    _Atomic bool access_log_on;  /* access_log is "on"; set at parse and reload */
     char *auth;                  /* "required" (API keys enforced) or "off" */
     char *metrics;               /* "on" (serve GET /metrics) or "off" */
     char *config_path;           /* the config file read; "" = none */
@@ -99,18 +103,18 @@ void pgcld_config_defaults(pgcld_config *cfg);
  * The file is the one named by --config, else by PGCLD_CONFIG; when one is named it must exist.
  * Every value is validated as it is read; an error names its source ("--max-batch",
  * "PGCLD_MAX_BATCH" or "pgcld.conf:12"). Environment variables with the PGCLD_ prefix that name no
- * option are ignored. Keeps a copy of argv for pgcld_config_reload() and applies log-level to the
- * logger. Returns 0, or -1 with a message in err (cfg must then still be freed). */
+ * option are ignored. Keeps a copy of argv for pgcld_config_reload() and applies log-level and
+ * log-format to the logger (access-log to access_log_on). Returns 0, or -1 with a message in err (cfg must then still be freed). */
 int pgcld_config_parse(pgcld_config *cfg, int argc, char **argv, char *err, int cap);
 
 /* For SIGHUP: reads the defaults, the config file and the environment again, and the flags kept
  * by pgcld_config_parse() (so they still win), into a fresh configuration. If that fails, returns
  * -1 with a message in err and changes nothing. Otherwise copies into cfg only the options that
- * are safe to change at run time — log-level, max-body-bytes, max-body-memory, max-batch, request-timeout,
+ * are safe to change at run time — log-level, log-format, access-log, max-body-bytes, max-body-memory, max-batch, request-timeout,
  * max-score-in-flight, rate-limit-rps, rate-limit-burst, max-pending-rows, shadow-queue (the rows
  * marked reloadable in config.c; --help lists them) — logs each change,
  * warns about changed options that need a restart (they keep their running value), applies
- * log-level to the logger, and returns 0. Main thread only. */
+ * the logging options as pgcld_config_parse does, and returns 0. Main thread only. */
 int pgcld_config_reload(pgcld_config *cfg, char *err, int cap);
 
 /* Prints every option as "name = value" with a comment naming its source (default, file PATH:LINE,

@@ -30,6 +30,10 @@ static const int g_statuses[] = {200, 201, 400, 401, 403, 404, 405, 409, 413, 41
 static const char *const g_unanswered_names[] = {"request_timeout", "connection_timeout", "client_closed", "shutdown",
                                                  "error"};
 _Static_assert(sizeof g_unanswered_names / sizeof g_unanswered_names[0] == PGCLD_N_UNANSWERED, "a name for every reason");
+
+const char *pgcld_unanswered_reason_str(pgcld_unanswered_reason reason) {
+    return reason >= 0 && reason < PGCLD_N_UNANSWERED ? g_unanswered_names[reason] : "error";
+}
 static const char *const g_stage_names[] = {"queue", "compute", "audit", "total"};
 static const char *const g_reject_names[] = {"rate_limited", "overloaded", "request_timeout", "connection_limit"};
 _Static_assert(sizeof g_reject_names / sizeof g_reject_names[0] == PGCLD_N_REJECT, "a name for every reason");

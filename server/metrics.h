@@ -29,6 +29,8 @@ typedef enum {
     PGCLD_N_UNANSWERED
 } pgcld_unanswered_reason;
 void pgcld_metrics_unanswered(pgcld_metrics *m, int route, pgcld_unanswered_reason reason);
+/* The reason as its metrics label spells it ("client_closed", ...). */
+const char *pgcld_unanswered_reason_str(pgcld_unanswered_reason reason);
 void pgcld_metrics_stage(pgcld_metrics *m, pgcld_stage stage, double seconds);
 void pgcld_metrics_batch(pgcld_metrics *m, int items);
 /* Rows of the forward pass a request ran in (several requests' rows when batched together). */

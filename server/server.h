@@ -56,6 +56,7 @@ typedef struct pgcld_server {
 #define PGCLD_ACTOR_LEN 200
 
 typedef struct pgcld_request {
+    const char *request_id;               /* UUIDv7 made at arrival; the X-Request-Id of the answer */
     const char *method;
     const char *path;
     const char *params[PGCLD_MAX_PARAMS]; /* the {…} segments of the route pattern, in order */
@@ -137,6 +138,11 @@ typedef struct pgcld_reply {
      * none. A Cache-Control among them replaces the default "no-store". */
     const char *const *headers;
     bool close_connection;    /* send Connection: close and close after the answer */
+    /* What the access log line says of a scoring answer (score_finish): its items, model and version;
+     * 0 and "" for other answers. */
+    int log_items;
+    char log_model[64];
+    char log_version[64];
 } pgcld_reply;
 
 /* Sets reply to {"error": {"code", "message"[, "item"][, "field"]}}. item < 0 and field NULL omit them.

@@ -237,7 +237,7 @@ static void on_forward_done(void *ctx, pgcl_status st, int64_t t_compute, int ba
     call->t_computed = pgcl_monotonic_us();
     res->timings.computed = true;
     res->timings.compute_us = call->t_computed - t_compute;
-    pgcl_uuid7(res->request_id);
+    if (!res->request_id[0]) pgcl_uuid7(res->request_id); /* the caller gave none (pgcl_score_start) */
     if (!decide_items(&call->in, res)) {
         finish(call, PGCL_SCORE_NO_MEMORY);
         return;
@@ -257,6 +257,12 @@ void pgcl_score_start(const pgcl_score_env *env, const pgcl_score_input *in, pgc
         return;
     }
     *call = (score_call){.env = *env, .in = *in, .res = out, .done = done, .done_ctx = done_ctx};
+    out->request_id[0] = 0;
+    if (in->request_id) {
+        PGCL_ASSERT(strlen(in->request_id) <= PGCL_UUID_LEN);
+        memcpy(out->request_id, in->request_id, strlen(in->request_id) + 1);
+    }
+    call->in.request_id = NULL; /* copied: not read again */
     if (!result_alloc(out, in->model, in->n, env->store_inputs == PGCL_STORE_INPUTS_FLOAT16)) {
         finish(call, PGCL_SCORE_NO_MEMORY);
         return;

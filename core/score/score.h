@@ -54,6 +54,8 @@ typedef struct pgcl_score_input {
     const char *const *ids;  /* (n) item ids */
     const float *z;          /* (n, D) finite embeddings; stored float32 rows point here */
     int64_t t_start_us;      /* monotonic time the request arrived: the rows' latency */
+    const char *request_id;  /* the request's id (at most a UUID's length; the answer's X-Request-Id), or NULL:
+                              * a UUIDv7 is made. Copied before pgcl_score_start returns */
     /* With an Idempotency-Key: the entry to store with the rows (its request_id and answer are
      * filled by the call) and the answer's builder. NULL / NULL without one. */
     const pgcl_idem_entry *idem;

@@ -29,6 +29,7 @@
 
 #include "bodybudget.h"
 #include "clock.h"
+#include "ids.h"
 #include "log.h"
 #include "ratelimit.h"
 #include "reaper.h"
@@ -73,6 +74,14 @@ typedef struct request_ctx {
     char retry_after[16]; /* Retry-After of a 429 sent by admit() */
     int64_t t_start_us;
     int status; /* of the answer sent, for metrics; 0 while none was sent */
+    /* For the access log line (on_completed): */
+    char request_id[PGCL_UUID_LEN + 1]; /* made with the context; the answer's X-Request-Id */
+    char method[16];
+    char path[256];                     /* the decoded path, cut at 255 bytes */
+    unsigned long long bytes_in;        /* body bytes read (kept or discarded) */
+    long long bytes_out;                /* the answer's body; -1 when streamed (unknown) */
+    int items;                          /* a scoring answer's items, model and version (pgcld_reply) */
+    char model[64], version[64];
     bool started;              /* the handler's first call (headers in) has run */
     bool oip;                  /* a /v2 path: errors go in the Open Inference Protocol's shape */
     pgcld_raw_target target;   /* what the request target said before it was decoded */
@@ -99,7 +108,8 @@ static void stream_done(void *cls) {
 }
 
 /* Queues a streamed response; takes over the reply's stream. */
-static enum MHD_Result send_stream(struct MHD_Connection *conn, pgcld_reply *reply, bool close) {
+static enum MHD_Result send_stream(struct MHD_Connection *conn, pgcld_reply *reply, bool close,
+                                   const char *request_id) {
     pgcld_reply *copy = malloc(sizeof *copy);
     if (!copy) {
         if (reply->stream_free) reply->stream_free(reply->stream_ctx);
@@ -114,6 +124,7 @@ static enum MHD_Result send_stream(struct MHD_Connection *conn, pgcld_reply *rep
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, reply->content_type ? reply->content_type : "application/octet-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(resp, "X-Request-Id", request_id);
     if (reply->content_disposition)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, reply->content_disposition);
     if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -137,13 +148,20 @@ static bool add_extra_headers(struct MHD_Response *resp, const pgcld_reply *repl
 /* Queues reply on conn. While the server drains (shutdown), every answer carries Connection: close,
  * so that a client on a kept-open connection goes to another replica instead of sending a request
  * the stopping server would drop unanswered when it closes its connections. */
-static enum MHD_Result send_reply(const request_ctx *ctx, struct MHD_Connection *conn, pgcld_reply *reply) {
+static enum MHD_Result send_reply(request_ctx *ctx, struct MHD_Connection *conn, pgcld_reply *reply) {
     const pgcld_server *srv = ctx->srv;
     bool close = reply->close_connection || atomic_load(&srv->draining);
-    if (reply->stream_fn) return send_stream(conn, reply, close);
+    ctx->items = reply->log_items;
+    snprintf(ctx->model, sizeof ctx->model, "%s", reply->log_model);
+    snprintf(ctx->version, sizeof ctx->version, "%s", reply->log_version);
+    if (reply->stream_fn) {
+        ctx->bytes_out = -1;
+        return send_stream(conn, reply, close, ctx->request_id);
+    }
     if (ctx->oip && reply->body) pgcld_reply_oip_error(reply->body);
     struct MHD_Response *resp;
     if (reply->data) {
+        ctx->bytes_out = (long long)reply->data_len;
         resp = MHD_create_response_from_buffer(reply->data_len, (void *)reply->data,
                                                reply->data_owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
         free(reply->text);
@@ -161,6 +179,7 @@ static enum MHD_Result send_reply(const request_ctx *ctx, struct MHD_Connection 
                                    : "{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}");
         }
         size_t len = text ? strlen(text) : 0;
+        ctx->bytes_out = (long long)len;
         resp = MHD_create_response_from_buffer(len, text ? text : (char *)"",
                                                text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
         if (!resp) {
@@ -169,6 +188,7 @@ static enum MHD_Result send_reply(const request_ctx *ctx, struct MHD_Connection 
         }
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, reply->content_type ? reply->content_type : "application/json");
+    MHD_add_response_header(resp, "X-Request-Id", ctx->request_id);
     if (!add_extra_headers(resp, reply)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (reply->retry_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, reply->retry_after);
     if (reply->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, reply->allow);
@@ -183,7 +203,7 @@ static enum MHD_Result send_reply(const request_ctx *ctx, struct MHD_Connection 
     return rc;
 }
 
-static enum MHD_Result send_error(const request_ctx *ctx, struct MHD_Connection *conn, int status, const char *code,
+static enum MHD_Result send_error(request_ctx *ctx, struct MHD_Connection *conn, int status, const char *code,
                                   const char *msg,
                                   const char *allow) {
     pgcld_reply reply = {0};
@@ -472,6 +492,7 @@ static request_ctx *request_ctx_create(pgcld_server *srv, const char *raw_target
     if (!ctx) return NULL;
     ctx->srv = srv;
     ctx->route_index = -1;
+    pgcl_uuid7(ctx->request_id);
     pgcld_raw_target_note(raw_target, &ctx->target);
     return ctx;
 }
@@ -542,10 +563,11 @@ static enum MHD_Result answer_in_place_of_library(request_ctx *ctx, struct MHD_C
     char head[256];
     int head_len = snprintf(head, sizeof head,
                             "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
-                            "Connection: close\r\nContent-Length: %zu\r\n\r\n",
-                            p->status, reason_phrase(p->status), strlen(body));
+                            "X-Request-Id: %s\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n",
+                            p->status, reason_phrase(p->status), ctx->request_id, strlen(body));
     int fd = info->connect_fd;
     bool sent = send_all(fd, head, (size_t)head_len) && send_all(fd, body, strlen(body));
+    ctx->bytes_out = (long long)strlen(body);
     free(body);
     if (sent) {
         ctx->status = p->status;
@@ -563,6 +585,8 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
     ctx->started = true;
     ctx->oip = strncmp(url, "/v2", 3) == 0 && (url[3] == 0 || url[3] == '/');
     ctx->t_start_us = pgcl_monotonic_us();
+    snprintf(ctx->method, sizeof ctx->method, "%s", method);
+    snprintf(ctx->path, sizeof ctx->path, "%s", url);
     atomic_fetch_add(&srv->in_flight, 1);
     pgcld_head_problem problem;
     pgcld_check_request_head(conn, method, version, &ctx->target, &problem);
@@ -776,11 +800,13 @@ static enum MHD_Result handle_request(pgcld_server *srv, struct MHD_Connection *
         size_t n = *upload_data_size;
         long limit = ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes;
         if (ctx->too_large || ctx->len + n > (size_t)limit) {
+            ctx->bytes_in += n;
             *upload_data_size = 0;
             ctx->too_large = true; /* keep reading and discarding; answer 413 at the end */
             return MHD_YES;
         }
         if (ctx->shed) { /* discarding; 503 at the end */
+            ctx->bytes_in += n;
             *upload_data_size = 0;
             return MHD_YES;
         }
@@ -789,12 +815,14 @@ static enum MHD_Result handle_request(pgcld_server *srv, struct MHD_Connection *
             int reserved = reserve_body(ctx, conn, declared ? declared + 1 : BODY_FIRST_CAP);
             if (reserved < 0) return MHD_YES; /* suspended, the chunk unconsumed */
             if (reserved == 0) {
+                ctx->bytes_in += n;
                 *upload_data_size = 0;
                 ctx->shed = true;
                 return MHD_YES;
             }
         }
         *upload_data_size = 0;
+        ctx->bytes_in += n;
         return take_chunk(ctx, upload_data, n);
     }
     if (ctx->too_large) {
@@ -814,6 +842,7 @@ static enum MHD_Result handle_request(pgcld_server *srv, struct MHD_Connection *
         return send_reply(ctx, conn, &shed);
     }
     pgcld_request req = {
+        .request_id = ctx->request_id,
         .method = method,
         .path = url,
         .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
@@ -862,6 +891,38 @@ static pgcld_unanswered_reason unanswered_reason(const request_ctx *ctx, struct 
     }
 }
 
+/* The access log line of a completed request (--access-log): who asked what, and how it ended.
+ * status 0: nothing was sent, for `unanswered`. The key's id only, never the key. */
+static void log_access(const request_ctx *ctx, int status, const char *unanswered, int64_t latency_us) {
+    const char *route = NULL;
+    if (ctx->route_index >= 0) {
+        route = strchr(pgcld_route_names[ctx->route_index], ' '); /* "POST /v1/score": the pattern */
+        route = route ? route + 1 : pgcld_route_names[ctx->route_index];
+    }
+    pgcl_log_field f[] = {
+        PGCL_LOG_TEXT_FIELD("request_id", ctx->request_id),
+        PGCL_LOG_TEXT_FIELD("method", ctx->method[0] ? ctx->method : NULL),
+        PGCL_LOG_TEXT_FIELD("route", route),
+        PGCL_LOG_TEXT_FIELD("path", ctx->started ? ctx->path : NULL),
+        PGCL_LOG_INT_FIELD("status", status),
+        PGCL_LOG_TEXT_FIELD("unanswered", unanswered),
+        PGCL_LOG_MS_FIELD("latency_ms", (double)latency_us / 1000.0),
+        PGCL_LOG_TEXT_FIELD("key_id", ctx->authenticated ? ctx->identity.key_id : NULL),
+        PGCL_LOG_TEXT_FIELD("model", ctx->model[0] ? ctx->model : NULL),
+        PGCL_LOG_TEXT_FIELD("version", ctx->version[0] ? ctx->version : NULL),
+        PGCL_LOG_INT_FIELD("items", ctx->items),
+        PGCL_LOG_INT_FIELD("bytes_in", (long long)ctx->bytes_in),
+        PGCL_LOG_INT_FIELD("bytes_out", ctx->bytes_out),
+    };
+    int n = (int)(sizeof f / sizeof f[0]);
+    if (!ctx->items) { /* not a scoring answer: no items; bytes follow */
+        memmove(&f[10], &f[11], 2 * sizeof f[0]);
+        n--;
+    }
+    if (ctx->bytes_out < 0) n--; /* streamed: its size is not known here */
+    pgcl_log_fields(PGCL_LOG_INFO, "access", f, n);
+}
+
 /* MHD_OPTION_NOTIFY_COMPLETED: the request is over (answered, or its connection closed). Counts
  * it by the status that was sent — pgcld's, or libmicrohttpd's own answer to a malformed request
  * — or, when nothing was sent (timeouts, clients that left, shutdown), as unanswered with the
@@ -873,8 +934,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     int status = ctx->status;
     const union MHD_ConnectionInfo *queued = status ? NULL : MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
     if (queued) status = (int)queued->http_status;
+    pgcld_unanswered_reason reason = status ? PGCLD_UNANSWERED_ERROR : unanswered_reason(ctx, conn, toe);
     if (status) pgcld_metrics_request(ctx->srv->metrics, ctx->route_index, status);
-    else pgcld_metrics_unanswered(ctx->srv->metrics, ctx->route_index, unanswered_reason(ctx, conn, toe));
+    else pgcld_metrics_unanswered(ctx->srv->metrics, ctx->route_index, reason);
+    if (atomic_load(&ctx->srv->cfg->access_log_on) && pgcl_log_enabled(PGCL_LOG_INFO) && (ctx->started || status))
+        log_access(ctx, status, status ? NULL : pgcld_unanswered_reason_str(reason),
+                   ctx->started ? pgcl_monotonic_us() - ctx->t_start_us : 0);
     if (ctx->deferred.finish) { /* resumed, then closed before its answer was written */
         pgcld_reply unsent = {0};
         run_finish(ctx, &unsent);

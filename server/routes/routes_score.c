@@ -107,6 +107,9 @@ static void on_scored(void *ctx, pgcl_score_failure f) {
 /* The deferred answer of a scoring request (pgcld_finish_fn), on a server thread. */
 static void score_finish(pgcld_server *srv, void *state, pgcld_reply *reply) {
     score_job *job = state;
+    reply->log_items = job->n;
+    snprintf(reply->log_model, sizeof reply->log_model, "%s", job->model->name);
+    snprintf(reply->log_version, sizeof reply->log_version, "%s", job->model->version);
     count_stages(srv, job->model, job->failure, &job->result);
     if (job->failure != PGCL_SCORE_IDEMPOTENCY_ANSWERED) {
         const pgcl_score_timings *t = &job->result.timings;
@@ -144,6 +147,7 @@ void pgcld_score_begin(pgcld_server *srv, const pgcld_request *req, score_job *j
                           .store_inputs = pgcl_store_inputs_parse(srv->cfg->store_inputs)};
     pgcl_score_input in = {.model = job->model, .shadow = job->shadow, .n = job->n,
                            .ids = (const char *const *)job->ids, .z = job->z, .t_start_us = req->t_start_us,
+                           .request_id = req->request_id,
                            .idem = job->idem.key ? &job->idem : NULL, .answer_fn = job_answer, .answer_ctx = job};
     job->shadow = NULL; /* the call takes the reference */
     job->t_start_us = req->t_start_us;

@@ -37,6 +37,8 @@ DEFAULTS = {
     "synchronous": "FULL",
     "chain-encoding": "2",
     "log-level": "info",
+    "log-format": "text",
+    "access-log": "on",
     "auth": "required",
     "metrics": "on",
     "max-body-bytes": "67108864",
@@ -72,7 +74,7 @@ DEFAULTS = {
     "tls-key": "",
     "tls-min-version": "1.2",
 }
-RELOADABLE = ["log-level", "max-body-bytes", "max-body-memory", "max-batch", "request-timeout", "max-score-in-flight",
+RELOADABLE = ["log-level", "log-format", "access-log", "max-body-bytes", "max-body-memory", "max-batch", "request-timeout", "max-score-in-flight",
               "rate-limit-rps", "rate-limit-burst", "max-pending-rows", "shadow-queue"]
 
 # name = value  # source      (the config row is printed commented out: "# config = ...")
