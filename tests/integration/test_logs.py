@@ -47,6 +47,10 @@ class JsonLogs(unittest.TestCase):
         body = H.encode_body(score_body(2, 1))
         cls.scored = d.score(body)
         cls.scored_len = len(body)
+        Z = H.random_embeddings(3, 1024, 7)
+        cls.inferred = d.post("/v2/models/toxicity/infer", {"inputs": [
+            {"name": "embedding", "datatype": "FP32", "shape": [3, 1024],
+             "data": [float(f"{v:.9g}") for v in Z.reshape(-1)]}]})
         cls.not_found = d.get("/v1/decisions/0190f0c8-0000-7000-8000-000000000000", key=d.keys["reviewer"])
         cls.bad = d.score({"items": [{"id": "x", "embedding": [1.0]}]})
         cls.anonymous = d.score(score_body(1, 2), key="")
@@ -107,6 +111,15 @@ class JsonLogs(unittest.TestCase):
         self.assertEqual(line["model"], "toxicity")
         self.assertEqual(line["version"], self.scored.json["model"]["version"])
         self.assertEqual(line["bytes_in"], self.scored_len)
+
+    def test_infer_access_line(self):
+        self.assertEqual(self.inferred.status, 200, self.inferred)
+        line = self.access(self.inferred)
+        self.assertEqual(line["route"], "/v2/models/{name}/infer")
+        self.assertEqual(line["path"], "/v2/models/toxicity/infer")
+        self.assertEqual((line["items"], line["model"]), (3, "toxicity"))
+        self.assertEqual(line["version"], self.inferred.json["model_version"])
+        self.assertEqual(self.inferred.json["parameters"]["request_id"], line["request_id"])
 
     def test_route_is_the_pattern(self):
         self.assertEqual(self.not_found.status, 404, self.not_found)
