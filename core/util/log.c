@@ -18,9 +18,15 @@ static _Atomic int g_format = PGCL_LOG_TEXT;
 static const char *const g_names[] = {"debug", "info", "warn", "error"};
 static const char *const g_formats[] = {"text", "json"};
 
-void pgcl_log_set_level(pgcl_log_level level) { atomic_store(&g_level, (int)level); }
-void pgcl_log_set_format(pgcl_log_format format) { atomic_store(&g_format, (int)format); }
-int pgcl_log_enabled(pgcl_log_level level) { return (int)level >= atomic_load(&g_level); }
+void pgcl_log_set_level(pgcl_log_level level) {
+    atomic_store(&g_level, (int)level);
+}
+void pgcl_log_set_format(pgcl_log_format format) {
+    atomic_store(&g_format, (int)format);
+}
+int pgcl_log_enabled(pgcl_log_level level) {
+    return (int)level >= atomic_load(&g_level);
+}
 
 int pgcl_log_parse_level(const char *name, pgcl_log_level *out) {
     for (int i = 0; i < 4; i++) {
@@ -64,7 +70,9 @@ static bool put(line *l, const char *s, size_t n) {
     return true;
 }
 
-static bool puts_(line *l, const char *s) { return put(l, s, strlen(s)); }
+static bool puts_(line *l, const char *s) {
+    return put(l, s, strlen(s));
+}
 
 /* The length of the valid UTF-8 sequence at s (1 to 4), or 0 when the bytes there are not one
  * (a stray continuation byte, an overlong form, a surrogate, beyond U+10FFFF, cut short). */
@@ -73,17 +81,20 @@ static size_t utf8_sequence(const unsigned char *s, size_t left) {
     size_t n;
     uint32_t cp;
     if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-    else return 0;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, cp = c & 0x07;
+    else
+        return 0;
     if (left < n) return 0;
     for (size_t i = 1; i < n; i++) {
         if ((s[i] & 0xc0) != 0x80) return 0;
         cp = (cp << 6) | (s[i] & 0x3f);
     }
-    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
     return n;
 }
 
@@ -104,10 +115,16 @@ static void put_json_chars(line *l, const char *s) {
             esc[0] = '\\', esc[1] = (char)c;
             put(l, esc, 2);
         } else if (c < 0x20 || c == 0x7f) {
-            const char *named = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b"
-                                : c == '\f' ? "\\f" : NULL;
-            if (named) puts_(l, named);
-            else put(l, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", c));
+            const char *named = c == '\n'   ? "\\n"
+                                : c == '\r' ? "\\r"
+                                : c == '\t' ? "\\t"
+                                : c == '\b' ? "\\b"
+                                : c == '\f' ? "\\f"
+                                            : NULL;
+            if (named)
+                puts_(l, named);
+            else
+                put(l, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", c));
         } else {
             put(l, (const char *)p, n);
         }
@@ -135,8 +152,10 @@ static void put_text_chars(line *l, const char *s, bool quoted) {
         size_t n = utf8_sequence(p, left);
         if (n == 0 || c < 0x20 || c == 0x7f) {
             const char *named = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
-            if (named) puts_(l, named);
-            else put(l, esc, (size_t)snprintf(esc, sizeof esc, "\\x%02x", c));
+            if (named)
+                puts_(l, named);
+            else
+                put(l, esc, (size_t)snprintf(esc, sizeof esc, "\\x%02x", c));
             n = 1;
         } else if (quoted && (c == '"' || c == '\\')) {
             esc[0] = '\\', esc[1] = (char)c;
@@ -168,8 +187,9 @@ static bool text_needs_quotes(const char *s) {
  * or '-' before ": ". Its length, or 0 when the message has none. */
 static size_t component_len(const char *msg) {
     size_t i = 0;
-    while (i < 32 && msg[i] && ((msg[i] >= 'a' && msg[i] <= 'z') || (msg[i] >= 'A' && msg[i] <= 'Z') ||
-                                (msg[i] >= '0' && msg[i] <= '9') || msg[i] == ' ' || msg[i] == '_' || msg[i] == '-'))
+    while (i < 32 && msg[i] &&
+           ((msg[i] >= 'a' && msg[i] <= 'z') || (msg[i] >= 'A' && msg[i] <= 'Z') || (msg[i] >= '0' && msg[i] <= '9') ||
+            msg[i] == ' ' || msg[i] == '_' || msg[i] == '-'))
         i++;
     return i > 0 && msg[0] != ' ' && msg[i] == ':' && msg[i + 1] == ' ' ? i : 0;
 }
@@ -258,8 +278,10 @@ size_t pgcl_log_format_line(char *buf, size_t cap, pgcl_log_format format, const
     snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
              tm.tm_hour, tm.tm_min, tm.tm_sec, when->tv_nsec / 1000000L);
     line l = {.buf = buf, .limit = cap - LINE_END_ROOM};
-    if (format == PGCL_LOG_JSON) json_line(&l, ts, level, msg, fields, n);
-    else text_line(&l, ts, level, msg, fields, n);
+    if (format == PGCL_LOG_JSON)
+        json_line(&l, ts, level, msg, fields, n);
+    else
+        text_line(&l, ts, level, msg, fields, n);
     buf[l.len++] = '\n';
     buf[l.len] = 0;
     return l.len;
@@ -270,8 +292,8 @@ void pgcl_log_fields(pgcl_log_level level, const char *msg, const pgcl_log_field
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     char out[8192];
-    size_t len = pgcl_log_format_line(out, sizeof out, (pgcl_log_format)atomic_load(&g_format), &ts, level, msg,
-                                      fields, n);
+    size_t len =
+        pgcl_log_format_line(out, sizeof out, (pgcl_log_format)atomic_load(&g_format), &ts, level, msg, fields, n);
     fwrite(out, 1, len, stderr); /* stderr is unbuffered: one write per line */
 }
 

@@ -63,7 +63,8 @@ static void test_json_nasty(void) {
 
 static void test_json_component(void) {
     char buf[1024];
-    pgcl_log_format_line(buf, sizeof buf, PGCL_LOG_JSON, &WHEN, PGCL_LOG_INFO, "audit checkpoint: head 3 signed", NULL, 0);
+    pgcl_log_format_line(buf, sizeof buf, PGCL_LOG_JSON, &WHEN, PGCL_LOG_INFO, "audit checkpoint: head 3 signed", NULL,
+                         0);
     json_t *j = parse_line(buf);
     CHECK(j && strcmp(json_string_value(json_object_get(j, "component")), "audit checkpoint") == 0, "%s", buf);
     CHECK(j && strcmp(json_string_value(json_object_get(j, "msg")), "audit checkpoint: head 3 signed") == 0, "%s", buf);
@@ -77,7 +78,8 @@ static void test_json_component(void) {
 /* Lines cut at every length from the shortest buffer up: each still one JSON object. */
 static void test_json_cut(void) {
     char big[3000];
-    for (size_t i = 0; i + 1 < sizeof big; i++) big[i] = "a\"\\\n\xc3\xa9\x01"[i % 7];
+    for (size_t i = 0; i + 1 < sizeof big; i++)
+        big[i] = "a\"\\\n\xc3\xa9\x01"[i % 7];
     big[sizeof big - 1] = 0;
     char buf[1200];
     for (size_t cap = 128; cap <= sizeof buf; cap += 7) {
@@ -91,9 +93,12 @@ static void test_json_cut(void) {
 
 static void test_text(void) {
     char buf[2048];
-    pgcl_log_field f[] = {PGCL_LOG_TEXT_FIELD("request_id", "0190-ab"), PGCL_LOG_TEXT_FIELD("path", "/v1/a b\n\"c\""),
-                          PGCL_LOG_INT_FIELD("status", 200), PGCL_LOG_MS_FIELD("latency_ms", 2.25),
-                          PGCL_LOG_TEXT_FIELD("empty", ""), PGCL_LOG_TEXT_FIELD("bad", "x\xff=y")};
+    pgcl_log_field f[] = {PGCL_LOG_TEXT_FIELD("request_id", "0190-ab"),
+                          PGCL_LOG_TEXT_FIELD("path", "/v1/a b\n\"c\""),
+                          PGCL_LOG_INT_FIELD("status", 200),
+                          PGCL_LOG_MS_FIELD("latency_ms", 2.25),
+                          PGCL_LOG_TEXT_FIELD("empty", ""),
+                          PGCL_LOG_TEXT_FIELD("bad", "x\xff=y")};
     pgcl_log_format_line(buf, sizeof buf, PGCL_LOG_TEXT, &WHEN, PGCL_LOG_INFO, "access\nforged line", f, 6);
     const char *want = "2026-11-26T00:00:00.123Z info  access\\nforged line request_id=0190-ab "
                        "path=\"/v1/a b\\n\\\"c\\\"\" status=200 latency_ms=2.250 empty=\"\" bad=\"x\\xff=y\"\n";
