@@ -6,7 +6,8 @@
 # Why each package is here: see "Dependencies" in README.md.
 set -eu
 packages="ca-certificates build-essential pkg-config meson ninja-build python3
-  libmicrohttpd-dev libjansson-dev libopenblas-dev libsqlite3-dev libsodium-dev libssl-dev libpq-dev"
+  libmicrohttpd-dev libjansson-dev libopenblas-dev libsqlite3-dev libsodium-dev libssl-dev libpq-dev
+  libsystemd-dev"
 if [ "${1:-}" = "--test" ]; then
   packages="$packages sqlite3 curl openssl python3-numpy python3-yaml python3-jsonschema python3-torch python3-sklearn
     clang libclang-rt-14-dev"

@@ -29,6 +29,7 @@
 #include "retention.h"
 #include "server.h"
 #include "signing.h"
+#include "systemd_notify.h"
 
 #ifndef PGCLD_VERSION
 #define PGCLD_VERSION "dev"
@@ -259,6 +260,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     pgcld_server srv = {.cfg = &cfg};
     pgcld_head_signer *head_signer = NULL;
     pgcl_retention *retention = NULL;
+    pgcld_notifier *notifier = NULL; /* systemd's sd_notify; NULL outside a Type=notify unit */
     if (pgcld_config_parse(&cfg, argc, argv, err, sizeof err) != 0) {
         fprintf(stderr, "pgcld: %s\n", err);
         pgcld_config_free(&cfg);
@@ -364,6 +366,8 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         pgcl_log_error("models: %s", err);
         goto out;
     }
+    /* Before the models load: the watchdog is fed during a long load. */
+    notifier = pgcld_notifier_start(&srv);
 
     if (pgcld_server_start(&srv, err, sizeof err) != 0) {
         pgcl_log_error("http: %s", err);
@@ -388,11 +392,13 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         pgcl_log_error("cannot write --port-file %s: %s", cfg.port_file, strerror(errno));
         goto out;
     }
+    pgcld_notifier_started(notifier); /* READY=1 now, or as soon as /readyz would answer 200 */
     int sig = 0;
     for (;;) {
         sigwait(stop_signals, &sig);
         if (sig != SIGHUP) break;
         /* SIGHUP: re-read the configuration's reloadable options and the API keys. */
+        pgcld_notifier_reloading(notifier);
         if (pgcld_config_reload(&cfg, err, sizeof err) != 0) {
             pgcl_log_error("SIGHUP: configuration not reloaded: %s", err);
         } else {
@@ -404,6 +410,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
             pgcl_log_error("SIGHUP: keys not reloaded: %s", err);
         else if (srv.keyring)
             pgcl_log_info("SIGHUP: %d active API keys", pgcl_keyring_count_active(srv.keyring));
+        pgcld_notifier_reloaded(notifier);
     }
     g_draining = 1; /* from now on on_stop_signal ends the process at a second SIGTERM or SIGINT */
     sigset_t term_signals = *stop_signals; /* SIGHUP stays blocked in the main thread */
@@ -411,6 +418,7 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     pthread_sigmask(SIG_UNBLOCK, &term_signals, NULL);
     /* Logged once the drain has begun: a request read after this line is answered as draining. */
     pgcld_server_begin_drain(&srv);
+    pgcld_notifier_stopping(notifier);
     pgcl_log_info("shutdown: %s received; draining (up to %ld s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
                   cfg.shutdown_grace_s);
     rc = 0;
@@ -420,6 +428,7 @@ out:
     pgcld_head_signer_stop(head_signer); /* after the drain: its last checkpoint covers every answered decision */
     pgcl_queries_shutdown();
     pgcl_retention_destroy(retention);
+    pgcld_notifier_stop(notifier); /* after the drain (the watchdog watches the writer through it) */
     pgcl_audit_close(srv.audit);
     pgcl_keyring_close(srv.keyring);
     pgcl_registry_destroy(srv.registry);

@@ -201,6 +201,11 @@ void pgcld_server_begin_drain(pgcld_server *srv);
  * stops. */
 void pgcld_server_stop(pgcld_server *srv, int grace_s);
 
+/* What /readyz answers (routes_probes.c): true when at least one model serves, the audit store's
+ * last write succeeded and the drain has not begun; each condition in its own out-parameter.
+ * Thread-safe; also read by the systemd notifier (systemd_notify.h). */
+bool pgcld_server_readiness(pgcld_server *srv, bool *models, bool *audit, bool *draining);
+
 /* Route handlers (routes_*.c). */
 void pgcld_handle_score(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_healthz(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);

@@ -63,6 +63,13 @@ int pgcl_audit_pending_rows(pgcl_audit *a) { return a->ops->pending_rows(a); }
 
 bool pgcl_audit_healthy(pgcl_audit *a) { return a->ops->healthy(a); }
 
+int64_t pgcl_audit_writer_stall_us(pgcl_audit *a, int64_t now_us) {
+    int64_t busy_since = 0, queued_since = 0;
+    a->ops->writer_activity(a, &busy_since, &queued_since);
+    int64_t since = busy_since && (!queued_since || busy_since < queued_since) ? busy_since : queued_since;
+    return since && now_us > since ? now_us - since : 0;
+}
+
 int pgcl_audit_schema_version(pgcl_audit *a) { return a->ops->schema_version(a); }
 
 const char *pgcl_audit_store_name(pgcl_audit *a) { return a->ops->name; }

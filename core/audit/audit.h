@@ -159,6 +159,16 @@ int64_t pgcl_audit_last_commit_unix_us(pgcl_audit *a);
  * the store cannot tell cheaply (PostgreSQL). For /metrics. */
 bool pgcl_audit_size_bytes(pgcl_audit *a, int64_t *bytes);
 
+/* The writer's liveness, for a watchdog (server/systemd_notify.c): how long, at time now_us on
+ * pgcl_monotonic_us's clock, the writer has owed progress. 0 while it waits with nothing queued;
+ * otherwise the time since it began its current piece of work (a group commit and its callbacks, a
+ * probe write, a reconnection) or, when work is queued that it has not taken yet, since that work
+ * was queued. A writer whose writes fail quickly (a full disk, a lock wait that ends in
+ * SQLITE_BUSY) keeps this small; one stuck inside one write (a hung fsync, a server that never
+ * answers) makes it grow. It takes the writer's queue lock for a moment, so a writer that holds
+ * that lock forever blocks this call too. Thread-safe. A store without a writer answers 0. */
+int64_t pgcl_audit_writer_stall_us(pgcl_audit *a, int64_t now_us);
+
 /* Highest applied migration version. */
 int pgcl_audit_schema_version(pgcl_audit *a);
 

@@ -64,6 +64,10 @@ typedef struct sqlite_store {
     int pending_rows;
     int max_pending_rows;
     bool closing;
+    /* Liveness (pgcl_audit_writer_stall_us), on pgcl_monotonic_us's clock, 0 = none: when the
+     * writer took its current batch or began a probe write (cleared once it is back at the queue),
+     * and when the queue last went from empty to not empty (cleared when the writer takes it). */
+    int64_t busy_since_us, queued_since_us;
     _Atomic bool healthy;
     int schema_version;
     /* The WAL checkpointer: copies committed WAL frames into the database file on its own
@@ -530,14 +534,18 @@ static void *writer_main(void *arg) {
             }
             struct timespec until = pgcl_monotonic_timespec(pgcl_monotonic_us() + PROBE_INTERVAL_S * 1000000LL);
             if (pthread_cond_timedwait(&a->work, &a->lock, &until) == ETIMEDOUT && !a->head && !a->closing) {
+                a->busy_since_us = pgcl_monotonic_us();
                 pthread_mutex_unlock(&a->lock);
                 probe_write(a);
                 pthread_mutex_lock(&a->lock);
+                a->busy_since_us = 0;
             }
         }
         if (!a->head && a->closing) break;
         audit_job *batch = a->head;
         a->head = a->tail = NULL;
+        a->busy_since_us = pgcl_monotonic_us();
+        a->queued_since_us = 0;
         pthread_mutex_unlock(&a->lock);
 
         commit_batch(a, batch);
@@ -569,6 +577,7 @@ static void *writer_main(void *arg) {
             finish_async_jobs(async_jobs);
             pthread_mutex_lock(&a->lock);
         }
+        a->busy_since_us = 0;
     }
     pthread_mutex_unlock(&a->lock);
     return NULL;
@@ -586,6 +595,7 @@ static pgcl_status enqueue_locked(sqlite_store *a, audit_job *job, char *err, in
         return PGCL_ERR_BUSY;
     }
     a->pending_rows += job->n_rows;
+    if (!a->head) a->queued_since_us = pgcl_monotonic_us();
     if (a->tail) a->tail->next = job;
     else a->head = job;
     a->tail = job;
@@ -694,6 +704,14 @@ static bool sqlite_size_bytes(pgcl_audit *store, int64_t *bytes) {
     if (n > 0 && (size_t)n < sizeof wal && stat(wal, &st) == 0) total += (int64_t)st.st_size;
     *bytes = total;
     return true;
+}
+
+static void sqlite_writer_activity(pgcl_audit *store, int64_t *busy_since_us, int64_t *queued_since_us) {
+    sqlite_store *a = sqlite_store_of(store);
+    pthread_mutex_lock(&a->lock);
+    *busy_since_us = a->busy_since_us;
+    *queued_since_us = a->queued_since_us;
+    pthread_mutex_unlock(&a->lock);
 }
 
 static int sqlite_schema_version(pgcl_audit *store) { return sqlite_store_of(store)->schema_version; }
@@ -837,6 +855,7 @@ const pgcl_audit_store_ops pgcl_audit_sqlite_ops = {
     .set_max_pending_rows = sqlite_set_max_pending_rows,
     .pending_rows = sqlite_pending_rows,
     .healthy = sqlite_healthy,
+    .writer_activity = sqlite_writer_activity,
     .schema_version = sqlite_schema_version,
     .read_decision = pgcl_sqlite_read_decision,
     .read_decisions = pgcl_sqlite_read_decisions,

@@ -30,6 +30,10 @@ typedef struct pgcl_audit_store_ops {
     void (*set_max_pending_rows)(pgcl_audit *store, int max_pending_rows);
     int (*pending_rows)(pgcl_audit *store);
     bool (*healthy)(pgcl_audit *store);
+    /* pgcl_audit_writer_stall_us's two instants (pgcl_monotonic_us's clock, 0 = none), read together
+     * under the writer's queue lock: when the writer began its current piece of work, and when work
+     * it has not taken yet was queued. */
+    void (*writer_activity)(pgcl_audit *store, int64_t *busy_since_us, int64_t *queued_since_us);
     int (*schema_version)(pgcl_audit *store);
     /* the read side (audit_reads.h), each with its public counterpart's contract */
     pgcl_status (*read_decision)(pgcl_audit *store, const char *decision_id, pgcl_row_arena *arena,

@@ -13,11 +13,16 @@ void pgcld_handle_healthz(pgcld_server *srv, const pgcld_request *req, pgcld_rep
 
 /* Ready when at least one model serves, the audit log's last write succeeded (a daemon that
  * cannot record decisions must not receive traffic) and the daemon is not shutting down. */
+bool pgcld_server_readiness(pgcld_server *srv, bool *models, bool *audit, bool *draining) {
+    *models = pgcl_registry_ready_count(srv->registry) > 0;
+    *audit = pgcl_audit_healthy(srv->audit);
+    *draining = atomic_load(&srv->draining);
+    return *models && *audit && !*draining;
+}
+
 void pgcld_handle_readyz(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    bool models = pgcl_registry_ready_count(srv->registry) > 0;
-    bool audit = pgcl_audit_healthy(srv->audit);
-    bool draining = atomic_load(&srv->draining);
-    bool ready = models && audit && !draining;
+    bool models, audit, draining;
+    bool ready = pgcld_server_readiness(srv, &models, &audit, &draining);
     reply->status = ready ? 200 : 503;
     if (!ready) reply->retry_after = "1";
     reply->body = json_pack("{s:s, s:{s:b, s:b, s:b}}", "status", ready ? "ready" : "not_ready", "checks", "models",

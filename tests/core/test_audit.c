@@ -2,7 +2,8 @@
  * schema, WAL mode, rows that survive close/reopen, group commit under concurrent appenders, and
  * all-or-nothing appends (a failing batch leaves none of its rows while its neighbours commit, also
  * inside one shared transaction), the checkpointer keeping the WAL bounded, and the asynchronous
- * append's callback (once, after the commit, or at once when refused).
+ * append's callback (once, after the commit, or at once when refused), and the writer's stall as
+ * the systemd watchdog reads it (0 when idle, growing while the writer is held inside one job).
  * Also the UUIDv7 format and ordering the decision ids rely on. */
 #include <pthread.h>
 #include <sodium.h>
@@ -13,6 +14,7 @@
 
 #include "audit.h"
 #include "chain.h"
+#include "clock.h"
 #include "ids.h"
 #include "decision_lists.h"
 #include "migrations.h"
@@ -147,6 +149,37 @@ static void test_shared_commit_isolates_a_failing_job(const char *path) {
     CHECK(pgcl_chain_verify(path, NULL, 0, &rep, err, sizeof err) == PGCL_OK && rep.intact, "chain intact: %s %s",
           err, rep.reason);
     free(good1), free(bad), free(good2);
+}
+
+/* pgcl_audit_writer_stall_us: 0 while the writer waits with nothing queued; while a job holds it
+ * inside its transaction, the time since it took that job (here >= 200 ms, and it grows with now);
+ * 0 again once the commit is done. */
+static void test_writer_stall(const char *path) {
+    char err[512] = "";
+    pgcl_audit *a = open_at(path, err, sizeof err);
+    CHECK(a != NULL, "open: %s", err);
+    if (!a) return;
+    CHECK(pgcl_audit_writer_stall_us(a, pgcl_monotonic_us()) == 0, "an idle writer owes nothing");
+    gate_ctx gate = {a, 1 + 1}; /* held until one more row is queued behind it */
+    append_arg held = {.a = a, .gate = &gate};
+    pthread_t th_gate, th_row;
+    pthread_create(&th_gate, NULL, append_once, &held);
+    wait_pending(a, 1);
+    usleep(200 * 1000);
+    int64_t now = pgcl_monotonic_us(), stall = pgcl_audit_writer_stall_us(a, now);
+    CHECK(stall >= 200 * 1000 && stall < 60 * 1000000LL, "a held writer's stall: %lld us", (long long)stall);
+    CHECK(pgcl_audit_writer_stall_us(a, now + 1000000) == stall + 1000000, "the stall grows with the clock");
+    row_store *rs = malloc(sizeof *rs);
+    make_rows(rs, 1, "stall-release");
+    append_arg row = {.a = a, .rows = rs->rows, .n = 1};
+    pthread_create(&th_row, NULL, append_once, &row);
+    pthread_join(th_gate, NULL);
+    pthread_join(th_row, NULL);
+    CHECK(held.st == PGCL_OK && row.st == PGCL_OK, "both committed: %d %d", held.st, row.st);
+    for (int i = 0; i < 5000 && pgcl_audit_writer_stall_us(a, pgcl_monotonic_us()) != 0; i++) usleep(1000);
+    CHECK(pgcl_audit_writer_stall_us(a, pgcl_monotonic_us()) == 0, "idle again after the commit");
+    pgcl_audit_close(a);
+    free(rs);
 }
 
 static long file_size(const char *path) {
@@ -376,6 +409,7 @@ int main(void) {
     test_shared_commit_isolates_a_failing_job(path);
     test_checkpointer_bounds_the_wal(g_dir);
     test_async_append(g_dir);
+    test_writer_stall(path);
 
     /* an edited migration and a newer schema are refused with a reason */
     exec_on(path, "UPDATE schema_migrations SET sha256 = 'x' WHERE version = 1");

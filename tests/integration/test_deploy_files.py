@@ -273,7 +273,7 @@ class SystemdUnitTest(unittest.TestCase):
         return v[-1]
 
     def test_sandboxing_directives(self):
-        want = {"Type": "exec", "User": "pgcld", "ProtectSystem": "strict", "ProtectHome": "yes",
+        want = {"Type": "notify", "NotifyAccess": "main", "User": "pgcld", "ProtectSystem": "strict", "ProtectHome": "yes",
                 "PrivateTmp": "yes", "NoNewPrivileges": "yes", "StateDirectory": "pgcld",
                 "CapabilityBoundingSet": "", "SystemCallFilter": "@system-service",
                 "MemoryDenyWriteExecute": "yes", "Restart": "on-failure", "WorkingDirectory": "/var/lib/pgcld"}
@@ -283,7 +283,32 @@ class SystemdUnitTest(unittest.TestCase):
         self.assertEqual(set(self.one("RestrictAddressFamilies").split()), {"AF_INET", "AF_INET6", "AF_UNIX"})
         self.assertGreaterEqual(int(self.one("LimitNOFILE")), 4096)
         self.assertEqual(self.one("ExecStart"), "/usr/local/bin/pgcld serve --config /etc/pgcld/pgcld.conf")
-        self.assertIn("sd_notify", self.text)  # why Type=exec, said in the file
+        self.assertIn("sd_notify", self.text)  # what Type=notify gets, said in the file
+
+    def test_watchdog_outlasts_a_writer_that_fails_and_retries(self):
+        # pgcld withholds WATCHDOG=1 while its audit writer has owed progress for half WatchdogSec
+        # (server/systemd_notify.c): half must exceed every wait the writer bounds by itself, read
+        # from the code: the SQLite busy timeout, PostgreSQL's lock_timeout, connect timeout and
+        # tcp_user_timeout
+        watchdog_s = int(self.one("WatchdogSec").rstrip("s"))
+        main_c = read(os.path.join(ROOT, "server", "main.c"))
+        pg_db_c = read(os.path.join(ROOT, "core", "audit", "pg", "pg_db.c"))
+        writer_c = read(os.path.join(ROOT, "core", "audit", "pg", "audit_pg_writer.c"))
+        conn_keys, conn_values = ([v.strip().strip('"') for v in re.search(name + r"\[\] = \{(.*?)\};", pg_db_c,
+                                                                            re.S).group(1).split(",")]
+                                  for name in ("keys", "values"))
+        waits_s = {
+            "SQLite busy timeout": int(re.search(r"\.busy_timeout_ms = (\d+)", main_c).group(1)) / 1000,
+            "PostgreSQL connect timeout": int(re.search(r"#define PGCL_PG_CONNECT_TIMEOUT_S (\d+)",
+                                                        read(os.path.join(ROOT, "core", "audit", "pg",
+                                                                          "pg_db.h"))).group(1)),
+            "PostgreSQL lock_timeout": int(re.search(r"'lock_timeout', '(\d+)s'", writer_c).group(1)),
+            "tcp_user_timeout": int(dict(zip(conn_keys, conn_values))["tcp_user_timeout"]) / 1000,
+        }
+        self.assertGreater(watchdog_s / 2, max(waits_s.values()), f"WatchdogSec is too short for {waits_s}")
+        self.assertIn("AF_UNIX", self.one("RestrictAddressFamilies").split(), "sd_notify needs AF_UNIX")
+        # model loading ends in READY=1 well within the start timeout
+        self.assertGreaterEqual(int(self.one("TimeoutStartSec").rstrip("s")), 60)
         # TimeoutStopSec covers the default shutdown-grace plus the flush.
         grace = int(re.search(r"^shutdown-grace = (\d+)", read(os.path.join(ROOT, "deploy", "pgcld.conf")),
                               re.M).group(1))

@@ -257,6 +257,7 @@ const pgcl_audit_store_ops pgcl_audit_pg_ops = {
     .set_max_pending_rows = pgcl_pg_set_max_pending_rows,
     .pending_rows = pgcl_pg_pending_rows,
     .healthy = pgcl_pg_healthy,
+    .writer_activity = pgcl_pg_writer_activity,
     PG_READ_OPS,
     .create_checkpoint = pgcl_pg_create_checkpoint,
     .create_key = pgcl_pg_create_key,
@@ -300,6 +301,10 @@ static pgcl_status ro_record_event(pgcl_audit *store, const pgcl_admin_event *ev
 static void ro_set_max_pending_rows(pgcl_audit *store, int max_pending_rows) { (void)store, (void)max_pending_rows; }
 static int ro_pending_rows(pgcl_audit *store) { (void)store; return 0; }
 static bool ro_healthy(pgcl_audit *store) { (void)store; return false; } /* it cannot write */
+static void ro_writer_activity(pgcl_audit *store, int64_t *busy_since_us, int64_t *queued_since_us) {
+    (void)store;
+    *busy_since_us = *queued_since_us = 0; /* no writer */
+}
 
 static pgcl_status ro_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
                                  char key_out[128], char key_id_out[32], char *err, int cap) {
@@ -354,6 +359,7 @@ const pgcl_audit_store_ops pgcl_audit_pg_read_only_ops = {
     .set_max_pending_rows = ro_set_max_pending_rows,
     .pending_rows = ro_pending_rows,
     .healthy = ro_healthy,
+    .writer_activity = ro_writer_activity,
     PG_READ_OPS,
     .create_checkpoint = ro_create_checkpoint,
     .create_key = ro_create_key,

@@ -77,6 +77,7 @@ pgcl_status pgcl_pg_record_event(pgcl_audit *store, const pgcl_admin_event *ev, 
 void pgcl_pg_set_max_pending_rows(pgcl_audit *store, int max_pending_rows);
 int pgcl_pg_pending_rows(pgcl_audit *store);
 bool pgcl_pg_healthy(pgcl_audit *store);
+void pgcl_pg_writer_activity(pgcl_audit *store, int64_t *busy_since_us, int64_t *queued_since_us);
 
 /* Jobs: work of other files in the writer's transaction (contests, resolutions, keys, retention).
  * A job runs on the writer's connection inside the group's transaction, after the fleet order lock

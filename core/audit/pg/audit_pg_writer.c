@@ -267,6 +267,11 @@ struct pgcl_pg_writer {
     pg_job *head, *tail;
     int pending_rows, max_pending_rows;
     bool closing;
+    /* Liveness (pgcl_audit_writer_stall_us), on pgcl_monotonic_us's clock, 0 = none: when the
+     * writer took its current batch or began idle maintenance (a reconnection, a probe write, a
+     * dropped connection; cleared once it is back at the queue), and when the queue last went from
+     * empty to not empty (cleared when the writer takes it). */
+    int64_t busy_since_us, queued_since_us;
     _Atomic bool healthy;
 };
 
@@ -1471,9 +1476,11 @@ static void *writer_main(void *arg) {
                 struct timespec until = pgcl_monotonic_timespec(pgcl_monotonic_us() + IDLE_CHECK_MS * 1000LL);
                 if (pthread_cond_timedwait(&w->work, &w->lock, &until) == ETIMEDOUT && !w->head && !w->closing &&
                     pgcl_pg_gone_while_idle(w->conn)) {
+                    w->busy_since_us = pgcl_monotonic_us();
                     pthread_mutex_unlock(&w->lock);
                     lose_connection(w, "the server closed the connection");
                     pthread_mutex_lock(&w->lock);
+                    w->busy_since_us = 0;
                 }
                 continue;
             }
@@ -1482,14 +1489,18 @@ static void *writer_main(void *arg) {
             if (wake < now + 10000) wake = now + 10000;
             struct timespec until = pgcl_monotonic_timespec(wake);
             if (pthread_cond_timedwait(&w->work, &w->lock, &until) == ETIMEDOUT && !w->head && !w->closing) {
+                w->busy_since_us = pgcl_monotonic_us();
                 pthread_mutex_unlock(&w->lock);
                 idle_maintenance(w);
                 pthread_mutex_lock(&w->lock);
+                w->busy_since_us = 0;
             }
         }
         if (!w->head && w->closing) break;
         pg_job *batch = w->head;
         w->head = w->tail = NULL;
+        w->busy_since_us = pgcl_monotonic_us();
+        w->queued_since_us = 0;
         pthread_mutex_unlock(&w->lock);
 
         commit_group(w, batch);
@@ -1523,6 +1534,7 @@ static void *writer_main(void *arg) {
             finish_async_jobs(async_jobs);
             pthread_mutex_lock(&w->lock);
         }
+        w->busy_since_us = 0;
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;
@@ -1547,6 +1559,7 @@ static pgcl_status enqueue_locked(pgcl_pg_writer *w, pg_job *job, char *err, int
         return PGCL_ERR_BUSY;
     }
     w->pending_rows += job->n_rows;
+    if (!w->head) w->queued_since_us = pgcl_monotonic_us();
     if (w->tail)
         w->tail->next = job;
     else
@@ -1649,6 +1662,14 @@ int pgcl_pg_pending_rows(pgcl_audit *store) {
 
 bool pgcl_pg_healthy(pgcl_audit *store) {
     return writer_of(store)->healthy;
+}
+
+void pgcl_pg_writer_activity(pgcl_audit *store, int64_t *busy_since_us, int64_t *queued_since_us) {
+    pgcl_pg_writer *w = writer_of(store);
+    pthread_mutex_lock(&w->lock);
+    *busy_since_us = w->busy_since_us;
+    *queued_since_us = w->queued_since_us;
+    pthread_mutex_unlock(&w->lock);
 }
 
 /* ---- start / stop ---- */
