@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
 
 README = os.path.join(H.SOURCE_ROOT, "README.md")
-EXAMPLE_BLOCK = re.compile(r"The answer, abridged:\n\n```json\n(.*?)\n```", re.S)
+TRY_IT = re.compile(r"^## Try it\n(.*?)^## ", re.S | re.M)
+EXAMPLE_BLOCK = re.compile(r"^```json\n(.*?)\n```", re.S | re.M)  # the first JSON block of "Try it"
 CURL_LINE = re.compile(r"--data @(\S+) http://127\.0\.0\.1:8080(/\S+)")
 VARYING = ("request_id", "decision_id")  # made fresh for every request
 
@@ -54,7 +55,10 @@ class ReadmeExampleTest(unittest.TestCase):
         H.require_models("toxicity")
         with open(README, encoding="utf-8") as f:
             readme = f.read()
-        block, curl = EXAMPLE_BLOCK.search(readme), CURL_LINE.search(readme)
+        try_it = TRY_IT.search(readme)
+        if try_it is None:
+            raise AssertionError("README.md has no \"Try it\" section")
+        block, curl = EXAMPLE_BLOCK.search(try_it.group(1)), CURL_LINE.search(try_it.group(1))
         if block is None or curl is None:
             raise AssertionError("README.md's \"Try it\" no longer has its curl line and its answer block")
         cls.block = block.group(1)
