@@ -60,8 +60,8 @@ install_browser_modules() {
     return 0
   fi
   # npm's own words for the cause: its "reason:" (a fetch error) or its error code, else its last line
-  why=$(grep -m 1 -o 'reason: .*' "$npm_log" || grep -m 1 'ERR! code' "$npm_log" || tail -n 1 "$npm_log")
-  why="npm ci failed ($(printf '%s' "$why" | sed 's/^npm ERR! //' | cut -c1-200); registry $(npm config get registry 2>/dev/null))"
+  why=$(grep -m 1 -o 'reason: .*' "$npm_log" || grep -m 1 -E '(ERR!|error) code' "$npm_log" || tail -n 1 "$npm_log")
+  why="npm ci failed ($(printf '%s' "$why" | sed -E 's/^npm (ERR!|error) //' | cut -c1-200); registry $(npm config get registry 2>/dev/null))"
   rm -f "$npm_log"
   echo "$why" >"$failed_note"
   echo "install-deps: $why: the browser test (tests/browser) will skip; everything else is installed"
