@@ -25,6 +25,12 @@ static int kernel_tier(const char *core) {
     return 0;
 }
 
+/* The instructions a tier stands for, as an operator would say them. */
+static const char *tier_isa(int tier) {
+    static const char *const names[] = {"SSE", "AVX", "AVX2+FMA", "AVX-512"};
+    return names[tier];
+}
+
 static int cpu_tier(void) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -49,12 +55,16 @@ void pgcl_blas_ensure_fast_kernel(char **argv) {
     int have = kernel_tier(core), best = cpu_tier();
     const char *chosen = getenv("OPENBLAS_CORETYPE");
     if (have >= best) {
-        pgcl_log_info("openblas: kernel %s (best for this CPU: %s)", core, pgcl_blas_best_kernel());
+        /* Fine: the kernel uses the widest vectors the CPU has (Cooperlake on a SkylakeX-class CPU
+         * is as fast as SkylakeX), so this is said plainly, at info level. The warnings below are
+         * for a kernel narrower than the CPU. */
+        pgcl_log_info("openblas: kernel %s suits this CPU (%s, the widest vectors it has; no faster kernel to pick)",
+                      core, tier_isa(best));
         return;
     }
     if (chosen && *chosen && !getenv(REEXEC_GUARD)) {
-        pgcl_log_warn("openblas: kernel %s chosen by OPENBLAS_CORETYPE=%s; this CPU supports %s, which is faster",
-                      core, chosen, pgcl_blas_best_kernel());
+        pgcl_log_warn("openblas: kernel %s chosen by OPENBLAS_CORETYPE=%s uses %s; this CPU has %s (kernel %s), which is faster",
+                      core, chosen, tier_isa(have), tier_isa(best), pgcl_blas_best_kernel());
         return;
     }
     if (getenv(REEXEC_GUARD)) {

@@ -8,7 +8,9 @@ tests/browser/console.test.mjs (playwright-core driving Debian's /usr/bin/chromi
 the base URL, the keys and the screenshot directory in the environment. Exits with the node
 script's status. Chromium, node and tests/browser/node_modules come from deploy/install-deps.sh
 --test: where one is missing (or node is too old) it exits 77 (skipped) when run by hand and 1
-(failed) under tests/run_all.sh (PGCLD_REQUIRE_SUITE_DEPS=1, tests/integration/skips.py).
+(failed) under tests/run_all.sh (PGCLD_REQUIRE_SUITE_DEPS=1, tests/integration/skips.py) — except
+node_modules when install-deps.sh could not reach the npm registry (tests/browser/.npm-ci-failed
+holds npm's reason): then it skips with that reason everywhere.
 
 Environment: PGCLD_BIN, PGCLD_SOURCE_ROOT (as for the integration tests), PGCLD_ARTEFACTS (where
 the screenshots go; default: a temporary directory that is kept).
@@ -35,6 +37,24 @@ def missing(why):
     skips.missing_for_program(why)
 
 
+NPM_FAILED_NOTE = os.path.join(HERE, ".npm-ci-failed")
+
+
+def missing_modules(what, hint):
+    """node_modules lacks what the lock file names. When deploy/install-deps.sh --test could not run
+    npm ci (no npm registry: it goes on without the optional browser test and leaves npm's reason in
+    tests/browser/.npm-ci-failed), that is an environment limit: a skip with the reason, under
+    tests/run_all.sh too. Otherwise it is a missing suite dependency: missing(f"{what} ({hint})")."""
+    try:
+        with open(NPM_FAILED_NOTE, encoding="utf-8") as f:
+            npm_failed = f.read().strip()
+    except FileNotFoundError:
+        missing(f"{what} ({hint})")
+        return
+    skips.skip_program(f"{what}: deploy/install-deps.sh --test went on without it, {npm_failed or 'npm ci failed'} "
+                       "(run it again where the npm registry can be reached)")
+
+
 # Whether node (process.version) satisfies the npm range in argv[1], by npm's own semver package
 # (tests/browser/node_modules): exit 0 yes, 1 no, 3 when the range cannot be read.
 SEMVER_CHECK = ("const semver = require('semver'); const range = semver.validRange(process.argv[1]);"
@@ -50,12 +70,12 @@ def check_node(node):
     for name in ("playwright-core", "semver"):
         manifest = os.path.join(HERE, "node_modules", name, "package.json")
         if not os.path.isfile(manifest):
-            missing(f"tests/browser/node_modules/{name} is missing (deploy/install-deps.sh --test runs npm ci)")
+            missing_modules(f"tests/browser/node_modules/{name} is missing", "deploy/install-deps.sh --test runs npm ci")
         with open(manifest, encoding="utf-8") as f:
             installed = json.load(f).get("version")
         if installed != packages[f"node_modules/{name}"]["version"]:
-            missing(f"tests/browser/node_modules has {name} {installed}, package-lock.json locks "
-                 f"{packages[f'node_modules/{name}']['version']} (deploy/install-deps.sh --test runs npm ci again)")
+            missing_modules(f"tests/browser/node_modules has {name} {installed}, package-lock.json locks "
+                            f"{packages[f'node_modules/{name}']['version']}", "deploy/install-deps.sh --test runs npm ci again")
     version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
     spec = (locked.get("engines") or {}).get("node")
     if not spec:
