@@ -23,6 +23,7 @@ import harness as H  # noqa: E402
 import pg_cluster  # noqa: E402
 
 ZERO_HASH = "0" * 64
+WAIT_S = 60.0  # a deadline for conditions: reached only when a test fails
 
 
 # ---- the chain's encodings (docs/audit.md), written out again from the document ----
@@ -327,44 +328,62 @@ class PgWriterTest(ChainChecks, unittest.TestCase):
     def test_failed_request_alone_fails(self):
         """A statement that fails inside a group (here a trigger refuses one request's rows) fails
         that request alone: the group runs again with each request in a savepoint, the others
-        commit, and no seq is skipped."""
+        commit, and no seq is skipped. The group is made deterministically: a transaction holding
+        fleet_counters' row (as another replica's commit would) stops the writer inside its first
+        group, the requests sent meanwhile queue, and they go as the next group together."""
         fleet = self.new_fleet()
         d = self.start(fleet, "a")
         conn = self.cluster.connect(fleet.dbname)
+        locker = self.cluster.connect(fleet.dbname)
         try:
             conn.cursor().execute(
                 "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
                 " IF NEW.item_id LIKE 'poison%' THEN RAISE EXCEPTION 'poisoned row'; END IF; RETURN NEW; END $$;"
                 " CREATE TRIGGER refuse_poison BEFORE INSERT ON decisions FOR EACH ROW"
                 " EXECUTE FUNCTION refuse_poison()")
-        finally:
-            conn.close()
-        answered, refused, unexpected = [], [], []
+            answered, refused, unexpected = [], [], []
+            lock = threading.Lock()
 
-        def client(k):
-            for i in range(12):
-                poison = k == 0 and i % 3 == 0
-                r = d.score(score_body(2, 300 + 20 * k + i, f"poison-{i}" if poison else f"ok{k}-{i}"))
-                if poison:
-                    (refused if (r.status, r.error_code()) == (503, "audit_unavailable") else unexpected).append(r)
-                elif r.status == 200:
-                    answered.extend(answered_ids(r))
-                else:
-                    unexpected.append(r)
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(5)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+            def score(prefix, seed):
+                r = d.score(score_body(2, seed, prefix))
+                with lock:
+                    if prefix.startswith("poison"):
+                        (refused if (r.status, r.error_code()) == (503, "audit_unavailable") else unexpected).append(r)
+                    elif r.status == 200:
+                        answered.extend(answered_ids(r))
+                    else:
+                        unexpected.append(r)
+
+            held = locker.cursor()
+            held.execute("BEGIN")
+            held.execute("SELECT 1 FROM fleet_counters FOR UPDATE")
+            first = threading.Thread(target=score, args=("ok-first", 300))
+            first.start()
+            self.assertTrue(H.wait_until(lambda: (H.metric(d, "pgcld_audit_queue_rows") or 0) >= 2, WAIT_S),
+                            "the first request never reached the writer")
+            prefixes = ["ok-a", "poison-1", "ok-b", "ok-c", "poison-2", "ok-d"]
+            group = [threading.Thread(target=score, args=(p, 301 + i)) for i, p in enumerate(prefixes)]
+            for t in group:
+                t.start()
+            queued = H.wait_until(lambda: (H.metric(d, "pgcld_audit_queue_rows") or 0) >= 2 * (1 + len(prefixes)),
+                                  WAIT_S)
+            held.execute("ROLLBACK")
+            self.assertTrue(queued, "the requests sent while the writer waited never queued")
+            for t in [first, *group]:
+                t.join(WAIT_S)
+        finally:
+            locker.close()
+            conn.close()
         self.assertEqual(unexpected, [])
-        self.assertEqual(len(refused), 4)
+        self.assertEqual(len(refused), 2)
+        self.assertEqual(len(answered), 2 * 5)
         rows = fleet.decisions()
         self.assertEqual(set(rows), set(answered))
         self.assertEqual(sorted(r["seq"] for r in rows.values()), list(range(1, len(answered) + 1)))
         self.check_chains(fleet, ["a"])
         self.assertEqual(fleet.query("SELECT decisions FROM fleet_counters")[0]["decisions"], len(answered))
         self.assertIn("each request of the group runs alone", d.logs(100000),
-                      "no poisoned request shared a group with others: the test did not test the fallback")
+                      "the poisoned requests did not share a group with others: the test did not test the fallback")
 
     def test_idempotency_key_on_two_replicas(self):
         """The same request with the same Idempotency-Key sent to two replicas at the same moment:
