@@ -550,7 +550,7 @@ class ShutdownTest(unittest.TestCase):
         d.proc.send_signal(15)
         # the rest of the body goes out once the daemon has begun its shutdown (its log says so),
         # not after a pause that a loaded machine could outlast
-        self.assertTrue(H.wait_until(lambda: "shutdown: SIGTERM received; draining" in d.logs(limit=10 ** 6)),
+        self.assertTrue(H.wait_until(lambda: "shutdown: SIGTERM received; draining" in d.logs(limit=10 ** 9)),
                         f"pgcld did not begin to drain\n{d.logs()}")
         self.assertIsNone(d.proc.poll(), "pgcld exited while a request was in flight")
         sock.sendall(body[len(body) // 2:])

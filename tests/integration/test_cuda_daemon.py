@@ -63,9 +63,9 @@ class CudaDaemonTest(unittest.TestCase):
                 raise AssertionError(f"pgcld not ready\n{d.logs()}")
 
     def test_0_serves_on_the_device(self):
-        logs = self.gpu.logs(limit=10 ** 6)
+        logs = self.gpu.logs(limit=10 ** 9)
         self.assertRegex(logs, r"compute: cuda:0 \(.*fp32\)", "the daemon did not say it computes on cuda:0")
-        self.assertIn("compute: cpu", self.cpu.logs(limit=10 ** 6).lower())
+        self.assertIn("compute: cpu", self.cpu.logs(limit=10 ** 9).lower())
 
     def compare(self, name, cpu_r, gpu_r, where):
         self.assertEqual(cpu_r.status, 200, f"{where}: cpu {cpu_r}")
@@ -165,13 +165,13 @@ class CudaDaemonTest(unittest.TestCase):
     def test_4_models_resident_on_the_device(self):
         """After the tests above scored with every model: each was uploaded to the device (weights
         are uploaded at a model's first forward pass), so the answers compared came from it."""
-        logs = self.gpu.logs(limit=10 ** 6)
+        logs = self.gpu.logs(limit=10 ** 9)
         for name in MODELS:
             self.assertIn(f"cuda:0: model {name}/1 resident", logs, f"{name} was not uploaded to the device")
 
     def test_9_exits_cleanly(self):
         self.assertEqual(self.gpu.stop(), 0, self.gpu.logs())
-        self.assertNotRegex(self.gpu.logs(limit=10 ** 6), r"Z error ", "the daemon logged an error")
+        self.assertNotRegex(self.gpu.logs(limit=10 ** 9), r"Z error ", "the daemon logged an error")
 
 
 if __name__ == "__main__":

@@ -260,7 +260,7 @@ class RolesTest(unittest.TestCase):
         d = H.Daemon(db_path=self.uri("pgcld_writer"), auth=False, args=["--writer-id", "roles-daemon"])
         self.addCleanup(d.cleanup)
         d.start()
-        self.assertNotIn("pgcld_writer:", d.logs(), "a password or user:password in the logged URI")
+        self.assertNotIn("pgcld_writer:", d.logs(10 ** 9), "a password or user:password in the logged URI")
         Z = H.random_embeddings(8, 1024, seed=17)
         r = d.score({"items": H.json_items(Z)})
         self.assertEqual(r.status, 200, r.body)

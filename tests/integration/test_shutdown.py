@@ -159,7 +159,7 @@ def signal_drain(tc, d, sig):
     answered after, it is 200 with Connection: close, and that connection cannot ask again.)"""
     name = signal.Signals(sig).name
     d.proc.send_signal(sig)
-    tc.assertTrue(H.wait_until(lambda: f"shutdown: {name} received; draining" in d.logs(limit=10 ** 6)
+    tc.assertTrue(H.wait_until(lambda: f"shutdown: {name} received; draining" in d.logs(limit=10 ** 9)
                                or d.proc.poll() is not None, WAIT_S),
                   f"no 'shutdown: {name} received; draining' in the log\n{d.logs()}")
     tc.assertIsNone(d.proc.poll(), f"pgcld exited at {name}\n{d.logs()}")
@@ -210,7 +210,7 @@ class DrainTest(unittest.TestCase):
         self.assertEqual([r["id"] for r in answer.json["results"]], held.ids)
         probe.close()
         self.assertEqual(wait_exit(self, d), 0, d.logs())
-        logs = d.logs(limit=10 ** 6)
+        logs = d.logs(limit=10 ** 9)
         self.assertIn("shutdown: complete", logs)
         self.assertNotIn("still running", logs)
         rows = d.rows_for(ids)
@@ -247,7 +247,7 @@ class SecondSignalTest(unittest.TestCase):
         d.proc.send_signal(second)
         self.assertEqual(wait_exit(self, d), 1, f"the second signal should exit at once with status 1\n{d.logs()}")
         self.assertIsNone(held.answer(), "the request in flight was answered: the process did not exit at once")
-        self.assertNotIn("shutdown: complete", d.logs(limit=10 ** 6))
+        self.assertNotIn("shutdown: complete", d.logs(limit=10 ** 9))
         # what was acknowledged before is there, and the database is sound
         self.assertEqual(len(d.rows_for(r["decision_id"] for r in acked.json["results"])), 2)
         self.assertEqual(integrity(d.db_path), ["ok"])
@@ -284,7 +284,7 @@ class SignalBurstTest(unittest.TestCase):
             os.kill(d.proc.pid, signal.SIGHUP)
         d.proc.send_signal(signal.SIGTERM)
         self.assertEqual(wait_exit(self, d), 0, f"SIGTERM during reloads did not drain and exit 0\n{d.logs()}")
-        self.assertIn("shutdown: complete", d.logs(limit=10 ** 6))
+        self.assertIn("shutdown: complete", d.logs(limit=10 ** 9))
 
 
 class Client(threading.Thread):
@@ -372,7 +372,7 @@ class GraceRunsOutTest(unittest.TestCase):
         t_signal = time.monotonic()
         d.proc.send_signal(signal.SIGTERM)
         cut_log = "requests still running after %d s; closing them" % self.GRACE_S
-        self.assertTrue(H.wait_until(lambda: cut_log in d.logs(limit=10 ** 6), WAIT_S),
+        self.assertTrue(H.wait_until(lambda: cut_log in d.logs(limit=10 ** 9), WAIT_S),
                         f"no '{cut_log}' in the log\n{d.logs()}")
         locker.execute("ROLLBACK")  # the writer may commit the blocked request's rows now, or have given up
         locker.close()
@@ -386,7 +386,7 @@ class GraceRunsOutTest(unittest.TestCase):
         self.assertFalse(sender.is_alive(), "the blocked request hung after the daemon exited")
 
         self.assertEqual(status, 0, d.logs())
-        self.assertIn("shutdown: complete", d.logs(limit=10 ** 6))
+        self.assertIn("shutdown: complete", d.logs(limit=10 ** 9))
         # the grace is counted from the signal: the exit cannot come before it (an inequality that a
         # loaded machine only makes truer)
         self.assertGreaterEqual(t_exit - t_signal, self.GRACE_S)
@@ -553,7 +553,7 @@ class CheckpointTest(unittest.TestCase):
         self.assertEqual(doc["head_seq"], cp["head_seq"])
         self.assertEqual(H.db_query(d.db_path, "SELECT head_seq, signature FROM audit_checkpoints"),
                          [{"head_seq": cp["head_seq"], "signature": cp["signature"]}])
-        self.assertIn(f"audit checkpoint: head {head} signed", d.logs(limit=10 ** 6))
+        self.assertIn(f"audit checkpoint: head {head} signed", d.logs(limit=10 ** 9))
         # a checkpoint is only worth something if a rewrite of what it signs is caught
         with open(os.path.join(self.cp_dir, name), encoding="utf-8") as f:
             text = f.read()
