@@ -206,7 +206,7 @@ void pgcl_registry_load_initial(pgcl_registry *r, json_t *preferred) {
     pthread_mutex_lock(&r->lock);
     int n_entries = r->n_entries;
     reg_entry **entries = malloc(sizeof *entries * (size_t)(n_entries ? n_entries : 1));
-    if (entries) memcpy(entries, r->entries, sizeof *entries * (size_t)n_entries);
+    if (entries && n_entries) memcpy(entries, r->entries, sizeof *entries * (size_t)n_entries); /* entries: NULL when none */
     pthread_mutex_unlock(&r->lock);
     if (!entries) return;
     for (int i = 0; i < n_entries; i++) {
