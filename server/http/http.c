@@ -899,27 +899,22 @@ static void log_access(const request_ctx *ctx, int status, const char *unanswere
         route = strchr(pgcld_route_names[ctx->route_index], ' '); /* "POST /v1/score": the pattern */
         route = route ? route + 1 : pgcld_route_names[ctx->route_index];
     }
-    pgcl_log_field f[] = {
-        PGCL_LOG_TEXT_FIELD("request_id", ctx->request_id),
-        PGCL_LOG_TEXT_FIELD("method", ctx->method[0] ? ctx->method : NULL),
-        PGCL_LOG_TEXT_FIELD("route", route),
-        PGCL_LOG_TEXT_FIELD("path", ctx->started ? ctx->path : NULL),
-        PGCL_LOG_INT_FIELD("status", status),
-        PGCL_LOG_TEXT_FIELD("unanswered", unanswered),
-        PGCL_LOG_MS_FIELD("latency_ms", (double)latency_us / 1000.0),
-        PGCL_LOG_TEXT_FIELD("key_id", ctx->authenticated ? ctx->identity.key_id : NULL),
-        PGCL_LOG_TEXT_FIELD("model", ctx->model[0] ? ctx->model : NULL),
-        PGCL_LOG_TEXT_FIELD("version", ctx->version[0] ? ctx->version : NULL),
-        PGCL_LOG_INT_FIELD("items", ctx->items),
-        PGCL_LOG_INT_FIELD("bytes_in", (long long)ctx->bytes_in),
-        PGCL_LOG_INT_FIELD("bytes_out", ctx->bytes_out),
-    };
-    int n = (int)(sizeof f / sizeof f[0]);
-    if (!ctx->items) { /* not a scoring answer: no items; bytes follow */
-        memmove(&f[10], &f[11], 2 * sizeof f[0]);
-        n--;
-    }
-    if (ctx->bytes_out < 0) n--; /* streamed: its size is not known here */
+    pgcl_log_field f[13];
+    int n = 0;
+    f[n++] = PGCL_LOG_TEXT_FIELD("request_id", ctx->request_id);
+    f[n++] = PGCL_LOG_TEXT_FIELD("method", ctx->method[0] ? ctx->method : NULL);
+    f[n++] = PGCL_LOG_TEXT_FIELD("route", route);
+    f[n++] = PGCL_LOG_TEXT_FIELD("path", ctx->started ? ctx->path : NULL);
+    f[n++] = PGCL_LOG_INT_FIELD("status", status);
+    f[n++] = PGCL_LOG_TEXT_FIELD("unanswered", unanswered);
+    f[n++] = PGCL_LOG_MS_FIELD("latency_ms", (double)latency_us / 1000.0);
+    f[n++] = PGCL_LOG_TEXT_FIELD("key_id", ctx->authenticated ? ctx->identity.key_id : NULL);
+    f[n++] = PGCL_LOG_TEXT_FIELD("model", ctx->model[0] ? ctx->model : NULL);
+    f[n++] = PGCL_LOG_TEXT_FIELD("version", ctx->version[0] ? ctx->version : NULL);
+    if (ctx->items) f[n++] = PGCL_LOG_INT_FIELD("items", ctx->items); /* scoring answers only */
+    f[n++] = PGCL_LOG_INT_FIELD("bytes_in", (long long)ctx->bytes_in);
+    if (ctx->bytes_out >= 0) /* a streamed answer's size is not known here */
+        f[n++] = PGCL_LOG_INT_FIELD("bytes_out", ctx->bytes_out);
     pgcl_log_fields(PGCL_LOG_INFO, "access", f, n);
 }
 
