@@ -145,6 +145,13 @@ class Calibration:
             coef, intercept = coef / t, intercept / t
         return coef, intercept + self.logit_offset()
 
+    def validation_weights(self, yv):
+        """Weights moving the validation rows yv to the deployment prevalence; None when that is their
+        own (no --prevalence), so that figures stay plain counts."""
+        if self.prevalence_source != "--prevalence":
+            return None
+        return prevalence_weights(yv, self.validation_shares, self.prevalence)
+
     def to_dict(self):
         return {"method": self.method, "parameters": self.parameters,
                 "validation_class_shares": list(map(float, self.validation_shares)),

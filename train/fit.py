@@ -315,8 +315,7 @@ def run_fit(args, log=None):
         raise RuntimeError(f"the head differs from the calibrated probe by {gap:.2e}")
 
     # Figures at the deployment prevalence: the validation rows reweighted to it (no weights without one).
-    weight = calibration.prevalence_weights(yv, cal.validation_shares, cal.prevalence) if prevalence is not None \
-        else None
+    weight = cal.validation_weights(yv)
     split_note = "validation rows (" + ("given --val" if args.val else f"{args.val_fraction:g} carve of --train") + ")"
     if args.task == "binary":
         policy = calibrate.threshold_policy(labels[1], yv, p_val[:, 1], args.block_precision, args.review_recall,

@@ -69,8 +69,7 @@ def assess(task, K, metric, E, y, Ev, yv, Et, yt, head=None, prevalence=None, pv
         pv = head["p_val"]
         pt = calibration.probabilities_from_logits(calibration.head_logits(head["coef"], head["intercept"], Et))
     cal = head["calibration"]
-    weight = calibration.prevalence_weights(yv, cal.validation_shares, cal.prevalence) \
-        if cal.prevalence_source == "--prevalence" else None
+    weight = cal.validation_weights(yv)
     out = {"probe_C": head["C"], "probe_C_validation_scores": head["C_scores"], "validation_score": head["val_score"],
            "calibration": cal.to_dict()}
     threshold = None
@@ -180,8 +179,7 @@ def run_dataset(name, task, args, log):
     for v in results:
         pv, pt = forward_probabilities(v["model"], Xv), forward_probabilities(v["model"], Xt)
         cal = v["calibration"]
-        weight = calibration.prevalence_weights(yv, cal.validation_shares, cal.prevalence) \
-            if prevalence is not None else None
+        weight = cal.validation_weights(yv)
         threshold = calibrate.binary_thresholds(yv, pv[:, 1], weight=weight)[1] if task == "binary" else None
         held_out = task_metrics(task, yt, pt, K, threshold)
         held_out["ece"] = calibration_metrics(yt, pt)["ece"]
