@@ -132,13 +132,15 @@ def golden_entries(model, golden_inputs, labels, policy):
 
 
 def export_checkpoint(model, out_dir, task, labels, decision_policy, golden_inputs=None, training=None,
-                      calibration=None):
+                      calibration=None, dsa=None):
     """Write out_dir/model.safetensors and out_dir/config.json for `model` (a PGCL).
 
     golden_inputs: optional float32 numpy array (G, D) of embeddings whose outputs are recorded;
     training: optional JSON object of provenance, copied to config.json untouched;
     calibration: optional calibration record (docs/checkpoint-format.md: already folded into the head,
-    which pgcld validates and shows on /v1/models).
+    which pgcld validates and shows on /v1/models);
+    dsa: optional {"category": "STATEMENT_CATEGORY_...", ...} in the EU DSA Transparency Database's
+    vocabulary (docs/checkpoint-format.md), which pgcld validates and puts in statements of reasons.
     Leaves the model in eval mode. Returns the config written.
     """
     if not isinstance(model, PGCL) or task != model.task:
@@ -173,6 +175,8 @@ def export_checkpoint(model, out_dir, task, labels, decision_policy, golden_inpu
                                           labels, decision_policy)
     if calibration is not None:
         config["calibration"] = calibration
+    if dsa is not None:
+        config["dsa"] = dsa
     if training is not None:
         config["training"] = training
     with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:

@@ -239,6 +239,9 @@ def add_fit_arguments(parser):
     g.add_argument("--prevalence", help="the class shares at deployment, which the served probabilities and the "
                                         "thresholds assume: binary P (the share of labels[1]), otherwise "
                                         "LABEL=SHARE for every label (default: the validation rows' shares)")
+    parser.add_argument("--dsa-category", help="the STATEMENT_CATEGORY_* of the DSA Transparency Database the "
+                                               "model's statements of reasons name (config.json `dsa`; default: "
+                                               "none, pgcld then uses its default for the task)")
     g = parser.add_argument_group("decision policy (chosen on the validation rows)")
     g.add_argument("--block-precision", type=float,
                    help="binary: t_block = lowest threshold with this validation precision (default: best F1)")
@@ -365,7 +368,8 @@ def run_fit(args, log=None):
     if "lambda_scale" in best["info"]:
         training["lambda_scale"] = best["info"]["lambda_scale"]
     config = export_checkpoint(model, args.out, args.task, labels, policy, golden_inputs=goldens,
-                               training=clean(training), calibration=calibration_record)
+                               training=clean(training), calibration=calibration_record,
+                               dsa={"category": args.dsa_category} if args.dsa_category else None)
     return config, results, chosen
 
 

@@ -165,7 +165,8 @@ def test_checkpoint(relative, tmp):
 
     again = os.path.join(tmp, relative.replace("/", "_"))
     export_checkpoint(model, again, config["task"], labels, policy, golden_inputs=inputs,
-                      training=config.get("training"), calibration=config.get("calibration"))
+                      training=config.get("training"), calibration=config.get("calibration"),
+                      dsa=config.get("dsa"))
     for name in ("config.json", "model.safetensors"):
         check(filecmp.cmp(os.path.join(directory, name), os.path.join(again, name), shallow=False),
               f"{relative}: re-exporting the loaded model changes {name}")

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dsa_vocabulary.h"
 #include "gemm_packed.h"
 #include "ids.h"
 #include "safetensors.h"
@@ -198,7 +199,7 @@ static int find_label(const pgcl_model *m, const char *name) {
 static pgcl_status parse_header(load_ctx *c) {
     static const char *const top[] = {"format", "format_version", "task", "dims", "labels", "semantic_mlp",
                                       "attention", "head", "decision_policy", "weights_sha256", "golden",
-                                      "training", "calibration", NULL};
+                                      "training", "calibration", "dsa", NULL};
     pgcl_model *m = c->m;
     json_t *cfg = c->config;
     pgcl_status st;
@@ -423,6 +424,72 @@ static pgcl_status parse_calibration(load_ctx *c) {
     if ((st = cfg_str(c, cal, "prevalence_source", "calibration.prevalence_source", &source))) return st;
     if ((st = parse_calibration_validation(c, cal))) return st;
     c->m->calibration = json_incref(cal);
+    return PGCL_OK;
+}
+
+/* ---- dsa: the model's vocabulary in the EU DSA Transparency Database ---- */
+
+/* Characters (UTF-8 code points) of a valid UTF-8 string: the unit of the TDB's length limits. */
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* dsa.category_specification (optional): a non-empty array of distinct KEYWORD_* values. Sets
+ * *has_other when KEYWORD_OTHER is among them. */
+static pgcl_status parse_dsa_keywords(load_ctx *c, json_t *dsa, bool *has_other) {
+    *has_other = false;
+    json_t *spec = json_object_get(dsa, "category_specification");
+    if (!spec) return PGCL_OK;
+    if (!json_is_array(spec) || json_array_size(spec) == 0)
+        return cfg_fail(c, "dsa.category_specification", "must be a non-empty array of KEYWORD_* values");
+    size_t i, j;
+    json_t *kw;
+    json_array_foreach(spec, i, kw) {
+        char field[64];
+        snprintf(field, sizeof field, "dsa.category_specification[%zu]", i);
+        if (!pgcl_dsa_is_keyword(json_string_value(kw)))
+            return cfg_fail(c, field, "must be one of the DSA Transparency Database's KEYWORD_* values");
+        for (j = 0; j < i; j++)
+            if (json_equal(json_array_get(spec, j), kw)) return cfg_fail(c, field, "duplicate keyword");
+        if (strcmp(json_string_value(kw), "KEYWORD_OTHER") == 0) *has_other = true;
+    }
+    return PGCL_OK;
+}
+
+/* The optional top-level `dsa` object (docs/checkpoint-format.md): the statement category of the
+ * content this model moderates, and optionally the TDB's category specification, in the TDB's
+ * vocabulary (dsa_vocabulary.h). Statements of reasons of this model's decisions use it. Without
+ * it, the category is the task's default. Kept as m->dsa; m->dsa_category is the category in
+ * either case. */
+static pgcl_status parse_dsa(load_ctx *c) {
+    json_t *dsa = json_object_get(c->config, "dsa");
+    c->m->dsa_category = pgcl_dsa_default_category(c->m->task);
+    if (!dsa) return PGCL_OK;
+    if (!json_is_object(dsa)) return cfg_fail(c, "dsa", "must be an object");
+    static const char *const keys[] = {"category", "category_specification", "category_specification_other", NULL};
+    pgcl_status st;
+    if ((st = cfg_only(c, dsa, "dsa", keys))) return st;
+    const char *category;
+    if ((st = cfg_str(c, dsa, "category", "dsa.category", &category))) return st;
+    if (!pgcl_dsa_is_category(category))
+        return cfg_fail(c, "dsa.category", "must be one of the DSA Transparency Database's STATEMENT_CATEGORY_* values");
+    bool has_other;
+    if ((st = parse_dsa_keywords(c, dsa, &has_other))) return st;
+    json_t *other = json_object_get(dsa, "category_specification_other");
+    if (other) {
+        if (!has_other)
+            return cfg_fail(c, "dsa.category_specification_other",
+                            "is allowed only when category_specification holds KEYWORD_OTHER");
+        const char *text;
+        if ((st = cfg_str(c, dsa, "category_specification_other", "dsa.category_specification_other", &text)))
+            return st;
+        if (utf8_chars(text) > PGCL_DSA_TEXT_MAX)
+            return cfg_fail(c, "dsa.category_specification_other", "must be at most 500 characters");
+    }
+    c->m->dsa = json_incref(dsa);
+    c->m->dsa_category = json_string_value(json_object_get(dsa, "category"));
     return PGCL_OK;
 }
 
@@ -807,6 +874,7 @@ static pgcl_status load_common(load_ctx *c, const char *config_text, size_t conf
     }
     if ((st = parse_policy(c))) return st;
     if ((st = parse_calibration(c))) return st;
+    if ((st = parse_dsa(c))) return st;
     if ((st = bind_weights(c))) return st;
     if ((st = fold_constants(c))) return st;
     return verify_golden(c);
@@ -920,6 +988,7 @@ void pgcl_model_release(pgcl_model *m) {
     free(m->policy_text);
     json_decref(m->training);
     json_decref(m->calibration);
+    json_decref(m->dsa);
     pgcl_packed_destroy(m->fast.packed_first);
     for (int l = 0; l < PGCL_MAX_LAYERS; l++) pgcl_packed_destroy(m->fast.packed[l]);
     free(m->arena);

@@ -94,6 +94,8 @@ typedef struct pgcl_model {
     char *policy_text;      /* compact JSON of policy_json, for the audit log */
     json_t *training;       /* provenance object or NULL */
     json_t *calibration;    /* validated calibration object or NULL; informational, applied by nothing */
+    json_t *dsa;            /* validated `dsa` object (DSA Transparency Database vocabulary) or NULL */
+    const char *dsa_category; /* dsa.category, or the task's default (dsa_vocabulary.h); never NULL once loaded */
     int n_golden;           /* golden vectors verified at load */
     pgcl_weights raw;
     pgcl_folded fast;

@@ -402,6 +402,11 @@ static json_t *describe_version(const reg_entry *e, const reg_version *v) {
     json_object_set(o, "policy", m->policy_json);
     if (m->training) json_object_set(o, "training", m->training);
     if (m->calibration) json_object_set(o, "calibration", m->calibration);
+    /* the DSA vocabulary the version's statements of reasons use: its `dsa` object as written, or the
+     * task's default category; category_source says which */
+    json_t *dsa = m->dsa ? json_deep_copy(m->dsa) : json_pack("{s:s}", "category", m->dsa_category);
+    if (dsa) json_object_set_new(dsa, "category_source", json_string(m->dsa ? "config" : "task_default"));
+    if (dsa) json_object_set_new(o, "dsa", dsa);
     return o;
 }
 

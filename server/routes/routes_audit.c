@@ -15,8 +15,10 @@
 #include <string.h>
 
 #include "audit_reads.h"
+#include "dsa_vocabulary.h"
 #include "log.h"
 #include "model.h"
+#include "registry.h"
 #include "review_json.h"
 #include "server.h"
 
@@ -308,8 +310,23 @@ void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pg
 /* ---- GET /v1/decisions/{id}/statement ----
  *
  * The decision as a statement of reasons in the field names and values of the EU DSA Transparency
- * Database API (Article 24(5) DSA), describing the decision in force (the effective outcome):
- *   puid                     the decision_id (a UUID: letters, digits and hyphens only)
+ * Database (TDB) API (Article 24(5) DSA), ready to submit as it is once the `pgcld` member is
+ * dropped. It always describes the decision in force (the effective outcome) and names it:
+ *
+ * One puid per restriction. The TDB accepts a puid once per platform and updates nothing, so each
+ * outcome in force is its own statement. The outcome in force since the automated decision has
+ * puid = the decision_id (a UUID: letters, digits, hyphens); an outcome a contest's resolution put
+ * in force (an overturn: block/review → allow, allow → review) has puid "<decision_id>-r<n>", n the
+ * 1-based position of that contest in the decision's contest history (oldest first; contests and
+ * resolutions are never changed or removed, so n, and the puid, never change). An upheld
+ * resolution changes nothing in force: same puid. When to submit (docs/operations.md): after the
+ * decision when it restricts, and again after each resolution that starts a restriction (the
+ * statement then names its new puid); pgcld.restriction false means nothing to submit.
+ *
+ *   puid                     as above; pgcld.in_force_since_contest is n (null: the decision
+ *                            itself) and pgcld.previous_puids the puids of the outcomes it replaced
+ *   application_date         the date (UTC, YYYY-MM-DD) the outcome in force started: created_at,
+ *                            or the resolved_at of the resolution that put it in force
  *   decision_visibility      block → ["DECISION_VISIBILITY_CONTENT_REMOVED"];
  *                            review → ["DECISION_VISIBILITY_OTHER"] with decision_visibility_other
  *                            saying the content is held for human review;
@@ -319,18 +336,26 @@ void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pg
  *                            and incompatible_content_explanation (the classifier judges content
  *                            against the platform's policy, not legality; incompatible_content_illegal
  *                            is left out)
- *   category                 STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH (toxicity models)
+ *   category, category_specification, category_specification_other
+ *                            from the `dsa` object of the model version that decided
+ *                            (config.json, dsa_vocabulary.h), or that version task's default; when
+ *                            that version is not loaded now, the model's active version's;
+ *                            when the model is not loaded at all, STATEMENT_CATEGORY_OTHER_VIOLATION_TC
+ *                            (pgcld.category_source: config | task_default | fallback)
  *   content_type             ["CONTENT_TYPE_TEXT"] (pgcld scores text embeddings)
+ *   content_date, territorial_scope, content_language
+ *                            as the score request gave them for the item (stored with the
+ *                            decision); absent when not given. content_date is required by the TDB
+ *                            and territorial_scope by its documentation: a missing one is listed in
+ *                            pgcld.missing_fields, the platform adds it before submitting
  *   automated_detection      "Yes"
  *   automated_decision       AUTOMATED_DECISION_FULLY, or AUTOMATED_DECISION_PARTIALLY once a human
  *                            resolved a contest of it
- *   application_date         the date of created_at (YYYY-MM-DD)
  *   decision_facts           score, thresholds or policy, model name, version and SHA-256, and the
- *                            contest history as dates and outcomes
+ *                            contest history as dates and outcomes (at most 2047 bytes; the TDB's
+ *                            limit is 5000 characters)
  *   source_type              SOURCE_VOLUNTARY (the platform's own initiative)
- * No personal data: no item_id, request_id, key names, actors, contest reasons or notes.
- * content_date and territorial_scope, required by the database, are unknown to pgcld: the
- * platform adds them (listed in pgcld.missing_fields). */
+ * No personal data: no item_id, request_id, key names, actors, contest reasons or notes. */
 
 static void facts_append(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void facts_append(char *buf, size_t cap, const char *fmt, ...) {
@@ -347,20 +372,109 @@ static const char *date_of(const char *ts, char out[11]) {
     return out;
 }
 
-static json_t *statement_of_reasons(json_t *rec) {
+#define PUID_CAP 128 /* a 36-character decision id, "-r" and a contest position */
+
+/* Since when the outcome in force holds, walking the contests as decision_record.c derives the
+ * effective outcome (an overturn flips block/review → allow and allow → review; an upheld
+ * resolution or an open contest changes nothing): the decision in force (must equal the record's
+ * effective_outcome.decision), the timestamp it started, the 1-based position of the contest whose
+ * resolution put it in force (0: the decision itself), and the earlier outcomes' puids. */
+typedef struct {
+    const char *decision;
+    const char *since;
+    size_t contest;
+    json_t *previous_puids; /* owned */
+} outcome_history;
+
+static void puid_of(const char *decision_id, size_t contest, char out[PUID_CAP]) {
+    if (contest == 0) snprintf(out, PUID_CAP, "%s", decision_id);
+    else snprintf(out, PUID_CAP, "%s-r%zu", decision_id, contest);
+}
+
+static outcome_history history_of(json_t *rec) {
+    const char *decision_id = json_string_value(json_object_get(rec, "decision_id"));
+    outcome_history h = {.decision = json_string_value(json_object_get(rec, "decision")),
+                         .since = json_string_value(json_object_get(rec, "created_at")),
+                         .contest = 0,
+                         .previous_puids = json_array()};
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(rec, "contests"), i, c) {
+        json_t *res = json_object_get(c, "resolution");
+        if (!json_is_object(res)) break; /* open: nothing changes until it is resolved */
+        const char *oc = json_string_value(json_object_get(res, "outcome"));
+        if (!oc || strcmp(oc, "overturned") != 0) continue;
+        char puid[PUID_CAP];
+        puid_of(decision_id ? decision_id : "", h.contest, puid);
+        json_array_append_new(h.previous_puids, json_string(puid));
+        h.decision = h.decision && strcmp(h.decision, "allow") == 0 ? "review" : "allow";
+        h.since = json_string_value(json_object_get(res, "resolved_at"));
+        h.contest = i + 1;
+    }
+    return h;
+}
+
+/* The DSA vocabulary of a decision's model, as the comment above says: a new object {category,
+ * category_specification?, category_specification_other?, source, model_version (or null)}, or
+ * NULL when out of memory. */
+static json_t *model_dsa_of(pgcld_server *srv, json_t *rec) {
+    const char *name = json_string_value(json_object_get(rec, "model_name"));
+    const char *version = json_string_value(json_object_get(rec, "model_version"));
+    const char *sha = json_string_value(json_object_get(rec, "model_sha256"));
+    pgcl_model *shadow = NULL;
+    pgcl_model *active = name ? pgcl_registry_acquire(srv->registry, name, &shadow) : NULL;
+    const pgcl_model *m = active;
+    if (shadow && version && sha && strcmp(shadow->version, version) == 0 && strcmp(shadow->sha256, sha) == 0)
+        m = shadow;
+    json_t *out;
+    if (!m) out = json_pack("{s:s, s:s, s:n}", "category", PGCL_DSA_FALLBACK_CATEGORY, "source", "fallback",
+                            "model_version");
+    else {
+        out = m->dsa ? json_deep_copy(m->dsa) : json_pack("{s:s}", "category", m->dsa_category);
+        if (out && (json_object_set_new(out, "source", json_string(m->dsa ? "config" : "task_default")) != 0 ||
+                    json_object_set_new(out, "model_version", json_string(m->version)) != 0)) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    pgcl_model_release(active);
+    pgcl_model_release(shadow);
+    return out;
+}
+
+/* Copies the item's content_date, territorial_scope and content_language from the record when it
+ * has them (non-null), and lists in `missing` the ones the TDB requires that it lacks. */
+static void content_fields(json_t *rec, json_t *sor, json_t *missing) {
+    static const struct {
+        const char *name;
+        bool is_array, required;
+    } fields[] = {{"content_date", false, true}, {"territorial_scope", true, true}, {"content_language", false, false}};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        json_t *v = json_object_get(rec, fields[i].name);
+        if (fields[i].is_array ? json_is_array(v) : json_is_string(v)) json_object_set(sor, fields[i].name, v);
+        else if (fields[i].required) json_array_append_new(missing, json_string(fields[i].name));
+    }
+}
+
+static json_t *statement_of_reasons(json_t *rec, json_t *dsa) {
     const char *model = json_string_value(json_object_get(rec, "model_name"));
     const char *version = json_string_value(json_object_get(rec, "model_version"));
     const char *sha = json_string_value(json_object_get(rec, "model_sha256"));
     const char *label = json_string_value(json_object_get(rec, "label"));
     const char *decision = json_string_value(json_object_get(rec, "decision"));
     const char *created = json_string_value(json_object_get(rec, "created_at"));
+    const char *decision_id = json_string_value(json_object_get(rec, "decision_id"));
     json_t *probs = json_object_get(rec, "probabilities"), *policy = json_object_get(rec, "policy");
     json_t *outcome = json_object_get(rec, "effective_outcome"), *contests = json_object_get(rec, "contests");
     const char *status = json_string_value(json_object_get(outcome, "status"));
     const char *in_force = json_string_value(json_object_get(outcome, "decision"));
     const char *label_in_force = json_string_value(json_object_get(outcome, "label"));
     const char *kind = json_string_value(json_object_get(policy, "kind"));
-    if (!model || !version || !sha || !label || !decision || !created || !in_force) return NULL; /* out of memory */
+    if (!model || !version || !sha || !label || !decision || !created || !in_force || !decision_id)
+        return NULL; /* out of memory */
+    outcome_history history = history_of(rec);
+    /* The puid and application_date name the outcome this walk found: it must be the one in force. */
+    PGCL_ASSERT(history.decision && strcmp(history.decision, in_force) == 0 && history.since);
     bool threshold = kind && strcmp(kind, "threshold") == 0;
     /* A reviewer's overturn made the outcome in force (also while a later contest of it is open, or
      * after a later one upheld it). */
@@ -410,9 +524,11 @@ static json_t *statement_of_reasons(json_t *rec) {
     if (overturned) facts_append(facts, sizeof facts, " Decision in force: '%s'.", in_force);
 
     bool restricted = strcmp(in_force, "allow") != 0;
+    char puid[PUID_CAP];
+    puid_of(decision_id, history.contest, puid);
     json_t *visibility = json_array();
     json_t *sor = json_object();
-    json_object_set_new(sor, "puid", json_incref(json_object_get(rec, "decision_id")));
+    json_object_set_new(sor, "puid", json_string(puid));
     if (strcmp(in_force, "block") == 0) {
         json_array_append_new(visibility, json_string("DECISION_VISIBILITY_CONTENT_REMOVED"));
         json_object_set_new(sor, "decision_visibility", visibility);
@@ -445,21 +561,43 @@ static json_t *statement_of_reasons(json_t *rec) {
     json_object_set_new(sor, "decision_ground", json_string("DECISION_GROUND_INCOMPATIBLE_CONTENT"));
     json_object_set_new(sor, "incompatible_content_ground", json_string(ground));
     json_object_set_new(sor, "incompatible_content_explanation", json_string(explanation));
-    json_object_set_new(sor, "category", json_string("STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH"));
+    json_object_set(sor, "category", json_object_get(dsa, "category"));
+    if (json_object_get(dsa, "category_specification"))
+        json_object_set(sor, "category_specification", json_object_get(dsa, "category_specification"));
+    if (json_object_get(dsa, "category_specification_other"))
+        json_object_set(sor, "category_specification_other", json_object_get(dsa, "category_specification_other"));
     json_object_set_new(sor, "content_type", json_pack("[s]", "CONTENT_TYPE_TEXT"));
+    json_t *missing = json_array();
+    content_fields(rec, sor, missing);
     json_object_set_new(sor, "automated_detection", json_string("Yes"));
     json_object_set_new(sor, "automated_decision",
                         json_string(human ? "AUTOMATED_DECISION_PARTIALLY" : "AUTOMATED_DECISION_FULLY"));
-    json_object_set_new(sor, "application_date", json_string(date_of(created, app_date)));
+    json_object_set_new(sor, "application_date", json_string(date_of(history.since, app_date)));
     json_object_set_new(sor, "decision_facts", json_string(facts));
     json_object_set_new(sor, "source_type", json_string("SOURCE_VOLUNTARY"));
+    char note[256] = "";
+    if (!restricted) {
+        snprintf(note, sizeof note, "No restriction is in force: Article 17 DSA asks for no statement of reasons; "
+                                    "this one is for information and is not to be submitted.");
+    } else {
+        json_t *field;
+        json_array_foreach(missing, i, field)
+            facts_append(note, sizeof note, "%s%s", i == 0 ? "Add " : " and ", json_string_value(field));
+        facts_append(note, sizeof note, "%sdrop this 'pgcld' member before submitting.", i ? " and " : "");
+        if (!i) note[0] = 'D';
+    }
     json_object_set_new(
         sor, "pgcld",
-        json_pack("{s:b, s:s, s:s, s:[ss], s:s}", "restriction", restricted, "effective_status", status ? status : "",
-                  "decision_in_force", in_force, "missing_fields", "content_date", "territorial_scope", "note",
-                  restricted ? "Add content_date and territorial_scope and drop this 'pgcld' member before submitting."
-                             : "No restriction is in force: Article 17 DSA asks for no statement of reasons; this "
-                               "one is for information and is not to be submitted."));
+        json_pack("{s:b, s:s, s:s, s:o, s:o, s:O, s:O, s:s}", "restriction", restricted, "effective_status",
+                  status ? status : "", "decision_in_force", in_force, "missing_fields", missing,
+                  "in_force_since_contest", history.contest ? json_integer((json_int_t)history.contest) : json_null(),
+                  "previous_puids", history.previous_puids, "category_source", json_object_get(dsa, "source"),
+                  "note", note));
+    json_decref(history.previous_puids);
+    if (!json_object_get(sor, "pgcld") || !json_object_get(sor, "category")) {
+        json_decref(sor);
+        return NULL; /* out of memory */
+    }
     return sor;
 }
 
@@ -469,7 +607,9 @@ void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req
     json_t *json = load_decision_json(srv, req, &a, &rec, reply);
     pgcl_row_arena_release(&a);
     if (!json) return;
-    json_t *body = statement_of_reasons(json);
+    json_t *dsa = model_dsa_of(srv, json);
+    json_t *body = dsa ? statement_of_reasons(json, dsa) : NULL;
+    json_decref(dsa);
     json_decref(json);
     if (!body) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");

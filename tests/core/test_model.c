@@ -216,6 +216,97 @@ static void test_calibration(void) {
     fixture_free(&fx);
 }
 
+/* ---- dsa: the DSA Transparency Database vocabulary of a model ---- */
+
+static json_t *valid_dsa(void) {
+    return json_pack("{s:s, s:[ss], s:s}", "category", "STATEMENT_CATEGORY_SCAMS_AND_FRAUD", "category_specification",
+                     "KEYWORD_PHISHING", "KEYWORD_OTHER", "category_specification_other", "Lottery bait");
+}
+static json_t *dsa_of(json_t *c) {
+    if (!json_object_get(c, "dsa")) json_object_set_new(c, "dsa", valid_dsa());
+    return json_object_get(c, "dsa");
+}
+static void edit_dsa_not_object(json_t *c) { json_object_set_new(c, "dsa", json_string("STATEMENT_CATEGORY_SCAMS_AND_FRAUD")); }
+static void edit_dsa_unknown(json_t *c) { json_object_set_new(dsa_of(c), "category_addition", json_array()); }
+static void edit_dsa_no_category(json_t *c) { json_object_del(dsa_of(c), "category"); }
+static void edit_dsa_category(json_t *c) {
+    json_object_set_new(dsa_of(c), "category", json_string("STATEMENT_CATEGORY_TOXICITY"));
+}
+static void edit_dsa_keyword(json_t *c) {
+    json_array_set_new(json_object_get(dsa_of(c), "category_specification"), 0, json_string("KEYWORD_SPAM"));
+}
+static void edit_dsa_keyword_twice(json_t *c) {
+    json_array_set_new(json_object_get(dsa_of(c), "category_specification"), 0, json_string("KEYWORD_OTHER"));
+}
+static void edit_dsa_keywords_empty(json_t *c) { json_object_set_new(dsa_of(c), "category_specification", json_array()); }
+static void edit_dsa_other_without_keyword(json_t *c) {
+    json_array_remove(json_object_get(dsa_of(c), "category_specification"), 1);
+}
+static void edit_dsa_other_long(json_t *c) {
+    char text[502];
+    memset(text, 'x', 501);
+    text[501] = 0;
+    json_object_set_new(dsa_of(c), "category_specification_other", json_string(text));
+}
+
+/* A valid `dsa` loads and is kept with its category; without one the category is the task's
+ * default; a 500-character text in a multi-byte script is accepted (the TDB counts characters);
+ * each broken dsa is refused naming its field. */
+static void test_dsa(void) {
+    fixture fx = fixture_read("tests/fixtures/models/tiny_binary/1");
+    json_t *cfg = json_loadb(fx.config, fx.config_len, 0, NULL);
+    json_t *dsa = dsa_of(cfg);
+    char text[1001];
+    for (int i = 0; i < 500; i++) memcpy(text + 2 * i, "\xc3\xa9", 2); /* 500 × 'é': 1000 bytes */
+    text[1000] = 0;
+    json_object_set_new(dsa, "category_specification_other", json_string(text));
+    char *dumped = json_dumps(cfg, JSON_REAL_PRECISION(17));
+    pgcl_model *m = NULL;
+    char err[1024] = "";
+    pgcl_status st = pgcl_model_load_mem(dumped, strlen(dumped), fx.weights, fx.weights_len, "fx", &m, err, sizeof err);
+    CHECK(st == PGCL_OK, "valid dsa refused: %s", err);
+    if (m) {
+        CHECK(m->dsa && json_equal(m->dsa, dsa), "the dsa object is kept as written");
+        CHECK(m->dsa_category && strcmp(m->dsa_category, "STATEMENT_CATEGORY_SCAMS_AND_FRAUD") == 0,
+              "the category is dsa.category (%s)", m->dsa_category ? m->dsa_category : "NULL");
+    }
+    pgcl_model_release(m);
+    m = NULL;
+    CHECK(pgcl_model_load_mem(fx.config, fx.config_len, fx.weights, fx.weights_len, "fx", &m, err, sizeof err) == PGCL_OK,
+          "%s", err);
+    CHECK(m && m->dsa == NULL && strcmp(m->dsa_category, "STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH") == 0,
+          "no dsa in a binary model's config.json: the binary default");
+    pgcl_model_release(m);
+    fixture multi = fixture_read("tests/fixtures/models/tiny_multi/1");
+    m = NULL;
+    CHECK(pgcl_model_load_mem(multi.config, multi.config_len, multi.weights, multi.weights_len, "fx", &m, err,
+                              sizeof err) == PGCL_OK,
+          "%s", err);
+    CHECK(m && m->dsa == NULL && strcmp(m->dsa_category, "STATEMENT_CATEGORY_OTHER_VIOLATION_TC") == 0,
+          "no dsa in a multiclass model's config.json: the multiclass default");
+    pgcl_model_release(m);
+    fixture_free(&multi);
+    free(dumped);
+    json_decref(cfg);
+
+    expect_refused("dsa not an object", &fx, edit_dsa_not_object, NULL, 0, "'dsa': must be an object");
+    expect_refused("dsa unknown key", &fx, edit_dsa_unknown, NULL, 0, "'dsa.category_addition': unknown field");
+    expect_refused("dsa without category", &fx, edit_dsa_no_category, NULL, 0, "'dsa.category': is missing");
+    expect_refused("dsa category", &fx, edit_dsa_category, NULL, 0,
+                   "'dsa.category': must be one of the DSA Transparency Database's STATEMENT_CATEGORY_* values");
+    expect_refused("dsa keyword", &fx, edit_dsa_keyword, NULL, 0,
+                   "'dsa.category_specification[0]': must be one of the DSA Transparency Database's KEYWORD_* values");
+    expect_refused("dsa keyword twice", &fx, edit_dsa_keyword_twice, NULL, 0,
+                   "'dsa.category_specification[1]': duplicate keyword");
+    expect_refused("dsa keywords empty", &fx, edit_dsa_keywords_empty, NULL, 0,
+                   "'dsa.category_specification': must be a non-empty array");
+    expect_refused("dsa other without KEYWORD_OTHER", &fx, edit_dsa_other_without_keyword, NULL, 0,
+                   "'dsa.category_specification_other': is allowed only when category_specification holds KEYWORD_OTHER");
+    expect_refused("dsa other too long", &fx, edit_dsa_other_long, NULL, 0,
+                   "'dsa.category_specification_other': must be at most 500 characters");
+    fixture_free(&fx);
+}
+
 static void test_refusals(void) {
     fixture fx = fixture_read("tests/fixtures/models/tiny_binary/1");
     expect_refused("dimension", &fx, edit_dim, NULL, 0, "'semantic_mlp.layers[0].in'");
@@ -395,6 +486,7 @@ int main(void) {
     if (sodium_init() < 0) return 1;
     test_refusals();
     test_calibration();
+    test_dsa();
     test_fast_vs_oracle("tests/fixtures/models/tiny_binary/1");
     test_fast_vs_oracle("tests/fixtures/models/tiny_multi/1");
     test_fast_vs_oracle("tests/fixtures/models/tiny_ordinal/1");

@@ -538,14 +538,18 @@ class ReviewReadsTest(unittest.TestCase):
         for item in ("g-allow", "g-block", "g-review", "h-block", "h-allow", "k-block"):
             s = statement(item)
             self.assertTrue(required <= set(s), set(s) ^ required)
-            self.assertEqual(s["puid"], self.one(item))
+            rec = self.ok(f"/v1/decisions/{self.one(item)}")
+            # h-block and h-allow: the first contest's resolution overturned the decision and put
+            # the outcome in force; it has its own puid and starts on the resolution's date
+            refiled = item in ("h-block", "h-allow")
+            self.assertEqual(s["puid"], self.one(item) + ("-r1" if refiled else ""))
+            self.assertEqual(s["application_date"],
+                             (rec["contests"][0]["resolution"]["resolved_at"] if refiled else rec["created_at"])[:10])
             self.assertEqual(s["decision_ground"], "DECISION_GROUND_INCOMPATIBLE_CONTENT")
-            self.assertEqual(s["category"], "STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH")
+            self.assertEqual(s["category"], "STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH")  # binary default
             self.assertEqual(s["content_type"], ["CONTENT_TYPE_TEXT"])
             self.assertEqual(s["automated_detection"], "Yes")
             self.assertEqual(s["source_type"], "SOURCE_VOLUNTARY")
-            rec = self.ok(f"/v1/decisions/{self.one(item)}")
-            self.assertEqual(s["application_date"], rec["created_at"][:10])
             facts = s["decision_facts"]
             for part in ("'tiny'", f"'{rec['model_version']}'", rec["model_sha256"], "0.4", "0.7",
                          f"{rec['probabilities']['pos']:.4f}"):
