@@ -579,12 +579,13 @@ static json_t *statement_of_reasons(json_t *rec, json_t *dsa) {
     if (!restricted) {
         snprintf(note, sizeof note, "No restriction is in force: Article 17 DSA asks for no statement of reasons; "
                                     "this one is for information and is not to be submitted.");
+    } else if (json_array_size(missing) == 0) {
+        snprintf(note, sizeof note, "Drop this 'pgcld' member before submitting.");
     } else {
         json_t *field;
         json_array_foreach(missing, i, field)
             facts_append(note, sizeof note, "%s%s", i == 0 ? "Add " : " and ", json_string_value(field));
-        facts_append(note, sizeof note, "%sdrop this 'pgcld' member before submitting.", i ? " and " : "");
-        if (!i) note[0] = 'D';
+        facts_append(note, sizeof note, " and drop this 'pgcld' member before submitting.");
     }
     json_object_set_new(
         sor, "pgcld",
