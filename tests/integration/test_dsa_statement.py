@@ -60,9 +60,11 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+from openapi_contract import SPEC, validation_errors  # noqa: E402
 
 TINY = "tiny_binary"
 D = 32
+STATEMENT_SCHEMA = SPEC.schema_for(SPEC.response("/v1/decisions/{id}/statement", "get", "200"))
 
 # ---- the TDB's enumerations (app/Models/Statement.php, app/Services/European*Service.php)
 DECISION_VISIBILITIES = {
@@ -318,8 +320,11 @@ class StatementTestBase(unittest.TestCase):
         return by
 
     def statement(self, did):
+        """The statement of a decision, checked against openapi.yaml's StatementOfReasons."""
         r = self.daemon.get(f"/v1/decisions/{did}/statement", key=self.daemon.keys["reviewer"])
         self.assertEqual(r.status, 200, r)
+        errs = validation_errors(STATEMENT_SCHEMA, r.json)
+        self.assertFalse(errs, "; ".join(e.message for e in errs[:3]))
         return r.json
 
     def record(self, did):
