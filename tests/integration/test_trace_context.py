@@ -20,6 +20,7 @@ one about the SQLite file.
 Run: /usr/bin/python3 tests/integration/test_trace_context.py
 """
 
+import base64
 import json
 import os
 import re
@@ -34,6 +35,9 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
 from openapi_contract import LiveValidationMixin  # noqa: E402
+
+sys.path.insert(0, os.path.join(H.SOURCE_ROOT, "clients", "python"))
+from pgcld_client.proof import decode_decision_leaf  # noqa: E402
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
@@ -333,6 +337,9 @@ class ChainAcrossMigrationTest(unittest.TestCase):
                     self.assertEqual(py.returncode, 0, py.stdout + py.stderr)
                     c = self.d.cli("audit", "verify-proof", f.name, check=False)
                     self.assertEqual(c.returncode, 0, c.stdout + c.stderr)
+                    leaf = decode_decision_leaf(base64.b64decode(r.json["leaf_data"]))
+                    self.assertEqual(leaf["trace_id"], TRACE if decision_id in self.new_ids else None)
+                    self.assertEqual(leaf["extra"], [])
         finally:
             self.d.stop()
 

@@ -378,13 +378,16 @@ static void sender_drain(sender *s) {
     s->n_unread = 0;
 }
 
+/* The most parameters of one statement: a decision row's (DECISION_COLUMNS, the widest). */
+#define SENDER_MAX_PARAMS 32
+
 /* Runs (or sends) one statement with parameters: values[i] text unless binary_len[i] >= 0 (then
  * binary_len[i] bytes of bytea). */
 static void sender_send(sender *s, const char *what, const char *sql, int n, const char *const *values,
                         const int *binary_len, PGresult **keep) {
     if (s->st != PGCL_OK) return;
-    int lengths[24] = {0}, formats[24] = {0};
-    PGCL_ASSERT(n <= 24);
+    int lengths[SENDER_MAX_PARAMS] = {0}, formats[SENDER_MAX_PARAMS] = {0};
+    PGCL_ASSERT(n <= SENDER_MAX_PARAMS);
     for (int i = 0; i < n; i++) {
         if (binary_len && binary_len[i] >= 0) {
             lengths[i] = binary_len[i];
@@ -865,6 +868,7 @@ pgcl_status pgcl_pg_txn_chain(pgcl_pg_txn *t, int table, int64_t row_seq, pgcl_m
 /* A decision row's parameters as the per-row statement binds them (text, or binary bytea at
  * bin[i] >= 0 bytes), and the stored input's digest. The values point into p: fill in place. */
 enum { DECISION_COLUMNS = 25, DECISION_VECTOR = 16, DECISION_DIGEST = 19, SHADOW_COLUMNS = 14 };
+_Static_assert(DECISION_COLUMNS <= SENDER_MAX_PARAMS, "a decision row's parameters fit one statement's");
 typedef struct decision_params {
     char seq_t[24], label_index[24], latency[24], toxicity[32], t_review[32], t_block[32];
     unsigned char digest[PGCL_SHA256_BYTES];
