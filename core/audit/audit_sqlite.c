@@ -306,7 +306,9 @@ static int insert_row(sqlite_store *a, const pgcl_decision_row *r, const char *c
         sqlite3_bind_text(s, 20, r->input_dtype, -1, SQLITE_STATIC);
     }
     const char *const extension[] = {r->trace_id, r->content_date, r->territorial_scope, r->content_language};
-    for (int i = 0; i < 4; i++)
+    _Static_assert(sizeof extension / sizeof extension[0] == PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS,
+                   "the decision leaf's extension, bound as the chain encodes it");
+    for (int i = 0; i < PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS; i++)
         if (extension[i]) sqlite3_bind_text(s, 21 + i, extension[i], -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     sqlite3_reset(s);

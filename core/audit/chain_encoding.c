@@ -233,14 +233,15 @@ static bool schema_has_0008(sqlite3 *db) {
 
 int pgcl_chain_prepare_row_selects(sqlite3 *db, sqlite3_stmt *sel[PGCL_CHAIN_TABLES], char *err, int cap) {
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
-        const pgcl_chain_table *table = &pgcl_chain_tables[t];
-        int rc = sqlite3_prepare_v3(db, table->select_sql, -1, SQLITE_PREPARE_PERSISTENT, &sel[t], NULL);
-        if (rc != SQLITE_OK && table->select_sql_before_0011) /* a file that predates migration 0011 */
-            rc = sqlite3_prepare_v3(db, table->select_sql_before_0011, -1, SQLITE_PREPARE_PERSISTENT, &sel[t], NULL);
-        if (rc != SQLITE_OK && table->select_sql_before_0008 && !schema_has_0008(db))
-            rc = sqlite3_prepare_v3(db, table->select_sql_before_0008, -1, SQLITE_PREPARE_PERSISTENT, &sel[t], NULL);
+        int rc = sqlite3_prepare_v3(db, pgcl_chain_tables[t].select_sql, -1, SQLITE_PREPARE_PERSISTENT, &sel[t], NULL);
+        if (rc != SQLITE_OK && pgcl_chain_tables[t].select_sql_before_0011) /* a file that predates migration 0011 */
+            rc = sqlite3_prepare_v3(db, pgcl_chain_tables[t].select_sql_before_0011, -1, SQLITE_PREPARE_PERSISTENT,
+                                    &sel[t], NULL);
+        if (rc != SQLITE_OK && pgcl_chain_tables[t].select_sql_before_0008 && !schema_has_0008(db))
+            rc = sqlite3_prepare_v3(db, pgcl_chain_tables[t].select_sql_before_0008, -1, SQLITE_PREPARE_PERSISTENT,
+                                    &sel[t], NULL);
         if (rc != SQLITE_OK) {
-            pgcl_errorf(err, cap, "%s: %s", table->name, sqlite3_errmsg(db));
+            pgcl_errorf(err, cap, "%s: %s", pgcl_chain_tables[t].name, sqlite3_errmsg(db));
             return rc;
         }
     }

@@ -34,9 +34,9 @@
 #include "ratelimit.h"
 #include "reaper.h"
 #include "request_head.h"
-#include "trace_context.h"
 #include "route_table.h"
 #include "server.h"
+#include "trace_context.h"
 
 /* The first buffer of a body without Content-Length, doubled as it grows. */
 #define BODY_FIRST_CAP 16384

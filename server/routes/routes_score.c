@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "item_facts.h"
 #include "jsonw.h"
 #include "log.h"
 #include "score_job.h"
@@ -45,7 +46,8 @@ void pgcld_score_job_free(score_job *j) {
 static size_t job_bytes_per_item(const pgcld_server *srv, const score_job *job) {
     const pgcl_model *m = job->model;
     size_t b = (size_t)m->D * sizeof(float) + (size_t)(m->d + m->K) * sizeof(float) + sizeof(pgcl_decision_row) +
-               sizeof(pgcl_decision) + PGCL_UUID_LEN + 1 + 65 + 512 + 64;
+               sizeof(pgcl_decision) + PGCL_UUID_LEN + 1 + 65 + 512;
+    if (job->facts) b += sizeof(pgcl_item_facts) + PGCLD_TERRITORIAL_SCOPE_MAX + 1;
     if (strcmp(srv->cfg->store_inputs, "float16") == 0) b += (size_t)m->D * sizeof(uint16_t);
     if (job->return_vector) b += (size_t)m->d * 16;
     return b;

@@ -162,6 +162,26 @@ class TraceContextTest(LiveValidationMixin, unittest.TestCase):
         listed = self.reviewer_get(f"/v1/decisions?trace_id={trace}").json
         self.assertEqual(sorted(row["decision_id"] for row in listed["decisions"]), sorted(ids))
 
+    def test_trace_filter_pages_with_cursors_bound_to_the_trace(self):
+        trace = "5bf92f3577b34da6a3ce929d0e0e4737"
+        ids = self.decision_ids(self.d.score({"items": items(5, 35, "paged")},
+                                             headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"}))
+        got, cursor = [], None
+        while True:
+            page = self.reviewer_get(f"/v1/decisions?trace_id={trace}&limit=2" + (f"&cursor={cursor}" if cursor else ""))
+            self.assertEqual(page.status, 200, page)
+            got += [row["decision_id"] for row in page.json["decisions"]]
+            if not page.json["next_cursor"]:
+                break
+            cursor = page.json["next_cursor"]
+            first_cursor = cursor
+        self.assertEqual(got, list(reversed(ids)))  # newest first, each once
+        # a cursor of one trace's listing is not a position in another's
+        other = self.reviewer_get(f"/v1/decisions?trace_id={TRACE}&limit=2&cursor={first_cursor}")
+        self.assertEqual((other.status, other.error_code()), (400, "invalid_cursor"))
+        unfiltered = self.reviewer_get(f"/v1/decisions?limit=2&cursor={first_cursor}")
+        self.assertEqual((unfiltered.status, unfiltered.error_code()), (400, "invalid_cursor"))
+
     def test_bad_trace_id_filters_are_400(self):
         for value in ("XYZ", TRACE.upper(), TRACE[:-1], TRACE + "0", ""):
             with self.subTest(trace_id=value):

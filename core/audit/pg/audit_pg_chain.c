@@ -41,8 +41,10 @@ static const char ROLLBACK_SQL[] = "ROLLBACK";
  * The row selects return the chained columns in pgcl_chain_tables[t].select_sql's order; for
  * decisions, column 19 is SHA-256 of the stored input (decision_inputs) and a last column
  * input_digest, from which pgcl_chain_leaf_of_values makes the leaf's digest value as for a SQLite
- * row, then the decision leaf's extension (trace_id .. content_language, migration 0002) (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"). A proof reads its one
- * decision with DECISION_ROW_SQL; the verifier reads every table through DECLARE_ROWS_SQL. */
+ * row (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"), then the decision
+ * leaf's extension: trace_id, content_date, territorial_scope, content_language (migration 0002;
+ * docs/audit.md, "Decision leaf, extended"). A proof reads its one decision with DECISION_ROW_SQL;
+ * the verifier reads every table through DECLARE_ROWS_SQL. */
 static const char DECISION_ROW_SQL[] =
     "SELECT d.seq, d.decision_id, d.created_at, d.request_id, d.item_id, d.model_name, d.model_version,"
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
