@@ -123,6 +123,18 @@ class TraceContextTest(LiveValidationMixin, unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(access_line_of(self.d, r.headers["X-Request-Id"])["trace_id"], other)
 
+    def test_open_inference_protocol_decisions_carry_the_trace_and_request_id(self):
+        trace = "6bf92f3577b34da6a3ce929d0e0e4738"
+        Z = H.random_embeddings(3, D, 36)
+        r = self.d.post("/v2/models/toxicity/infer", {"inputs": [
+            {"name": "embedding", "datatype": "FP32", "shape": [3, D],
+             "data": [float(f"{v:.9g}") for v in Z.reshape(-1)]}]},
+            headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01", "X-Request-Id": "oip-request-1"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["X-Request-Id"], "oip-request-1")
+        rows = self.d.query("SELECT request_id FROM decisions WHERE trace_id = ?", (trace,))
+        self.assertEqual([row["request_id"] for row in rows], ["oip-request-1"] * 3)
+
     def test_a_later_version_is_read_by_its_version_00_fields(self):
         trace = "11111111111111111111111111111111"
         r = self.d.score({"items": items(1, 3, "v1")},
@@ -272,6 +284,28 @@ class TraceContextTest(LiveValidationMixin, unittest.TestCase):
                 self.assertEqual(r.json["error"]["item"], 1)
         self.assertEqual(self.d.count(), before)
 
+    def test_chain_verifies_and_proves_the_new_rows(self):
+        """On either store: the audit verifies with the trace ids and facts chained, and a proof of
+        a row with them verifies with docs/verify_proof.py and pgcld audit verify-proof."""
+        r = self.d.score({"items": [dict(items(1, 85, "proof")[0], content_date="2024-03-01", territorial_scope=["IS"],
+                                         content_language="IS")]},
+                         headers={"traceparent": "00-7bf92f3577b34da6a3ce929d0e0e4739-00f067aa0ba902b7-01"})
+        decision_id = self.decision_ids(r)[0]
+        v = self.d.get("/v1/audit/verify", key=self.d.keys["admin"])
+        self.assertEqual(v.status, 200, v)
+        self.assertTrue(v.json["intact"], v.json)
+        proof = self.reviewer_get(f"/v1/decisions/{decision_id}/proof")
+        self.assertEqual(proof.status, 200, proof)
+        leaf = decode_decision_leaf(base64.b64decode(proof.json["leaf_data"]))
+        self.assertEqual((leaf["trace_id"], leaf["content_date"], leaf["territorial_scope"], leaf["content_language"]),
+                         ("7bf92f3577b34da6a3ce929d0e0e4739", "2024-03-01", '["IS"]', "IS"))
+        with tempfile.NamedTemporaryFile("w", suffix=".json", dir=self.d.tmp, delete=False) as f:
+            json.dump(proof.json, f)
+        py = subprocess.run([PY, VERIFIER, f.name], capture_output=True, text=True, timeout=60)
+        self.assertEqual(py.returncode, 0, py.stdout + py.stderr)
+        c = self.d.cli("audit", "verify-proof", f.name, check=False)
+        self.assertEqual(c.returncode, 0, c.stdout + c.stderr)
+
     def test_idempotent_replays_cover_the_facts(self):
         body = {"items": [dict(items(1, 80, "idem")[0], content_date="2024-05-01", content_language="DE")]}
         first = self.d.score(body, headers={"Idempotency-Key": "facts-1"})
@@ -294,6 +328,7 @@ def sqlite_cli(path, sql):
 DROP_DECISION_TRIGGERS = "DROP TRIGGER decisions_append_only_u; DROP TRIGGER decisions_append_only_d;"
 
 
+@H.sqlite_only("the legacy rows and the tampering are SQLite files")
 class ChainAcrossMigrationTest(unittest.TestCase):
     """A database written by the build before migration 0011 (its rows without trace ids or facts),
     upgraded by this build, which adds rows with them: both kinds verify and prove."""
@@ -301,7 +336,6 @@ class ChainAcrossMigrationTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         H.require_models("toxicity")
-        H.sqlite_only("the legacy rows and the tampering are SQLite files")
         cls.tmp = tempfile.mkdtemp(prefix="pgcld-trace-chain-")
         cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
         cls.db = os.path.join(cls.tmp, "audit.db")
