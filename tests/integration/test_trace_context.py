@@ -132,6 +132,8 @@ class TraceContextTest(LiveValidationMixin, unittest.TestCase):
             headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01", "X-Request-Id": "oip-request-1"})
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.headers["X-Request-Id"], "oip-request-1")
+        self.assertEqual(self.check_live("POST", "/v2/models/toxicity/infer", r)["parameters"]["request_id"],
+                         "oip-request-1")
         rows = self.d.query("SELECT request_id FROM decisions WHERE trace_id = ?", (trace,))
         self.assertEqual([row["request_id"] for row in rows], ["oip-request-1"] * 3)
 
