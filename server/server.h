@@ -56,7 +56,9 @@ typedef struct pgcld_server {
 #define PGCLD_ACTOR_LEN 200
 
 typedef struct pgcld_request {
-    const char *request_id;               /* UUIDv7 made at arrival; the X-Request-Id of the answer */
+    const char *request_id;               /* UUIDv7 made at arrival, or the client's X-Request-Id (1..128 visible
+                                           * ASCII bytes); the X-Request-Id of the answer */
+    const char *trace_id;                 /* the W3C trace id: the traceparent's, or a random one (32 hex) */
     const char *method;
     const char *path;
     const char *params[PGCLD_MAX_PARAMS]; /* the {…} segments of the route pattern, in order */

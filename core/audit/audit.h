@@ -58,6 +58,11 @@ typedef struct pgcl_decision_row {
     const char *input_dtype; /* "f16" or "f32" */
     const unsigned char *input_digest; /* optional: SHA-256 of input's input_bytes bytes (32), computed by
                                         * the caller off the writer's thread; NULL: the writer computes it */
+    /* Migration 0011, each NULL when absent (chained when any is set: chain_encoding.h): */
+    const char *trace_id;          /* the request's W3C trace id, 32 lowercase hex */
+    const char *content_date;      /* "YYYY-MM-DD", the caller's (a DSA statement's content_date) */
+    const char *territorial_scope; /* a JSON array of ISO 3166-1 alpha-2 EEA codes, e.g. ["DE","FR"] */
+    const char *content_language;  /* ISO 639-1, uppercase, e.g. "EN" */
 } pgcl_decision_row;
 
 /* One administrative event (admin_events); pointers borrowed for the call. details is a JSON object. */

@@ -99,7 +99,8 @@ static sqlite_store *sqlite_store_of(pgcl_audit *store) {
 static const char INSERT_SQL[] =
     "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
     " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
-    " vector, input_sha256, latency_us, input_digest, input_dtype) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " vector, input_sha256, latency_us, input_digest, input_dtype, trace_id, content_date, territorial_scope,"
+    " content_language) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 /* The stored input, beside its row (migration 0008): retention drops it by deleting this row. */
 static const char INSERT_INPUT_SQL[] = "INSERT INTO decision_inputs (decision_seq, input) VALUES (?1, ?2)";
 
@@ -304,6 +305,11 @@ static int insert_row(sqlite_store *a, const pgcl_decision_row *r, const char *c
         sqlite3_bind_blob(s, 19, input_digest, PGCL_SHA256_BYTES, SQLITE_STATIC);
         sqlite3_bind_text(s, 20, r->input_dtype, -1, SQLITE_STATIC);
     }
+    const char *const extension[] = {r->trace_id, r->content_date, r->territorial_scope, r->content_language};
+    _Static_assert(sizeof extension / sizeof extension[0] == PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS,
+                   "the decision leaf's extension, bound as the chain encodes it");
+    for (int i = 0; i < PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS; i++)
+        if (extension[i]) sqlite3_bind_text(s, 21 + i, extension[i], -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) return rc;
@@ -325,7 +331,9 @@ static int insert_row(sqlite_store *a, const pgcl_decision_row *r, const char *c
         .decision = r->decision, .policy = r->policy_json, .has_thresholds = r->has_thresholds,
         .t_review = r->t_review, .t_block = r->t_block, .vector = r->vector,
         .vector_bytes = (size_t)r->d * sizeof(float), .input_sha256 = r->input_sha256, .latency_us = r->latency_us,
-        .input_digest = input_stored ? input_digest : NULL, .input_dtype = input_stored ? r->input_dtype : NULL};
+        .input_digest = input_stored ? input_digest : NULL, .input_dtype = input_stored ? r->input_dtype : NULL,
+        .trace_id = r->trace_id, .content_date = r->content_date, .territorial_scope = r->territorial_scope,
+        .content_language = r->content_language};
     return SQLITE_DONE;
 }
 

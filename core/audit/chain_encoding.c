@@ -29,22 +29,29 @@ const pgcl_chain_table pgcl_chain_tables[PGCL_CHAIN_TABLES] = {
      "SELECT seq, decision_id, created_at, request_id, item_id, model_name, model_version, model_sha256, label,"
      " label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector, input_sha256, latency_us,"
      " coalesce(input, (SELECT i.input FROM decision_inputs AS i WHERE i.decision_seq = decisions.seq)),"
-     " input_dtype, input_digest FROM decisions WHERE seq = ?1",
+     " input_dtype, input_digest, trace_id, content_date, territorial_scope, content_language"
+     " FROM decisions WHERE seq = ?1",
      "SELECT seq, decision_id, created_at, request_id, item_id, model_name, model_version, model_sha256, label,"
      " label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector, input_sha256, latency_us,"
-     " input, input_dtype, NULL FROM decisions WHERE seq = ?1"},
+     " coalesce(input, (SELECT i.input FROM decision_inputs AS i WHERE i.decision_seq = decisions.seq)),"
+     " input_dtype, input_digest, NULL, NULL, NULL, NULL FROM decisions WHERE seq = ?1",
+     "SELECT seq, decision_id, created_at, request_id, item_id, model_name, model_version, model_sha256, label,"
+     " label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector, input_sha256, latency_us,"
+     " input, input_dtype, NULL, NULL, NULL, NULL, NULL FROM decisions WHERE seq = ?1"},
     {"admin_events", -1, -1,
-     "SELECT seq, event_id, created_at, actor, action, target, details FROM admin_events WHERE seq = ?1", NULL},
+     "SELECT seq, event_id, created_at, actor, action, target, details FROM admin_events WHERE seq = ?1", NULL, NULL},
     {"contests", -1, -1,
      "SELECT seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason FROM contests WHERE seq = ?1",
-     NULL},
+     NULL, NULL},
     {"resolutions", -1, -1,
      "SELECT seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label, note"
      " FROM resolutions WHERE seq = ?1",
-     NULL},
+     NULL, NULL},
 };
 _Static_assert(PGCL_CHAIN_DECISIONS_INPUT_COLUMN == 19 && PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS == 21,
                "decisions' row SELECT above: input is column 19, and input, input_dtype end the encoded columns");
+_Static_assert(PGCL_CHAIN_DECISIONS_EXTENSION_COLUMN == 22 && PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS == 4,
+               "decisions' row SELECT above: trace_id .. content_language follow input_digest");
 
 const char pgcl_chain_zero_hash[PGCL_CHAIN_HEX_LEN + 1] =
     "0000000000000000000000000000000000000000000000000000000000000000";
@@ -153,6 +160,28 @@ static int encoded_columns(int table, sqlite3_stmt *sel) {
     return n >= 0 ? n : sqlite3_column_count(sel);
 }
 
+/* ---- the decision leaf's extension (migration 0011; docs/audit.md, "Decision leaf, extended") ----
+ * A decisions row whose trace_id, content_date, territorial_scope or content_language is not NULL
+ * is encoded with those four values appended, in that order, after its encoded columns (in both
+ * encoding versions); a row with all four NULL (every row written before 0011) encodes exactly as
+ * before. Values are self-delimiting, so an extended encoding never equals a plain one: setting
+ * any of the four on an old row, or clearing them on a new one, changes its hash. */
+
+/* Whether the extension columns of the row sel is positioned on are present and any is not NULL. */
+static bool decision_extension_set(sqlite3_stmt *sel) {
+    if (sqlite3_column_count(sel) < PGCL_CHAIN_DECISIONS_EXTENSION_COLUMN + PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS)
+        return false;
+    for (int i = 0; i < PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS; i++)
+        if (sqlite3_column_type(sel, PGCL_CHAIN_DECISIONS_EXTENSION_COLUMN + i) != SQLITE_NULL) return true;
+    return false;
+}
+
+static void encode_decision_extension(encoder *e, sqlite3_stmt *sel) {
+    if (!decision_extension_set(sel)) return;
+    for (int i = 0; i < PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS; i++)
+        enc_column(e, sel, PGCL_CHAIN_DECISIONS_EXTENSION_COLUMN + i);
+}
+
 int pgcl_chain_hash_row(int table, sqlite3_stmt *sel, int64_t row_seq, char out_hex[PGCL_CHAIN_HEX_LEN + 1]) {
     PGCL_ASSERT(table >= 0 && table < PGCL_CHAIN_TABLES);
     sqlite3_reset(sel);
@@ -164,6 +193,7 @@ int pgcl_chain_hash_row(int table, sqlite3_stmt *sel, int64_t row_seq, char out_
         int n = encoded_columns(table, sel);
         for (int i = 0; i < n; i++)
             enc_column(&e, sel, i);
+        if (table == 0) encode_decision_extension(&e, sel);
         enc_final(&e, out_hex);
     }
     sqlite3_reset(sel);
@@ -204,6 +234,9 @@ static bool schema_has_0008(sqlite3 *db) {
 int pgcl_chain_prepare_row_selects(sqlite3 *db, sqlite3_stmt *sel[PGCL_CHAIN_TABLES], char *err, int cap) {
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++) {
         int rc = sqlite3_prepare_v3(db, pgcl_chain_tables[t].select_sql, -1, SQLITE_PREPARE_PERSISTENT, &sel[t], NULL);
+        if (rc != SQLITE_OK && pgcl_chain_tables[t].select_sql_before_0011) /* a file that predates migration 0011 */
+            rc = sqlite3_prepare_v3(db, pgcl_chain_tables[t].select_sql_before_0011, -1, SQLITE_PREPARE_PERSISTENT,
+                                    &sel[t], NULL);
         if (rc != SQLITE_OK && pgcl_chain_tables[t].select_sql_before_0008 && !schema_has_0008(db))
             rc = sqlite3_prepare_v3(db, pgcl_chain_tables[t].select_sql_before_0008, -1, SQLITE_PREPARE_PERSISTENT,
                                     &sel[t], NULL);
@@ -291,6 +324,7 @@ static void encode_leaf(int table, sqlite3_stmt *sel, encoder *e) {
         if (i == t->digest_column) encode_digest_column(e, sel, i, n);
         else enc_column(e, sel, i);
     }
+    if (table == 0) encode_decision_extension(e, sel);
 }
 
 static void enc_text(encoder *e, const char *s) {
@@ -330,6 +364,18 @@ pgcl_merkle_hash pgcl_chain_decision_leaf(const pgcl_chain_decision_values *v) {
     } else {
         unsigned char nulls[2] = {TAG_NULL, TAG_NULL};
         enc_put(&e, nulls, sizeof nulls);
+    }
+    const char *const extension[PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS] = {v->trace_id, v->content_date,
+                                                                          v->territorial_scope, v->content_language};
+    bool extended = false;
+    for (int i = 0; i < PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS; i++) extended = extended || extension[i];
+    for (int i = 0; extended && i < PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS; i++) {
+        if (extension[i]) {
+            enc_text(&e, extension[i]);
+        } else {
+            unsigned char tag = TAG_NULL;
+            enc_put(&e, &tag, 1);
+        }
     }
     pgcl_merkle_hash leaf = pgcl_merkle_leaf_hash(e.buf, e.n);
     if (e.buf != e.inline_buf) free(e.buf);
@@ -377,6 +423,27 @@ int pgcl_chain_leaf_data_of_row(int table, sqlite3_stmt *sel, int64_t row_seq, u
 
 /* ---- leaves from values ---- */
 
+static void encode_value(encoder *e, const pgcl_chain_value *v) {
+    switch (v->type) {
+    case PGCL_CHAIN_VALUE_INTEGER:
+        enc_integer(e, v->integer);
+        break;
+    case PGCL_CHAIN_VALUE_REAL:
+        enc_real(e, v->real);
+        break;
+    case PGCL_CHAIN_VALUE_TEXT:
+        enc_bytes(e, TAG_TEXT, v->bytes, v->len);
+        break;
+    case PGCL_CHAIN_VALUE_BLOB:
+        enc_bytes(e, TAG_BLOB, v->bytes, v->len);
+        break;
+    default: {
+        unsigned char tag = TAG_NULL;
+        enc_put(e, &tag, 1);
+    }
+    }
+}
+
 static void encode_values_leaf(int table, const pgcl_chain_value *values, int n, encoder *e) {
     PGCL_ASSERT(table >= 0 && table < PGCL_CHAIN_TABLES);
     const pgcl_chain_table *t = &pgcl_chain_tables[table];
@@ -394,25 +461,14 @@ static void encode_values_leaf(int table, const pgcl_chain_value *values, int n,
                                 recorded ? recorded->bytes : NULL, recorded ? recorded->len : 0);
             continue;
         }
-        switch (v->type) {
-        case PGCL_CHAIN_VALUE_INTEGER:
-            enc_integer(e, v->integer);
-            break;
-        case PGCL_CHAIN_VALUE_REAL:
-            enc_real(e, v->real);
-            break;
-        case PGCL_CHAIN_VALUE_TEXT:
-            enc_bytes(e, TAG_TEXT, v->bytes, v->len);
-            break;
-        case PGCL_CHAIN_VALUE_BLOB:
-            enc_bytes(e, TAG_BLOB, v->bytes, v->len);
-            break;
-        default: {
-            unsigned char tag = TAG_NULL;
-            enc_put(e, &tag, 1);
-        }
-        }
+        encode_value(e, v);
     }
+    /* decisions: the extension after the recorded digest, when any of it is set (as for a SQLite row) */
+    const int first = PGCL_CHAIN_DECISIONS_EXTENSION_COLUMN, count = PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS;
+    if (table != 0 || n < first + count) return;
+    bool extended = false;
+    for (int i = 0; i < count; i++) extended = extended || values[first + i].type != PGCL_CHAIN_VALUE_NULL;
+    for (int i = 0; extended && i < count; i++) encode_value(e, &values[first + i]);
 }
 
 void pgcl_chain_leaf_data_of_values(int table, const pgcl_chain_value *values, int n, unsigned char **data,

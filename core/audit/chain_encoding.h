@@ -30,18 +30,30 @@
  * recorded SHA-256 of the stored input, which a version-2 leaf commits to in the input's place
  * once the input itself was dropped (retention); its input column reads the input wherever it is
  * stored (inline before 0008, table decision_inputs since). select_sql_before_0008 is the same
- * SELECT for a database that predates migration 0008 (NULL for the other tables). */
+ * SELECT for a database that predates migration 0008 (NULL for the other tables).
+ *
+ * After input_digest come the decision leaf's extension columns (migration 0011): trace_id,
+ * content_date, territorial_scope, content_language. They are encoded after the encoded columns,
+ * all four, only when any of them is not NULL (chain_encoding.c, docs/audit.md "Decision leaf,
+ * extended"): a row without them encodes as it did before 0011. */
 typedef struct pgcl_chain_table {
     const char *name;
     int digest_column;
     int encoded_columns; /* the SELECT's first columns that are encoded; -1: all */
     const char *select_sql;
+    const char *select_sql_before_0011; /* decisions: the same SELECT before migration 0011 (NULLs for
+                                         * its columns); NULL for the other tables */
     const char *select_sql_before_0008;
 } pgcl_chain_table;
 
 /* decisions' columns in its row SELECT: the leaf of a row written from bound values
  * (pgcl_chain_decision_leaf) must encode the same values in the same order. */
-enum { PGCL_CHAIN_DECISIONS_INPUT_COLUMN = 19, PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS = 21 };
+enum {
+    PGCL_CHAIN_DECISIONS_INPUT_COLUMN = 19,
+    PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS = 21,
+    PGCL_CHAIN_DECISIONS_EXTENSION_COLUMN = 22, /* trace_id, after input_digest (column 21) */
+    PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS = 4, /* trace_id, content_date, territorial_scope, content_language */
+};
 
 extern const pgcl_chain_table pgcl_chain_tables[PGCL_CHAIN_TABLES]; /* decisions, admin_events, contests, resolutions */
 extern const char pgcl_chain_zero_hash[PGCL_CHAIN_HEX_LEN + 1];     /* the genesis entry's prev_hash */
@@ -95,6 +107,8 @@ typedef struct pgcl_chain_decision_values {
     int64_t latency_us;
     const unsigned char *input_digest; /* 32 bytes: SHA-256 of the stored input; NULL: none stored */
     const char *input_dtype;           /* NULL when no input is stored */
+    /* The extension (migration 0011), each NULL when absent; all NULL: the leaf of a pre-0011 row. */
+    const char *trace_id, *content_date, *territorial_scope, *content_language;
 } pgcl_chain_decision_values;
 
 /* The version-2 leaf hash of a decision row from its values: the same bytes as
@@ -129,7 +143,9 @@ typedef struct pgcl_chain_value {
  * digest column (PGCL_CHAIN_DECISIONS_INPUT_COLUMN) must be the BLOB SHA-256 of the stored input,
  * or NULL (asserted), and the values may go on past the encoded columns with the recorded
  * input_digest (BLOB or NULL), as the row select does: the input's place in the leaf is then made
- * from both as for a SQLite row (see "The digest column's value" in chain_encoding.c). Equals the
+ * from both as for a SQLite row (see "The digest column's value" in chain_encoding.c), and then
+ * by the extension's four values (PGCL_CHAIN_DECISIONS_EXTENSION_COLUMN), encoded when any is not
+ * NULL, as for a SQLite row. Equals the
  * leaf data of pgcl_chain_leaf_data_of_row() for the same row (tests/integration/test_pg_chain.py
  * checks it against its oracle). */
 void pgcl_chain_leaf_data_of_values(int table, const pgcl_chain_value *values, int n, unsigned char **data,

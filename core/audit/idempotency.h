@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "audit.h"
+#include "ids.h"
 #include "status.h"
 
 struct sqlite3;
@@ -24,7 +25,7 @@ bool pgcl_idem_key_valid(const char *key);
 typedef struct pgcl_idem_record {
     char body_sha256[65];
     char request_sha256[65]; /* "" for a key stored before migration 0006: compare body_sha256 then */
-    char request_id[64];
+    char request_id[PGCL_REQUEST_ID_MAX + 1];
     char *answer; /* malloc'd JSON text; the caller frees it */
 } pgcl_idem_record;
 

@@ -22,7 +22,8 @@
  *   - model without version: one branch per version (found with an index skip-scan), each on
  *     (model_name, model_version, seq), merged: UNION ALL of per-version pages;
  *   - label / decision / model+version / item_id / request_id: the (x, seq) indexes of migration
- *     0003 give the rows in seq order directly (SQLite picks one when several are given);
+ *     0003 give the rows in seq order directly (SQLite picks one when several are given); trace_id
+ *     likewise, through the partial (trace_id, seq) index of migration 0011;
  *   - a time window, when created_at follows seq order (the audit writer stamps each transaction
  *     no earlier than the previous one; time_order_holds() verifies it rather than trusting it):
  *     the window is exactly the seq range [first seq at or after since, last seq before until],
@@ -49,7 +50,7 @@ typedef struct time_plan {
 static const time_plan NO_TIME_PLAN = {.how = TIME_PLAN_DEFAULT};
 
 static bool has_index_filter(const pgcl_decision_filter *f) {
-    return f->model || f->label || f->decision || f->item_id || f->request_id;
+    return f->model || f->label || f->decision || f->item_id || f->request_id || f->trace_id;
 }
 
 static bool contest_driven(const pgcl_decision_filter *f) {
@@ -82,6 +83,7 @@ static void qb_filters(qbuild *q, const pgcl_decision_filter *f, const char *ver
               {" AND d.label = ", f->label},
               {" AND d.decision = ", f->decision && !qb_decision_literal(q, f->decision) ? f->decision : NULL},
               {" AND d.item_id = ", f->item_id},   {" AND d.request_id = ", f->request_id},
+              {" AND d.trace_id = ", f->trace_id},
               {" AND d.created_at >= ", f->since}, {" AND d.created_at < ", f->until}};
     for (size_t i = 0; i < sizeof eq / sizeof eq[0]; i++) {
         if (!eq[i].value) continue;
@@ -383,7 +385,7 @@ static void version_list_free(version_list *vl) {
 static pgcl_status build_list_query(pgcl_qpool *p, sqlite3 *db, qbuild *q, version_list *vl,
                                     const pgcl_decision_filter *f, int64_t before_seq, int n, const char **plan_note,
                                     char *err, int cap) {
-    qb_sql(q, "SELECT " SUMMARY_COLS " FROM decisions d WHERE d.seq IN (");
+    qb_sql(q, "SELECT " SUMMARY_COLS ", " FACTS_COLS " FROM decisions d WHERE d.seq IN (");
     *plan_note = "single query";
     if (contest_driven(f)) {
         *plan_note = "driven by contests";
@@ -466,6 +468,7 @@ pgcl_status pgcl_decisions_list(pgcl_qpool *p, const pgcl_decision_filter *f, in
             if (!(rows = pgcl_row_arena_grow(a, rows, (size_t)n_rows, (size_t)room, sizeof *rows))) break;
         }
         pgcl_read_summary(a, s, &rows[n_rows]);
+        pgcl_read_facts(a, s, 11, &rows[n_rows].facts);
         if (a->failed) break;
         /* Keyset paging holds only if the page is strictly newest first and below the cursor:
          * otherwise the next cursor would skip or repeat rows. */

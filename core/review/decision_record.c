@@ -56,7 +56,7 @@ static const char RECORD_SQL[] =
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
     " d.t_block, d.vector, d.input_sha256, d.latency_us, d.input_dtype,"
     " (d.input IS NOT NULL OR EXISTS (SELECT 1 FROM decision_inputs AS i WHERE i.decision_seq = d.seq)), "
-    CONTEST_STATUS_SQL
+    CONTEST_STATUS_SQL ", " FACTS_COLS
     " FROM decisions d WHERE d.decision_id = ?";
 /* The row's chain entry: its own (encoding version 1) or its commit's (version 2: the run holding
  * the row, found through the runs' primary key). */
@@ -133,6 +133,7 @@ static int take_decision(sqlite3_stmt *s, void *ctx, char *err, int cap) {
         .contest_status = pgcl_read_text(a, s, 21),
     };
     read_vector(a, s, 16, &rec->vector, &rec->n_vector);
+    pgcl_read_facts(a, s, 22, &rec->facts);
     r->found = true;
     return a->failed ? SQLITE_NOMEM : SQLITE_DONE; /* one row: stop the walk */
 }

@@ -47,6 +47,7 @@ typedef struct pgcl_decision_record {
     const char *input_stored;   /* "f16" / "f32" when the input is stored, else NULL */
     bool input_dropped;         /* the input was stored, then dropped after --input-retention-days */
     const char *contest_status; /* "none", "open" or "resolved" */
+    pgcl_decision_facts facts;
     bool has_chain;             /* the chain entry of the row: */
     pgcl_opt_int chain_seq;
     const char *chain_hash;

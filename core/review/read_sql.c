@@ -126,6 +126,15 @@ pgcl_opt_int pgcl_read_opt_int(sqlite3_stmt *s, int i) {
     return (pgcl_opt_int){.present = true, .value = sqlite3_column_int64(s, i)};
 }
 
+void pgcl_read_facts(pgcl_row_arena *a, sqlite3_stmt *s, int first, pgcl_decision_facts *out) {
+    *out = (pgcl_decision_facts){
+        .trace_id = pgcl_read_text(a, s, first),
+        .content_date = pgcl_read_text(a, s, first + 1),
+        .territorial_scope = pgcl_read_text(a, s, first + 2),
+        .content_language = pgcl_read_text(a, s, first + 3),
+    };
+}
+
 void pgcl_read_summary(pgcl_row_arena *a, sqlite3_stmt *s, pgcl_decision_summary *out) {
     *out = (pgcl_decision_summary){
         .seq = sqlite3_column_int64(s, 0),

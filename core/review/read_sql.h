@@ -87,6 +87,13 @@ pgcl_opt_int pgcl_read_opt_int(sqlite3_stmt *s, int i);
     "d.seq, d.decision_id, d.created_at, d.item_id, d.request_id, d.model_name, d.model_version, d.label,"             \
     " d.decision, d.toxicity, " CONTEST_STATUS_SQL
 
+/* The facts of a decision (review_rows.h): four columns of a list's rows after its SUMMARY_COLS,
+ * and of a record's. */
+#define FACTS_COLS "d.trace_id, d.content_date, d.territorial_scope, d.content_language"
+
+/* Columns first..first+3 (FACTS_COLS) of the current row, strings copied into a. */
+void pgcl_read_facts(pgcl_row_arena *a, sqlite3_stmt *s, int first, pgcl_decision_facts *out);
+
 /* Columns 0..10 (SUMMARY_COLS) of the current row, strings copied into a. */
 void pgcl_read_summary(pgcl_row_arena *a, sqlite3_stmt *s, pgcl_decision_summary *out);
 

@@ -19,12 +19,20 @@ typedef struct pgcl_opt_int {
     int64_t value;
 } pgcl_opt_int;
 
+/* What a decision row holds beside the decision (migration 0011), each NULL when absent: the
+ * request's trace id and the item's facts for a statement of reasons (territorial_scope the JSON
+ * array text as stored). */
+typedef struct pgcl_decision_facts {
+    const char *trace_id, *content_date, *territorial_scope, *content_language;
+} pgcl_decision_facts;
+
 /* One decision as the lists show it. */
 typedef struct pgcl_decision_summary {
     int64_t seq;
     const char *decision_id, *created_at, *item_id, *request_id, *model_name, *model_version, *label, *decision;
     pgcl_opt_real toxicity;
     const char *contest_status; /* "none", "open" or "resolved" (derived from the contests) */
+    pgcl_decision_facts facts;  /* the lists' rows only (NULLs in an export's) */
 } pgcl_decision_summary;
 
 /* A contest's resolution; present false while the contest is open. */

@@ -158,6 +158,10 @@ void pgcl_decision_filter_binding(const pgcl_decision_filter *f, unsigned char o
                              f->item_id, f->request_id, f->since, f->until};
     for (size_t i = 0; i < sizeof members / sizeof members[0]; i++)
         binding_text(&h, members[i]);
+    if (f->trace_id) { /* bound only when given: the cursors of the other listings keep their binding */
+        binding_text(&h, "trace_id");
+        binding_text(&h, f->trace_id);
+    }
     unsigned char contest = (unsigned char)f->contest;
     crypto_generichash_update(&h, &contest, 1);
     crypto_generichash_final(&h, out, PGCL_CURSOR_BINDING);

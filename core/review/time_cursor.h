@@ -45,6 +45,7 @@ typedef enum pgcl_contest_filter {
  * pgcl_time_format); since is inclusive, until exclusive. version requires model. */
 typedef struct pgcl_decision_filter {
     const char *model, *version, *label, *decision, *item_id, *request_id;
+    const char *trace_id; /* 32 lowercase hex (migration 0011) */
     const char *since, *until;
     pgcl_contest_filter contest;
 } pgcl_decision_filter;

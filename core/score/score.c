@@ -124,7 +124,10 @@ static bool decide_items(const pgcl_score_input *in, pgcl_score_result *res) {
             .policy_json = m->policy_text, .has_thresholds = threshold,
             .t_review = threshold ? m->policy.t_review : 0, .t_block = threshold ? m->policy.t_block : 0,
             .vector = res->vectors + (size_t)i * m->d, .d = m->d, .input_sha256 = res->input_sha[i],
-            .latency_us = latency,
+            .latency_us = latency, .trace_id = res->trace_id[0] ? res->trace_id : NULL,
+            .content_date = in->facts ? in->facts[i].content_date : NULL,
+            .territorial_scope = in->facts ? in->facts[i].territorial_scope : NULL,
+            .content_language = in->facts ? in->facts[i].content_language : NULL,
         };
     }
     return true;
@@ -259,10 +262,16 @@ void pgcl_score_start(const pgcl_score_env *env, const pgcl_score_input *in, pgc
     *call = (score_call){.env = *env, .in = *in, .res = out, .done = done, .done_ctx = done_ctx};
     out->request_id[0] = 0;
     if (in->request_id) {
-        PGCL_ASSERT(strlen(in->request_id) <= PGCL_UUID_LEN);
+        PGCL_ASSERT(strlen(in->request_id) <= PGCL_REQUEST_ID_MAX);
         memcpy(out->request_id, in->request_id, strlen(in->request_id) + 1);
     }
     call->in.request_id = NULL; /* copied: not read again */
+    out->trace_id[0] = 0;
+    if (in->trace_id) {
+        PGCL_ASSERT(strlen(in->trace_id) == PGCL_TRACE_ID_LEN);
+        memcpy(out->trace_id, in->trace_id, PGCL_TRACE_ID_LEN + 1);
+    }
+    call->in.trace_id = NULL;
     if (!result_alloc(out, in->model, in->n, env->store_inputs == PGCL_STORE_INPUTS_FLOAT16)) {
         finish(call, PGCL_SCORE_NO_MEMORY);
         return;

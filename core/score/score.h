@@ -46,6 +46,14 @@ typedef struct pgcl_score_result pgcl_score_result;
  * stored with the rows. */
 typedef char *(*pgcl_score_answer_fn)(const pgcl_score_result *res, void *ctx);
 
+/* What the caller says of one item, stored with its decision (migration 0011) for a DSA statement
+ * of reasons; each NULL when not given. The wire parser validated them (server/wire/score_parse.c). */
+typedef struct pgcl_item_facts {
+    const char *content_date;      /* "YYYY-MM-DD" */
+    const char *territorial_scope; /* JSON array text of ISO 3166-1 alpha-2 EEA codes: ["DE","FR"] */
+    const char *content_language;  /* ISO 639-1, uppercase: "EN" */
+} pgcl_item_facts;
+
 /* One parsed request. Everything is borrowed for the call except `shadow`. */
 typedef struct pgcl_score_input {
     pgcl_model *model;       /* a reference the caller keeps */
@@ -54,8 +62,11 @@ typedef struct pgcl_score_input {
     const char *const *ids;  /* (n) item ids */
     const float *z;          /* (n, D) finite embeddings; stored float32 rows point here */
     int64_t t_start_us;      /* monotonic time the request arrived: the rows' latency */
-    const char *request_id;  /* the request's id (at most a UUID's length; the answer's X-Request-Id), or NULL:
-                              * a UUIDv7 is made. Copied before pgcl_score_start returns */
+    const char *request_id;  /* the request's id (at most PGCL_REQUEST_ID_MAX bytes; the answer's X-Request-Id),
+                              * or NULL: a UUIDv7 is made. Copied before pgcl_score_start returns */
+    const char *trace_id;    /* the request's W3C trace id (32 lowercase hex), stored with every row, or NULL:
+                              * none stored. Copied before pgcl_score_start returns */
+    const pgcl_item_facts *facts; /* (n) what the caller said of each item (stored with its row), or NULL */
     /* With an Idempotency-Key: the entry to store with the rows (its request_id and answer are
      * filled by the call) and the answer's builder. NULL / NULL without one. */
     const pgcl_idem_entry *idem;
@@ -90,7 +101,8 @@ typedef struct pgcl_score_timings {
 /* The outcome of one call. Zero-initialise before pgcl_score_run; release with
  * pgcl_score_result_clear. The arrays live in one allocation owned by the result. */
 struct pgcl_score_result {
-    char request_id[PGCL_UUID_LEN + 1];
+    char request_id[PGCL_REQUEST_ID_MAX + 1];
+    char trace_id[PGCL_TRACE_ID_LEN + 1];    /* "" when the call was given none */
     int n;
     float *vectors;                          /* (n, d) */
     float *probs;                            /* (n, K) */

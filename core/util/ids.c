@@ -2,6 +2,7 @@
 #include "ids.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,6 +46,21 @@ void pgcl_uuid7(char out[PGCL_UUID_LEN + 1]) {
         out[o++] = hex[b[i] & 15];
     }
     out[o] = 0;
+}
+
+void pgcl_trace_id_new(char out[PGCL_TRACE_ID_LEN + 1]) {
+    unsigned char b[PGCL_TRACE_ID_LEN / 2];
+    bool zero = true;
+    while (zero) { /* an all-zero trace id is invalid (W3C Trace Context) */
+        randombytes_buf(b, sizeof b);
+        for (size_t i = 0; i < sizeof b; i++) zero = zero && b[i] == 0;
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof b; i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
+    }
+    out[PGCL_TRACE_ID_LEN] = 0;
 }
 
 void pgcl_sha256_hex(const void *data, size_t len, char out[65]) {

@@ -10,9 +10,18 @@
 #include "clock.h"
 
 #define PGCL_UUID_LEN 36 /* without the terminating NUL */
+/* A request id: a UUIDv7 pgcld made, or the client's X-Request-Id (1..128 visible ASCII bytes,
+ * server/http/request_head.c), without the terminating NUL. */
+#define PGCL_REQUEST_ID_MAX 128
+/* A W3C trace id: 16 bytes as 32 lowercase hex digits, without the terminating NUL. */
+#define PGCL_TRACE_ID_LEN 32
 
 /* Writes a new UUIDv7 as 36 lowercase characters plus NUL into out. Requires sodium_init(). */
 void pgcl_uuid7(char out[PGCL_UUID_LEN + 1]);
+
+/* Writes a new random W3C trace id (16 random bytes, never all zero) as 32 lowercase hex
+ * characters plus NUL into out. Requires sodium_init(). */
+void pgcl_trace_id_new(char out[PGCL_TRACE_ID_LEN + 1]);
 
 /* Lowercase hex SHA-256 of len bytes. */
 void pgcl_sha256_hex(const void *data, size_t len, char out[65]);

@@ -36,6 +36,7 @@
 #include "request_head.h"
 #include "route_table.h"
 #include "server.h"
+#include "trace_context.h"
 
 /* The first buffer of a body without Content-Length, doubled as it grows. */
 #define BODY_FIRST_CAP 16384
@@ -75,7 +76,9 @@ typedef struct request_ctx {
     int64_t t_start_us;
     int status; /* of the answer sent, for metrics; 0 while none was sent */
     /* For the access log line (on_completed): */
-    char request_id[PGCL_UUID_LEN + 1]; /* made with the context; the answer's X-Request-Id */
+    char request_id[PGCL_REQUEST_ID_MAX + 1]; /* a UUIDv7 made with the context, or the client's X-Request-Id
+                                               * (trace_context.h); the answer's X-Request-Id */
+    char trace_id[PGCL_TRACE_ID_LEN + 1];     /* the traceparent's, or made at the start; "" before */
     char method[16];
     char path[256];                     /* the decoded path, cut at 255 bytes */
     unsigned long long bytes_in;        /* body bytes read (kept or discarded) */
@@ -560,7 +563,7 @@ static enum MHD_Result answer_in_place_of_library(request_ctx *ctx, struct MHD_C
     char *body = json_dumps(reply.body, JSON_COMPACT);
     json_decref(reply.body);
     if (!body) return MHD_NO;
-    char head[256];
+    char head[512]; /* the status line and headers, with a request id of up to 128 bytes */
     int head_len = snprintf(head, sizeof head,
                             "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
                             "X-Request-Id: %s\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n",
@@ -587,6 +590,7 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
     ctx->t_start_us = pgcl_monotonic_us();
     snprintf(ctx->method, sizeof ctx->method, "%s", method);
     snprintf(ctx->path, sizeof ctx->path, "%s", url);
+    pgcld_trace_context_read(conn, ctx->request_id, ctx->trace_id);
     atomic_fetch_add(&srv->in_flight, 1);
     pgcld_head_problem problem;
     pgcld_check_request_head(conn, method, version, &ctx->target, &problem);
@@ -843,6 +847,7 @@ static enum MHD_Result handle_request(pgcld_server *srv, struct MHD_Connection *
     }
     pgcld_request req = {
         .request_id = ctx->request_id,
+        .trace_id = ctx->trace_id,
         .method = method,
         .path = url,
         .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
@@ -899,9 +904,10 @@ static void log_access(const request_ctx *ctx, int status, const char *unanswere
         route = strchr(pgcld_route_names[ctx->route_index], ' '); /* "POST /v1/score": the pattern */
         route = route ? route + 1 : pgcld_route_names[ctx->route_index];
     }
-    pgcl_log_field f[13];
+    pgcl_log_field f[14];
     int n = 0;
     f[n++] = PGCL_LOG_TEXT_FIELD("request_id", ctx->request_id);
+    f[n++] = PGCL_LOG_TEXT_FIELD("trace_id", ctx->trace_id[0] ? ctx->trace_id : NULL);
     f[n++] = PGCL_LOG_TEXT_FIELD("method", ctx->method[0] ? ctx->method : NULL);
     f[n++] = PGCL_LOG_TEXT_FIELD("route", route);
     f[n++] = PGCL_LOG_TEXT_FIELD("path", ctx->started ? ctx->path : NULL);

@@ -22,8 +22,9 @@ static const char *const ANY_PARAMS[] = {NULL}; /* compared by address: not chec
 static const char *const SCORE_PARAMS[] = {"model", "return_vector", NULL}; /* octet-stream bodies only */
 static const char *const UPLOAD_PARAMS[] = {"create_model", NULL};
 static const char *const SHADOW_REPORT_PARAMS[] = {"version", NULL};
-static const char *const DECISIONS_PARAMS[] = {"model", "version", "label",   "decision", "item_id", "request_id",
-                                               "since", "until",   "contest", "limit",    "cursor",  NULL};
+static const char *const DECISIONS_PARAMS[] = {"model", "version", "label",    "decision", "item_id", "request_id",
+                                               "since", "until",   "trace_id", "contest",  "limit",   "cursor",
+                                               NULL};
 static const char *const EXPORT_PARAMS[] = {"since", "until", "format", NULL};
 static const char *const STATS_PARAMS[] = {"since", "until", NULL};
 static const char *const CONTESTS_PARAMS[] = {"status", "limit", "cursor", NULL};

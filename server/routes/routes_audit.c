@@ -43,6 +43,22 @@ static int text_param(const pgcld_request *req, const char *key, const char **ou
     return 0;
 }
 
+/* The optional trace_id parameter: a W3C trace id, 32 lowercase hex digits. */
+static int trace_id_param(const pgcld_request *req, const char **out, pgcld_reply *reply) {
+    const char *v = pgcld_request_query(req, "trace_id");
+    *out = NULL;
+    if (!v) return 0;
+    bool ok = strlen(v) == PGCL_TRACE_ID_LEN;
+    for (const char *p = v; ok && *p; p++) ok = (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f');
+    if (!ok) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "trace_id",
+                          "'trace_id' must be a W3C trace id: 32 lowercase hexadecimal digits");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 /* An optional parameter that must be one of the NULL-terminated choices. */
 static int choice_param(const pgcld_request *req, const char *key, const char *const *choices, const char **out,
                         pgcld_reply *reply) {
@@ -276,7 +292,7 @@ void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pg
         text_param(req, "version", &f.version, reply) != 0 || text_param(req, "label", &f.label, reply) != 0 ||
         choice_param(req, "decision", DECISION_VALUES, &f.decision, reply) != 0 ||
         text_param(req, "item_id", &f.item_id, reply) != 0 ||
-        text_param(req, "request_id", &f.request_id, reply) != 0 ||
+        text_param(req, "request_id", &f.request_id, reply) != 0 || trace_id_param(req, &f.trace_id, reply) != 0 ||
         window_params(req, since, until, &f.since, &f.until, reply) != 0 ||
         choice_param(req, "contest", CONTEST_VALUES, &contest, reply) != 0 || limit_param(req, &limit, reply) != 0)
         return;

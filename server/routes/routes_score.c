@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "item_facts.h"
 #include "jsonw.h"
 #include "log.h"
 #include "score_job.h"
@@ -26,6 +27,8 @@ void pgcld_score_job_free(score_job *j) {
     free(j->ids);
     free(j->z);
     free(j->id_arena);
+    free(j->facts);
+    free(j->facts_arena);
     pgcl_model_release(j->model);
     pgcl_model_release(j->shadow);
     json_decref(j->root);
@@ -44,6 +47,7 @@ static size_t job_bytes_per_item(const pgcld_server *srv, const score_job *job) 
     const pgcl_model *m = job->model;
     size_t b = (size_t)m->D * sizeof(float) + (size_t)(m->d + m->K) * sizeof(float) + sizeof(pgcl_decision_row) +
                sizeof(pgcl_decision) + PGCL_UUID_LEN + 1 + 65 + 512;
+    if (job->facts) b += sizeof(pgcl_item_facts) + PGCLD_TERRITORIAL_SCOPE_MAX + 1;
     if (strcmp(srv->cfg->store_inputs, "float16") == 0) b += (size_t)m->D * sizeof(uint16_t);
     if (job->return_vector) b += (size_t)m->d * 16;
     return b;
@@ -147,7 +151,7 @@ void pgcld_score_begin(pgcld_server *srv, const pgcld_request *req, score_job *j
                           .store_inputs = pgcl_store_inputs_parse(srv->cfg->store_inputs)};
     pgcl_score_input in = {.model = job->model, .shadow = job->shadow, .n = job->n,
                            .ids = (const char *const *)job->ids, .z = job->z, .t_start_us = req->t_start_us,
-                           .request_id = req->request_id,
+                           .request_id = req->request_id, .trace_id = req->trace_id, .facts = job->facts,
                            .idem = job->idem.key ? &job->idem : NULL, .answer_fn = job_answer, .answer_ctx = job};
     job->shadow = NULL; /* the call takes the reference */
     job->t_start_us = req->t_start_us;

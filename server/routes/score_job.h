@@ -32,6 +32,8 @@ typedef struct score_job {
     const char **ids;         /* (n) borrowed from root, or from id_arena */
     char *id_arena;           /* the decoded ids (fast parser, octet-stream, v2) */
     float *z;                 /* (n, D) */
+    pgcl_item_facts *facts;   /* (n) each item's facts for a statement of reasons, or NULL when none has any */
+    char *facts_arena;        /* the items' territorial_scope texts (item_facts.h) */
     bool return_vector;
     /* A request with an Idempotency-Key (idem.key set): the core call builds the answer with
      * answer_fn before the commit and stores it with the rows (job->result.answer). */

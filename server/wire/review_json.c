@@ -50,13 +50,27 @@ static json_t *resolution_json(const pgcl_resolution_row *r) {
                      text_json(r->note));
 }
 
+/* Sets a decision's trace id and statement facts on o (each null when absent; territorial_scope as
+ * the array it was stored as). Returns o, or NULL (o released) when out of memory. */
+static json_t *with_facts(json_t *o, const pgcl_decision_facts *f) {
+    if (!o) return NULL;
+    if (json_object_set_new(o, "trace_id", text_json(f->trace_id)) != 0 ||
+        json_object_set_new(o, "content_date", text_json(f->content_date)) != 0 ||
+        json_object_set_new(o, "territorial_scope", stored_json(f->territorial_scope)) != 0 ||
+        json_object_set_new(o, "content_language", text_json(f->content_language)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 json_t *pgcld_decision_summary_json(const pgcl_decision_summary *r) {
-    return json_pack("{s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "decision_id",
+    return with_facts(json_pack("{s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "decision_id",
                      text_json(r->decision_id), "seq", (json_int_t)r->seq, "created_at", text_json(r->created_at),
                      "item_id", text_json(r->item_id), "request_id", text_json(r->request_id), "model_name",
                      text_json(r->model_name), "model_version", text_json(r->model_version), "label",
                      text_json(r->label), "decision", text_json(r->decision), "toxicity", opt_real_json(r->toxicity),
-                     "contest_status", text_json(r->contest_status));
+                     "contest_status", text_json(r->contest_status)), &r->facts);
 }
 
 json_t *pgcld_decision_rows_json(const pgcl_decision_page *page) {
@@ -98,7 +112,7 @@ json_t *pgcld_decision_record_json(const pgcl_decision_record *r) {
                   text_json(r->decision), "policy", stored_json(r->policy), "t_review", opt_real_json(r->t_review),
                   "t_block", opt_real_json(r->t_block), "vector", vector_json(r->vector, r->n_vector), "input_sha256",
                   text_json(r->input_sha256), "latency_us", opt_int_json(r->latency_us));
-    if (!rec) return NULL;
+    if (!(rec = with_facts(rec, &r->facts))) return NULL;
     json_object_set_new(rec, "input_stored", text_json(r->input_stored));
     json_object_set_new(rec, "input_dropped", json_boolean(r->input_dropped));
     json_object_set_new(rec, "contest_status", text_json(r->contest_status));

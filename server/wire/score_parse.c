@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "fastjson.h"
+#include "item_facts.h"
 #include "score_job.h"
 #include "server.h"
 
@@ -110,6 +111,24 @@ static int parse_embedding(const pgcl_model *m, json_t *item, int i, float *z, p
     return 0;
 }
 
+/* Item i's facts for a statement of reasons (item_facts.h) into job->facts, which is made (for
+ * all n items, zeroed) at the first item that has any. Returns 0, or -1 with reply filled. */
+static int parse_item_facts(score_job *job, json_t *item, int i, long today, pgcld_reply *reply) {
+    bool any = json_object_get(item, "content_date") || json_object_get(item, "territorial_scope") ||
+               json_object_get(item, "content_language");
+    if (!any) return 0;
+    if (!job->facts) {
+        job->facts = calloc((size_t)job->n, sizeof *job->facts);
+        job->facts_arena = malloc((size_t)job->n * (PGCLD_TERRITORIAL_SCOPE_MAX + 1));
+        if (!job->facts || !job->facts_arena) {
+            pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+            return -1;
+        }
+    }
+    char *scope_buf = job->facts_arena + (size_t)i * (PGCLD_TERRITORIAL_SCOPE_MAX + 1);
+    return pgcld_item_facts_parse(item, i, today, &job->facts[i], scope_buf, reply);
+}
+
 /* Parses and validates the whole request into job. Returns 0, or -1 with reply filled. */
 static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job *job, bool *return_vector,
                          pgcld_reply *reply) {
@@ -172,6 +191,7 @@ static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job 
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         return -1;
     }
+    long today = pgcld_today_ymd();
     for (int i = 0; i < (int)n; i++) {
         json_t *item = json_array_get(items, (size_t)i);
         char field[64];
@@ -181,7 +201,8 @@ static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job 
             return -1;
         }
         json_object_foreach(item, key, val) {
-            if (strcmp(key, "id") && strcmp(key, "embedding") && strcmp(key, "embedding_b64")) {
+            if (strcmp(key, "id") && strcmp(key, "embedding") && strcmp(key, "embedding_b64") &&
+                !pgcld_item_fact_member(key)) {
                 snprintf(field, sizeof field, "items[%d].%.32s", i, key);
                 pgcld_reply_error(reply, 400, "invalid_request", i, field, "item %d: unknown field '%.64s'", i, key);
                 return -1;
@@ -201,6 +222,7 @@ static int parse_request(pgcld_server *srv, const pgcld_request *req, score_job 
         }
         job->ids[i] = json_string_value(id);
         if (parse_embedding(m, item, i, job->z + (size_t)i * m->D, reply) != 0) return -1;
+        if (parse_item_facts(job, item, i, today, reply) != 0) return -1;
     }
     return 0;
 }

@@ -61,7 +61,14 @@ static void append_decisions(pgcl_audit *a, int n, int tag) {
                                       .latency_us = 42 + i,
                                       .input = i % 3 == 0 ? input[i] : NULL,
                                       .input_bytes = 8,
-                                      .input_dtype = i % 3 == 0 ? "f16" : NULL};
+                                      .input_dtype = i % 3 == 0 ? "f16" : NULL,
+                                      /* migration 0011's extension: rows with all four NULL (the plain
+                                       * leaf), with some, and with all */
+                                      .trace_id = i % 4 == 1 ? NULL : "4bf92f3577b34da6a3ce929d0e0e4736",
+                                      .content_date = i % 2 ? "2024-02-29" : NULL,
+                                      .territorial_scope = i % 4 == 2 ? "[\"DE\",\"FR\"]" : NULL,
+                                      .content_language = i % 4 == 3 ? "EN" : NULL};
+        if (i % 4 == 1) rows[i].content_date = NULL; /* i % 4 == 1: no extension at all */
     }
     char err[512] = "";
     CHECK(pgcl_audit_append(a, rows, n, err, sizeof err) == PGCL_OK, "append %d: %s", n, err);
@@ -135,6 +142,20 @@ static pgcl_merkle_hash expected_decision_leaf(const char *path, long long seq) 
         }
         sqlite3_finalize(s);
     }
+    /* the extension (docs/audit.md, "Decision leaf, extended"): appended when any is not NULL */
+    sqlite3_stmt *x;
+    char xsql[160];
+    snprintf(xsql, sizeof xsql,
+             "SELECT trace_id, content_date, territorial_scope, content_language FROM decisions WHERE seq = %lld", seq);
+    sqlite3_prepare_v2(db, xsql, -1, &x, NULL);
+    CHECK(sqlite3_step(x) == SQLITE_ROW, "row %lld: its extension", seq);
+    bool extended = false;
+    for (int c = 0; c < 4; c++) extended = extended || sqlite3_column_type(x, c) != SQLITE_NULL;
+    for (int c = 0; extended && c < 4; c++) {
+        if (sqlite3_column_type(x, c) == SQLITE_NULL) k.b[k.n++] = 0;
+        else kb_bytes(&k, 3, sqlite3_column_text(x, c), (size_t)sqlite3_column_bytes(x, c));
+    }
+    sqlite3_finalize(x);
     sqlite3_close(db);
     /* leaf hash = SHA-256(0x00 ‖ data), here with libsodium, not the code under test */
     unsigned char msg[8193];

@@ -46,6 +46,10 @@ COLUMNS = {
 # input's bytes themselves (where it is stored: inline before 0008, in decision_inputs since), and a
 # version-2 leaf puts the digest in the input's place, so it is covered either way.
 UNCHAINED = {"decisions": ["input_digest"], "admin_events": [], "contests": [], "resolutions": []}
+# docs/audit.md, "Decision leaf, extended" (migration 0011): after its columns above, a decisions row
+# whose trace_id, content_date, territorial_scope or content_language is not NULL encodes those four,
+# in this order; a row with all four NULL encodes as before.
+EXTENSION = {"decisions": ["trace_id", "content_date", "territorial_scope", "content_language"]}
 # docs/audit.md: the value of decisions' `input` column is the stored input wherever it is kept.
 STORED_INPUT = "coalesce(input, (SELECT i.input FROM decision_inputs AS i WHERE i.decision_seq = decisions.seq))"
 
@@ -92,9 +96,14 @@ class Checker:
         self.conn.close()
 
     def row_payload(self, table, row_seq):
-        cols = ", ".join(column_sql(table, c) for c in COLUMNS[table])
+        extension = EXTENSION.get(table, [])
+        cols = ", ".join(column_sql(table, c) for c in COLUMNS[table] + extension)
         row = self.conn.execute(f"SELECT {cols} FROM {table} WHERE seq = ?", (row_seq,)).fetchone()
-        return None if row is None else sha256_hex([encode(v) for v in row])
+        if row is None:
+            return None
+        base, ext = row[:len(COLUMNS[table])], row[len(COLUMNS[table]):]
+        return sha256_hex([encode(v) for v in base] + ([encode(v) for v in ext] if any(v is not None for v in ext)
+                                                       else []))
 
     def findings(self):
         out = []
@@ -142,7 +151,11 @@ def fill(d, models, with_keys):
     tests check."""
     for m in models:
         D = H.load_config(m)["dims"]["D"]
-        r = d.score({"model": m, "items": H.json_items(H.random_embeddings(3, D, seed=len(m)), m)})
+        scored = H.json_items(H.random_embeddings(3, D, seed=len(m)), m)
+        # the extension's columns set and not (each row has a trace id: every fact is NULL in some)
+        scored[0].update(content_date="2024-02-29", territorial_scope=["DE", "FR"], content_language="EN")
+        scored[1].update(territorial_scope=["NO"])
+        r = d.score({"model": m, "items": scored})
         assert r.status == 200, r
     did = [row["decision_id"] for row in d.query("SELECT decision_id FROM decisions ORDER BY seq")]
     labels = {m: H.load_config(m)["labels"] for m in models}
@@ -198,7 +211,7 @@ class ChainKnownAnswersTest(unittest.TestCase):
             have = c.table_columns(table)
             self.assertEqual([x for x in have if x in cols], cols,
                              f"{table}: docs/audit.md's encoding version 1 columns are not all in the table, in order")
-            uncovered = [x for x in have if x not in cols and x not in UNCHAINED[table]]
+            uncovered = [x for x in have if x not in cols + EXTENSION.get(table, []) and x not in UNCHAINED[table]]
             self.assertEqual(uncovered, [], f"{table}: columns the chain does not cover; list them in a new encoding"
                                             " version (docs/audit.md), or in UNCHAINED here if that is intended")
 

@@ -159,19 +159,20 @@ class TextLogs(unittest.TestCase):
         d = H.Daemon()
         try:
             d.start()
-            r = d.score(score_body(3, 4))
+            trace = "4bf92f3577b34da6a3ce929d0e0e4736"  # W3C trace context (item 3): logged as given
+            r = d.score(score_body(3, 4), headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"})
             self.assertEqual(r.status, 200, r)
             unauth = d.get("/v1/models", key="")
             d.stop()
             text = stderr_text(d).decode("utf-8")
             rid = r.headers["X-Request-Id"]
-            want = (rf"^\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z info  access request_id={rid} method=POST "
+            want = (rf"^\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z info  access request_id={rid} trace_id={trace} method=POST "
                     rf"route=/v1/score path=/v1/score status=200 latency_ms=\d+\.\d{{3}} "
                     rf"key_id={d.keys['scorer'][:14]} model=toxicity version=\S+ items=3 bytes_in=\d+ "
                     rf"bytes_out={len(r.body)}$")
             self.assertRegex(text, re.compile(want, re.M))
             rid = unauth.headers["X-Request-Id"]
-            self.assertRegex(text, re.compile(rf" access request_id={rid} method=GET route=/v1/models "
+            self.assertRegex(text, re.compile(rf" access request_id={rid} trace_id=[0-9a-f]{{32}} method=GET route=/v1/models "
                                               rf"path=/v1/models status={unauth.status} latency_ms=", re.M))
             self.assertIn(" info  pgcld ", text, "the other lines keep their text format")
             self.assertFalse(any(line.startswith("{") for line in text.splitlines()), "no JSON in text format")

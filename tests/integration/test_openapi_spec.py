@@ -37,6 +37,8 @@ ROUTE_TABLE_C = os.path.join(H.SOURCE_ROOT, "server", "http", "route_table.c")
 CONTRACT_ERRORS = {
     "invalid_json": 400, "invalid_request": 400, "missing_id": 400, "dimension_mismatch": 400,
     "non_finite_value": 400, "invalid_base64": 400, "empty_batch": 400,
+    # a score item's facts for a statement of reasons (issue 19, item 9)
+    "invalid_content_date": 400, "invalid_territorial_scope": 400, "invalid_content_language": 400,
     "unauthorized": 401, "forbidden": 403,
     "model_not_found": 404, "version_not_found": 404, "no_shadow": 404, "key_not_found": 404,
     "not_found": 404, "method_not_allowed": 405,
@@ -93,7 +95,8 @@ OPERATION_ERRORS = {
         "invalid_json", "invalid_request", "missing_id", "dimension_mismatch", "non_finite_value",
         "invalid_base64", "empty_batch", "model_not_found", "payload_too_large", "batch_too_large",
         "unsupported_media_type", "not_ready", "audit_unavailable", "overloaded",
-        "idempotency_in_flight", "idempotency_key_reused", "rate_limited"},
+        "idempotency_in_flight", "idempotency_key_reused", "rate_limited", "invalid_content_date",
+        "invalid_territorial_scope", "invalid_content_language"},
     ("post", "/v1/admin/models/{name}/activate"): AUTH_ERRORS | BODY_ERRORS | {
         "model_not_found", "version_not_found", "not_found", "conflict", "invalid_checkpoint",
         "audit_unavailable"},

@@ -41,7 +41,17 @@ from openapi_contract import LiveValidationMixin  # noqa: E402
 ROOT = H.SOURCE_ROOT
 VERIFIER = os.path.join(ROOT, "docs", "verify_proof.py")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-MIGRATION = os.path.join(ROOT, "migrations", "pg", "0001_fleet.sql")
+# The PostgreSQL store's migrations, in order (0001_fleet, 0002_trace_context, ...).
+MIGRATIONS = sorted(os.path.join(ROOT, "migrations", "pg", f) for f in os.listdir(os.path.join(ROOT, "migrations", "pg"))
+                    if f.endswith(".sql"))
+
+
+def apply_migrations(conn):
+    with conn.cursor() as cur:
+        for path in MIGRATIONS:
+            with open(path, encoding="utf-8") as f:
+                cur.execute(f.read())
+    conn.commit()
 TABLES = ("decisions", "admin_events", "contests", "resolutions")
 
 # ---- the oracle: the encodings of docs/audit.md, written again from the text ----
@@ -363,9 +373,7 @@ class PgChainTest(unittest.TestCase):
         pg_cluster.cluster_for_class(cls, "pgcld-pgchain-")
         cls.base = cls.cluster.new_database()
         conn = psycopg2.connect(cls.base)
-        with conn.cursor() as cur, open(MIGRATION, encoding="utf-8") as f:
-            cur.execute(f.read())
-        conn.commit()
+        apply_migrations(conn)
         cls.cw, cls.owner = build_fleet(conn)
         cls.heads, problems = oracle_verify(conn)
         assert problems == [], problems
@@ -671,9 +679,7 @@ class PgChainTest(unittest.TestCase):
     def test_empty_store(self):
         uri = self.cluster.new_database()
         conn = self.psycopg2.connect(uri)
-        with conn.cursor() as cur, open(MIGRATION, encoding="utf-8") as f:
-            cur.execute(f.read())
-        conn.commit()
+        apply_migrations(conn)
         conn.close()
         rc, rep, err = verify_json(uri)
         self.assertEqual(rc, 0, err)

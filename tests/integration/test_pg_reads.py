@@ -361,8 +361,13 @@ class ScoredThroughBothTest(LiveValidationMixin, unittest.TestCase):
             for k in range(1 + batch % 4):
                 z = golden[(batch + k) % 3] + rng.normal(0, 0.05, golden[0].shape).astype("<f4")
                 items.append({"id": "item-%d" % ((batch * 5 + k) % 7), "embedding_b64": H.embedding_b64(z)})
+                if k == 1:  # a statement's facts on some items (issue 19, item 9)
+                    items[-1].update(content_date="2026-01-%02d" % (1 + batch), territorial_scope=["DE", "GR"],
+                                     content_language="EL")
+            # one trace per batch, the same on both daemons: stored, listed and filtered alike
+            traceparent = "00-%032x-00f067aa0ba902b7-01" % (0x4bf92f3577b34da6a3ce929d0e0e4700 + batch)
             for d in cls.daemons.values():
-                r = d.score({"items": items})
+                r = d.score({"items": items}, headers={"traceparent": traceparent})
                 assert r.status == 200, r
         cls.shadows = sum(1 + b % 4 for b in range(8, 16))
         import psycopg2
@@ -397,7 +402,9 @@ class ScoredThroughBothTest(LiveValidationMixin, unittest.TestCase):
     def test_lists_records_stats_and_exports(self):
         filters = [{}, {"label": "pos"}, {"label": "neg"}, {"decision": "allow"}, {"decision": "review"},
                    {"decision": "block"}, {"item_id": "item-3"}, {"model": "tiny"}, {"model": "tiny", "version": "1"},
-                   {"contest": "none"}, {"since": "2000-01-01T00:00:00Z"}]
+                   {"contest": "none"}, {"since": "2000-01-01T00:00:00Z"},
+                   {"trace_id": "%032x" % (0x4bf92f3577b34da6a3ce929d0e0e4700 + 5)},
+                   {"trace_id": "%032x" % (0x4bf92f3577b34da6a3ce929d0e0e4700 + 3), "label": "pos"}]
         for f in filters:
             with self.subTest(filters=f):
                 pages = {}
@@ -413,6 +420,8 @@ class ScoredThroughBothTest(LiveValidationMixin, unittest.TestCase):
                             break
                     pages[name] = rows
                 self.assertEqual(self.normal(pages["sqlite"]), self.normal(pages["pg"]))
+                if "trace_id" in f:
+                    self.assertTrue(pages["pg"] and all(r["trace_id"] == f["trace_id"] for r in pages["pg"]), pages)
         all_rows = {name: json.loads(self.daemons[name].get("/v1/decisions?limit=1000").body)["decisions"]
                     for name in ("sqlite", "pg")}
         self.assertGreater(len(all_rows["pg"]), 20)

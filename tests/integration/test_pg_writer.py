@@ -97,6 +97,10 @@ def decision_leaf(row):
         data += enc_blob(row["input_digest"]) + enc_text(row["input_dtype"])
     else:
         data += NULL + NULL
+    # docs/audit.md, "Decision leaf, extended": the four after, when any is set
+    extension = [row[c] for c in ("trace_id", "content_date", "territorial_scope", "content_language")]
+    if any(v is not None for v in extension):
+        data += b"".join(NULL if v is None else enc_text(v) for v in extension)
     return leaf_hash(data)
 
 

@@ -272,6 +272,7 @@ class ReviewReadsTest(unittest.TestCase):
         created = sorted({r["created_at"] for r in rows})
         since, until = created[1], created[3]
         req_id = self.req_b["request_id"]
+        trace_b = [r["trace_id"] for r in rows if r["request_id"] == req_id][0]
         cases = [
             ({}, lambda r: True),
             ({"model": "tiny"}, lambda r: True),
@@ -284,6 +285,9 @@ class ReviewReadsTest(unittest.TestCase):
             ({"item_id": "a-0"}, lambda r: r["item_id"] == "a-0"),
             ({"item_id": WEIRD_ID}, lambda r: r["item_id"] == WEIRD_ID),
             ({"request_id": req_id}, lambda r: r["request_id"] == req_id),
+            ({"trace_id": trace_b}, lambda r: r["trace_id"] == trace_b),
+            ({"trace_id": trace_b, "label": "pos"}, lambda r: r["trace_id"] == trace_b and r["label"] == "pos"),
+            ({"trace_id": "0" * 31 + "1"}, lambda r: False),
             ({"since": since}, lambda r: r["created_at"] >= since),
             ({"until": until}, lambda r: r["created_at"] < until),
             ({"since": since, "until": until}, lambda r: since <= r["created_at"] < until),
@@ -304,7 +308,8 @@ class ReviewReadsTest(unittest.TestCase):
                 for x in got:
                     self.assertEqual(set(x), {"decision_id", "seq", "created_at", "item_id", "request_id",
                                               "model_name", "model_version", "label", "decision", "toxicity",
-                                              "contest_status"})
+                                              "contest_status", "trace_id", "content_date", "territorial_scope",
+                                              "content_language"})
         self.assertGreater(len(self.walk({"item_id": "a-0"})), 1)
         # a time with an offset means the same instant as its UTC form
         t = parse_ts(since)

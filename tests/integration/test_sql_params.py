@@ -67,6 +67,7 @@ IDENTIFIER_WHITELIST = {
 CONSTANT_SOURCES = {
     # core/audit/chain_encoding.c: the per-table row SELECTs of the same const table.
     "pgcl_chain_tables[t].select_sql": "chain_tables",
+    "pgcl_chain_tables[t].select_sql_before_0011": "chain_tables",
     "pgcl_chain_tables[t].select_sql_before_0008": "chain_tables",
     # core/audit/audit_sqlite.c: the migrations compiled into the binary from migrations/*.sql at build time.
     "mig->sql": "migrations",

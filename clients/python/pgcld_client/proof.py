@@ -35,6 +35,10 @@ DECISION_COLUMNS = (
     "t_review", "t_block", "vector", "input_sha256", "latency_us", "input_digest", "input_dtype",
 )
 
+# The decision leaf's extension (migration 0011; docs/audit.md, "Decision leaf, extended"): after
+# DECISION_COLUMNS when any of them is set (the row's trace id, the item's statement facts).
+DECISION_EXTENSION = ("trace_id", "content_date", "territorial_scope", "content_language")
+
 # Members of a decision record (GET /v1/decisions/{id}) or a score result that the leaf must
 # repeat exactly when the caller passes one (texts and integers: no float printing in between).
 COMPARED_MEMBERS = ("decision_id", "created_at", "request_id", "item_id", "model_name",
@@ -140,7 +144,13 @@ def decode_decision_leaf(data):
     if len(row) < len(DECISION_COLUMNS):
         raise ProofError(f"leaf_data holds {len(row)} values, a decisions row has {len(DECISION_COLUMNS)}")
     decision = dict(zip(DECISION_COLUMNS, row))
-    decision["extra"] = row[len(DECISION_COLUMNS):]
+    rest = row[len(DECISION_COLUMNS):]
+    if len(rest) >= len(DECISION_EXTENSION):  # an extended leaf (else its four values are NULL)
+        decision.update(zip(DECISION_EXTENSION, rest))
+        rest = rest[len(DECISION_EXTENSION):]
+    else:
+        decision.update(dict.fromkeys(DECISION_EXTENSION))
+    decision["extra"] = rest
     return decision
 
 

@@ -34,7 +34,8 @@ static const char *const ARCHIVE_SCHEMA_SQL[] = {
     "TEXT NOT NULL, model_sha256 TEXT NOT NULL, label TEXT NOT NULL, label_index INTEGER NOT NULL, "
     "probabilities TEXT NOT NULL, toxicity REAL, decision TEXT NOT NULL, policy TEXT NOT NULL, t_review "
     "REAL, t_block REAL, vector BLOB NOT NULL, input_sha256 TEXT NOT NULL, latency_us INTEGER NOT NULL, "
-    "input BLOB, input_dtype TEXT, input_digest BLOB)",
+    "input BLOB, input_dtype TEXT, input_digest BLOB, trace_id TEXT, content_date TEXT, territorial_scope TEXT, "
+    "content_language TEXT)",
     "CREATE INDEX decisions_created_at ON decisions (created_at)",
     "CREATE TABLE decision_inputs (decision_seq INTEGER PRIMARY KEY, input BLOB NOT NULL)",
     "CREATE TABLE admin_events (seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL UNIQUE, created_at TEXT "
@@ -171,7 +172,8 @@ static pgcl_status plan_cut(PGconn *conn, const char *horizon, const char *decis
 static const char *const COPY_ROWS_SQL[PGCL_CHAIN_TABLES] = {
     "SELECT seq, decision_id, created_at, request_id, item_id, model_name, model_version, model_sha256, label,"
     " label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector, input_sha256, latency_us,"
-    " NULL::bytea, input_dtype, input_digest FROM decisions WHERE seq > $1 AND seq <= $2 ORDER BY seq",
+    " NULL::bytea, input_dtype, input_digest, trace_id, content_date, territorial_scope, content_language"
+    " FROM decisions WHERE seq > $1 AND seq <= $2 ORDER BY seq",
     "SELECT seq, event_id, created_at, actor, action, target, details FROM admin_events WHERE seq > $1 AND"
     " seq <= $2 ORDER BY seq",
     "SELECT seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason FROM contests WHERE seq > $1 AND"
@@ -179,7 +181,7 @@ static const char *const COPY_ROWS_SQL[PGCL_CHAIN_TABLES] = {
     "SELECT seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label, note FROM"
     " resolutions WHERE seq > $1 AND seq <= $2 ORDER BY seq"};
 static const char *const INSERT_ROWS_SQL[PGCL_CHAIN_TABLES] = {
-    "INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "INSERT INTO admin_events VALUES (?, ?, ?, ?, ?, ?, ?)", "INSERT INTO contests VALUES (?, ?, ?, ?, ?, ?, ?)",
     "INSERT INTO resolutions VALUES (?, ?, ?, ?, ?, ?, ?, ?)"};
 static const char COPY_INPUTS_SQL[] =

@@ -41,14 +41,17 @@ static const char ROLLBACK_SQL[] = "ROLLBACK";
  * The row selects return the chained columns in pgcl_chain_tables[t].select_sql's order; for
  * decisions, column 19 is SHA-256 of the stored input (decision_inputs) and a last column
  * input_digest, from which pgcl_chain_leaf_of_values makes the leaf's digest value as for a SQLite
- * row (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"). A proof reads its one
- * decision with DECISION_ROW_SQL; the verifier reads every table through DECLARE_ROWS_SQL. */
+ * row (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"), then the decision
+ * leaf's extension: trace_id, content_date, territorial_scope, content_language (migration 0002;
+ * docs/audit.md, "Decision leaf, extended"). A proof reads its one decision with DECISION_ROW_SQL;
+ * the verifier reads every table through DECLARE_ROWS_SQL. */
 static const char DECISION_ROW_SQL[] =
     "SELECT d.seq, d.decision_id, d.created_at, d.request_id, d.item_id, d.model_name, d.model_version,"
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
-    " d.t_block, d.vector, d.input_sha256, d.latency_us, sha256(i.input), d.input_dtype, d.input_digest"
+    " d.t_block, d.vector, d.input_sha256, d.latency_us, sha256(i.input), d.input_dtype, d.input_digest,"
+    " d.trace_id, d.content_date, d.territorial_scope, d.content_language"
     " FROM decisions AS d LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq WHERE d.seq = $1";
-enum { MAX_ROW_COLUMNS = 22 };
+enum { MAX_ROW_COLUMNS = 26 };
 
 /* The verifier's per-writer row cursors (binary): the rows of one table that writer $1's runs
  * chain, in the order its walk checks them — (entry, first leaf, seq) — each after its run's
@@ -57,7 +60,8 @@ static const char *const DECLARE_ROWS_SQL[PGCL_CHAIN_TABLES] = {
     "DECLARE pgcld_rows_0 BINARY NO SCROLL CURSOR FOR SELECT u.entry_seq, u.first_leaf, d.seq, d.decision_id,"
     " d.created_at, d.request_id, d.item_id, d.model_name, d.model_version, d.model_sha256, d.label, d.label_index,"
     " d.probabilities, d.toxicity, d.decision, d.policy, d.t_review, d.t_block, d.vector, d.input_sha256,"
-    " d.latency_us, sha256(i.input), d.input_dtype, d.input_digest FROM audit_chain_runs AS u"
+    " d.latency_us, sha256(i.input), d.input_dtype, d.input_digest, d.trace_id, d.content_date,"
+    " d.territorial_scope, d.content_language FROM audit_chain_runs AS u"
     " JOIN decisions AS d ON d.seq >= u.first_row_seq AND d.seq < u.first_row_seq + u.n"
     " LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq WHERE u.writer_id = $1 AND u.kind = 'decisions'"
     " ORDER BY u.entry_seq, u.first_leaf, d.seq",
@@ -156,7 +160,8 @@ static pgcl_status row_values_of(int table, const PGresult *res, int row, int of
     memset(r, 0, sizeof *r);
     r->n = PQnfields(res) - offset;
     PGCL_ASSERT(r->n <= MAX_ROW_COLUMNS &&
-                (table != DECISIONS_TABLE || r->n == PGCL_CHAIN_DECISIONS_ENCODED_COLUMNS + 1));
+                (table != DECISIONS_TABLE || r->n == PGCL_CHAIN_DECISIONS_EXTENSION_COLUMN +
+                                                     PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS));
     for (int i = 0; i < r->n; i++) {
         pgcl_status st = column_value(res, row, offset + i, &r->v[i]);
         if (st != PGCL_OK) return st;

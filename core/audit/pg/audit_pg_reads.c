@@ -42,6 +42,9 @@
     "d.seq, d.decision_id, d.created_at, d.item_id, d.request_id, d.model_name, d.model_version, d.label,"             \
     " d.decision, d.toxicity, " PG_CONTEST_STATUS_SQL
 
+/* A decision's facts (review_rows.h): after the summary in the lists' rows, and in a record's. */
+#define PG_FACTS_COLS "d.trace_id, d.content_date, d.territorial_scope, d.content_language"
+
 /* ---- the read transaction, values ---- */
 
 #define READ_BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
@@ -163,6 +166,16 @@ static void summary_of(pgcl_row_arena *a, const PGresult *res, int row, pgcl_dec
     };
 }
 
+/* Columns first..first+3 (PG_FACTS_COLS) of a row, strings copied into a. */
+static void facts_of(pgcl_row_arena *a, const PGresult *res, int row, int first, pgcl_decision_facts *out) {
+    *out = (pgcl_decision_facts){
+        .trace_id = text_of(a, res, row, first),
+        .content_date = text_of(a, res, row, first + 1),
+        .territorial_scope = text_of(a, res, row, first + 2),
+        .content_language = text_of(a, res, row, first + 3),
+    };
+}
+
 /* Resolution columns first..first+6 (seq, resolved_at, resolved_by, resolver_key_id, outcome,
  * corrected_label, note): present false when the seq is NULL. */
 static void resolution_of(pgcl_row_arena *a, const PGresult *res, int row, int first, pgcl_resolution_row *out) {
@@ -184,7 +197,7 @@ static const char RECORD_SQL[] =
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
     " d.t_block, d.vector, d.input_sha256, d.latency_us, d.input_dtype,"
     " EXISTS (SELECT 1 FROM decision_inputs AS i WHERE i.decision_seq = d.seq), d.input_digest IS NOT NULL,"
-    " " PG_CONTEST_STATUS_SQL " FROM decisions d WHERE d.decision_id = $1";
+    " " PG_CONTEST_STATUS_SQL ", " PG_FACTS_COLS " FROM decisions d WHERE d.decision_id = $1";
 /* The entry of the commit that chained the row: the run of decisions holding its seq (the last run
  * starting at or before it, through the runs' primary key), in its writer's chain. */
 static const char CHAIN_SQL[] =
@@ -248,6 +261,7 @@ static pgcl_status take_record_row(pgcl_row_arena *a, const PGresult *res, pgcl_
         .input_dropped = !has_input && (was_stored || dtype), /* kept once, dropped by retention */
         .contest_status = text_of(a, res, 0, 22),
     };
+    facts_of(a, res, 0, 23, &rec->facts);
     pgcl_status st = vector_of(a, res, 0, 16, &rec->vector, &rec->n_vector, err, cap);
     return st == PGCL_OK && a->failed ? out_of_memory(err, cap) : st;
 }
@@ -354,8 +368,8 @@ pgcl_status pgcl_pg_read_decision(pgcl_audit *store, const char *decision_id, pg
 /* The parameters: $1 before_seq (NULL: from the newest), $2 model, $3 version, $4 label,
  * $5 decision, $6 item_id, $7 request_id, $8 since, $9 until, $10 rows to read, $11 the contest
  * filter ("any", "open", "resolved", "contested", "none"), $12 and $13 the seq range of the time
- * window's rows below the cursor when it is known (WINDOW_PROBE_SQL), else NULL. */
-enum { LIST_PARAMS = 13 };
+ * window's rows below the cursor when it is known (WINDOW_PROBE_SQL), else NULL, $14 trace_id. */
+enum { LIST_PARAMS = 14 };
 
 #define LIST_FILTERS_SQL                                                                                               \
     " ($1::bigint IS NULL OR d.seq < $1::bigint)"                                                                      \
@@ -366,13 +380,14 @@ enum { LIST_PARAMS = 13 };
     " AND ($5::text IS NULL OR $5::text = 'allow' OR d.decision <> 'allow')"                                           \
     " AND ($6::text IS NULL OR d.item_id = $6::text)"                                                                  \
     " AND ($7::text IS NULL OR d.request_id = $7::text)"                                                               \
+    " AND ($14::text IS NULL OR d.trace_id = $14::text)"                                                               \
     " AND ($8::text IS NULL OR d.created_at >= $8::text)"                                                              \
     " AND ($9::text IS NULL OR d.created_at < $9::text)"                                                               \
     " AND ($12::bigint IS NULL OR d.seq >= $12::bigint) AND ($13::bigint IS NULL OR d.seq <= $13::bigint)"             \
     " AND ($11::text <> 'none'"                                                                                        \
     " OR (SELECT c0.seq FROM contests c0 WHERE c0.decision_id = d.decision_id LIMIT 1) IS NULL)"
 
-#define LIST_OUTER_SQL "SELECT " PG_SUMMARY_COLS " FROM decisions d WHERE d.seq IN ("
+#define LIST_OUTER_SQL "SELECT " PG_SUMMARY_COLS ", " PG_FACTS_COLS " FROM decisions d WHERE d.seq IN ("
 #define LIST_OUTER_END_SQL ") ORDER BY d.seq DESC"
 
 static const char LIST_SQL[] = LIST_OUTER_SQL "SELECT d.seq FROM decisions d WHERE" LIST_FILTERS_SQL
@@ -470,7 +485,8 @@ pgcl_status pgcl_pg_read_decisions(pgcl_audit *store, const pgcl_decision_filter
                                        n.s,
                                        contest_filter_name(f->contest),
                                        NULL,
-                                       NULL};
+                                       NULL,
+                                       f->trace_id};
     const char *sql = contest_driven(f) ? CONTESTED_SQL : f->model && !f->version ? MODEL_SQL : LIST_SQL;
     PGresult *res = NULL;
     pgcl_status st;
@@ -492,6 +508,7 @@ pgcl_status pgcl_pg_read_decisions(pgcl_audit *store, const pgcl_decision_filter
     pgcl_decision_summary *rows = n_rows ? pgcl_row_arena_alloc(arena, (size_t)n_rows * sizeof *rows) : NULL;
     for (int i = 0; i < n_rows && rows; i++) {
         summary_of(arena, res, i, &rows[i]);
+        facts_of(arena, res, i, 11, &rows[i].facts);
         /* Keyset paging holds only if the page is strictly newest first and below the cursor:
          * otherwise the next cursor would skip or repeat rows. */
         PGCL_ASSERT(before_seq <= 0 || rows[i].seq < before_seq);

@@ -101,8 +101,9 @@ static const char GIVE_BACK_DECISIONS_SQL[] = "UPDATE fleet_counters SET decisio
 static const char INSERT_DECISION_SQL[] =
     "INSERT INTO decisions (seq, decision_id, created_at, request_id, item_id, model_name, model_version,"
     " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector,"
-    " input_sha256, latency_us, input_digest, input_dtype)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
+    " input_sha256, latency_us, input_digest, input_dtype, trace_id, content_date, territorial_scope,"
+    " content_language) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,"
+    " $19, $20, $21, $22, $23, $24, $25)";
 static const char INSERT_INPUT_SQL[] = "INSERT INTO decision_inputs (decision_seq, input) VALUES ($1, $2)";
 static const char INSERT_SHADOW_SQL[] =
     "INSERT INTO shadow_decisions (seq, decision_id, created_at, model_name, primary_version, shadow_version,"
@@ -114,14 +115,16 @@ static const char INSERT_SHADOW_SQL[] =
 static const char INSERT_DECISIONS_SQL[] =
     "INSERT INTO decisions (seq, decision_id, created_at, request_id, item_id, model_name,"
     " model_version, model_sha256, label, label_index, probabilities, toxicity, decision, policy,"
-    " t_review, t_block, vector, input_sha256, latency_us, input_digest, input_dtype) SELECT"
+    " t_review, t_block, vector, input_sha256, latency_us, input_digest, input_dtype, trace_id, content_date,"
+    " territorial_scope, content_language) SELECT"
     " c1::bigint, c2, c3, c4, c5, c6, c7, c8, c9, c10::bigint, c11, c12::double precision, c13, c14,"
-    " c15::double precision, c16::double precision, c17, c18, c19::bigint, c20, c21 FROM"
+    " c15::double precision, c16::double precision, c17, c18, c19::bigint, c20, c21, c22, c23, c24, c25 FROM"
     " unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],"
     " $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],"
-    " $15::text[], $16::text[], $17::bytea[], $18::text[], $19::text[], $20::bytea[], $21::text[])"
+    " $15::text[], $16::text[], $17::bytea[], $18::text[], $19::text[], $20::bytea[], $21::text[],"
+    " $22::text[], $23::text[], $24::text[], $25::text[])"
     " AS u (c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19,"
-    " c20, c21)";
+    " c20, c21, c22, c23, c24, c25)";
 static const char INSERT_INPUTS_SQL[] =
     "INSERT INTO decision_inputs (decision_seq, input) SELECT c1::bigint, c2 FROM unnest($1::text[],"
     " $2::bytea[]) AS u (c1, c2)";
@@ -375,13 +378,16 @@ static void sender_drain(sender *s) {
     s->n_unread = 0;
 }
 
+/* The most parameters of one statement: a decision row's (DECISION_COLUMNS, the widest). */
+#define SENDER_MAX_PARAMS 32
+
 /* Runs (or sends) one statement with parameters: values[i] text unless binary_len[i] >= 0 (then
  * binary_len[i] bytes of bytea). */
 static void sender_send(sender *s, const char *what, const char *sql, int n, const char *const *values,
                         const int *binary_len, PGresult **keep) {
     if (s->st != PGCL_OK) return;
-    int lengths[24] = {0}, formats[24] = {0};
-    PGCL_ASSERT(n <= 24);
+    int lengths[SENDER_MAX_PARAMS] = {0}, formats[SENDER_MAX_PARAMS] = {0};
+    PGCL_ASSERT(n <= SENDER_MAX_PARAMS);
     for (int i = 0; i < n; i++) {
         if (binary_len && binary_len[i] >= 0) {
             lengths[i] = binary_len[i];
@@ -861,7 +867,8 @@ pgcl_status pgcl_pg_txn_chain(pgcl_pg_txn *t, int table, int64_t row_seq, pgcl_m
 
 /* A decision row's parameters as the per-row statement binds them (text, or binary bytea at
  * bin[i] >= 0 bytes), and the stored input's digest. The values point into p: fill in place. */
-enum { DECISION_COLUMNS = 21, DECISION_VECTOR = 16, DECISION_DIGEST = 19, SHADOW_COLUMNS = 14 };
+enum { DECISION_COLUMNS = 25, DECISION_VECTOR = 16, DECISION_DIGEST = 19, SHADOW_COLUMNS = 14 };
+_Static_assert(DECISION_COLUMNS <= SENDER_MAX_PARAMS, "a decision row's parameters fit one statement's");
 typedef struct decision_params {
     char seq_t[24], label_index[24], latency[24], toxicity[32], t_review[32], t_block[32];
     unsigned char digest[PGCL_SHA256_BYTES];
@@ -905,7 +912,11 @@ static void decision_params_fill(decision_params *p, const pgcl_pg_txn *t, const
                                        r->input_sha256,
                                        p->latency,
                                        p->input_stored ? (const char *)p->digest : NULL,
-                                       p->input_stored ? r->input_dtype : NULL};
+                                       p->input_stored ? r->input_dtype : NULL,
+                                       r->trace_id,
+                                       r->content_date,
+                                       r->territorial_scope,
+                                       r->content_language};
     memcpy(p->v, v, sizeof v);
     for (int i = 0; i < DECISION_COLUMNS; i++)
         p->bin[i] = -1;
@@ -938,7 +949,11 @@ static pgcl_status chain_decision(pgcl_pg_txn *t, const pgcl_decision_row *r, co
                                      .input_sha256 = r->input_sha256,
                                      .latency_us = r->latency_us,
                                      .input_digest = p->input_stored ? p->digest : NULL,
-                                     .input_dtype = p->input_stored ? r->input_dtype : NULL};
+                                     .input_dtype = p->input_stored ? r->input_dtype : NULL,
+                                     .trace_id = r->trace_id,
+                                     .content_date = r->content_date,
+                                     .territorial_scope = r->territorial_scope,
+                                     .content_language = r->content_language};
     return chain_leaf(t->w, T_DECISIONS, seq, pgcl_chain_decision_leaf(&dv));
 }
 
