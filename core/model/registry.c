@@ -354,6 +354,18 @@ pgcl_status pgcl_registry_load_version(pgcl_registry *r, const char *name, const
     return load_unlocked(r, e, version, out, err, cap);
 }
 
+pgcl_status pgcl_registry_read_version(const pgcl_registry *r, const char *name, const char *version, pgcl_model **out,
+                                       char *err, int cap) {
+    *out = NULL;
+    if (!pgcl_registry_valid_name(name, false) || !pgcl_registry_valid_name(version, true)) {
+        pgcl_errorf(err, cap, "'%.80s/%.80s' is not a valid model and version name", name, version);
+        return PGCL_ERR_INVALID;
+    }
+    char dir[PATH_MAX];
+    if (version_path(r, name, version, dir, sizeof dir, err, cap) != 0) return PGCL_ERR_NOT_FOUND;
+    return pgcl_model_load(dir, name, version, out, err, cap);
+}
+
 void pgcl_registry_set_active(pgcl_registry *r, pgcl_model *m, pgcl_model **previous) {
     pthread_mutex_lock(&r->lock);
     reg_entry *e = find_entry(r, m->name);

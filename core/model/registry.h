@@ -61,6 +61,13 @@ void pgcl_registry_end_change(pgcl_registry *r, const char *name);
 pgcl_status pgcl_registry_load_version(pgcl_registry *r, const char *name, const char *version, pgcl_model **out,
                                        char *err, int cap);
 
+/* Loads DIR/<name>/<version> for reading only: no registry state changes, nothing is listed or
+ * served; the caller releases the model. For a read about a version that is not loaded (e.g. the
+ * statement of reasons of a decision an earlier version made). PGCL_ERR_NOT_FOUND: no such
+ * version; other errors: the checkpoint was refused (err says why). Thread-safe. */
+pgcl_status pgcl_registry_read_version(const pgcl_registry *r, const char *name, const char *version, pgcl_model **out,
+                                       char *err, int cap);
+
 /* Makes m (from load_version) the active version of its model; the previous active version, if
  * any, becomes "retired" and is written to *previous (retained; NULL if none). Inside a change. */
 void pgcl_registry_set_active(pgcl_registry *r, pgcl_model *m, pgcl_model **previous);

@@ -354,9 +354,11 @@ void pgcld_handle_decisions_list(pgcld_server *srv, const pgcld_request *req, pg
  *                            is left out)
  *   category, category_specification, category_specification_other
  *                            from the `dsa` object of the model version that decided
- *                            (config.json, dsa_vocabulary.h), or that version task's default; when
- *                            that version is not loaded now, the model's active version's;
- *                            when the model is not loaded at all, STATEMENT_CATEGORY_OTHER_VIOLATION_TC
+ *                            (config.json, dsa_vocabulary.h), or that version task's default; a
+ *                            version that is not loaded now is read from the model repository
+ *                            (same version name and weights SHA-256), never another version's
+ *                            vocabulary (a puid's category must not change when versions do);
+ *                            when that version cannot be read, STATEMENT_CATEGORY_OTHER_VIOLATION_TC
  *                            (pgcld.category_source: config | task_default | fallback)
  *   content_type             ["CONTENT_TYPE_TEXT"] (pgcld scores text embeddings)
  *   content_date, territorial_scope, content_language
@@ -433,15 +435,25 @@ static outcome_history history_of(json_t *rec) {
 /* The DSA vocabulary of a decision's model, as the comment above says: a new object {category,
  * category_specification?, category_specification_other?, source, model_version (or null)}, or
  * NULL when out of memory. */
+static bool made_the_decision(const pgcl_model *m, const char *version, const char *sha) {
+    return m && version && sha && strcmp(m->version, version) == 0 && strcmp(m->sha256, sha) == 0;
+}
+
 static json_t *model_dsa_of(pgcld_server *srv, json_t *rec) {
     const char *name = json_string_value(json_object_get(rec, "model_name"));
     const char *version = json_string_value(json_object_get(rec, "model_version"));
     const char *sha = json_string_value(json_object_get(rec, "model_sha256"));
-    pgcl_model *shadow = NULL;
+    pgcl_model *shadow = NULL, *from_disk = NULL;
     pgcl_model *active = name ? pgcl_registry_acquire(srv->registry, name, &shadow) : NULL;
-    const pgcl_model *m = active;
-    if (shadow && version && sha && strcmp(shadow->version, version) == 0 && strcmp(shadow->sha256, sha) == 0)
-        m = shadow;
+    const pgcl_model *m = made_the_decision(active, version, sha)   ? active
+                          : made_the_decision(shadow, version, sha) ? shadow
+                                                                    : NULL;
+    if (!m && name && version && sha) {
+        char err[ERR_CAP];
+        if (pgcl_registry_read_version(srv->registry, name, version, &from_disk, err, sizeof err) == PGCL_OK &&
+            made_the_decision(from_disk, version, sha))
+            m = from_disk;
+    }
     json_t *out;
     if (!m) out = json_pack("{s:s, s:s, s:n}", "category", PGCL_DSA_FALLBACK_CATEGORY, "source", "fallback",
                             "model_version");
@@ -455,6 +467,7 @@ static json_t *model_dsa_of(pgcld_server *srv, json_t *rec) {
     }
     pgcl_model_release(active);
     pgcl_model_release(shadow);
+    pgcl_model_release(from_disk);
     return out;
 }
 
@@ -472,7 +485,10 @@ static void content_fields(json_t *rec, json_t *sor, json_t *missing) {
     }
 }
 
-static json_t *statement_of_reasons(json_t *rec, json_t *dsa) {
+/* The statement, or NULL with *why set: out of memory, or a record whose contest history does not
+ * lead to its outcome in force (a broken invariant of the reads: refused, never stated wrongly). */
+static json_t *statement_of_reasons(json_t *rec, json_t *dsa, const char **why) {
+    *why = "out of memory";
     const char *model = json_string_value(json_object_get(rec, "model_name"));
     const char *version = json_string_value(json_object_get(rec, "model_version"));
     const char *sha = json_string_value(json_object_get(rec, "model_sha256"));
@@ -490,7 +506,11 @@ static json_t *statement_of_reasons(json_t *rec, json_t *dsa) {
         return NULL; /* out of memory */
     outcome_history history = history_of(rec);
     /* The puid and application_date name the outcome this walk found: it must be the one in force. */
-    PGCL_ASSERT(history.decision && strcmp(history.decision, in_force) == 0 && history.since);
+    if (!history.decision || strcmp(history.decision, in_force) != 0 || !history.since) {
+        json_decref(history.previous_puids);
+        *why = "the decision's contest history does not lead to its outcome in force";
+        return NULL;
+    }
     bool threshold = kind && strcmp(kind, "threshold") == 0;
     /* A reviewer's overturn made the outcome in force (also while a later contest of it is open, or
      * after a later one upheld it). */
@@ -625,11 +645,13 @@ void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req
     pgcl_row_arena_release(&a);
     if (!json) return;
     json_t *dsa = model_dsa_of(srv, json);
-    json_t *body = dsa ? statement_of_reasons(json, dsa) : NULL;
+    const char *why = "out of memory";
+    json_t *body = dsa ? statement_of_reasons(json, dsa, &why) : NULL;
     json_decref(dsa);
     json_decref(json);
     if (!body) {
-        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        pgcl_log_error("statement of decision %s: %s", req->params[0], why);
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, why);
         return;
     }
     /* the decision's inclusion proof rides with the statement (null before encoding version 2) */

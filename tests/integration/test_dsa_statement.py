@@ -511,6 +511,43 @@ class ModelDsaTest(StatementTestBase):
                                        "category_source": "task_default"})
 
 
+class VersionSwapTest(StatementTestBase):
+    """A statement names the vocabulary of the version that decided, whatever is active now: the
+    TDB never updates a puid, so its category must not change when an operator activates a version
+    with another `dsa`. A version no longer loaded is read from the model repository; one that is
+    gone from it gets the fallback category, never another version's."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.start()
+        root = os.path.join(cls.tmp, "models", "scams")
+        shutil.copytree(os.path.join(root, "1"), os.path.join(root, "2"))
+        path = os.path.join(root, "2", "config.json")
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+        cfg["dsa"] = {"category": "STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH"}
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(cfg, f, indent=2)
+
+    def test_category_of_the_deciding_version(self):
+        did = self.score_all("scams")["block"][0]["decision_id"]
+        self.assertEqual(self.statement(did)["category"], SCAMS_DSA["category"])
+        r = self.daemon.post("/v1/admin/models/scams/activate", {"version": "2"})
+        self.assertEqual(r.status, 200, r)
+        after = self.daemon.score({"model": "scams", "items": H.json_items(H.random_embeddings(1, D, 3), "v2")})
+        self.assertEqual(after.status, 200, after)
+        self.assertEqual(self.statement(after.json["results"][0]["decision_id"])["category"],
+                         "STATEMENT_CATEGORY_ILLEGAL_OR_HARMFUL_SPEECH")
+        st = self.statement(did)  # version 1 is not loaded now: read from the repository
+        self.assertEqual(st["category"], SCAMS_DSA["category"], st)
+        self.assertEqual(st["category_specification"], SCAMS_DSA["category_specification"])
+        self.assertEqual(st["pgcld"]["category_source"], "config")
+        shutil.rmtree(os.path.join(self.tmp, "models", "scams", "1"))
+        st = self.statement(did)  # gone from the repository: the fallback, not version 2's category
+        self.assertEqual(st["category"], "STATEMENT_CATEGORY_OTHER_VIOLATION_TC", st)
+        self.assertEqual(st["pgcld"]["category_source"], "fallback")
+
+
 CONTENT = {"content_date": "2026-01-15", "territorial_scope": ["DE", "FR"], "content_language": "EN"}
 
 
