@@ -316,14 +316,19 @@ static void test_backfill_and_fallback(const char *base) {
     free(want);
 }
 
-/* A database as an older pgcld left it: schema up to 0008, no audit_log_nodes. The keys CLI's
- * chain writer extends it without nodes; opening the store applies 0009 and fills every
- * node in the same transaction: those of the base, to the same bytes, and the new entry's. */
+/* A database as an older pgcld left it: schema up to 0008 (no audit_log_nodes, audit_cuts or
+ * 0011's columns). The keys CLI's chain writer extends it without nodes; opening the store applies
+ * 0009 to 0011 and fills every node in the same transaction: those of the base, to the same bytes,
+ * and the new entry's. */
 static void test_upgrade_from_before_0009(const char *base) {
     char *want = node_dump(base);
     const char *p =
         tampered(base, "before0009.db",
-                 "DROP TABLE audit_log_nodes; DROP TABLE audit_cuts; DELETE FROM schema_migrations WHERE version >= 9");
+                 "DROP TABLE audit_log_nodes; DROP TABLE audit_cuts; DROP INDEX decisions_trace_seq;"
+                 " ALTER TABLE decisions DROP COLUMN trace_id; ALTER TABLE decisions DROP COLUMN content_date;"
+                 " ALTER TABLE decisions DROP COLUMN territorial_scope;"
+                 " ALTER TABLE decisions DROP COLUMN content_language;"
+                 " DELETE FROM schema_migrations WHERE version >= 9");
     CHECK(query_int(p, "SELECT count(*) FROM sqlite_schema WHERE name = 'audit_log_nodes'") == 0, "no table");
     char key[128], key_id[32], err[512] = "";
     int64_t head = query_int(p, "SELECT max(seq) FROM audit_chain");
