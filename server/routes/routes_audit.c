@@ -651,7 +651,7 @@ void pgcld_handle_decision_statement(pgcld_server *srv, const pgcld_request *req
     json_decref(json);
     if (!body) {
         pgcl_log_error("statement of decision %s: %s", req->params[0], why);
-        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, why);
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "%s", why);
         return;
     }
     /* the decision's inclusion proof rides with the statement (null before encoding version 2) */
