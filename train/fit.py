@@ -33,6 +33,11 @@ SELECT_GRID = (
     ("offset_2.0", {"lambda_offset": 2.0}),
     ("lr_1e-4", {"lr": 1e-4}),
     ("lr_1e-3", {"lr": 1e-3}),
+    # Not in the paper: a one-layer semantic stream trained towards the raw-embedding probe's
+    # out-of-fold probabilities (trainer.teacher_probabilities), without the orthogonality term; on
+    # goemotions5 the deeper stream overfits 5,659 rows and every 64-d variant above falls short of
+    # the raw probe (docs/train-report.md).
+    ("distill_shallow", {"lambda_distill": 10.0, "hidden": (), "lambda_orth": 0.0}),
 )
 GOLDEN_COUNT = 6
 GOLDEN_RANDOM_POOL = 1024
@@ -159,7 +164,7 @@ def config_from_args(args):
         lambda_crossclass=args.lambda_crossclass, delta_intra=args.delta_intra, delta_inter=args.delta_inter,
         orth_start=args.orth_start, orth_end=args.orth_end, orth_anneal_epochs=args.orth_anneal_epochs,
         intensity_offset=args.intensity_offset,
-        scale_init=args.scale_init, es_probe_c=args.es_probe_c)
+        scale_init=args.scale_init, es_probe_c=args.es_probe_c, lambda_distill=args.lambda_distill)
 
 
 def add_training_arguments(parser):
@@ -201,6 +206,9 @@ def add_training_arguments(parser):
                         "budget whatever early stopping does (default %(default)s)")
     g.add_argument("--intensity-offset", type=float, default=d.intensity_offset,
                    help="magnitude loss intensity I(y) = label index + this (default %(default)s: the 1-based rating)")
+    g.add_argument("--lambda-distill", type=float, default=d.lambda_distill,
+                   help="weight of the distillation term towards the raw-embedding probe's out-of-fold "
+                        "probabilities; not in the paper (default %(default)s: off)")
     g.add_argument("--scale-init", type=float, default=None,
                    help="initial learnable λ_scale (default 1 / mean intensity)")
 

@@ -85,8 +85,8 @@ static void test_cpu_bitwise(pgcl_backend *b, const char *dir) {
  * no wider than its own; the input width D does not matter (z is the caller's). */
 static void test_cpu_workers(pgcl_backend *b) {
     pgcl_model *tiny = load("tests/fixtures/models/tiny_binary/1"), *tox = load("models/toxicity/1"),
-               *emo = load("models/emotions/1");
-    if (!tiny || !tox || !emo) goto out;
+               *multi = load("tests/fixtures/models/tiny_multi/1");
+    if (!tiny || !tox || !multi) goto out;
     char err[256] = "";
     CHECK(pgcl_backend_worker_create(b, tiny, 0, err, sizeof err) == NULL && strstr(err, "at least one row"),
           "a worker of 0 rows is refused: '%s'", err);
@@ -95,16 +95,16 @@ static void test_cpu_workers(pgcl_backend *b) {
     if (w) {
         CHECK(pgcl_backend_worker_fits(w, tiny), "fits its own model");
         CHECK(pgcl_backend_worker_fits(w, tox), "h1 + K = 514 and 512 wide, as tiny_binary: fits");
-        CHECK(!pgcl_backend_worker_fits(w, emo), "h1 + K = 517: does not fit");
+        CHECK(!pgcl_backend_worker_fits(w, multi), "h1 + K = 515 (tiny_multi: 512 wide, K = 3): does not fit");
         static float z[1024], v[64], p[8];
-        CHECK(pgcl_backend_forward(w, emo, z, 1, v, p) == PGCL_ERR_INVALID, "a worker that does not fit is refused");
+        CHECK(pgcl_backend_forward(w, multi, z, 1, v, p) == PGCL_ERR_INVALID, "a worker that does not fit is refused");
     }
     pgcl_backend_worker_destroy(w);
     pgcl_backend_worker_destroy(NULL);
 out:
     pgcl_model_release(tiny);
     pgcl_model_release(tox);
-    pgcl_model_release(emo);
+    pgcl_model_release(multi);
 }
 
 /* ---- the model-state cache, through a counting test backend ---- */

@@ -118,7 +118,7 @@ class FitBinary(unittest.TestCase):
         self.assertEqual(training["data"]["validation"]["labels_sha256"],
                          data.sha256_file(os.path.join(self.tmp.name, "val.txt")))
         variants = training["selection"]["variants"]
-        self.assertEqual(len(variants), 7)
+        self.assertEqual(len(variants), 8)  # the grid less lr_1e-4 (= full at the default lr)
         scores = [v["validation_score"] for v in variants]
         chosen = training["selection"]["chosen_variant"]
         self.assertEqual(next(v for v in variants if v["name"] == chosen)["validation_score"], max(scores))

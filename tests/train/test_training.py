@@ -82,18 +82,50 @@ class Determinism(unittest.TestCase):
         self.assertAlmostEqual(again, info["val_score"], places=12)
 
 
+class Distillation(unittest.TestCase):
+    def test_teacher_is_out_of_fold(self):
+        """Each training row's target comes from the fold's probe that did not see it."""
+        from sklearn.model_selection import StratifiedKFold
+        X, y = common.xor_clusters(40, D=16, noise=0.5, seed=3, classes=3)
+        X, y, Xv, yv = X[:90], y[:90], X[90:], y[90:]
+        teacher = trainer.teacher_probabilities(X, y, Xv, yv, "multiclass", 3, seed=4)
+        self.assertEqual(teacher.shape, (90, 3))
+        np.testing.assert_allclose(teacher.sum(axis=1), 1.0, rtol=1e-5)
+        _, C, _ = probe.select(X, y, Xv, yv, "multiclass", 3, "weighted_f1", criterion="log_loss")
+        fit_rows, held_rows = next(StratifiedKFold(trainer.TEACHER_FOLDS, shuffle=True, random_state=4).split(X, y))
+        oracle = probe.probabilities(probe.fit(X[fit_rows], y[fit_rows], C), X[held_rows], "multiclass")
+        np.testing.assert_allclose(teacher[held_rows], oracle, atol=1e-6)
+        in_sample = probe.probabilities(probe.fit(X, y, C), X[held_rows], "multiclass")
+        self.assertGreater(np.abs(teacher[held_rows] - in_sample).max(), 1e-3)
+
+    def test_the_term_is_trained_and_only_with_a_head(self):
+        X, y = common.xor_clusters(40, D=16, noise=0.3, seed=5, classes=2)
+        cfg = trainer.TrainConfig(epochs=6, patience=6, batch_size=32, lambda_distill=5.0, hidden=())
+        model, info = trainer.train(X[:100], y[:100], X[100:], y[100:], task="binary", K=2, cfg=cfg, seed=0,
+                                    metric="auc")
+        distill = [h["distill"] for h in info["history"]]
+        self.assertEqual(len(distill), info["epochs_run"])
+        self.assertLess(distill[-1], distill[0])
+        plain, info0 = trainer.train(X[:100], y[:100], X[100:], y[100:], task="binary", K=2,
+                                     cfg=cfg.replace(lambda_distill=0.0), seed=0, metric="auc")
+        self.assertNotIn("distill", info0["history"][0])
+        with self.assertRaises(ValueError):
+            trainer.train(X[:100], y[:100], X[100:], y[100:], task="binary", K=2, cfg=cfg, seed=0, metric="auc",
+                          kind="supcon")
+
+
 class Select(unittest.TestCase):
     def test_grid_is_the_documented_one_and_deduplicated(self):
         self.assertEqual([name for name, _ in SELECT_GRID],
                          ["full", "no_offset", "no_contrastive", "no_orthogonality", "offset_0.5", "offset_2.0",
-                          "lr_1e-4", "lr_1e-3"])
+                          "lr_1e-4", "lr_1e-3", "distill_shallow"])
         X, y = common.xor_clusters(30, D=16, noise=0.3, seed=6, classes=2)
         cfg = trainer.TrainConfig(epochs=2, patience=2, batch_size=32)
         results, chosen = fit_pgcl(X[:90], y[:90], X[90:], y[90:], task="binary", K=2, cfg=cfg, seed=0,
                                    metric="auc", select=True)
         names = [r["name"] for r in results]
         self.assertEqual(names, ["full", "no_offset", "no_contrastive", "no_orthogonality", "offset_0.5",
-                                 "offset_2.0", "lr_1e-3"])  # lr_1e-4 is the default lr: folded into full
+                                 "offset_2.0", "lr_1e-3", "distill_shallow"])  # lr_1e-4 = full's lr: folded
         self.assertEqual(results[0]["also"], ["lr_1e-4"])
         best = max(r["val_score"] for r in results)
         self.assertEqual(results[chosen]["val_score"], best)
