@@ -360,7 +360,7 @@ def protocol(args):
         f"documented grid of 8 trained variants (train/README.md), seed {args.seed}, best validation score; one "
         "variant, `distill_shallow`, is not in the paper: a one-layer semantic stream without the orthogonality "
         "term, trained with an added cross-entropy towards the out-of-fold probabilities of the raw-embedding "
-        "probe (λ_distill = 10). Ablations (seed {args.seed}): α held "
+        f"probe (λ_distill = 10). Ablations (seed {args.seed}): α held "
         "at 0 (e = m / ‖m‖, prototype stream only) and at 1 (e = s / ‖s‖). Baselines, seeds as PGCL defaults: a "
         "SupCon projection head (the same MLP D→512→256→64 + L2 normalisation, class-weighted SupCon τ = 0.1) and "
         "a cross-entropy MLP (the same MLP, a linear classifier on s trained with class-weighted cross-entropy; "

@@ -489,7 +489,7 @@ static pgcl_status parse_dsa(load_ctx *c) {
             return cfg_fail(c, "dsa.category_specification_other", "must be at most 500 characters");
     }
     c->m->dsa = json_incref(dsa);
-    c->m->dsa_category = json_string_value(json_object_get(dsa, "category"));
+    c->m->dsa_category = category;
     return PGCL_OK;
 }
 
@@ -973,6 +973,15 @@ pgcl_status pgcl_model_load_mem(const char *config_text, size_t config_len, cons
 pgcl_model *pgcl_model_retain(pgcl_model *m) {
     atomic_fetch_add_explicit(&m->refcount, 1, memory_order_relaxed);
     return m;
+}
+
+json_t *pgcl_model_dsa_json(const pgcl_model *m, const char *source_key) {
+    json_t *out = m->dsa ? json_copy(m->dsa) : json_pack("{s:s}", "category", m->dsa_category);
+    if (out && json_object_set_new(out, source_key, json_string(m->dsa ? "config" : "task_default")) != 0) {
+        json_decref(out);
+        out = NULL;
+    }
+    return out;
 }
 
 void pgcl_model_release(pgcl_model *m) {

@@ -118,6 +118,11 @@ pgcl_status pgcl_model_load_mem(const char *config_text, size_t config_len, cons
 pgcl_model *pgcl_model_retain(pgcl_model *m);
 void pgcl_model_release(pgcl_model *m); /* frees at zero; accepts NULL */
 
+/* The DSA vocabulary m's statements of reasons use, as a new object: its `dsa` object as written
+ * (category, category_specification?, category_specification_other?) or the task's default
+ * {category}, with source_key set to "config" or "task_default". NULL when out of memory. */
+json_t *pgcl_model_dsa_json(const pgcl_model *m, const char *source_key);
+
 /* Applies the decision policy to one item's probabilities (K). Returns the decision and writes the
  * predicted label index (argmax, first on ties). */
 pgcl_decision pgcl_model_decide(const pgcl_model *m, const float *probs, int *label_index);

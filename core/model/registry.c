@@ -416,8 +416,7 @@ static json_t *describe_version(const reg_entry *e, const reg_version *v) {
     if (m->calibration) json_object_set(o, "calibration", m->calibration);
     /* the DSA vocabulary the version's statements of reasons use: its `dsa` object as written, or the
      * task's default category; category_source says which */
-    json_t *dsa = m->dsa ? json_deep_copy(m->dsa) : json_pack("{s:s}", "category", m->dsa_category);
-    if (dsa) json_object_set_new(dsa, "category_source", json_string(m->dsa ? "config" : "task_default"));
+    json_t *dsa = pgcl_model_dsa_json(m, "category_source");
     if (dsa) json_object_set_new(o, "dsa", dsa);
     return o;
 }

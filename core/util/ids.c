@@ -50,17 +50,9 @@ void pgcl_uuid7(char out[PGCL_UUID_LEN + 1]) {
 
 void pgcl_trace_id_new(char out[PGCL_TRACE_ID_LEN + 1]) {
     unsigned char b[PGCL_TRACE_ID_LEN / 2];
-    bool zero = true;
-    while (zero) { /* an all-zero trace id is invalid (W3C Trace Context) */
-        randombytes_buf(b, sizeof b);
-        for (size_t i = 0; i < sizeof b; i++) zero = zero && b[i] == 0;
-    }
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < sizeof b; i++) {
-        out[2 * i] = hex[b[i] >> 4];
-        out[2 * i + 1] = hex[b[i] & 15];
-    }
-    out[PGCL_TRACE_ID_LEN] = 0;
+    do randombytes_buf(b, sizeof b);
+    while (sodium_is_zero(b, sizeof b)); /* an all-zero trace id is invalid (W3C Trace Context) */
+    sodium_bin2hex(out, PGCL_TRACE_ID_LEN + 1, b, sizeof b);
 }
 
 void pgcl_sha256_hex(const void *data, size_t len, char out[65]) {

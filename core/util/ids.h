@@ -11,7 +11,7 @@
 
 #define PGCL_UUID_LEN 36 /* without the terminating NUL */
 /* A request id: a UUIDv7 pgcld made, or the client's X-Request-Id (1..128 visible ASCII bytes,
- * server/http/request_head.c), without the terminating NUL. */
+ * server/http/trace_context.c), without the terminating NUL. */
 #define PGCL_REQUEST_ID_MAX 128
 /* A W3C trace id: 16 bytes as 32 lowercase hex digits, without the terminating NUL. */
 #define PGCL_TRACE_ID_LEN 32

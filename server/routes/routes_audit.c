@@ -211,6 +211,11 @@ static json_t *load_decision_json(pgcld_server *srv, const pgcld_request *req, p
 
 #define NEAREST_MAX 10
 
+/* Whether m (NULL: no) is the model version that made a decision of (version, weights SHA-256). */
+static bool made_the_decision(const pgcl_model *m, const char *version, const char *sha) {
+    return m && version && sha && strcmp(m->version, version) == 0 && strcmp(m->sha256, sha) == 0;
+}
+
 /* The cosine similarity of the decision's vector to each class prototype (the K rows of the
  * checkpoint's `prototypes`, which live in the same d-dimensional space) of the version that made
  * the decision, nearest first, at most NEAREST_MAX: [{label, label_index, similarity}]. That version
@@ -222,9 +227,9 @@ static json_t *nearest_prototypes(pgcld_server *srv, const pgcl_decision_record 
     if (!name || !version || !sha) return json_null();
     pgcl_model *shadow = NULL;
     pgcl_model *active = pgcl_registry_acquire(srv->registry, name, &shadow);
-    const pgcl_model *m = NULL;
-    if (active && strcmp(active->version, version) == 0 && strcmp(active->sha256, sha) == 0) m = active;
-    else if (shadow && strcmp(shadow->version, version) == 0 && strcmp(shadow->sha256, sha) == 0) m = shadow;
+    const pgcl_model *m = made_the_decision(active, version, sha)   ? active
+                          : made_the_decision(shadow, version, sha) ? shadow
+                                                                    : NULL;
     json_t *out = NULL;
     double sim[NEAREST_MAX];
     int idx[NEAREST_MAX], n = 0;
@@ -433,12 +438,8 @@ static outcome_history history_of(json_t *rec) {
 }
 
 /* The DSA vocabulary of a decision's model, as the comment above says: a new object {category,
- * category_specification?, category_specification_other?, source, model_version (or null)}, or
+ * category_specification?, category_specification_other?, source}, or
  * NULL when out of memory. */
-static bool made_the_decision(const pgcl_model *m, const char *version, const char *sha) {
-    return m && version && sha && strcmp(m->version, version) == 0 && strcmp(m->sha256, sha) == 0;
-}
-
 static json_t *model_dsa_of(pgcld_server *srv, json_t *rec) {
     const char *name = json_string_value(json_object_get(rec, "model_name"));
     const char *version = json_string_value(json_object_get(rec, "model_version"));
@@ -455,16 +456,8 @@ static json_t *model_dsa_of(pgcld_server *srv, json_t *rec) {
             m = from_disk;
     }
     json_t *out;
-    if (!m) out = json_pack("{s:s, s:s, s:n}", "category", PGCL_DSA_FALLBACK_CATEGORY, "source", "fallback",
-                            "model_version");
-    else {
-        out = m->dsa ? json_deep_copy(m->dsa) : json_pack("{s:s}", "category", m->dsa_category);
-        if (out && (json_object_set_new(out, "source", json_string(m->dsa ? "config" : "task_default")) != 0 ||
-                    json_object_set_new(out, "model_version", json_string(m->version)) != 0)) {
-            json_decref(out);
-            out = NULL;
-        }
-    }
+    if (!m) out = json_pack("{s:s, s:s}", "category", PGCL_DSA_FALLBACK_CATEGORY, "source", "fallback");
+    else out = pgcl_model_dsa_json(m, "source");
     pgcl_model_release(active);
     pgcl_model_release(shadow);
     pgcl_model_release(from_disk);

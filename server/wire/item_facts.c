@@ -103,14 +103,21 @@ static bool scope_valid(json_t *v, char *buf, char *why, size_t why_cap) {
     return true;
 }
 
-int pgcld_item_facts_parse(json_t *item, int i, long today_ymd, pgcl_item_facts *out, char *scope_buf,
-                           pgcld_reply *reply) {
+bool pgcld_item_fact_json_of(json_t *item, pgcld_item_fact_json *out) {
+    out->content_date = json_object_get(item, "content_date");
+    out->territorial_scope = json_object_get(item, "territorial_scope");
+    out->content_language = json_object_get(item, "content_language");
+    return out->content_date || out->territorial_scope || out->content_language;
+}
+
+int pgcld_item_facts_parse(const pgcld_item_fact_json *item, int i, long today_ymd, pgcl_item_facts *out,
+                           char *scope_buf, pgcld_reply *reply) {
     *out = (pgcl_item_facts){0};
-    char field[64], why[160];
-    json_t *date = json_object_get(item, "content_date");
+    char field[64], why[160]; /* field: formatted only for a refusal */
+    json_t *date = item->content_date;
     if (date) {
-        snprintf(field, sizeof field, "items[%d].content_date", i);
         if (!json_is_string(date) || !pgcld_content_date_valid(json_string_value(date), today_ymd)) {
+            snprintf(field, sizeof field, "items[%d].content_date", i);
             pgcld_reply_error(reply, 400, "invalid_content_date", i, field,
                               "item %d: 'content_date' must be a date \"YYYY-MM-DD\" from 2000-01-01 to tomorrow (UTC)",
                               i);
@@ -118,20 +125,20 @@ int pgcld_item_facts_parse(json_t *item, int i, long today_ymd, pgcl_item_facts 
         }
         out->content_date = json_string_value(date);
     }
-    json_t *scope = json_object_get(item, "territorial_scope");
+    json_t *scope = item->territorial_scope;
     if (scope) {
-        snprintf(field, sizeof field, "items[%d].territorial_scope", i);
         if (!scope_valid(scope, scope_buf, why, sizeof why)) {
+            snprintf(field, sizeof field, "items[%d].territorial_scope", i);
             pgcld_reply_error(reply, 400, "invalid_territorial_scope", i, field, "item %d: 'territorial_scope' %s", i,
                               why);
             return -1;
         }
         out->territorial_scope = scope_buf;
     }
-    json_t *lang = json_object_get(item, "content_language");
+    json_t *lang = item->content_language;
     if (lang) {
-        snprintf(field, sizeof field, "items[%d].content_language", i);
         if (!json_is_string(lang) || !pgcld_iso639_1_upper(json_string_value(lang))) {
+            snprintf(field, sizeof field, "items[%d].content_language", i);
             pgcld_reply_error(reply, 400, "invalid_content_language", i, field,
                               "item %d: 'content_language' must be an ISO 639-1 code in uppercase (e.g. \"EN\")", i);
             return -1;

@@ -32,13 +32,22 @@ bool pgcld_eea_country(const char *code);
 /* Whether code is an ISO 639-1 language code in uppercase. */
 bool pgcld_iso639_1_upper(const char *code);
 
-/* Reads item i's facts (an object) into *out: strings borrowed from item, territorial_scope
- * written canonically (["DE","FR"], the codes in the order given) into scope_buf
+/* The three fact members of one item (NULL where absent), looked up once. */
+typedef struct pgcld_item_fact_json {
+    json_t *content_date, *territorial_scope, *content_language;
+} pgcld_item_fact_json;
+
+/* item's fact members; returns whether it has any. */
+bool pgcld_item_fact_json_of(json_t *item, pgcld_item_fact_json *out);
+
+/* Reads item i's facts (its members, from pgcld_item_fact_json_of) into *out: strings borrowed
+ * from the item, territorial_scope written canonically (["DE","FR"], the codes in the order given)
+ * into scope_buf
  * (PGCLD_TERRITORIAL_SCOPE_MAX + 1 bytes). today_ymd as for pgcld_content_date_valid. Returns 0, or
  * -1 with reply set (400: invalid_content_date, invalid_territorial_scope, invalid_content_language;
  * the field named as items[i].name). */
-int pgcld_item_facts_parse(json_t *item, int i, long today_ymd, pgcl_item_facts *out, char *scope_buf,
-                           pgcld_reply *reply);
+int pgcld_item_facts_parse(const pgcld_item_fact_json *item, int i, long today_ymd, pgcl_item_facts *out,
+                           char *scope_buf, pgcld_reply *reply);
 
 /* Today's UTC date as YYYYMMDD. */
 long pgcld_today_ymd(void);

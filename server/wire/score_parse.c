@@ -114,9 +114,8 @@ static int parse_embedding(const pgcl_model *m, json_t *item, int i, float *z, p
 /* Item i's facts for a statement of reasons (item_facts.h) into job->facts, which is made (for
  * all n items, zeroed) at the first item that has any. Returns 0, or -1 with reply filled. */
 static int parse_item_facts(score_job *job, json_t *item, int i, long today, pgcld_reply *reply) {
-    bool any = json_object_get(item, "content_date") || json_object_get(item, "territorial_scope") ||
-               json_object_get(item, "content_language");
-    if (!any) return 0;
+    pgcld_item_fact_json members;
+    if (!pgcld_item_fact_json_of(item, &members)) return 0;
     if (!job->facts) {
         job->facts = calloc((size_t)job->n, sizeof *job->facts);
         job->facts_arena = malloc((size_t)job->n * (PGCLD_TERRITORIAL_SCOPE_MAX + 1));
@@ -126,7 +125,7 @@ static int parse_item_facts(score_job *job, json_t *item, int i, long today, pgc
         }
     }
     char *scope_buf = job->facts_arena + (size_t)i * (PGCLD_TERRITORIAL_SCOPE_MAX + 1);
-    return pgcld_item_facts_parse(item, i, today, &job->facts[i], scope_buf, reply);
+    return pgcld_item_facts_parse(&members, i, today, &job->facts[i], scope_buf, reply);
 }
 
 /* Parses and validates the whole request into job. Returns 0, or -1 with reply filled. */

@@ -43,7 +43,6 @@
     " d.decision, d.toxicity, " PG_CONTEST_STATUS_SQL
 
 /* A decision's facts (review_rows.h): after the summary in the lists' rows, and in a record's. */
-#define PG_FACTS_COLS "d.trace_id, d.content_date, d.territorial_scope, d.content_language"
 
 /* ---- the read transaction, values ---- */
 
@@ -166,7 +165,7 @@ static void summary_of(pgcl_row_arena *a, const PGresult *res, int row, pgcl_dec
     };
 }
 
-/* Columns first..first+3 (PG_FACTS_COLS) of a row, strings copied into a. */
+/* Columns first..first+3 (FACTS_COLS) of a row, strings copied into a. */
 static void facts_of(pgcl_row_arena *a, const PGresult *res, int row, int first, pgcl_decision_facts *out) {
     *out = (pgcl_decision_facts){
         .trace_id = text_of(a, res, row, first),
@@ -197,7 +196,7 @@ static const char RECORD_SQL[] =
     " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
     " d.t_block, d.vector, d.input_sha256, d.latency_us, d.input_dtype,"
     " EXISTS (SELECT 1 FROM decision_inputs AS i WHERE i.decision_seq = d.seq), d.input_digest IS NOT NULL,"
-    " " PG_CONTEST_STATUS_SQL ", " PG_FACTS_COLS " FROM decisions d WHERE d.decision_id = $1";
+    " " PG_CONTEST_STATUS_SQL ", " FACTS_COLS " FROM decisions d WHERE d.decision_id = $1";
 /* The entry of the commit that chained the row: the run of decisions holding its seq (the last run
  * starting at or before it, through the runs' primary key), in its writer's chain. */
 static const char CHAIN_SQL[] =
@@ -387,7 +386,7 @@ enum { LIST_PARAMS = 14 };
     " AND ($11::text <> 'none'"                                                                                        \
     " OR (SELECT c0.seq FROM contests c0 WHERE c0.decision_id = d.decision_id LIMIT 1) IS NULL)"
 
-#define LIST_OUTER_SQL "SELECT " PG_SUMMARY_COLS ", " PG_FACTS_COLS " FROM decisions d WHERE d.seq IN ("
+#define LIST_OUTER_SQL "SELECT " PG_SUMMARY_COLS ", " FACTS_COLS " FROM decisions d WHERE d.seq IN ("
 #define LIST_OUTER_END_SQL ") ORDER BY d.seq DESC"
 
 static const char LIST_SQL[] = LIST_OUTER_SQL "SELECT d.seq FROM decisions d WHERE" LIST_FILTERS_SQL
