@@ -3,7 +3,7 @@
 
 For each filter of GET /v1/decisions: 200 pages of limit 100, as 20 walks of 10 pages that each
 start at a random point (a cursor made for a random seq) and follow next_cursor; filters that match
-a handful of rows (item_id, request_id) are 200 single-page requests for random values instead.
+a handful of rows (item_id, request_id, trace_id) are 200 single-page requests for random values instead.
 Reports p50 / p99 / max latency (client side, keep-alive loopback HTTP) and rows per page, and
 prints the EXPLAIN QUERY PLAN of each filter's query as core/review/decision_lists.c builds it (explain helper).
 Then single records, figures and a full NDJSON export (throughput and the daemon's peak RSS).
@@ -120,6 +120,7 @@ def main():
         ("decision", {"decision": "block"}, (1, max_seq), None),
         ("item_id", None, None, [{"item_id": v} for v in random_values("item_id", 200)]),
         ("request_id", None, None, [{"request_id": v} for v in random_values("request_id", 200)]),
+        ("trace_id", None, None, [{"trace_id": v} for v in random_values("trace_id", 200)]),
         ("time range (1 day)", day, seq_range(day_since, day_until), None),
         ("contest=open", {"contest": "open"}, (1, max_seq), None),
         ("model, all versions", {"model": "toxicity"}, (1, max_seq), None),

@@ -2,7 +2,7 @@
  * EXPLAIN QUERY PLAN for it, by calling core/review/decision_lists.c itself (so the plan shown is the plan
  * served). Used by bench/audit_queries/run.sh.
  *
- *   explain DB [model=M] [version=V] [label=L] [decision=D] [item_id=I] [request_id=R]
+ *   explain DB [model=M] [version=V] [label=L] [decision=D] [item_id=I] [request_id=R] [trace_id=T]
  *              [since=T] [until=T] [contest=open|resolved|contested|none] [before=SEQ] [limit=N]
  *
  * since/until are RFC 3339 date-times as on the HTTP API. */
@@ -42,6 +42,8 @@ int main(int argc, char **argv) {
             f.item_id = v;
         else if (!strcmp(k, "request_id"))
             f.request_id = v;
+        else if (!strcmp(k, "trace_id"))
+            f.trace_id = v;
         else if (!strcmp(k, "before"))
             before = atoll(v);
         else if (!strcmp(k, "limit"))

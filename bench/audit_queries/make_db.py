@@ -5,7 +5,7 @@ few thousand contests and resolutions, in one transaction.
 Usage: make_db.py DB [--rows 1000000] [--contests 5000] [--seed 1]
 
 The rows look like production traffic: three toxicity versions and one multiclass model, requests of
-1..32 items sharing created_at and request_id, created_at spread over 30 days and never decreasing
+1..32 items sharing created_at, request_id and trace_id, created_at spread over 30 days and never decreasing
 with seq (the audit writer stamps each transaction so), items re-scored now and then (repeated
 item_id), 64-d float32 vectors, probabilities and the policy as JSON. Contests are filed on a
 random sample of decisions (more on blocks), about 60 % resolved, a quarter of those overturned.
@@ -74,7 +74,7 @@ def main():
     conn.execute("BEGIN")
     ins = ("INSERT INTO decisions (seq, decision_id, created_at, request_id, item_id, model_name, model_version,"
            " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
-           " vector, input_sha256, latency_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+           " vector, input_sha256, latency_us, trace_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
     batch, seq, n_items = [], 0, 0
     blocked = []  # (seq, decision_id, created_us) of block/review decisions, to contest later
     allowed = []
@@ -85,6 +85,7 @@ def main():
         created_us = start_us + int(seq * step)
         created = ts(created_us)
         request_id = uuid7(created_us // 1000, rng)
+        trace_id = f"{rng.getrandbits(128):032x}"  # one W3C trace per request (migration 0011)
         latency = rng.randint(800, 20000)
         for _ in range(n):
             seq += 1
@@ -114,7 +115,7 @@ def main():
             did = uuid7(created_us // 1000, rng)
             batch.append((seq, did, created, request_id, item, name, version, sha, labels[label_index],
                           label_index, probs_text, tox, decision, policy_text, t_review, t_block, vec,
-                          hashlib.sha256(vec).hexdigest(), latency))
+                          hashlib.sha256(vec).hexdigest(), latency, trace_id))
             (blocked if decision != "allow" else allowed).append((did, created_us))
         if len(batch) >= 20000:
             conn.executemany(ins, batch)
