@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks a pgcld inclusion proof (GET /v1/decisions/{id}/proof) offline, with the standard library
-only (docs/audit.md, "Inclusion proofs"): the leaf is the decision as recorded, its RFC 9162 path
+only (docs/audit.md, "Inclusion proofs"): the leaf, read by its layout, is the decisions row of the
+proof's decision_id (field by field, never a search of its bytes), its RFC 9162 path
 gives the commit's root, the root gives the chain entry's hash, and the entry's path in the log tree
 gives the root a signed checkpoint signs. Also checks a consistency proof (GET /v1/audit/consistency):
 that the log tree an older checkpoint signs is a prefix of the one a newer checkpoint signs. On the
@@ -16,6 +17,38 @@ import base64, hashlib, json, os, sys
 def sha(b): return hashlib.sha256(b).digest()
 def text(s): b = s.encode(); return b"\x03" + len(b).to_bytes(4, "big") + b
 def integer(v): return b"\x01" + v.to_bytes(8, "big", signed=True)
+
+# A decision's leaf, by its layout (docs/audit.md, "Encoding version 2", "Decision leaf, extended"):
+# TEXT "decisions", then the row's 21 columns, then the extension's 4 when any of them is set. A
+# type per column: I INTEGER, R REAL, T TEXT, B BLOB, lower case: or NULL. A claim is checked
+# against the field at its position: a client's item id or request id can be another decision's id.
+COLUMNS = ("seq decision_id created_at request_id item_id model_name model_version model_sha256 label label_index"
+           " probabilities toxicity decision policy t_review t_block vector input_sha256 latency_us input_digest"
+           " input_dtype trace_id content_date territorial_scope content_language").split()
+TYPES = "ITTTTTTTTITrTTrrBTIbt" "tttt"
+
+def values(data):
+    """The encoded values of data, [(type letter, value)]: n NULL, I INTEGER, R REAL, T TEXT, B BLOB."""
+    out, at = [], 0
+    while at < len(data):
+        tag, at = data[at], at + 1
+        if tag in (3, 4): size, at = int.from_bytes(data[at:at + 4], "big"), at + 4
+        else: size = {0: 0, 1: 8, 2: 8}.get(tag, -1)
+        if size < 0 or at + size > len(data): raise ValueError("leaf_data is not a sequence of encoded values")
+        raw, at = data[at:at + size], at + size
+        out.append(("nIRTB"[tag], None if tag == 0 else int.from_bytes(raw, "big", signed=True) if tag == 1 else raw))
+    return out
+
+def decision_leaf(data):
+    """The decisions row a leaf holds, {column: (type letter, value)}; ValueError when it is not one."""
+    v = values(data)
+    if v[:1] != [("T", b"decisions")]: raise ValueError("leaf_data is not a decisions row")
+    row = v[1:]
+    if len(row) not in (21, 25): raise ValueError(f"leaf_data holds {len(row)} columns, a decisions row 21 or 25")
+    if len(row) == 25 and all(t == "n" for t, _ in row[21:]): raise ValueError("leaf_data's extension is all NULL")
+    for name, want, (t, _) in zip(COLUMNS, TYPES, row):
+        if t != want.upper() and not (t == "n" and want.islower()): raise ValueError(f"leaf_data's {name} has the wrong type")
+    return dict(zip(COLUMNS, row + [("n", None)] * (25 - len(row))))
 
 def root_from_path(leaf, index, size, path):  # RFC 9162 s2.1.3.2
     if not 0 <= index < size: raise ValueError("leaf_index is not below tree_size")
@@ -67,8 +100,11 @@ def verify_consistency(c, old=None, new=None):  # RFC 9162 s2.1.4.2
     if sn or fr != r1 or sr != r2: raise ValueError("the path does not lead to both roots: not consistent")
 
 def verify(proof, held=None):
+    if proof["encoding"] != 2: raise ValueError("not an encoding-2 proof")
     data = base64.b64decode(proof["leaf_data"], validate=True)
-    if text(proof["decision_id"]) not in data: raise ValueError("leaf_data is not this decision's")
+    claimed = proof["decision_id"]
+    if not isinstance(claimed, str) or decision_leaf(data)["decision_id"] != ("T", claimed.encode()):
+        raise ValueError("leaf_data is another decision's: its decision_id is not the proof's")
     if sha(b"\x00" + data).hex() != proof["leaf_hash"]: raise ValueError("leaf_data does not hash to the chained leaf_hash")
     root = root_from_path(sha(b"\x00" + data), proof["leaf_index"], proof["tree_size"], proof["path"])
     if root.hex() != proof["root"]: raise ValueError("the path does not lead to root")

@@ -82,7 +82,7 @@ void pgcl_chain_genesis_payload(const int64_t maxima[PGCL_CHAIN_TABLES], char ou
 void pgcl_chain_writer_genesis_payload(const char *writer_id, char out_hex[PGCL_CHAIN_HEX_LEN + 1]);
 
 /* The encoding of one TEXT value (tag, 4-byte big-endian length, bytes) into out; its length, or 0
- * when it does not fit in cap bytes. What a proof checker looks for in a leaf to find its id. */
+ * when it does not fit in cap bytes. (A leaf's fields are read by position: chain_decoding.h.) */
 size_t pgcl_chain_text_value(const char *s, size_t n, unsigned char *out, size_t cap);
 
 /* Version 2: steps sel (the row select of table `table`) for row_seq and writes the event's Merkle

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "chain.h"
+#include "chain_decoding.h"
 #include "chain_encoding.h"
 #include "db.h"
 #include "log_tree.h"
@@ -186,14 +187,29 @@ done:
 
 bool pgcl_chain_proof_check(const pgcl_chain_proof *p, const char *decision_id, const char *entry_hash, char *why,
                             int cap) {
-    unsigned char id_text[5 + 128];
-    size_t n = pgcl_chain_text_value(decision_id, strlen(decision_id), id_text, sizeof id_text);
-    if (n == 0 || !p->leaf_data) {
-        pgcl_errorf(why, cap, "the decision id or the leaf data is missing or too long");
+    if (!decision_id || !p->leaf_data) {
+        pgcl_errorf(why, cap, "the decision id or the leaf data is missing");
         return false;
     }
-    if (!memmem(p->leaf_data, p->leaf_data_len, id_text, n)) {
-        pgcl_errorf(why, cap, "leaf_data is not decision %.64s's", decision_id);
+    /* The claims are checked against the fields at their positions, never by finding the claimed
+     * id somewhere in the leaf: a client's item id or request id can be another decision's id. */
+    pgcl_chain_leaf row;
+    char layout_why[256];
+    if (pgcl_chain_leaf_decode(p->leaf_data, p->leaf_data_len, &row, layout_why, sizeof layout_why) != PGCL_OK) {
+        pgcl_errorf(why, cap, "leaf_data is not the leaf of a row: %s", layout_why);
+        return false;
+    }
+    if (row.table != DECISIONS_TABLE) {
+        pgcl_errorf(why, cap, "leaf_data is a row of %s, not of decisions", pgcl_chain_tables[row.table].name);
+        return false;
+    }
+    if (!pgcl_chain_value_is_text(&row.columns[PGCL_CHAIN_DECISION_ID], decision_id)) {
+        pgcl_errorf(why, cap, "leaf_data is not decision %.64s's: its decision_id is another", decision_id);
+        return false;
+    }
+    if (p->row_seq != 0 && row.columns[PGCL_CHAIN_DECISION_SEQ].integer != p->row_seq) {
+        pgcl_errorf(why, cap, "leaf_data is decisions row %lld, not row %lld",
+                    (long long)row.columns[PGCL_CHAIN_DECISION_SEQ].integer, (long long)p->row_seq);
         return false;
     }
     pgcl_merkle_hash leaf = pgcl_merkle_leaf_hash(p->leaf_data, p->leaf_data_len);

@@ -57,8 +57,10 @@ pgcl_status pgcl_chain_prove_decision(struct sqlite3 *db, const char *decision_i
                                       int cap);
 void pgcl_chain_proof_release(pgcl_chain_proof *p);
 
-/* Checks a proof without the database, as docs/verify_proof.py does: leaf_data names decision_id
- * and hashes to leaf_hash, the path leads to root, root and prev_hash give entry_hash, (unless
+/* Checks a proof without the database, as docs/verify_proof.py does: leaf_data, decoded by its
+ * layout (chain_decoding.h), is a decisions row whose decision_id column is decision_id (and whose
+ * seq is row_seq, unless row_seq is 0: a proof read from a file does not carry it), it hashes to
+ * leaf_hash, the path leads to root, root and prev_hash give entry_hash, (unless
  * NULL) entry_hash is the one the caller holds, the entry is in the log tree of log_root, and a
  * checkpoint, when the proof carries one, signs that root with a valid signature. False with the
  * reason in why. */

@@ -419,6 +419,11 @@ static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_i
                  "path, root and chain_entry {seq, prev_hash, hash} are required");
         return false;
     }
+    json_t *encoding = json_object_get(doc, "encoding");
+    if (!json_is_integer(encoding) || json_integer_value(encoding) != 2) {
+        snprintf(why, (size_t)cap, "encoding must be 2: an inclusion proof's leaf is in audit chain encoding 2");
+        return false;
+    }
     p->leaf_index = json_integer_value(json_object_get(doc, "leaf_index"));
     p->tree_size = json_integer_value(json_object_get(doc, "tree_size"));
     p->entry_seq = json_integer_value(json_object_get(entry, "seq"));

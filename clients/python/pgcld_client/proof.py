@@ -3,8 +3,8 @@ only. What a proof holds and why each step holds is in docs/audit.md, "Inclusion
 "The log tree"; in short, four links, each checked here:
 
 1. the leaf: ``leaf_data`` (the decision's row, as stored when the proof was made, in the chain's
-   value encoding) hashes to ``leaf_hash`` = SHA-256(0x00 || leaf_data), and decodes to a
-   ``decisions`` row of the proof's decision;
+   value encoding) hashes to ``leaf_hash`` = SHA-256(0x00 || leaf_data), and decodes, by its
+   layout, to a ``decisions`` row whose decision_id column is the proof's decision;
 2. the commit: ``leaf_hash`` at ``leaf_index`` of ``tree_size`` leaves, along ``path``, gives
    ``root`` (RFC 9162 section 2.1.3.2);
 3. the chain entry: (``seq``, "commit", ``tree_size``, ``root``, ``prev_hash``) encoded hashes to
@@ -22,6 +22,7 @@ checkpoint's signature is not checked here: check the checkpoint file once with
 import base64
 import binascii
 import hashlib
+import json
 import re
 import struct
 
@@ -39,11 +40,17 @@ DECISION_COLUMNS = (
 # DECISION_COLUMNS when any of them is set (the row's trace id, the item's statement facts).
 DECISION_EXTENSION = ("trace_id", "content_date", "territorial_scope", "content_language")
 
+# Each column's type in a leaf (the two tuples above, in order): I INTEGER, R REAL, T TEXT, B BLOB;
+# lower case: that type or NULL.
+_DECISION_TYPES = "ITTTTTTTTITrTTrrBTIbt" "tttt"
+_TYPE_OF_LETTER = {"I": int, "R": float, "T": str, "B": bytes}
+
 # Members of a decision record (GET /v1/decisions/{id}) or a score result that the leaf must
 # repeat exactly when the caller passes one (texts and integers: no float printing in between).
-COMPARED_MEMBERS = ("decision_id", "created_at", "request_id", "item_id", "model_name",
+COMPARED_MEMBERS = ("seq", "decision_id", "created_at", "request_id", "item_id", "model_name",
                     "model_version", "model_sha256", "label", "label_index", "decision",
-                    "input_sha256", "latency_us")
+                    "input_sha256", "latency_us", "trace_id", "content_date", "territorial_scope",
+                    "content_language")
 MEMBER_ALIASES = {"id": "item_id"}  # a score result's "id" is the row's item_id
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -135,22 +142,27 @@ def decode_values(data):
 
 
 def decode_decision_leaf(data):
-    """The decisions row a leaf holds, as a dict of DECISION_COLUMNS (plus ``extra``: values a
-    later encoding appends). ProofError when the leaf is not a decisions row."""
+    """The decisions row a leaf holds, read by its layout (docs/audit.md, "Encoding version 2" and
+    "Decision leaf, extended"): a dict of DECISION_COLUMNS and DECISION_EXTENSION (None where a
+    leaf without the extension has none), and ``extra``, always empty (kept for earlier callers: a
+    value past the layout is refused). ProofError unless the leaf is exactly a decisions row: the
+    kind "decisions", then 21 values, or 25 with an extension not all NULL, each of its column's
+    type. Every claim about the leaf is checked against these fields at their positions, never by
+    finding a value somewhere in the bytes: a client's item id or request id can be any text."""
     values = decode_values(data)
     if not values or values[0] != "decisions":
         raise ProofError("leaf_data is not a row of the decisions table")
     row = values[1:]
-    if len(row) < len(DECISION_COLUMNS):
-        raise ProofError(f"leaf_data holds {len(row)} values, a decisions row has {len(DECISION_COLUMNS)}")
-    decision = dict(zip(DECISION_COLUMNS, row))
-    rest = row[len(DECISION_COLUMNS):]
-    if len(rest) >= len(DECISION_EXTENSION):  # an extended leaf (else its four values are NULL)
-        decision.update(zip(DECISION_EXTENSION, rest))
-        rest = rest[len(DECISION_EXTENSION):]
-    else:
-        decision.update(dict.fromkeys(DECISION_EXTENSION))
-    decision["extra"] = rest
+    plain, extended = len(DECISION_COLUMNS), len(DECISION_COLUMNS) + len(DECISION_EXTENSION)
+    if len(row) not in (plain, extended):
+        raise ProofError(f"leaf_data holds {len(row)} values, a decisions row has {plain} or, extended, {extended}")
+    if len(row) == extended and all(v is None for v in row[plain:]):
+        raise ProofError("leaf_data's extension is all NULL, which no decisions row is encoded with")
+    for name, letter, value in zip(DECISION_COLUMNS + DECISION_EXTENSION, _DECISION_TYPES, row):
+        if not (value is None and letter.islower()) and type(value) is not _TYPE_OF_LETTER[letter.upper()]:
+            raise ProofError(f"leaf_data's {name} is a {type(value).__name__}, which a decisions row never holds")
+    decision = dict(zip(DECISION_COLUMNS + DECISION_EXTENSION, row + [None] * (extended - len(row))))
+    decision["extra"] = []
     return decision
 
 
@@ -200,7 +212,15 @@ def signed_log_head(checkpoint, writer_id=None):
 def _check_against_record(leaf_row, record):
     for member, value in record.items():
         column = MEMBER_ALIASES.get(member, member)
-        if column in COMPARED_MEMBERS and leaf_row.get(column) != value:
+        if column not in COMPARED_MEMBERS:
+            continue
+        in_leaf = leaf_row.get(column)
+        if column == "territorial_scope" and in_leaf is not None:  # the leaf holds the JSON text pgcld wrote
+            try:
+                in_leaf = json.loads(in_leaf)
+            except ValueError:
+                raise ProofError("the leaf's territorial_scope is not JSON") from None
+        if in_leaf != value:
             raise ProofError(f"the leaf's {column} is {leaf_row.get(column)!r}, the decision given says {value!r}")
 
 
@@ -213,10 +233,12 @@ def verify_inclusion(proof, entry_hash=None, checkpoint=None, decision=None):
     checkpoint: a signed checkpoint (the parsed JSON file) the caller holds: it must sign the
     proof's log tree (its signature is not checked here, see the module's notes).
     decision: a decision record (GET /v1/decisions/{id}) or a score result the caller holds: its
-    ids, times, model, label and decision must be the leaf's."""
+    seq, ids, times, model, label, decision, trace id and facts must be the leaf's."""
     if not isinstance(proof, dict):
         raise ProofError("the proof is not a JSON object")
     try:
+        if proof["encoding"] != 2:
+            raise ProofError(f"encoding {proof['encoding']!r}: an inclusion proof's leaf is in audit chain encoding 2")
         decision_id = proof["decision_id"]
         try:
             leaf_data = base64.b64decode(proof["leaf_data"], validate=True)
