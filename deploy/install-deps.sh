@@ -10,7 +10,7 @@
 set -eu
 # curl and sqlite3: the README's "Try it" (score with curl, read the audit rows with sqlite3)
 packages="ca-certificates build-essential pkg-config meson ninja-build python3
-  libmicrohttpd-dev libjansson-dev libopenblas-dev libsqlite3-dev libsodium-dev libssl-dev libpq-dev
+  libmicrohttpd-dev libjansson-dev libutf8proc-dev libopenblas-dev libsqlite3-dev libsodium-dev libssl-dev libpq-dev
   libsystemd-dev curl sqlite3"
 if [ "${1:-}" = "--test" ]; then
   packages="$packages openssl python3-numpy python3-yaml python3-jsonschema python3-torch python3-sklearn

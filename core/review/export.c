@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "log.h"
 #include "read_sql.h"
@@ -42,17 +43,60 @@ static bool buf_put(pgcl_export *e, const char *data, size_t n) {
     return true;
 }
 
-/* True when a spreadsheet opening the export would read a cell starting with text as a formula
- * (CSV injection, OWASP): its first character, after any spaces, is =, +, -, @, a tab, CR or LF,
- * or the full-width forms of =, +, - and @ (U+FF1D, U+FF0B, U+FF0D, U+FF20), which some
- * spreadsheets fold into the ASCII ones. */
+/* The characters that start a formula once a spreadsheet has folded compatibility forms (NFKC):
+ * = + - @, and U+2212 MINUS SIGN, which spreadsheets accept as a minus sign and to which the
+ * superscript and subscript minus (U+207B, U+208B) fold. */
+static bool formula_start(utf8proc_int32_t c) {
+    return c == '=' || c == '+' || c == '-' || c == '@' || c == 0x2212;
+}
+
+/* True for a character a spreadsheet shows as nothing, or trims before reading a cell: whitespace
+ * as Python's str.isspace() defines it (general category Zs, or bidirectional class WS, B or S:
+ * Unicode's White_Space characters and the information separators U+001C-U+001F), and the
+ * invisible format characters (category Cf: zero-width space and joiners, word joiner, byte
+ * order mark, soft hyphen, bidirectional controls). */
+static bool invisible(utf8proc_int32_t c) {
+    const utf8proc_property_t *p = utf8proc_get_property(c);
+    return p->category == UTF8PROC_CATEGORY_ZS || p->category == UTF8PROC_CATEGORY_CF ||
+           p->bidi_class == UTF8PROC_BIDI_CLASS_WS || p->bidi_class == UTF8PROC_BIDI_CLASS_B ||
+           p->bidi_class == UTF8PROC_BIDI_CLASS_S;
+}
+
+/* c folded by NFKC (its compatibility decomposition, canonically ordered, then composed) into
+ * folded, which holds cap code points. Returns the number of code points (at most 18 for any
+ * character of Unicode 15), or 1 with c itself should utf8proc fail. */
+static utf8proc_ssize_t nfkc_fold(utf8proc_int32_t c, utf8proc_int32_t *folded, utf8proc_ssize_t cap) {
+    const utf8proc_option_t nfkc = UTF8PROC_STABLE | UTF8PROC_COMPAT | UTF8PROC_COMPOSE;
+    utf8proc_uint8_t utf8[4];
+    utf8proc_ssize_t n = utf8proc_decompose(utf8, utf8proc_encode_char(c, utf8), folded, cap, nfkc);
+    if (n > 0 && n <= cap) n = utf8proc_normalize_utf32(folded, n, nfkc);
+    if (n <= 0 || n > cap) {
+        folded[0] = c;
+        n = 1;
+    }
+    return n;
+}
+
+/* The rule (docs/audit.md, "CSV exports and spreadsheets"): a cell is a formula when its first
+ * character is a tab, CR or LF (OWASP's list), or when, each of its characters folded by NFKC and
+ * the invisible ones (invisible()) skipped, the first remaining character is one of
+ * formula_start()'s. Folding character by character never misses what folding the whole text
+ * would find (composition only turns a formula character into another character, = and U+0338
+ * into U+2260), and at a byte that is not UTF-8 the text is no formula. */
 bool pgcl_csv_formula_trigger(const char *text) {
-    const unsigned char *p = (const unsigned char *)text;
-    while (*p == ' ')
-        p++;
-    if (*p && strchr("=+-@\t\r\n", *p)) return true;
-    /* U+FF0B, U+FF0D, U+FF1D, U+FF20 in UTF-8: EF BC 8B / 8D / 9D / A0 */
-    return p[0] == 0xef && p[1] == 0xbc && (p[2] == 0x8b || p[2] == 0x8d || p[2] == 0x9d || p[2] == 0xa0);
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)text;
+    if (*p == '\t' || *p == '\r' || *p == '\n') return true;
+    while (*p) {
+        if (*p > ' ' && *p < 0x7f) return formula_start(*p); /* printable ASCII folds to itself */
+        utf8proc_int32_t c, folded[32];
+        utf8proc_ssize_t len = utf8proc_iterate(p, -1, &c);
+        if (len <= 0) return false;
+        p += len;
+        utf8proc_ssize_t n = nfkc_fold(c, folded, sizeof folded / sizeof folded[0]);
+        for (utf8proc_ssize_t k = 0; k < n; k++)
+            if (!invisible(folded[k])) return formula_start(folded[k]);
+    }
+    return false;
 }
 
 /* One CSV text field, quoted (RFC 4180) when it holds a comma, a quote, CR or LF, so that no cell

@@ -9,7 +9,8 @@
  *   POST /v2/models/{name}[/versions/{version}]/infer  JSON tensors, or the binary tensor extension
  *                                     (Inference-Header-Content-Length: a JSON header, then raw
  *                                     tensor bytes in input order, sized by binary_data_size)
- * Inputs: "embedding" FP32 [n, D] (required) and "id" BYTES [n] (optional item ids). Outputs:
+ * Inputs: "embedding" FP32 [n, D] (required) and "id" BYTES [n] (optional item ids), each at most
+ * once, checked by one rule for every input, JSON or binary (read_input, g_inputs). Outputs:
  * label, decision, decision_id (BYTES [n]), probabilities FP32 [n, K], vector FP32 [n, d]; the
  * request's `outputs` picks some of them, and those asked with parameters.binary_data (or all of
  * them, with the request's parameters.binary_data_output) come back in the binary extension's
@@ -342,124 +343,210 @@ static json_t *read_bytes_tensor(const unsigned char *p, size_t len) {
     return NULL;
 }
 
-/* Reads inputs[] of the inference header into job (model set): the embedding tensor (JSON data or
- * binary bytes from `binary`, consumed in input order) and the optional ids. */
-static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *binary, size_t binary_len,
-                       score_job *job, pgcld_reply *reply) {
+/* The inputs pgcld takes, as GET /v2/models/{name} lists them: every input at most once, with this
+ * datatype and rank. The embedding's shape is [n, D] (D the model's); every other input has one
+ * row per embedding, which pgcld_score_take_ids checks for the ids. */
+enum { IN_EMBEDDING, IN_ID, N_INPUTS };
+static const struct input_spec {
+    const char *name, *datatype, *shape; /* shape: as the messages write it */
+    size_t rank;
+} g_inputs[N_INPUTS] = {{"embedding", "FP32", "[n, D]", 2}, {"id", "BYTES", "[n]", 1}};
+
+/* One input of the request as its header describes it, checked on its own (read_input). */
+typedef struct input_tensor {
+    json_t *tensor; /* inputs[index], borrowed from the header; NULL when the request has no such input */
+    size_t index;
+    json_int_t shape[2];        /* its dimensions (g_inputs[].rank of them) */
+    const unsigned char *bytes; /* its binary data (nbytes), or NULL when its values are JSON "data" */
+    size_t nbytes;
+    char field[32]; /* "inputs[i]" */
+} input_tensor;
+
+/* The element count a tensor's shape announces; false when a dimension is negative or the
+ * product does not fit a size_t (no data can hold it then). */
+static bool shape_elements(const input_tensor *t, size_t rank, size_t *count) {
+    size_t n = 1;
+    for (size_t k = 0; k < rank; k++) {
+        if (t->shape[k] < 0 || (t->shape[k] > 0 && n > SIZE_MAX / (size_t)t->shape[k])) return false;
+        n *= (size_t)t->shape[k];
+    }
+    *count = n;
+    return true;
+}
+
+/* Checks inputs[i] on its own, the same way for every input and for JSON and binary data alike: an
+ * object with a name, a datatype and a shape; a name pgcld takes, not given before; its datatype
+ * and rank; integer dimensions; parameters an object; its values given once, as "data" or as
+ * parameters.binary_data_size bytes of the binary part (taken from binary + *used, in input
+ * order). Fills slots[] for that name. Returns 0, or -1 with reply set (400 invalid_request, field
+ * inputs[i]). */
+static int read_input(json_t *in, size_t i, input_tensor slots[N_INPUTS], const unsigned char *binary,
+                      size_t binary_len, size_t *used, pgcld_reply *reply) {
+    char field[32];
+    snprintf(field, sizeof field, "inputs[%zu]", i);
+    const char *name = json_string_value(json_object_get(in, "name"));
+    const char *dtype = json_string_value(json_object_get(in, "datatype"));
+    json_t *shape = json_object_get(in, "shape"), *params = json_object_get(in, "parameters");
+    if (!name || !dtype || !json_is_array(shape)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, field, "a tensor needs name, datatype and shape");
+        return -1;
+    }
+    int k = 0;
+    while (k < N_INPUTS && strcmp(name, g_inputs[k].name) != 0)
+        k++;
+    if (k == N_INPUTS) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, field, "unknown input '%.64s' (expected embedding, id)",
+                          name);
+        return -1;
+    }
+    const struct input_spec *spec = &g_inputs[k];
+    if (slots[k].tensor) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, field,
+                          "input '%s' is given twice (inputs[%zu] and inputs[%zu]): each input at most once", name,
+                          slots[k].index, i);
+        return -1;
+    }
+    if (strcmp(dtype, spec->datatype) != 0 || json_array_size(shape) != spec->rank) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, field, "'%s' must be one %s tensor of shape %s", name,
+                          spec->datatype, spec->shape);
+        return -1;
+    }
+    input_tensor t = {.tensor = in, .index = i};
+    for (size_t d = 0; d < spec->rank; d++) {
+        if (!json_is_integer(json_array_get(shape, d))) {
+            pgcld_reply_error(reply, 400, "invalid_request", -1, field, "'%s' shape must be %s integers", name,
+                              spec->shape);
+            return -1;
+        }
+        t.shape[d] = json_integer_value(json_array_get(shape, d));
+    }
+    json_t *bsize = json_is_object(params) ? json_object_get(params, "binary_data_size") : NULL;
+    bool has_data = json_object_get(in, "data") != NULL;
+    if ((params && !json_is_object(params)) || (bsize && has_data) || (!bsize && !has_data)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, field,
+                          params && !json_is_object(params) ? "'%s': 'parameters' must be an object"
+                          : has_data ? "'%s' has both 'data' and parameters.binary_data_size: give its values once"
+                                     : "'%s' has no values: give 'data', or parameters.binary_data_size and the bytes",
+                          name);
+        return -1;
+    }
+    if (bsize) {
+        if (!json_is_integer(bsize) || json_integer_value(bsize) < 0 ||
+            (size_t)json_integer_value(bsize) > binary_len - *used) {
+            pgcld_reply_error(reply, 400, "invalid_request", -1, field,
+                              "binary_data_size does not fit the binary part of the body");
+            return -1;
+        }
+        t.bytes = binary + *used;
+        t.nbytes = (size_t)json_integer_value(bsize);
+        *used += t.nbytes;
+    }
+    snprintf(t.field, sizeof t.field, "%s", field);
+    slots[k] = t;
+    return 0;
+}
+
+/* The embedding's values into job: D must be the model's (400 dimension_mismatch), n from 1 to
+ * --max-batch (400 empty_batch, 413 batch_too_large), and its values n × D numbers (JSON: flat or
+ * nested as the shape) or 4·n·D bytes (400 dimension_mismatch), all finite. 0, or -1 with reply set. */
+static int take_embedding(pgcld_server *srv, const input_tensor *t, score_job *job, pgcld_reply *reply) {
+    json_int_t n = t->shape[0], D = t->shape[1];
+    if (D != job->model->D) {
+        pgcld_reply_error(reply, 400, "dimension_mismatch", -1, t->field, "shape [%lld, %lld]: model %s expects D = %d",
+                          (long long)n, (long long)D, job->model->name, job->model->D);
+        return -1;
+    }
+    /* n is bounded before n * D * 4 is computed: a huge n would wrap around to the binary size. */
+    if (n <= 0 || n > srv->cfg->max_batch) {
+        pgcld_reply_error(reply, n <= 0 ? 400 : 413, n <= 0 ? "empty_batch" : "batch_too_large", -1, t->field,
+                          "shape [%lld, %lld]: 1 to %ld embeddings per request", (long long)n, (long long)D,
+                          (long)srv->cfg->max_batch);
+        return -1;
+    }
+    if (t->bytes) {
+        if (t->nbytes != (size_t)n * (size_t)D * 4) {
+            pgcld_reply_error(reply, 400, "dimension_mismatch", -1, t->field,
+                              "binary_data_size %zu does not match shape [%lld, %lld] of FP32", t->nbytes, (long long)n,
+                              (long long)D);
+            return -1;
+        }
+        return pgcld_score_take_floats(srv, job, t->bytes, t->nbytes, t->field, reply);
+    }
+    json_t *data = json_object_get(t->tensor, "data");
+    float *tmp = malloc(sizeof(float) * (size_t)n * (size_t)D);
+    const char *why = NULL;
+    if (!tmp) {
+        pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        return -1;
+    }
+    if (read_tensor_data(data, (size_t)n, (size_t)D, tmp, &why) != 0) {
+        bool count = json_is_array(data) && strncmp(why, "'data' must hold", 16) == 0;
+        pgcld_reply_error(reply, 400, count ? "dimension_mismatch" : "invalid_request", -1, t->field,
+                          "%s, for shape [%lld, %lld]", why, (long long)n, (long long)D);
+        free(tmp);
+        return -1;
+    }
+    return pgcld_score_adopt_floats(job, tmp, (int)n, t->field, reply); /* job owns tmp now */
+}
+
+/* The item ids into job (its n set): the id tensor's strings (JSON data, or binary in the BYTES
+ * layout), as many as its shape [m] announces (400 dimension_mismatch, field inputs[i]), m = n
+ * (400 invalid_request, field inputs.id, as pgcld_score_take_ids refuses a count), and each a
+ * non-empty string of at most 256 bytes (pgcld_score_take_ids). Without an id tensor, the ids
+ * "0" … "n-1". 0, or -1 with reply set. */
+static int take_id_tensor(const input_tensor *t, score_job *job, pgcld_reply *reply) {
+    if (!t->tensor) return pgcld_score_take_ids(job, NULL, "inputs.id", reply);
+    json_t *ids = t->bytes ? read_bytes_tensor(t->bytes, t->nbytes) : json_incref(json_object_get(t->tensor, "data"));
+    size_t count = 0;
+    int rc = -1;
+    if (!json_is_array(ids)) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, t->field,
+                          "'id' must be a BYTES tensor: its strings as JSON data, or as binary data "
+                          "(each a 4-byte little-endian length, then that many bytes of UTF-8)");
+    } else if (!shape_elements(t, g_inputs[IN_ID].rank, &count) || count != json_array_size(ids)) {
+        pgcld_reply_error(reply, 400, "dimension_mismatch", -1, t->field,
+                          "'id' has shape [%lld] but holds %zu ids: a tensor's shape must count its values",
+                          (long long)t->shape[0], json_array_size(ids));
+    } else if (count != (size_t)job->n) { /* pgcld_score_take_ids' refusal, with the shapes in the message */
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "inputs.id",
+                          "'id' has shape [%zu] but 'embedding' has %d rows: one id per embedding", count, job->n);
+    } else {
+        char *ids_text = json_dumps(ids, JSON_COMPACT);
+        rc = ids_text ? pgcld_score_take_ids(job, ids_text, "inputs.id", reply) : -1;
+        if (!ids_text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
+        free(ids_text);
+    }
+    json_decref(ids);
+    return rc;
+}
+
+/* Reads inputs[] of the inference header into job (model set): every input checked on its own
+ * (read_input), then together (an embedding, every binary byte claimed), then the embedding's
+ * values and the ids. Returns 0, or -1 with reply set. */
+static int take_inputs(pgcld_server *srv, json_t *hdr, const unsigned char *binary, size_t binary_len, score_job *job,
+                       pgcld_reply *reply) {
     json_t *inputs = json_object_get(hdr, "inputs");
     if (!json_is_array(inputs) || json_array_size(inputs) == 0) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, "inputs", "'inputs' must be a non-empty array of tensors");
         return -1;
     }
-    size_t used = 0;
-    json_t *ids = NULL;
-    bool have_embedding = false;
-    size_t i;
+    input_tensor slots[N_INPUTS] = {{0}};
+    size_t used = 0, i;
     json_t *in;
     json_array_foreach(inputs, i, in) {
-        const char *name = json_string_value(json_object_get(in, "name"));
-        const char *dtype = json_string_value(json_object_get(in, "datatype"));
-        json_t *shape = json_object_get(in, "shape"), *params = json_object_get(in, "parameters");
-        json_t *bsize = params ? json_object_get(params, "binary_data_size") : NULL;
-        char field[48];
-        snprintf(field, sizeof field, "inputs[%zu]", i);
-        if (!name || !dtype || !json_is_array(shape)) {
-            pgcld_reply_error(reply, 400, "invalid_request", -1, field, "a tensor needs name, datatype and shape");
-            return -1;
-        }
-        const unsigned char *bytes = NULL;
-        size_t nbytes = 0;
-        if (bsize) {
-            if (!json_is_integer(bsize) || json_integer_value(bsize) < 0 ||
-                (size_t)json_integer_value(bsize) > binary_len - used) {
-                pgcld_reply_error(reply, 400, "invalid_request", -1, field,
-                                  "binary_data_size does not fit the binary part of the body");
-                return -1;
-            }
-            bytes = binary + used;
-            nbytes = (size_t)json_integer_value(bsize);
-            used += nbytes;
-        }
-        if (strcmp(name, "embedding") == 0) {
-            if (have_embedding || strcmp(dtype, "FP32") != 0 || json_array_size(shape) != 2) {
-                pgcld_reply_error(reply, 400, "invalid_request", -1, field,
-                                  "'embedding' must be one FP32 tensor of shape [n, D]");
-                return -1;
-            }
-            have_embedding = true;
-            if (!json_is_integer(json_array_get(shape, 0)) || !json_is_integer(json_array_get(shape, 1))) {
-                pgcld_reply_error(reply, 400, "invalid_request", -1, field, "'embedding' shape must be [n, D] integers");
-                return -1;
-            }
-            json_int_t n = json_integer_value(json_array_get(shape, 0)), D = json_integer_value(json_array_get(shape, 1));
-            if (D != job->model->D) {
-                pgcld_reply_error(reply, 400, "dimension_mismatch", -1, field, "shape [%lld, %lld]: model %s expects D = %d",
-                                  (long long)n, (long long)D, job->model->name, job->model->D);
-                return -1;
-            }
-            /* n is bounded before n * D * 4 is computed: a huge n would wrap around to the binary size. */
-            if (n <= 0 || n > srv->cfg->max_batch) {
-                pgcld_reply_error(reply, n <= 0 ? 400 : 413, n <= 0 ? "empty_batch" : "batch_too_large", -1, field,
-                                  "shape [%lld, %lld]: 1 to %ld embeddings per request", (long long)n, (long long)D,
-                                  (long)srv->cfg->max_batch);
-                return -1;
-            }
-            if (bytes) {
-                if (nbytes != (size_t)n * (size_t)D * 4) {
-                    pgcld_reply_error(reply, 400, "dimension_mismatch", -1, field,
-                                      "binary_data_size %zu does not match shape [%lld, %lld] of FP32", nbytes,
-                                      (long long)n, (long long)D);
-                    return -1;
-                }
-                if (pgcld_score_take_floats(srv, job, bytes, nbytes, field, reply) != 0) return -1;
-            } else {
-                json_t *data = json_object_get(in, "data");
-                float *tmp = malloc(sizeof(float) * (size_t)n * (size_t)D);
-                const char *why = NULL;
-                int rc = 0;
-                if (!tmp) {
-                    pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
-                    rc = -1;
-                } else if (read_tensor_data(data, (size_t)n, (size_t)D, tmp, &why) != 0) {
-                    bool count = json_is_array(data) && strncmp(why, "'data' must hold", 16) == 0;
-                    pgcld_reply_error(reply, 400, count ? "dimension_mismatch" : "invalid_request", -1, field,
-                                      "%s, for shape [%lld, %lld]", why, (long long)n, (long long)D);
-                    rc = -1;
-                } else {
-                    rc = pgcld_score_adopt_floats(job, tmp, (int)n, field, reply); /* job owns tmp now */
-                    tmp = NULL;
-                }
-                free(tmp);
-                if (rc != 0) return -1;
-            }
-        } else if (strcmp(name, "id") == 0) {
-            /* Binary ids are decoded into the tensor's "data" (the header document owns them). */
-            if (bytes && json_object_set_new(in, "data", read_bytes_tensor(bytes, nbytes)) != 0)
-                json_object_del(in, "data");
-            ids = json_object_get(in, "data");
-            if (strcmp(dtype, "BYTES") != 0 || !json_is_array(ids)) {
-                pgcld_reply_error(reply, 400, "invalid_request", -1, field,
-                                  "'id' must be a BYTES tensor: its strings as JSON data, or as binary data "
-                                  "(each a 4-byte little-endian length, then that many bytes of UTF-8)");
-                return -1;
-            }
-        } else {
-            pgcld_reply_error(reply, 400, "invalid_request", -1, field, "unknown input '%.64s' (expected embedding, id)", name);
-            return -1;
-        }
+        if (read_input(in, i, slots, binary, binary_len, &used, reply) != 0) return -1;
     }
-    if (!have_embedding || used != binary_len) {
-        if (!have_embedding)
-            pgcld_reply_error(reply, 400, "invalid_request", -1, "inputs", "no 'embedding' input");
-        else
-            pgcld_reply_error(reply, 400, "invalid_request", -1, NULL,
-                              "%zu binary bytes after the header are not claimed by any input", binary_len - used);
+    if (!slots[IN_EMBEDDING].tensor) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "inputs", "no 'embedding' input");
         return -1;
     }
-    char *ids_text = ids ? json_dumps(ids, JSON_COMPACT) : NULL;
-    int rc = pgcld_score_take_ids(job, ids_text, "inputs.id", reply);
-    free(ids_text);
-    return rc;
+    if (used != binary_len) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, NULL,
+                          "%zu binary bytes after the header are not claimed by any input", binary_len - used);
+        return -1;
+    }
+    if (take_embedding(srv, &slots[IN_EMBEDDING], job, reply) != 0) return -1;
+    return take_id_tensor(&slots[IN_ID], job, reply);
 }
 
 /* Opens one output tensor {"name","datatype","shape":[n(,cols)],["parameters":{"binary_data":true},]

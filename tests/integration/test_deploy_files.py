@@ -236,7 +236,7 @@ class DockerfileTest(unittest.TestCase):
                 unowned = f.read().split()
         # Only a CUDA toolkit installed outside dpkg may leave libraries without a package.
         self.assertEqual([u for u in unowned if "cuda" not in u], [], unowned)
-        for p in ("libc6", "libjansson4", "libsqlite3-0", "libsodium23", "libpq5"):
+        for p in ("libc6", "libjansson4", "libutf8proc2", "libsqlite3-0", "libsodium23", "libpq5"):
             self.assertIn(p, pkgs)
         self.assertTrue(any(p.startswith("libmicrohttpd") for p in pkgs), pkgs)
         # OpenBLAS is not linked into the daemon since the forward pass has its own kernel (issue 16)

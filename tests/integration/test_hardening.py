@@ -5,7 +5,7 @@ tests/bad_inputs/ (test_bad_inputs); this file holds the classes that need state
 1. re-scoring an input float16 cannot hold (stored as float32 now; a re-score that cannot be
    done says so);
 2. Idempotency-Key fingerprints everything that determines the answer, on /v1/score and /v2 infer;
-3. CSV export neutralises formulas (OWASP);
+3. CSV export neutralises formulas (OWASP), in every Unicode form that folds to one (issue 27);
 4. a percent-encoded NUL never truncates a name (versions, models);
 5. metrics count unanswered requests under their own label, never as 500;
 6. the effective outcome is the latest resolution's until a later one replaces it;
@@ -23,6 +23,7 @@ import os
 import socket
 import struct
 import sys
+import unicodedata
 import unittest
 import urllib.parse
 
@@ -210,10 +211,30 @@ class IdempotencyFingerprintTest(unittest.TestCase):
         self.assertEqual((r.status, r.error_code()), (422, "idempotency_key_reused"), r)
 
 
-# Cells a spreadsheet would read as formulas, and cells it would not.
+# Cells a spreadsheet would read as formulas, and cells it would not. Issue 27: the compatibility
+# forms beyond the full-width ones (small forms, superscripts and subscripts, U+2212 and what folds
+# to it) and formulas behind Unicode whitespace or invisible format characters.
 FORMULA_IDS = ["=1+1", "+SUM(A1)", "-2+3", "@cmd", "\tx=1", "\rx", "\nx", "  =HYPERLINK(\"http://x\")",
-               "\uff1d1+1", "\uff0bA1", "\uff0d1", "\uff20A1", "=\"a,b\"", "=cmd|' /C calc'!A0"]
-SAFE_IDS = ["comment-1", "1+1=2", "a=b", "'quoted", "x@y", " plain", "a,=b", "\u00e9=1"]
+               "\uff1d1+1", "\uff0bA1", "\uff0d1", "\uff20A1", "=\"a,b\"", "=cmd|' /C calc'!A0",
+               "\ufe62A1", "\ufe631", "\ufe66cmd", "\ufe6bA1", "\u207a1", "\u207b1", "\u207c1", "\u208a1",
+               "\u208b1", "\u208c1", "\u22121", "\ufb29A1", "\u2a75x", "\u00a0=1+1", "\u3000+A1", "\u2003-1",
+               "\u0085@x", "\u000b=1", "\u001f=1", "\u2028=1", "\u200b=1", "\ufeff@x", "\u202e=1",
+               "\u00ad-1", " \u00a0\u3000\ufe66x", "\uff1d\u0338"]
+SAFE_IDS = ["comment-1", "1+1=2", "a=b", "'quoted", "x@y", " plain", "a,=b", "\u00e9=1", "\u00a0plain",
+            "\u3000\u4e00=1", "\u2010x", "\u2013x", "\u2260x", "\u00a8=1", "x\u00a0="]
+
+
+def formula(text):
+    """The export's rule (docs/audit.md, "CSV exports and spreadsheets"), from Python's Unicode
+    tables: a first tab, CR or LF; else, each character folded by NFKC and whitespace and format
+    characters skipped, a first remaining = + - @ or U+2212."""
+    if text[:1] in ("\t", "\r", "\n"):
+        return True
+    for ch in text:
+        for f in unicodedata.normalize("NFKC", ch):
+            if not (f.isspace() or unicodedata.category(f) == "Cf"):
+                return f in "=+-@\u2212"
+    return False
 
 
 class CsvExportTest(unittest.TestCase):
@@ -243,18 +264,18 @@ class CsvExportTest(unittest.TestCase):
             else:
                 self.assertEqual(cell, x["id"])
         # every cell of every text column: none a spreadsheet would take for a formula
-        triggers = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+        self.assertEqual([i for i in FORMULA_IDS if not formula(i)] + [i for i in SAFE_IDS if formula(i)], [])
         for row in rows:
             for col in ("decision_id", "created_at", "item_id", "request_id", "model_name", "model_version",
                         "label", "decision", "contest_status", "probabilities", "vector"):
-                self.assertFalse(row[col].lstrip(" ").startswith(triggers), (col, row[col]))
+                self.assertFalse(formula(row[col]), (col, row[col]))
         # the neutralised cells are quoted, so no cell starts inside them either
         for i in FORMULA_IDS:
             self.assertIn('"\'' + i.replace('"', '""') + '"', text)
         # NDJSON is JSON: the ids come back unchanged
         nd = d.get("/v1/audit/export?format=ndjson", key=d.keys["reviewer"])
-        self.assertEqual(sorted(json.loads(line)["item_id"] for line in nd.body.decode().splitlines()),
-                         sorted(ids))
+        lines = nd.body.decode().split("\n")  # not splitlines(): U+2028 and U+0085 are inside the JSON strings
+        self.assertEqual((sorted(json.loads(line)["item_id"] for line in lines[:-1]), lines[-1]), (sorted(ids), ""))
 
 
 class PercentNulTest(unittest.TestCase):

@@ -326,6 +326,67 @@ class OipClientsTest(LiveValidationMixin, unittest.TestCase):
         self.assertEqual(r.json, {"error": r.json["error"], "code": "invalid_request",
                                   "field": "Inference-Header-Content-Length"})
 
+    # ------------------------------------------------------- one validation for every input (issue 27)
+    def test_every_input_once_and_its_shape_agrees(self):
+        """Each input at most once, with its name's datatype and rank, and a shape that counts its
+        values (JSON data or binary bytes alike); ids one per embedding. A refusal is 400 with a
+        code, the tensor's field and its name in the message, and writes nothing. (A second id
+        tensor used to replace the first, and an id shape that disagreed was accepted.)"""
+        Z = self.Z[:2]
+        emb_json = triton_input("embedding", "FP32", Z, binary_data=False)
+        emb_bin = triton_input("embedding", "FP32", Z)
+
+        def ids(values, shape=None, datatype="BYTES", binary=True):
+            tensor, raw = triton_input("id", datatype, np.array(values, dtype=np.object_), binary_data=binary)
+            if shape is not None:
+                tensor["shape"] = shape
+            return tensor, raw
+
+        def with_members(pair, **members):
+            return dict(pair[0], **members), pair[1]
+
+        two = ["a", "b"]
+        cases = [  # (inputs, outputs, status, code, field, name in the message)
+            ([emb_json, ids(two, binary=False), ids(["c", "d"], binary=False)], None, 400, "invalid_request",
+             "inputs[2]", "'id'"),
+            ([emb_bin, ids(two), ids(["c", "d"])], None, 400, "invalid_request", "inputs[2]", "'id'"),
+            ([ids(two), emb_bin, ids(two, binary=False)], None, 400, "invalid_request", "inputs[2]", "'id'"),
+            ([emb_bin, emb_bin], None, 400, "invalid_request", "inputs[1]", "'embedding'"),
+            ([emb_json, ids(two, shape=[3], binary=False)], None, 400, "dimension_mismatch", "inputs[1]", "'id'"),
+            ([emb_bin, ids(two, shape=[3])], None, 400, "dimension_mismatch", "inputs[1]", "'id'"),
+            ([emb_bin, ids(two, shape=[1])], None, 400, "dimension_mismatch", "inputs[1]", "'id'"),
+            ([emb_json, ids(two, shape=[-2], binary=False)], None, 400, "dimension_mismatch", "inputs[1]", "'id'"),
+            ([emb_bin, ids(two, shape=[2, 1])], None, 400, "invalid_request", "inputs[1]", "'id'"),
+            ([emb_bin, ids(two, shape=[2, 1], binary=False)], None, 400, "invalid_request", "inputs[1]", "'id'"),
+            ([emb_json, with_members(ids(two, binary=False), datatype="FP32")], None, 400, "invalid_request",
+             "inputs[1]", "'id'"),
+            ([with_members(emb_bin, data=[0.0] * Z.size)], None, 400, "invalid_request", "inputs[0]",
+             "'embedding'"),
+            ([emb_bin, with_members(ids(two), data=two)], None, 400, "invalid_request", "inputs[1]", "'id'"),
+            ([with_members(emb_json, parameters=[1])], None, 400, "invalid_request", "inputs[0]", "'embedding'"),
+            ([emb_json, ids(["a", "b", "c"], binary=False)], None, 400, "invalid_request", "inputs.id", "3"),
+            ([emb_bin], [triton_output("label"), triton_output("vector"), triton_output("label", False)], 400,
+             "invalid_request", "outputs[2]", "'label'"),
+        ]
+        before = self.daemon.count()
+        for inputs, outputs, status, code, field, named in cases:
+            body, headers = triton_body(inputs, outputs)
+            with self.subTest(request=body[:300]):
+                r = self.infer(body, headers)
+                self.assertEqual((r.status, r.error_code(), r.error().get("field")), (status, code, field), r)
+                self.assertIn(named, triton_error(r))
+                self.check_live("POST", f"/v2/models/{MODEL}/infer", r)
+        self.assertEqual(self.daemon.count(), before, "a refused request wrote rows")
+        # the same tensors, each once and with shapes that agree, are scored, in any input order
+        for inputs in ([emb_json, ids(two, binary=False)], [ids(two), emb_bin], [emb_bin, ids(two, binary=False)]):
+            body, headers = triton_body(inputs)
+            r = self.infer(body, headers)
+            self.assertEqual(r.status, 200, r)
+            dids = [x.decode() for x in TritonResult(r).as_numpy("decision_id")]
+            items = [x["item_id"] for x in self.daemon.query(
+                "SELECT item_id FROM decisions WHERE decision_id IN (?, ?) ORDER BY seq", dids)]
+            self.assertEqual(items, two)
+
     # ------------------------------------------------------------------------ KServe's SDK
     def test_kserve_to_rest_with_model_name(self):
         """InferRequest.to_rest() always sends model_name (and an id): accepted when it names the
