@@ -570,6 +570,54 @@ case("library-header-line-without-colon", 400, None, raw("GET /healthz HTTP/1.1"
 case("library-head-too-large", 431, None, raw("GET /healthz HTTP/1.1", "Host: 127.0.0.1", "X-Big: " + "a" * 40000))
 
 
+# ---- issue 27: a second outside probe. Open Inference Protocol: every input at most once, its name's
+# datatype and rank, its shape agreeing with its data and with the embedding count (one check for
+# every named input, JSON and binary alike: read_input in server/routes/routes_v2.c).
+_E = v2_json([1, D], emb())[11:-2]
+
+
+def _id_json(vals, shape, dtype="BYTES"):
+    return '{"name":"id","datatype":"%s","shape":%s,"data":%s}' % (dtype, json.dumps(shape), json.dumps(vals))
+
+
+def _id_strings(vals):
+    return b"".join(struct.pack("<I", len(v)) + v.encode() for v in vals)
+
+
+def _id_bin(vals, shape):
+    return {"name": "id", "datatype": "BYTES", "shape": shape,
+            "parameters": {"binary_data_size": len(_id_strings(vals))}}
+
+
+v2("v2-two-id-tensors", '{"inputs":[%s,%s,%s]}' % (_E, _id_json(["a"], [1]), _id_json(["b"], [1])), 400,
+   "invalid_request", field="inputs[2]", note="the second id tensor replaced the first")
+v2("v2-id-twice-around-embedding", '{"inputs":[%s,%s,%s]}' % (_id_json(["a"], [1]), _E, _id_json(["a"], [1])),
+   400, "invalid_request", field="inputs[2]")
+v2_bin_case("v2-bin-two-id-tensors", {"inputs": [emb_tensor(1), _id_bin(["a"], [1]), _id_bin(["b"], [1])]},
+            rows1 + _id_strings(["a"]) + _id_strings(["b"]), 400, "invalid_request", field="inputs[2]")
+v2("v2-id-shape-over-data", '{"inputs":[%s,%s]}' % (_E, _id_json(["a"], [2])), 400, "dimension_mismatch",
+   field="inputs[1]", note="an id tensor whose shape disagrees with its data was accepted")
+v2_bin_case("v2-bin-id-shape-over-strings", {"inputs": [emb_tensor(1), _id_bin(["a"], [3])]},
+            rows1 + _id_strings(["a"]), 400, "dimension_mismatch", field="inputs[1]")
+v2("v2-id-shape-negative", '{"inputs":[%s,%s]}' % (_E, _id_json(["a"], [-1])), 400, "dimension_mismatch",
+   field="inputs[1]")
+v2("v2-id-rank-2", '{"inputs":[%s,%s]}' % (_E, _id_json(["a"], [1, 1])), 400, "invalid_request", field="inputs[1]")
+v2("v2-id-datatype-fp32", '{"inputs":[%s,%s]}' % (_E, _id_json(["a"], [1], dtype="FP32")), 400, "invalid_request",
+   field="inputs[1]")
+v2("v2-id-shape-zero-rows", '{"inputs":[%s,%s]}' % (_E, _id_json([], [0])), 400, "invalid_request",
+   field="inputs.id", note="the id count must equal the embedding count")
+v2("v2-id-no-values", '{"inputs":[%s,{"name":"id","datatype":"BYTES","shape":[1]}]}' % _E, 400, "invalid_request",
+   field="inputs[1]")
+v2_bin_case("v2-bin-embedding-data-and-binary", {"inputs": [dict(emb_tensor(1), data=[0.125] * D)]}, rows1, 400,
+            "invalid_request", field="inputs[0]")
+v2_bin_case("v2-bin-id-data-and-binary", {"inputs": [emb_tensor(1), dict(_id_bin(["a"], [1]), data=["a"])]},
+            rows1 + _id_strings(["a"]), 400, "invalid_request", field="inputs[1]")
+v2("v2-tensor-parameters-not-object", v2_json([1, D], emb())[:-3] + ',"parameters":5}]}', 400, "invalid_request",
+   field="inputs[0]")
+v2("v2-duplicate-output", v2_json([1, D], emb(), extra=',"outputs":[{"name":"label"},{"name":"label"}]'), 400,
+   "invalid_request", field="outputs[1]")
+
+
 def main():
     for f in os.listdir(HERE):
         if f.endswith(".http"):
