@@ -106,7 +106,8 @@ def main():
                                      "parameters": {"binary_data_size": 2 * D * 4}}]}).encode()
     v2("binary-valid", 3, header + Z[:2].astype("<f4").tobytes(), len(header))
     for name in ("v2-bin-shape-overflow", "v2-bin-size-past-body", "v2-data-count-mismatch", "v2-invalid-json",
-                 "v2-two-embeddings"):
+                 "v2-two-embeddings", "v2-two-id-tensors", "v2-bin-two-id-tensors", "v2-id-shape-over-data",
+                 "v2-bin-id-data-and-binary"):
         raw = bad_input(name)
         body = body_of(raw)
         ihcl = 0
