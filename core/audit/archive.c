@@ -46,6 +46,17 @@ static const char *const LEGACY_MAX_SQL[PGCL_CHAIN_TABLES] = {
     " AND (c.seq > ?2 OR NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id AND"     \
     " r.seq <= ?3))"
 
+/* The contest that keeps decisions row ?1 at a cut that chains contests up to ?2 and resolutions
+ * up to ?3 (CONTESTED_DECISION_SQL's rule), an open one first. */
+#define BLOCKER_SQL                                                                                                    \
+    "SELECT d.decision_id, c.contest_id, c.filed_at, coalesce(r.resolved_at, '') FROM decisions AS d JOIN"             \
+    " contests AS c ON c.decision_id = d.decision_id LEFT JOIN resolutions AS r ON r.contest_id = c.contest_id"        \
+    " WHERE d.seq = ?1 AND (c.seq > ?2 OR r.seq IS NULL OR r.seq > ?3) ORDER BY r.seq IS NOT NULL, c.seq LIMIT 1"
+
+/* The last commit entry in (?1, ?3); the first commit entry after ?1. */
+#define LAST_COMMIT_BETWEEN_SQL "SELECT max(seq) FROM audit_chain WHERE kind = 'commit' AND seq > ?1 AND seq < ?3"
+#define FIRST_COMMIT_AFTER_SQL "SELECT min(seq) FROM audit_chain WHERE kind = 'commit' AND seq > ?1"
+
 /* The entry that chains decisions row ?1 (a run of a commit entry, or a version-1 entry). */
 #define ENTRY_OF_DECISION_SQL                                                                                  \
     "SELECT coalesce((SELECT entry_seq FROM audit_chain_runs WHERE kind = 'decisions' AND first_row_seq <= ?1" \
@@ -196,7 +207,9 @@ static pgcl_status rows_to_delete(sqlite3 *db, pgcl_archive_cut *cut, const int6
     if (!none && first_kept - 1 < cut->through[0]) cut->through[0] = first_kept - 1;
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
         if (cut->through[t] < previous[t]) {
-            pgcl_errorf(err, cap, "the cut at entry %lld would keep %s rows the previous cut archived",
+            pgcl_errorf(err, cap,
+                        "the cut at entry %lld would keep %s rows the previous cut archived (rows below "
+                        "the previous cut are back in the database: run 'pgcld audit verify' on it)",
                         (long long)cut->entry_seq, pgcl_chain_tables[t].name);
             return PGCL_ERR_UNSUPPORTED;
         }
@@ -204,8 +217,9 @@ static pgcl_status rows_to_delete(sqlite3 *db, pgcl_archive_cut *cut, const int6
 }
 
 /* Step 1b: e lowered so that the cut archives at most max_decisions decisions after the previous
- * cut's (the entry before the one that chains the first decision over the bound; that entry itself
- * when it is the first after the previous cut). */
+ * cut's: the last commit entry before the one that chains the first decision over the bound; that
+ * entry itself, taken whole, when no commit entry after the previous cut comes before it (it is the
+ * first commit entry, after the encoding-1 entries of a chain begun before the first `serve`). */
 static pgcl_status bound_decisions(sqlite3 *db, int64_t max_decisions, int64_t previous_entry,
                                    int64_t previous_through, int64_t *e, char *err, int cap) {
     char sub[ERR_CAP];
@@ -219,8 +233,125 @@ static pgcl_status bound_decisions(sqlite3 *db, int64_t max_decisions, int64_t p
                   sub, sizeof sub) != SQLITE_OK)
         return db_failed("audit_chain_runs", sub, err, cap);
     if (is_null) return PGCL_OK; /* a gap in the decisions: keep the horizon's cut */
-    *e = over_entry - 1 > previous_entry && over_entry - 1 >= 2 ? over_entry - 1 : over_entry;
+    int64_t before = 0;
+    if (query_int(db, LAST_COMMIT_BETWEEN_SQL, previous_entry, NULL, over_entry, &before, &is_null, sub, sizeof sub) !=
+        SQLITE_OK)
+        return db_failed("audit_chain", sub, err, cap);
+    *e = is_null ? over_entry : before;
     return PGCL_OK;
+}
+
+/* ---- refusals that name what the operator can change ---- */
+
+/* "decision ID (decisions row N) has an open contest, C (filed T)" or "... a contest, C (filed T,
+ * resolved R)". */
+static void describe_blocker(const pgcl_archive_blocker *b, char *out, size_t cap) {
+    if (!b->resolved_at[0])
+        snprintf(out, cap, "decision %s (decisions row %lld) has an open contest, %s (filed %s)", b->decision_id,
+                 (long long)b->decision_seq, b->contest_id, b->filed_at);
+    else
+        snprintf(out, cap, "decision %s (decisions row %lld) has a contest, %s (filed %s, resolved %s)", b->decision_id,
+                 (long long)b->decision_seq, b->contest_id, b->filed_at, b->resolved_at);
+}
+
+/* What lets the cut pass b's contest. */
+static void remedy(const pgcl_archive_blocker *b, const char *horizon, bool bounded, char *out, size_t cap) {
+    if (!b->resolved_at[0])
+        snprintf(out, cap, "resolving the contest (POST /v1/contests/%s/resolution) allows archival", b->contest_id);
+    else if (strcmp(b->resolved_at, horizon) >= 0 || strcmp(b->filed_at, horizon) >= 0)
+        snprintf(out, cap, "the contest was resolved after the horizon %s: a horizon after %s allows archival", horizon,
+                 b->resolved_at);
+    else if (bounded)
+        snprintf(out, cap,
+                 "the bound on the decisions of one run stops the cut before the contest's resolution: a "
+                 "larger --max-decisions (0: no bound) allows archival");
+    else
+        snprintf(out, cap, "the cut cannot reach the contest's resolution");
+}
+
+void pgcl_archive_contest_refusal(const pgcl_archive_blocker *b, const pgcl_archive_blocker *root, const char *horizon,
+                                  bool bounded, char *err, int cap) {
+    char what[512], fix[384];
+    describe_blocker(b, what, sizeof what);
+    if (root && root->decision_seq == b->decision_seq) root = NULL;
+    if (!b->resolved_at[0] || !root) {
+        remedy(b, horizon, bounded, fix, sizeof fix);
+        pgcl_errorf(err, cap,
+                    "nothing to archive: %s; a decision stays in the live database, and every decision after it, "
+                    "while a contest of it is open or chained after the cut: %s",
+                    what, fix);
+        return;
+    }
+    char first[512];
+    describe_blocker(root, first, sizeof first);
+    remedy(root, horizon, bounded, fix, sizeof fix);
+    pgcl_errorf(err, cap, "nothing to archive: %s; it stays, and every decision after it, because %s: %s", what, first,
+                fix);
+}
+
+/* The contest that keeps decisions row seq at the cut (chained[] at its entry); *found false when
+ * none (the caller's query and this one disagree only if the database changed under the plan). */
+static pgcl_status blocker_of(sqlite3 *db, int64_t seq, const int64_t chained[PGCL_CHAIN_TABLES],
+                              pgcl_archive_blocker *b, bool *found, char *err, int cap) {
+    sqlite3_stmt *s = NULL;
+    memset(b, 0, sizeof *b);
+    *found = false;
+    if (sqlite3_prepare_v2(db, BLOCKER_SQL, -1, &s, NULL) != SQLITE_OK)
+        return db_failed("contests", sqlite3_errmsg(db), err, cap);
+    sqlite3_bind_int64(s, 1, seq);
+    sqlite3_bind_int64(s, 2, chained[2]);
+    sqlite3_bind_int64(s, 3, chained[3]);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *found = true;
+        b->decision_seq = seq;
+        const char *col[4];
+        for (int i = 0; i < 4; i++)
+            col[i] = (const char *)sqlite3_column_text(s, i);
+        snprintf(b->decision_id, sizeof b->decision_id, "%s", col[0] ? col[0] : "");
+        snprintf(b->contest_id, sizeof b->contest_id, "%s", col[1] ? col[1] : "");
+        snprintf(b->filed_at, sizeof b->filed_at, "%s", col[2] ? col[2] : "");
+        snprintf(b->resolved_at, sizeof b->resolved_at, "%s", col[3] ? col[3] : "");
+    }
+    pgcl_status st =
+        rc == SQLITE_ROW || rc == SQLITE_DONE ? PGCL_OK : db_failed("contests", sqlite3_errmsg(db), err, cap);
+    sqlite3_finalize(s);
+    return st;
+}
+
+/* The refusal of a cut on entry e, an encoding-1 entry, placed there by the horizon or (bounded) by
+ * the bound on decisions: what would let it reach a commit entry. */
+static pgcl_status refuse_encoding_1(sqlite3 *db, int64_t e, bool bounded, int64_t max_decisions, char *err, int cap) {
+    char sub[ERR_CAP];
+    int64_t first = 0;
+    bool none = true;
+    if (query_int(db, FIRST_COMMIT_AFTER_SQL, e, NULL, 0, &first, &none, sub, sizeof sub) != SQLITE_OK)
+        return db_failed("audit_chain", sub, err, cap);
+    char next[160];
+    if (none)
+        snprintf(next, sizeof next,
+                 "the chain has no commit entry after it yet (pgcld serve writes them with "
+                 "--chain-encoding 2, the default)");
+    else if (bounded)
+        snprintf(next, sizeof next, "a larger --max-decisions (0: no bound) lets it reach commit entry %lld",
+                 (long long)first);
+    else
+        snprintf(next, sizeof next,
+                 "the first commit entry after it is entry %lld: a horizon after its rows allows "
+                 "archival",
+                 (long long)first);
+    if (bounded)
+        pgcl_errorf(err, cap,
+                    "the bound of %lld decisions per run puts the cut on entry %lld, an encoding-1 entry (one "
+                    "per event): archival cuts only at commit entries (encoding 2); %s",
+                    (long long)max_decisions, (long long)e, next);
+    else
+        pgcl_errorf(err, cap,
+                    "the cut would fall on entry %lld, an encoding-1 entry (one per event, as the chain "
+                    "is written before its first commit entry): archival cuts only at commit entries "
+                    "(encoding 2); %s",
+                    (long long)e, next);
+    return PGCL_ERR_UNSUPPORTED;
 }
 
 pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, int64_t max_decisions, pgcl_archive_cut *cut,
@@ -232,8 +363,9 @@ pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, int64_t max_deci
                   &has_cuts, NULL, sub, sizeof sub) != SQLITE_OK)
         return db_failed("sqlite_schema", sub, err, cap);
     if (has_cuts != 1) {
-        pgcl_errorf(err, cap, "the database has no audit_cuts table: its schema is older than migration 0010 (run "
-                              "'pgcld serve' on it once to upgrade it)");
+        pgcl_errorf(err, cap,
+                    "the database has no audit_cuts table: its schema is older than migration 0010 (run "
+                    "'pgcld migrate --db FILE', or 'pgcld serve' once, to upgrade it)");
         return PGCL_ERR_FORMAT;
     }
     sqlite3_stmt *s = NULL;
@@ -253,23 +385,26 @@ pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, int64_t max_deci
     pgcl_status st = last_older_entry(db, horizon, cut->previous_entry_seq, &e, err, cap);
     if (st != PGCL_OK) return st;
     if (e <= cut->previous_entry_seq || e < 2) {
-        pgcl_errorf(err, cap, "nothing to archive: no entry after %s%lld has all its rows older than %s",
+        pgcl_errorf(err, cap,
+                    "nothing to archive: no entry after %s%lld has all its rows older than %s (a later "
+                    "horizon moves the cut)",
                     cut->previous_entry_seq ? "the previous cut at entry " : "entry ",
                     (long long)(cut->previous_entry_seq ? cut->previous_entry_seq : 1), horizon);
         return PGCL_ERR_NOT_FOUND;
     }
+    const int64_t horizon_entry = e;
     if ((st = bound_decisions(db, max_decisions, cut->previous_entry_seq, previous[0], &e, err, cap)) != PGCL_OK)
         return st;
-    /* Lower the cut below any decision that must stay for its contests. */
+    const bool bounded = e < horizon_entry;
+    bool commit = false;
+    if ((st = is_commit_entry(db, e, &commit, err, cap)) != PGCL_OK) return st;
+    if (!commit) return refuse_encoding_1(db, e, bounded, max_decisions, err, cap);
+    /* Lower the cut below any decision that must stay for its contests: below the commit entry that
+     * chains it, which must be a commit entry after the previous cut. When there is none, the
+     * refusal names the contest (the first one met: what lowered the cut, and the last: what stops
+     * it), never the horizon, which cannot help. */
+    pgcl_archive_blocker first_blocker = {0};
     for (;;) {
-        bool commit = false;
-        if ((st = is_commit_entry(db, e, &commit, err, cap)) != PGCL_OK) return st;
-        if (!commit) {
-            pgcl_errorf(err, cap, "the cut would fall on entry %lld, an encoding-1 entry: archival cuts only at "
-                                  "commit entries (encoding 2); choose a later horizon once the chain is in "
-                                  "encoding 2", (long long)e);
-            return PGCL_ERR_UNSUPPORTED;
-        }
         if ((st = maxima_at(db, e, previous, cut->chained, err, cap)) != PGCL_OK) return st;
         int64_t keep = 0, keep_entry = 0;
         bool none = true;
@@ -286,13 +421,27 @@ pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, int64_t max_deci
         sqlite3_finalize(s);
         if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_failed("contests", sqlite3_errmsg(db), err, cap);
         if (none) break;
+        pgcl_archive_blocker blocker;
+        bool described = false;
+        if ((st = blocker_of(db, keep, cut->chained, &blocker, &described, err, cap)) != PGCL_OK) return st;
+        if (described && !first_blocker.decision_seq) first_blocker = blocker;
         bool is_null = true;
         if (query_int(db, ENTRY_OF_DECISION_SQL, keep, NULL, 0, &keep_entry, &is_null, sub, sizeof sub) != SQLITE_OK)
             return db_failed("audit_chain_runs", sub, err, cap);
-        if (is_null || keep_entry - 1 <= cut->previous_entry_seq || keep_entry - 1 < 2) {
-            pgcl_errorf(err, cap, "nothing to archive: decisions row %lld has a contest that is open or was "
-                                  "filed or resolved after the horizon, and no earlier commit entry can be the cut",
-                        (long long)keep);
+        bool below_is_commit = false;
+        if (!is_null && keep_entry - 1 > cut->previous_entry_seq && keep_entry - 1 >= 2 &&
+            (st = is_commit_entry(db, keep_entry - 1, &below_is_commit, err, cap)) != PGCL_OK)
+            return st;
+        if (!below_is_commit) {
+            if (!described) {
+                pgcl_errorf(err, cap,
+                            "nothing to archive: decisions row %lld has a contest that stays, and no commit "
+                            "entry before it can be the cut",
+                            (long long)keep);
+                return PGCL_ERR_NOT_FOUND;
+            }
+            pgcl_archive_contest_refusal(&blocker, first_blocker.decision_seq ? &first_blocker : NULL, horizon, bounded,
+                                         err, cap);
             return PGCL_ERR_NOT_FOUND;
         }
         e = keep_entry - 1;
@@ -306,7 +455,8 @@ pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, int64_t max_deci
     if (found) memcpy(cut->entry_hash, sqlite3_column_text(s, 0), PGCL_CHAIN_HEX_LEN + 1);
     sqlite3_finalize(s);
     if (!found) {
-        pgcl_errorf(err, cap, "entry %lld has no well-formed hash", (long long)e);
+        pgcl_errorf(err, cap, "entry %lld has no well-formed hash (run 'pgcld audit verify' on the database)",
+                    (long long)e);
         return PGCL_ERR_FORMAT;
     }
     return PGCL_OK;
@@ -439,7 +589,7 @@ static pgcl_status export_archive(sqlite3 *live, const char *archive_path, const
                                   const pgcl_checkpoint *cp, char *err, int cap) {
     char sub[ERR_CAP];
     if (access(archive_path, F_OK) == 0) {
-        pgcl_errorf(err, cap, "%s exists: the archive is always a new file", archive_path);
+        pgcl_errorf(err, cap, "%s exists: the archive is always a new file (name another with --out)", archive_path);
         return PGCL_ERR_INVALID;
     }
     sqlite3_stmt *s = NULL;
@@ -600,7 +750,7 @@ pgcl_status pgcl_archive_run(const char *db_path, const char *horizon, int64_t m
     char sub[ERR_CAP], dir[PGCL_CHECKPOINT_PATH_MAX];
     memset(out, 0, sizeof *out);
     if (access(archive_path, F_OK) == 0) { /* before anything is signed or written */
-        pgcl_errorf(err, cap, "%s exists: the archive is always a new file", archive_path);
+        pgcl_errorf(err, cap, "%s exists: the archive is always a new file (name another with --out)", archive_path);
         return PGCL_ERR_INVALID;
     }
     sqlite3 *db = open_writer(db_path, err, cap);

@@ -21,6 +21,7 @@
 #define PGCL_ARCHIVE_H
 
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "chain_encoding.h"
@@ -50,6 +51,26 @@ typedef struct pgcl_archive_result {
     pgcl_checkpoint checkpoint; /* signed at the cut (checkpoint.file: where it was written) */
 } pgcl_archive_result;
 
+/* What keeps a decision in the live database when archival cannot pass it: one of its contests,
+ * open or chained after any cut the plan could take (both stores' plans fill it in). */
+typedef struct pgcl_archive_blocker {
+    int64_t decision_seq;
+    char decision_id[64];
+    char contest_id[64];
+    char filed_at[40];
+    char resolved_at[40]; /* "" while the contest is open */
+} pgcl_archive_blocker;
+
+/* The refusal "nothing to archive" when no cut can pass decision b (b filled in), written into err:
+ * it names the decision and its contest and what the operator can change — resolving the contest
+ * while it is open; otherwise what keeps the cut before its resolution: root (the contest that
+ * keeps b's, when of another decision: the one the cut had to stay below first, or the first of
+ * the contests, archived in order, that stays; NULL for none) and what would change that, a horizon
+ * after a resolution newer than horizon, or a larger bound on the decisions of one run when
+ * bounded (the bound lowered the cut). */
+void pgcl_archive_contest_refusal(const pgcl_archive_blocker *b, const pgcl_archive_blocker *root, const char *horizon,
+                                  bool bounded, char *err, int cap);
+
 /* The default bound on the decisions one cut archives: the pruning transaction holds the write lock
  * (the daemon's commits wait, up to their 5 s busy timeout) for 15–32 µs per decision measured on a
  * shared 2-vCPU VM (0.75–0.9 s per 50,000), so a larger backlog takes several runs. */
@@ -58,8 +79,10 @@ typedef struct pgcl_archive_result {
 /* Finds the cut for horizon (the audit columns' format, UTC with 6 fraction digits) on db, inside
  * a transaction the caller holds, archiving at most max_decisions decisions (0: no bound; a single
  * commit larger than the bound is taken whole). PGCL_ERR_NOT_FOUND: nothing to archive (err says
- * why); PGCL_ERR_UNSUPPORTED: the cut would fall on an encoding-1 entry or a legacy row;
- * PGCL_ERR_FORMAT: the schema predates migration 0010. */
+ * why and what would change it: a later horizon, or the contest that keeps a decision, named by
+ * pgcl_archive_contest_refusal); PGCL_ERR_UNSUPPORTED: the horizon or the bound puts the cut on an
+ * encoding-1 entry (err names the first commit entry, if any); PGCL_ERR_FORMAT: the schema
+ * predates migration 0010. */
 pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, int64_t max_decisions, pgcl_archive_cut *cut,
                               char *err, int cap);
 

@@ -162,12 +162,10 @@ static bool stopping(pgcl_retention *r) {
     return s;
 }
 
-/* One pass with the horizon `days` before now: the read-only check, then steps on the writer until
- * nothing older than the horizon is left, or until r (the daemon's thread; NULL for a single pass)
- * is asked to stop. The number of inputs dropped, or -1 (err set). */
-static int64_t drop_pass(pgcl_audit *store, double days, pgcl_retention *r, char *err, int cap) {
-    char horizon[PGCL_TIMESTAMP_LEN + 1];
-    pgcl_timestamp_after(-(int64_t)(days * 86400.0), horizon);
+/* One pass with the horizon given: the read-only check, then steps on the writer until nothing
+ * older than the horizon is left, or until r (the daemon's thread; NULL for a single pass) is asked
+ * to stop. The number of inputs dropped, or -1 (err set). */
+static int64_t drop_pass(pgcl_audit *store, const char *horizon, pgcl_retention *r, char *err, int cap) {
     int64_t total = 0;
     bool more = true;
     do {
@@ -191,15 +189,27 @@ pgcl_status pgcl_sqlite_drop_inputs(pgcl_audit *store, const char *older_than, i
     return st;
 }
 
+/* The horizon `days` before now. */
+static void horizon_of(double days, char out[PGCL_TIMESTAMP_LEN + 1]) {
+    pgcl_timestamp_after(-(int64_t)(days * 86400.0), out);
+}
+
 int64_t pgcl_retention_run_once(pgcl_audit *store, double days, char *err, int cap) {
-    return drop_pass(store, days, NULL, err, cap);
+    char horizon[PGCL_TIMESTAMP_LEN + 1];
+    horizon_of(days, horizon);
+    return drop_pass(store, horizon, NULL, err, cap);
+}
+
+int64_t pgcl_retention_run_before(pgcl_audit *store, const char *older_than, char *err, int cap) {
+    return drop_pass(store, older_than, NULL, err, cap);
 }
 
 static void *retention_main(void *arg) {
     pgcl_retention *r = arg;
     for (;;) {
-        char err[512];
-        int64_t pass = drop_pass(r->store, r->days, r, err, sizeof err);
+        char err[512], horizon[PGCL_TIMESTAMP_LEN + 1];
+        horizon_of(r->days, horizon);
+        int64_t pass = drop_pass(r->store, horizon, r, err, sizeof err);
         if (pass < 0)
             pgcl_log_warn("input retention: %s (retrying in %lld s)", err, (long long)(r->interval_us / 1000000));
         else if (pass)

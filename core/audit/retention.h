@@ -71,7 +71,12 @@ pgcl_retention *pgcl_retention_create(pgcl_audit *store, double days, void (*on_
 void pgcl_retention_destroy(pgcl_retention *r);
 
 /* One full pass now (every step until nothing older than the horizon is left); the number of
- * inputs dropped, or -1 on error (err set). For tests and `pgcld audit drop-inputs`. */
+ * inputs dropped, or -1 on error (err set). For tests. */
 int64_t pgcl_retention_run_once(pgcl_audit *store, double days, char *err, int cap);
+
+/* The same pass with the horizon given instead of derived from the clock: older_than in the audit
+ * columns' format (RFC 3339 UTC, 6 fraction digits). For tests that place the horizon between
+ * decisions they wrote (tests/core/retention_pass.c), on either store. */
+int64_t pgcl_retention_run_before(pgcl_audit *store, const char *older_than, char *err, int cap);
 
 #endif

@@ -111,7 +111,7 @@ static void test_plan(const char *base, const fixture *f) {
     /* a bound of 7 decisions ends inside commit 3: the cut would be commit 2, whose decision 2 was
      * contested in commit 3, so nothing can be archived; a bound of 10 is commit 3 */
     CHECK(pgcl_archive_plan(db, f->horizon_all, 7, &cut, err, sizeof err) == PGCL_ERR_NOT_FOUND &&
-              strstr(err, "decisions row 2 has a contest"),
+              strstr(err, "(decisions row 2) has a contest"),
           "bounded to 7 decisions: %s", err);
     CHECK(pgcl_archive_plan(db, f->horizon_all, 10, &cut, err, sizeof err) == PGCL_OK && cut.entry_seq == 3,
           "bounded to 10 decisions: entry %lld", (long long)cut.entry_seq);

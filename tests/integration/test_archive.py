@@ -15,6 +15,18 @@ daemon goes on, with H between the first and second batch. Then:
   - archiving again at the same horizon exits 3 (nothing to archive); bad usage exits 2; the archive
     file is never overwritten.
 
+A second daemon's database starts in the README's order: API keys made with `pgcld keys create`
+before the first `pgcld serve` (their events are encoding-1 entries, one per event), then commits;
+the first commit's first decision is contested. Every refusal of `pgcld audit archive` names what
+the operator can change:
+  - a horizon between the keys and the first commit: the cut would fall on an encoding-1 entry; the
+    refusal names the first commit entry (a later horizon reaches it);
+  - the open contest pulls the cut below the first commit: exit 3, naming the contest, its decision
+    and that resolving it allows archival (never "a later horizon", which cannot help), with or
+    without --max-decisions;
+  - resolved, a bound of one decision per run still stops before the resolution: exit 3, naming the
+    contest and --max-decisions; without the bound the archive runs.
+
 Run: /usr/bin/python3 tests/integration/test_archive.py (PGCLD_BIN selects the binary).
 """
 import datetime
@@ -185,6 +197,97 @@ class ArchiveTest(LiveValidationMixin, unittest.TestCase):
         self.assertEqual(c.returncode, 1, c.stdout + c.stderr)
         self.assertIn("exists", c.stderr)
         self.assertEqual(os.path.getsize(self.archive), size)
+
+
+class ArchiveRefusalTest(unittest.TestCase):
+    """Refusals on a chain begun by `pgcld keys create` before the first `pgcld serve`."""
+
+    @classmethod
+    def setUpClass(cls):
+        H.require_models("tiny_binary")
+        cls.tmp = tempfile.mkdtemp(prefix="pgcld-archive-refusal-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        cls.key = os.path.join(cls.tmp, "signing.key")
+        subprocess.run([H.PGCLD_BIN, "audit", "keygen", "--out", cls.key], capture_output=True, text=True,
+                       timeout=60, check=True)
+        cls.cp_dir = os.path.join(cls.tmp, "checkpoints")
+        os.mkdir(cls.cp_dir)
+        # the harness makes the keys with the CLI before the first start: the README's order
+        cls.d = H.start_daemon(cls, models=H.tiny_binary_root(cls.tmp), default_model="tiny")
+        cls.first = cls.score(3)
+        r = cls.d.post(f"/v1/decisions/{cls.first[0]}/contests", {"reason": "a quote, not abuse"},
+                       key=cls.d.keys["reviewer"])
+        assert r.status == 201, r
+        cls.contest_id = r.json["contest_id"]
+        cls.later = cls.score(2)
+
+    @classmethod
+    def score(cls, n):
+        r = cls.d.score({"items": H.json_items(H.random_embeddings(n, 32, seed=len(cls.tmp) + n), "ref-")})
+        assert r.status == 200, r
+        return [x["decision_id"] for x in r.json["results"]]
+
+    def archive(self, name, *args):
+        out = os.path.join(self.tmp, name)
+        p = subprocess.run([H.PGCLD_BIN, "audit", "archive", "--db", self.d.db_path, "--signing-key", self.key,
+                            "--checkpoint-dir", self.cp_dir, "--out", out, *args], capture_output=True, text=True,
+                           timeout=120)
+        return p, out
+
+    def first_commit(self):
+        return self.d.scalar("SELECT min(seq) FROM audit_chain WHERE kind = 'commit'")
+
+    def test_1_a_horizon_before_the_first_commit_names_it(self):
+        self.assertEqual(self.d.scalar("SELECT count(*) FROM audit_chain WHERE kind = 'admin_events'"), 3)
+        self.assertEqual(self.first_commit(), 5, "genesis, three key events, then the first commit")
+        horizon = self.d.scalar("SELECT min(created_at) FROM decisions")  # the key events are older
+        p, out = self.archive("early.db", "--before", horizon)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("entry 4, an encoding-1 entry", p.stderr)
+        self.assertIn("the first commit entry after it is entry 5", p.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_2_the_open_contest_is_named(self):
+        for bound in ((), ("--max-decisions", "1")):
+            p, out = self.archive("contested.db", "--older-than-days", "0", *bound)
+            self.assertEqual(p.returncode, 3, (bound, p.stdout + p.stderr))
+            self.assertIn("nothing to archive", p.stderr)
+            self.assertIn(f"decision {self.first[0]}", p.stderr)
+            self.assertIn(f"open contest, {self.contest_id}", p.stderr)
+            self.assertIn(f"resolving the contest (POST /v1/contests/{self.contest_id}/resolution) allows archival",
+                          p.stderr)
+            self.assertNotIn("horizon", p.stderr.split("nothing to archive", 1)[1], "a later horizon cannot help")
+            self.assertNotIn("encoding-1", p.stderr)
+            self.assertFalse(os.path.exists(out))
+        self.assertEqual(self.d.scalar("SELECT count(*) FROM audit_cuts"), 0)
+
+    def test_3_resolved_then_the_bound_is_named_then_it_archives(self):
+        second = self.d.create_key("reviewer", "second reviewer")
+        r = self.d.post(f"/v1/contests/{self.contest_id}/resolution", {"outcome": "upheld", "note": "abuse"},
+                        key=second)
+        self.assertEqual(r.status, 201, r)
+        # one decision per run: the first commit is taken whole, but its contest is chained after it
+        p, out = self.archive("bounded.db", "--older-than-days", "0", "--max-decisions", "1")
+        self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
+        self.assertIn(f"decision {self.first[0]}", p.stderr)
+        self.assertIn(f"a contest, {self.contest_id}", p.stderr)
+        self.assertIn("a larger --max-decisions (0: no bound) allows archival", p.stderr)
+        self.assertFalse(os.path.exists(out))
+        # a later decision contested and resolved too: the tables' last rows (which stay) are its
+        r = self.d.post(f"/v1/decisions/{self.later[0]}/contests", {"reason": "satire"}, key=self.d.keys["reviewer"])
+        self.assertEqual(r.status, 201, r)
+        r = self.d.post(f"/v1/contests/{r.json['contest_id']}/resolution", {"outcome": "upheld", "note": "no"},
+                        key=second)
+        self.assertEqual(r.status, 201, r)
+        p, out = self.archive("archive.db", "--older-than-days", "0")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        cut = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual((cut["decisions_through"], cut["contests_through"], cut["resolutions_through"]), (3, 1, 1),
+                         cut)
+        r = self.d.get(f"/v1/decisions/{self.first[0]}", key=self.d.keys["reviewer"])
+        self.assertEqual(r.status, 404, r)
+        c = self.d.cli("audit", "verify", "--db", out, "--checkpoint", cut["checkpoint"], check=False)
+        self.assertEqual(c.returncode, 0, c.stdout + c.stderr)
 
 
 if __name__ == "__main__":

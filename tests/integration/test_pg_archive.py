@@ -24,6 +24,12 @@ after the cut), and one old decision's stored input was dropped (as retention dr
   * a second cut runs while both daemons score: every request answers 200, every decision answered
     meanwhile stays live, verify stays intact, the second archive verifies; then nothing is left.
 
+Every refusal names what the operator can change (PgArchiveRefusalTest, one daemon whose keys were
+made before its first start, the first decision contested): with the keys' events archived, the
+contest window is named (--contest-window-days); without the window, the open contest is named,
+with its decision and that resolving it allows archival (exit 3); resolved, the archive runs, and
+then a later horizon is what would move the next cut.
+
 Run: PGCLD_BIN=build-test/server/pgcld /usr/bin/python3 tests/integration/test_pg_archive.py
 """
 import datetime
@@ -374,6 +380,80 @@ class PgArchiveTest(unittest.TestCase):
         p = run_cli("audit", "archive", "--db", self.uri, "--before", horizon, "--out",
                     os.path.join(self.tmp, "archive-3.db"), "--signing-key", self.key, "--contest-window-days", "0")
         self.assertEqual(p.returncode, 3, p.stderr)
+
+
+class PgArchiveRefusalTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        pg_cluster.require()
+        H.require_models("tiny_binary")
+        pg_cluster.cluster_for_class(cls, "pgcld-pgarchive-refusal-")
+        cls.uri = cls.cluster.new_database()
+        cls.key = os.path.join(cls.tmp, "signing.key")
+        p = run_cli("audit", "keygen", "--out", cls.key)
+        assert p.returncode == 0, p.stderr
+        cls.cp_dir = os.path.join(cls.tmp, "cps")
+        os.mkdir(cls.cp_dir)
+        # the harness makes the keys with `pgcld keys create --db URI` before the first start
+        cls.d = H.start_daemon(cls, models=H.tiny_binary_root(cls.tmp), default_model="tiny", db_path=cls.uri)
+        cls.first = cls.score(3)
+        r = cls.d.post(f"/v1/decisions/{cls.first[0]}/contests", {"reason": "a quote, not abuse"},
+                       key=cls.d.keys["reviewer"])
+        assert r.status == 201, r
+        cls.contest_id = r.json["contest_id"]
+        cls.later = cls.score(2)
+
+    @classmethod
+    def score(cls, n):
+        r = cls.d.score({"items": H.json_items(H.random_embeddings(n, 32, seed=7 + n), "pgref-")})
+        assert r.status == 200, r
+        return [x["decision_id"] for x in r.json["results"]]
+
+    def archive(self, name, *args):
+        out = os.path.join(self.tmp, name)
+        return run_cli("audit", "archive", "--db", self.uri, "--older-than-days", "0", "--out", out, "--signing-key",
+                       self.key, "--checkpoint-dir", self.cp_dir, *args), out
+
+    def test_1_the_contest_window_is_named(self):
+        p, out = self.archive("keys.db")  # the keys' admin events: older, outside every window
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        cut = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(cut["decisions_through"], 0, cut)
+        self.assertGreater(cut["admin_events_through"], 0, cut)
+        p, out = self.archive("window.db")
+        self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
+        self.assertIn("nothing to archive", p.stderr)
+        self.assertIn("contest window (--contest-window-days 180", p.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_2_the_open_contest_is_named(self):
+        for bound in ((), ("--max-decisions", "1")):
+            p, out = self.archive("contested.db", "--contest-window-days", "0", *bound)
+            self.assertEqual(p.returncode, 3, (bound, p.stdout + p.stderr))
+            self.assertIn("nothing to archive", p.stderr)
+            self.assertIn(f"decision {self.first[0]}", p.stderr)
+            self.assertIn(f"open contest, {self.contest_id}", p.stderr)
+            self.assertIn(f"resolving the contest (POST /v1/contests/{self.contest_id}/resolution) allows archival",
+                          p.stderr)
+            self.assertNotIn("horizon", p.stderr.split("nothing to archive", 1)[1], "a later horizon cannot help")
+            self.assertFalse(os.path.exists(out))
+
+    def test_3_resolved_it_archives(self):
+        second = self.d.create_key("reviewer", "second reviewer")
+        r = self.d.post(f"/v1/contests/{self.contest_id}/resolution", {"outcome": "upheld", "note": "abuse"},
+                        key=second)
+        self.assertEqual(r.status, 201, r)
+        last = self.d.scalar("SELECT seq FROM decisions WHERE decision_id = ?", (self.later[-1],))
+        p, out = self.archive("archive.db", "--contest-window-days", "0")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        cut = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual((cut["decisions_through"], cut["contests_through"], cut["resolutions_through"]), (last, 1, 1))
+        r = self.d.get(f"/v1/decisions/{self.first[0]}", key=self.d.keys["reviewer"])
+        self.assertEqual(r.status, 404, r)
+        p, out = self.archive("again.db", "--contest-window-days", "0")
+        self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
+        self.assertIn("nothing to archive: no event row after the previous cut is older than", p.stderr)
+        self.assertIn("a later horizon", p.stderr)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,21 @@ counts them) and then:
   - a changed input_digest fails verify, naming the commit and the leaf.
 A daemon with the default (the contest window) keeps every input.
 
+The retention period's two limits, on both stores (a SQLite file, and a PostgreSQL database in a
+throw-away cluster, pg_cluster.py; that class skips without PostgreSQL 15 and psycopg2): older
+decisions (one of them under an open contest) and younger ones are scored, and one pass runs with
+the horizon between them, given rather than read from the clock (tests/core/retention_pass.c, its
+path in PGCLD_RETENTION_PASS), so that old and young inputs are there together past the pass's
+"anything older than the horizon?" check:
+  - the older inputs go, except the open contest's; every younger input stays (the walk ends at the
+    first decision inside the period);
+  - once the contest is resolved, the next pass drops its input too, and still no younger one.
+
 Run: /usr/bin/python3 tests/integration/test_retention.py (PGCLD_BIN selects the binary).
 """
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -25,6 +36,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+import pg_cluster as PG  # noqa: E402
+import skips  # noqa: E402
 
 VERIFIER = os.path.join(H.SOURCE_ROOT, "docs", "verify_proof.py")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -122,6 +135,111 @@ class DefaultRetentionTest(unittest.TestCase):
         self.assertEqual(count(d.db_path, "SELECT count(*) FROM decision_inputs"), 3)
         rec = d.get(f"/v1/decisions/{r.json['results'][0]['decision_id']}", key=d.keys["reviewer"]).json
         self.assertEqual((rec["input_stored"], rec["input_dropped"]), ("f16", False))
+
+
+def retention_pass(db, horizon):
+    """One retention pass on db (a SQLite file or a PostgreSQL URI) with the horizon given; returns
+    the number of inputs it dropped (tests/core/retention_pass.c)."""
+    helper = os.environ.get("PGCLD_RETENTION_PASS") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(H.PGCLD_BIN))), "tests", "retention_pass")
+    if not os.path.exists(helper):
+        raise unittest.SkipTest(f"{helper} is not built (tests/core/retention_pass.c)")
+    p = subprocess.run([helper, db, horizon], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise AssertionError(f"retention_pass {horizon} exited {p.returncode}: {p.stderr}")
+    return int(p.stdout.strip())
+
+
+class RetentionLimitsTest(unittest.TestCase):
+    """Old and young inputs together, one old decision under an open contest: a pass with the
+    horizon between them drops exactly the old, uncontested inputs; after the resolution, the
+    contested one as well. Both limits of the retention walk: the period (the young inputs stay)
+    and the open contest."""
+
+    @classmethod
+    def start(cls):
+        return H.start_daemon(cls, models=H.tiny_binary_root(cls.tmp), default_model="tiny")
+
+    @classmethod
+    def setUpClass(cls):
+        H.require_models("tiny_binary")
+        cls.tmp = tempfile.mkdtemp(prefix="pgcld-retention-limits-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        cls.d = cls.start()
+        cls.seed = 100
+        cls.old = cls.score(4)
+        r = cls.d.post(f"/v1/decisions/{cls.old[0]}/contests", {"reason": "a quote, not abuse"},
+                       key=cls.d.keys["reviewer"])
+        assert r.status == 201, r
+        cls.contest_id = r.json["contest_id"]
+        old_time = cls.latest(cls.old)
+        # the young decisions: committed after the old ones (a commit's rows share one time; the
+        # writer's times never go back, so this takes one batch unless the clock stood still)
+        cls.young = []
+        while not cls.young or cls.earliest(cls.young) <= old_time:
+            assert len(cls.young) < 60, "the writer's clock does not move"
+            cls.young += cls.score(3)
+        cls.horizon = cls.earliest(cls.young)  # older: strictly before it
+
+    @classmethod
+    def score(cls, n):
+        cls.seed += 1
+        r = cls.d.score({"items": H.json_items(H.random_embeddings(n, 32, seed=cls.seed), f"lim{cls.seed}-")})
+        assert r.status == 200, r
+        return [x["decision_id"] for x in r.json["results"]]
+
+    @classmethod
+    def times(cls, ids):
+        marks = ",".join("?" * len(ids))
+        return [r["created_at"] for r in cls.d.query(f"SELECT created_at FROM decisions WHERE decision_id IN ({marks})",
+                                                      ids)]
+
+    @classmethod
+    def latest(cls, ids):
+        return max(cls.times(ids))
+
+    @classmethod
+    def earliest(cls, ids):
+        return min(cls.times(ids))
+
+    def stored(self, ids):
+        """The ids, of those given, whose input is stored."""
+        marks = ",".join("?" * len(ids))
+        rows = self.d.query("SELECT d.decision_id FROM decision_inputs AS i JOIN decisions AS d ON d.seq ="
+                            f" i.decision_seq WHERE d.decision_id IN ({marks})", ids)
+        return {r["decision_id"] for r in rows}
+
+    def test_1_a_pass_keeps_the_period_and_the_open_contest(self):
+        self.assertEqual(self.stored(self.old + self.young), set(self.old + self.young), "every input stored")
+        dropped = retention_pass(self.d.db_path, self.horizon)
+        self.assertEqual(self.stored(self.young), set(self.young),
+                         "the inputs of decisions inside the retention period stay")
+        self.assertEqual(self.stored(self.old), {self.old[0]}, "the older inputs go, but the open contest's")
+        self.assertEqual(dropped, len(self.old) - 1)
+        r = self.d.post(f"/v1/decisions/{self.old[0]}/rescore", {}, key=self.d.keys["reviewer"])
+        self.assertEqual(r.status, 200, r)
+
+    def test_2_resolved_the_contested_input_goes(self):
+        second = self.d.create_key("reviewer", "second reviewer")
+        r = self.d.post(f"/v1/contests/{self.contest_id}/resolution", {"outcome": "upheld", "note": "abuse"},
+                        key=second)
+        self.assertEqual(r.status, 201, r)
+        dropped = retention_pass(self.d.db_path, self.horizon)
+        self.assertEqual(self.stored(self.old), set(), "the resolved contest's input goes at the next pass")
+        self.assertEqual(self.stored(self.young), set(self.young), "and still no younger one")
+        self.assertEqual(dropped, 1)
+
+
+@skips.needs(PG.AVAILABLE and PG.HAVE_PSYCOPG2, "PostgreSQL 15 (postgresql-15) and psycopg2 (python3-psycopg2)")
+class PgRetentionLimitsTest(RetentionLimitsTest):
+    """The same on the PostgreSQL store (its own statements of the walk, audit_pg_admin.c)."""
+
+    @classmethod
+    def start(cls):
+        cls.cluster = PG.PgCluster()
+        cls.addClassCleanup(cls.cluster.drop)
+        return H.start_daemon(cls, models=H.tiny_binary_root(cls.tmp), default_model="tiny",
+                              db_path=cls.cluster.new_database())
 
 
 if __name__ == "__main__":

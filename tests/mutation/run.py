@@ -233,6 +233,30 @@ MUTATIONS = [
       "        (void)mark;",
       "a job undone by its savepoint keeps its leaves in the commit's tree",
       ["test_audit", "test_chain_v2"]),
+    # -- input retention (issue 27: core/audit/retention.c's walk, each store's statements). Without old and
+    # young inputs side by side the pass's "anything older than the horizon?" check hides the period; the open
+    # contest's exclusion was caught only by the PostgreSQL suite (test_retention: RetentionLimitsTest and
+    # PgRetentionLimitsTest, which skips without PostgreSQL 15)
+    M("retention-walk-period", "core/audit/retention.c",
+      "    if (recent) hi = first_recent - 1; /* the walk ends there */\n", "    (void)first_recent;\n",
+      "a retention step does not stop at the first decision inside the retention period (both stores' walk)",
+      ["test_retention", "test_chain_v2"]),
+    M("retention-period-sqlite", "core/audit/retention.c",
+      'AND created_at >= ?3";', 'AND created_at >= ?3 AND 0";',
+      "SQLite: retention never finds a decision inside the retention period (drops the younger inputs)",
+      ["test_retention", "test_chain_v2"]),
+    M("retention-open-contest-sqlite", "core/audit/retention.c",
+      '" WHERE NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id) AND d.seq > ?1"',
+      '" WHERE 0 AND d.seq > ?1"',
+      "SQLite: retention drops the input of a decision under an open contest", ["test_retention", "test_chain_v2"]),
+    M("retention-period-pg", "core/audit/pg/audit_pg_admin.c",
+      'created_at COLLATE \\"C\\" >= $3";', 'created_at COLLATE \\"C\\" >= $3 AND false";',
+      "PostgreSQL: retention never finds a decision inside the retention period (drops the younger inputs)",
+      ["test_retention", "test_pg_admin"]),
+    M("retention-open-contest-pg", "core/audit/pg/audit_pg_admin.c",
+      '" WHERE NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id) AND d.seq > $1::bigint"',
+      '" WHERE false AND d.seq > $1::bigint"',
+      "PostgreSQL: retention drops the input of a decision under an open contest", ["test_retention", "test_pg_admin"]),
 ]
 
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "archive.h"
 #include "audit_pg.h"
 #include "clock.h"
 #include "merkle.h"
@@ -95,6 +96,20 @@ static const char *const OLDER_THROUGH_SQL[PGCL_CHAIN_TABLES] = {
     "SELECT min(r.seq) FROM resolutions AS r JOIN contests AS c ON c.contest_id = r.contest_id WHERE r.seq > $1"       \
     " AND r.seq <= $2 AND c.seq > $3"
 
+/* The contest that keeps the first decision in ($1, $2] that stays at contests through $3 and
+ * resolutions through $4 (DECISION_KEPT_SQL's rule), an open one first. */
+#define BLOCKER_SQL                                                                                                    \
+    "SELECT d.seq, d.decision_id, c.contest_id, c.filed_at, coalesce(r.resolved_at, '') FROM decisions AS d JOIN"      \
+    " contests AS c ON c.decision_id = d.decision_id LEFT JOIN resolutions AS r ON r.contest_id = c.contest_id WHERE"  \
+    " d.seq > $1 AND d.seq <= $2 AND (c.seq > $3 OR r.seq IS NULL OR r.seq > $4) ORDER BY d.seq, r.seq IS NOT NULL,"   \
+    " c.seq LIMIT 1"
+/* Contest $1 with its decision (contests are archived in seq order: the first that stays keeps
+ * every later one). */
+#define CONTEST_BLOCKER_SQL                                                                                            \
+    "SELECT d.seq, d.decision_id, c.contest_id, c.filed_at, coalesce(r.resolved_at, '') FROM contests AS c JOIN"       \
+    " decisions AS d ON d.decision_id = c.decision_id LEFT JOIN resolutions AS r ON r.contest_id = c.contest_id"       \
+    " WHERE c.seq = $1"
+
 /* Lowers *through to (first kept row - 1) when sql (n_params of previous, *through, a, b) finds one;
  * *changed when it did. */
 static pgcl_status lower_to_kept(PGconn *conn, const char *what, const char *sql, int n_params, int64_t previous,
@@ -117,9 +132,85 @@ static pgcl_status lower_to_kept(PGconn *conn, const char *what, const char *sql
     return st;
 }
 
+/* The blocker BLOCKER_SQL or CONTEST_BLOCKER_SQL finds with values; *found false when none. */
+static pgcl_status find_blocker(PGconn *conn, const char *sql, int n_params, const char *const *values,
+                                pgcl_archive_blocker *b, bool *found, char *err, int cap) {
+    pgcl_status st = PGCL_OK;
+    memset(b, 0, sizeof *b);
+    PGresult *res = pgcl_pg_query(conn, "contests", sql, n_params, values, &st, err, cap);
+    if (!res) return st;
+    *found = PQntuples(res) == 1;
+    if (*found) {
+        b->decision_seq = pgcl_pg_int(res, 0, 0);
+        snprintf(b->decision_id, sizeof b->decision_id, "%s", PQgetvalue(res, 0, 1));
+        snprintf(b->contest_id, sizeof b->contest_id, "%s", PQgetvalue(res, 0, 2));
+        snprintf(b->filed_at, sizeof b->filed_at, "%s", PQgetvalue(res, 0, 3));
+        snprintf(b->resolved_at, sizeof b->resolved_at, "%s", PQgetvalue(res, 0, 4));
+    }
+    PQclear(res);
+    return PGCL_OK;
+}
+
+/* The refusal when the plan found nothing to archive, naming what the operator can change: the
+ * contest that keeps the first decision older than the horizon (initial: the bounds before the
+ * contest rules and max_decisions, th: after them), the contest window that keeps the decisions
+ * older than the horizon, or the horizon. PGCL_ERR_NOT_FOUND, or the error of a query. */
+static pgcl_status refuse_nothing(PGconn *conn, const char *horizon, const char *decision_horizon,
+                                  int contest_window_days, bool bounded, const int64_t previous[PGCL_CHAIN_TABLES],
+                                  const int64_t initial[PGCL_CHAIN_TABLES], const int64_t th[PGCL_CHAIN_TABLES],
+                                  char *err, int cap) {
+    pgcl_status st = PGCL_OK;
+    if (initial[0] > previous[0]) { /* old decisions, all kept for their contests */
+        char p[24], i0[24], t2[24], t3[24];
+        int_text(previous[0], p);
+        int_text(initial[0], i0);
+        int_text(th[2], t2);
+        int_text(th[3], t3);
+        const char *values[] = {p, i0, t2, t3};
+        pgcl_archive_blocker b, root;
+        bool found = false, have_root = false;
+        if ((st = find_blocker(conn, BLOCKER_SQL, 4, values, &b, &found, err, cap)) != PGCL_OK) return st;
+        if (found) {
+            if (b.resolved_at[0] && strcmp(b.filed_at, horizon) < 0 && strcmp(b.resolved_at, horizon) < 0) {
+                /* resolved before the horizon: its contest stays behind the first contest that stays */
+                char first_kept[24];
+                int_text(th[2] + 1, first_kept);
+                const char *rv[] = {first_kept};
+                if ((st = find_blocker(conn, CONTEST_BLOCKER_SQL, 1, rv, &root, &have_root, err, cap)) != PGCL_OK)
+                    return st;
+            }
+            pgcl_archive_contest_refusal(&b, have_root ? &root : NULL, horizon, bounded, err, cap);
+            return PGCL_ERR_NOT_FOUND;
+        }
+    }
+    if (strcmp(decision_horizon, horizon) < 0) { /* are decisions older than the horizon kept by the window? */
+        char p[24];
+        int_text(previous[0], p);
+        const char *values[] = {p, horizon};
+        int64_t older = 0;
+        if ((st = pgcl_pg_query_int(conn, "decisions", OLDER_THROUGH_SQL[0], 2, values, &older, NULL, err, cap)) !=
+            PGCL_OK)
+            return st;
+        if (older > previous[0]) {
+            pgcl_errorf(err, cap,
+                        "nothing to archive: the decisions older than %s were made within the contest window "
+                        "(--contest-window-days %d: a decision made after %s may still be contested, so it stays), "
+                        "and no other event row after the previous cut is older than %s; they can be archived "
+                        "once the window has passed them (or with a smaller --contest-window-days)",
+                        horizon, contest_window_days, decision_horizon, horizon);
+            return PGCL_ERR_NOT_FOUND;
+        }
+    }
+    pgcl_errorf(err, cap,
+                "nothing to archive: no event row after the previous cut is older than %s (a later horizon moves the "
+                "cut)",
+                horizon);
+    return PGCL_ERR_NOT_FOUND;
+}
+
 /* Step 1 in the snapshot the caller holds on conn. */
-static pgcl_status plan_cut(PGconn *conn, const char *horizon, const char *decision_horizon, int64_t max_decisions,
-                            pgcl_pg_archive_cut *cut, char *err, int cap) {
+static pgcl_status plan_cut(PGconn *conn, const char *horizon, const char *decision_horizon, int contest_window_days,
+                            int64_t max_decisions, pgcl_pg_archive_cut *cut, char *err, int cap) {
     pgcl_status st = PGCL_OK;
     PGresult *res = pgcl_pg_query(conn, "audit_cuts", PREVIOUS_CUT_SQL, 0, NULL, &st, err, cap);
     if (!res) return st;
@@ -135,8 +226,10 @@ static pgcl_status plan_cut(PGconn *conn, const char *horizon, const char *decis
             return st;
         if (cut->through[t] < cut->previous[t]) cut->through[t] = cut->previous[t];
     }
-    if (max_decisions > 0 && cut->through[0] > cut->previous[0] + max_decisions)
-        cut->through[0] = cut->previous[0] + max_decisions;
+    int64_t initial[PGCL_CHAIN_TABLES];
+    memcpy(initial, cut->through, sizeof initial);
+    const bool bounded = max_decisions > 0 && cut->through[0] > cut->previous[0] + max_decisions;
+    if (bounded) cut->through[0] = cut->previous[0] + max_decisions;
     /* the contest rules, to a fixed point (each bound only goes down) */
     int64_t *th = cut->through;
     const int64_t *pr = cut->previous;
@@ -155,13 +248,8 @@ static pgcl_status plan_cut(PGconn *conn, const char *horizon, const char *decis
     bool any = false;
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
         any = any || th[t] > pr[t];
-    if (!any) {
-        pgcl_errorf(err, cap,
-                    "nothing to archive: no event row after the previous cut is older than %s (decisions: "
-                    "%s) and free of contests that stay",
-                    horizon, decision_horizon);
-        return PGCL_ERR_NOT_FOUND;
-    }
+    if (!any)
+        return refuse_nothing(conn, horizon, decision_horizon, contest_window_days, bounded, pr, initial, th, err, cap);
     return PGCL_OK;
 }
 
@@ -320,7 +408,7 @@ static pgcl_status export_archive(PGconn *conn, const char *path, const char *ho
                                   int cap) {
     sqlite3 *db = NULL;
     if (access(path, F_OK) == 0) {
-        pgcl_errorf(err, cap, "%s exists: the archive is always a new file", path);
+        pgcl_errorf(err, cap, "%s exists: the archive is always a new file (name another with --out)", path);
         return PGCL_ERR_INVALID;
     }
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
@@ -420,7 +508,9 @@ static pgcl_status prune_in_transaction(PGconn *conn, const char *horizon, const
                                     cap)) != PGCL_OK)
             return st;
         if (live[t] != counts[t]) {
-            pgcl_errorf(err, cap, "%s: %lld live rows at or below %lld, but the archive holds %lld",
+            pgcl_errorf(err, cap,
+                        "%s: %lld live rows at or below %lld, but the archive holds %lld (another archive cut "
+                        "meanwhile? run it again)",
                         pgcl_chain_tables[t].name, (long long)live[t], (long long)cut->through[t],
                         (long long)counts[t]);
             return PGCL_ERR_MISMATCH;
@@ -492,7 +582,7 @@ pgcl_status pgcl_pg_archive_run(const char *uri, const char *horizon, int contes
     char sub[ERR_CAP], dir[PGCL_CHECKPOINT_PATH_MAX], decision_horizon[PGCL_QTIME_LEN + 1];
     memset(out, 0, sizeof *out);
     if (access(archive_path, F_OK) == 0) { /* before anything is signed or written */
-        pgcl_errorf(err, cap, "%s exists: the archive is always a new file", archive_path);
+        pgcl_errorf(err, cap, "%s exists: the archive is always a new file (name another with --out)", archive_path);
         return PGCL_ERR_INVALID;
     }
     snprintf(decision_horizon, sizeof decision_horizon, "%s", horizon);
@@ -506,7 +596,7 @@ pgcl_status pgcl_pg_archive_run(const char *uri, const char *horizon, int contes
     /* 1. the plan, in one snapshot */
     pgcl_status st = pgcl_pg_exec(conn, "plan", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, err, cap);
     if (st != PGCL_OK) goto done;
-    st = plan_cut(conn, horizon, decision_horizon, max_decisions, &out->cut, err, cap);
+    st = plan_cut(conn, horizon, decision_horizon, contest_window_days, max_decisions, &out->cut, err, cap);
     pgcl_pg_exec(conn, "plan", "COMMIT", 0, NULL, NULL, 0);
     if (st != PGCL_OK) goto done;
     /* 2. the fleet checkpoint: every head covers the planned rows (committed before it) */
