@@ -2,6 +2,7 @@
 #include "retention.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -162,12 +163,13 @@ static bool stopping(pgcl_retention *r) {
     return s;
 }
 
-/* One pass with the horizon `days` before now: the read-only check, then steps on the writer until
- * nothing older than the horizon is left, or until r (the daemon's thread; NULL for a single pass)
- * is asked to stop. The number of inputs dropped, or -1 (err set). */
+/* One pass with the horizon `days` before now, to the microsecond (created_at's resolution: a
+ * fraction of a day is not cut to whole seconds): the read-only check, then steps on the writer
+ * until nothing older than the horizon is left, or until r (the daemon's thread; NULL for a single
+ * pass) is asked to stop. The number of inputs dropped, or -1 (err set). */
 static int64_t drop_pass(pgcl_audit *store, double days, pgcl_retention *r, char *err, int cap) {
     char horizon[PGCL_TIMESTAMP_LEN + 1];
-    pgcl_timestamp_after(-(int64_t)(days * 86400.0), horizon);
+    pgcl_timestamp_after_us(-llround(days * 86400e6), horizon);
     int64_t total = 0;
     bool more = true;
     do {
