@@ -131,8 +131,8 @@ static const opt_def g_opts[] = {
     {.name = "contest-window-days", L(contest_window_days, 1, 36500), .def = "180",
      .help = "days after a decision during which it may be contested"},
     {.name = "input-retention-days", S(input_retention_days, "DAYS"), .def = "", .check = check_retention_days,
-     .help = "days each decision's stored input is kept (decimals allowed), then dropped; the record, its "
-             "proof and the chain stay (empty: --contest-window-days)"},
+     .help = "days each decision's stored input is kept (decimals allowed: kept to the microsecond), then "
+             "dropped; the record, its proof and the chain stay (empty: --contest-window-days)"},
     {.name = "idempotency-ttl", L(idempotency_ttl_s, 1, 86400 * 30), .def = "86400", .reload = true,
      .help = "seconds an Idempotency-Key of POST /v1/score answers retries with the original answer"},
     {.name = "signing-key", S(signing_key, "FILE"), .def = "",
@@ -233,18 +233,27 @@ static int check_device(const char *value, char *why, int cap) {
     return 0;
 }
 
+bool pgcld_config_parse_days(const char *text, double *days) {
+    size_t digits = strspn(text, "0123456789");
+    size_t point = text[digits] == '.' ? 1 : 0;
+    size_t fraction = strspn(text + digits + point, "0123456789");
+    if (digits + fraction == 0 || text[digits + point + fraction] != 0) return false;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || *end || !(v >= 0 && v <= PGCLD_MAX_DAYS)) return false;
+    *days = v;
+    return true;
+}
+
 /* Empty (the contest window) or a decimal number of days from 0 to 36500; parsed by
  * pgcld_config_input_retention_days(). */
 static int check_retention_days(const char *value, char *why, int cap) {
-    if (!*value) return 0;
-    char *end = NULL;
-    errno = 0;
-    double days = strtod(value, &end);
-    if (errno || *end || !(days >= 0 && days <= 36500) || strspn(value, "0123456789.") != strlen(value)) {
-        pgcl_errorf(why, cap, "'%s' must be a number of days from 0 to 36500 (decimals allowed), or empty", value);
-        return -1;
-    }
-    return 0;
+    double days;
+    if (!*value || pgcld_config_parse_days(value, &days)) return 0;
+    pgcl_errorf(why, cap, "'%s' must be a number of days from 0 to %d (decimals allowed), or empty", value,
+                PGCLD_MAX_DAYS);
+    return -1;
 }
 
 /* Validates value for row o; an integer is returned in *out. 0, or -1 with the reason in why. */

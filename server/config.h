@@ -155,8 +155,16 @@ void pgcld_config_log(const pgcld_config *cfg);
  * static string. */
 const char *pgcld_config_tls_priorities(const pgcld_config *cfg);
 
-/* Days a stored input is kept: --input-retention-days, or --contest-window-days when it is empty. */
+/* Days a stored input is kept: --input-retention-days, or --contest-window-days when it is empty.
+ * Applied to the microsecond (core/audit/retention.c). */
 double pgcld_config_input_retention_days(const pgcld_config *cfg);
+
+#define PGCLD_MAX_DAYS 36500
+
+/* A number of days as an option takes it (--input-retention-days; pgcld audit archive
+ * --older-than-days): decimal digits with at most one point ("0.5", "3", "2."), from 0 to
+ * PGCLD_MAX_DAYS; no sign, exponent or space. *days is set when true. */
+bool pgcld_config_parse_days(const char *text, double *days);
 
 /* Frees what cfg owns; safe on a zeroed or partly parsed cfg. */
 void pgcld_config_free(pgcld_config *cfg);

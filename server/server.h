@@ -16,6 +16,7 @@
 #include "batcher.h"
 #include "compute_slots.h"
 #include "config.h"
+#include "header_field.h"
 #include "keys.h"
 #include "metrics.h"
 #include "registry.h"
@@ -62,7 +63,7 @@ typedef struct pgcld_request {
     const char *method;
     const char *path;
     const char *params[PGCLD_MAX_PARAMS]; /* the {…} segments of the route pattern, in order */
-    const char *content_type;             /* NULL when absent */
+    pgcld_field content_type;             /* the Content-Type header (header_field.h); .at NULL when absent */
     const char *body;
     size_t body_len;
     int64_t t_start_us;                   /* monotonic arrival time */
@@ -94,11 +95,26 @@ pgcld_deferred *pgcld_request_defer(const pgcld_request *req, pgcld_finish_fn fi
 /* The deferred work is over: finish may run. Any thread; exactly once per pgcld_request_defer. */
 void pgcld_deferred_resume(pgcld_deferred *d);
 
-/* Value of a request header (case-insensitive name), or NULL. */
-const char *pgcld_request_header(const pgcld_request *req, const char *name);
+/* Value of a request header (case-insensitive name) without the whitespace around it
+ * (pgcld_header_field): the first when it came more than once; .at NULL when absent. */
+pgcld_field pgcld_request_header(const pgcld_request *req, const char *name);
 
 /* Value of a query-string argument, or NULL. */
 const char *pgcld_request_query(const pgcld_request *req, const char *key);
+
+/* How a decimal integer reads (pgcld_parse_decimal): every integer parameter of the API (query
+ * parameters, integer headers) is read by it, so that a malformed one and one out of range are
+ * told apart the same way everywhere; what an out-of-range value means (400 naming the bound, or
+ * 404 for a size beyond what exists) is the caller's, per parameter. */
+typedef enum pgcld_decimal {
+    PGCLD_DECIMAL_OK,        /* an integer from 0 to the bound */
+    PGCLD_DECIMAL_TOO_LARGE, /* a well-formed integer above the bound, however many digits it has */
+    PGCLD_DECIMAL_MALFORMED, /* not an integer: empty, a sign, a point, an exponent, a space, any other byte */
+} pgcld_decimal;
+
+/* Reads text[0..len) as a decimal integer: ASCII digits only, leading zeros allowed. *out is its
+ * value when OK, max when TOO_LARGE, untouched when MALFORMED. text NULL is MALFORMED. Pure. */
+pgcld_decimal pgcld_parse_decimal(const char *text, size_t len, uint64_t max, uint64_t *out);
 
 /* SHA-256 (hex) of everything that determines a scoring request's answer: the method, the decoded
  * path (which names the model on /v2), the query parameters by name, the media type, the headers
@@ -164,13 +180,13 @@ void pgcld_reply_oip_error(json_t *body);
 void pgcld_reply_redact(const char *text, const char *instead);
 
 
-/* True when content_type is the media type `want` (any case) with optional, well-formed
- * parameters; with utf8_only, a charset parameter must be utf-8 (a body in another charset would
- * be read as UTF-8 all the same). */
-bool pgcld_is_media_type(const char *content_type, const char *want, bool utf8_only);
+/* True when content_type (a Content-Type value, pgcld_request's) is the media type `want` (any
+ * case) with optional, well-formed parameters; with utf8_only, a charset parameter must be utf-8 (a
+ * body in another charset would be read as UTF-8 all the same). False when absent. */
+bool pgcld_is_media_type(pgcld_field content_type, const char *want, bool utf8_only);
 
 /* pgcld_is_media_type(content_type, "application/json", true): JSON is UTF-8 (RFC 8259). */
-bool pgcld_is_json_type(const char *content_type);
+bool pgcld_is_json_type(pgcld_field content_type);
 
 /* Parses the body as a JSON object. Returns it, or NULL with reply set (415 / 400). */
 json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply);

@@ -2,6 +2,7 @@
 #include "retention.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -189,9 +190,10 @@ pgcl_status pgcl_sqlite_drop_inputs(pgcl_audit *store, const char *older_than, i
     return st;
 }
 
-/* The horizon `days` before now. */
+/* The horizon `days` before now, to the microsecond (created_at's resolution: a fraction of a day
+ * is not cut to whole seconds). */
 static void horizon_of(double days, char out[PGCL_TIMESTAMP_LEN + 1]) {
-    pgcl_timestamp_after(-(int64_t)(days * 86400.0), out);
+    pgcl_timestamp_after_us(-llround(days * 86400e6), out);
 }
 
 int64_t pgcl_retention_run_once(pgcl_audit *store, double days, char *err, int cap) {

@@ -14,6 +14,8 @@
 void pgcl_timestamp_now(char out[PGCL_TIMESTAMP_LEN + 1]);
 /* The same format for now + offset_s seconds. */
 void pgcl_timestamp_after(int64_t offset_s, char out[PGCL_TIMESTAMP_LEN + 1]);
+/* The same format for now + offset_us microseconds (the format's resolution). */
+void pgcl_timestamp_after_us(int64_t offset_us, char out[PGCL_TIMESTAMP_LEN + 1]);
 
 /* Monotonic clock in microseconds (for latencies and deadlines). */
 int64_t pgcl_monotonic_us(void);

@@ -6,6 +6,7 @@
 #include "cli_audit.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <sodium.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "audit_pg.h"
 #include "audit_pg_archive.h"
 #include "cli_options.h"
+#include "config.h"
 #include "fleet_checkpoint.h"
 #include "review_json.h"
 #include "signing.h"
@@ -62,7 +64,7 @@ static const pgcld_cli_option OPTIONS[] = {
     {.name = "before", .bit = OPT_BEFORE, .offset = offsetof(cli_opts, before), .meta = "RFC3339",
      .help = "the horizon: events before this time are archived"},
     {.name = "older-than-days", .bit = OPT_OLDER_THAN_DAYS, .offset = offsetof(cli_opts, older_than_days),
-     .meta = "N", .help = "the horizon as an age: events older than N days are archived"},
+     .meta = "N", .help = "the horizon as an age: events older than N days (decimals allowed) are archived"},
     {.name = "checkpoint-dir", .bit = OPT_CHECKPOINT_DIR, .offset = offsetof(cli_opts, checkpoint_dir), .meta = "DIR",
      .def = "the database's directory", .help = "where the checkpoint at the cut is written"},
     {.name = "max-decisions", .bit = OPT_MAX_DECISIONS, .offset = offsetof(cli_opts, max_decisions), .meta = "N",
@@ -271,13 +273,13 @@ static bool archive_horizon(const cli_opts *o, char out[PGCL_QTIME_LEN + 1]) {
             return false;
         }
     } else {
-        char *end = NULL;
-        double days = strtod(o->older_than_days, &end);
-        if (!end || *end || !(days >= 0) || days > 36500) {
-            pgcld_cli_usage_error(CLI, "--older-than-days must be a number of days from 0 to 36500");
+        double days;
+        if (!pgcld_config_parse_days(o->older_than_days, &days)) {
+            pgcld_cli_usage_error(CLI, "--older-than-days must be a number of days from 0 to %d (decimals allowed)",
+                                  PGCLD_MAX_DAYS);
             return false;
         }
-        us = pgcl_time_now_us() - (int64_t)(days * 86400e6);
+        us = pgcl_time_now_us() - llround(days * 86400e6); /* to the microsecond, as the audit columns */
     }
     pgcl_time_format(us, out);
     return true;

@@ -224,15 +224,16 @@ static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Res
         snprintf(ctx->actor, sizeof ctx->actor, "anonymous");
         return 0;
     }
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) {
+    pgcld_field auth;
+    pgcld_header_field(conn, MHD_HTTP_HEADER_AUTHORIZATION, &auth);
+    if (!auth.at || auth.len < 7 || strncasecmp(auth.at, "Bearer ", 7) != 0) {
         ctx->status = 401;
         *rc = send_error(ctx, conn, 401, "unauthorized", "this endpoint needs an API key: Authorization: Bearer <key>", NULL);
         return -1;
     }
-    const char *token = auth + 7;
-    while (*token == ' ') token++;
-    if (pgcl_keyring_verify(srv->keyring, token, &ctx->identity) != PGCL_OK) {
+    pgcld_field token = pgcld_field_trim(auth.at + 7, auth.len - 7); /* "Bearer" 1*SP token68 */
+    char key[PGCL_KEY_LEN + 1]; /* a longer token is no key: refused as unknown */
+    if (!pgcld_field_copy(token, key, sizeof key) || pgcl_keyring_verify(srv->keyring, key, &ctx->identity) != PGCL_OK) {
         ctx->status = 401;
         *rc = send_error(ctx, conn, 401, "unauthorized", "the API key is unknown or revoked", NULL);
         return -1;
@@ -618,12 +619,16 @@ static enum MHD_Result start_request(request_ctx *ctx, struct MHD_Connection *co
         ctx->status = query_refusal.status;
         return send_reply(ctx, conn, &query_refusal);
     }
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    /* libmicrohttpd has read the length already: a value it took is decimal digits (pgcld_check_request_head) */
+    pgcld_field cl;
+    pgcld_header_field(conn, MHD_HTTP_HEADER_CONTENT_LENGTH, &cl);
     long limit = ctx->route->upload ? srv->cfg->max_upload_bytes : srv->cfg->max_body_bytes;
-    ctx->declared = cl ? strtoull(cl, NULL, 10) : 0;
+    uint64_t declared = 0;
+    if (cl.at) pgcld_parse_decimal(cl.at, cl.len, UINT64_MAX, &declared);
+    ctx->declared = declared;
     if (ctx->declared > (unsigned long long)limit) {
         char msg[128];
-        snprintf(msg, sizeof msg, "request body of %s bytes exceeds the limit of %ld bytes", cl, limit);
+        snprintf(msg, sizeof msg, "request body of %llu bytes exceeds the limit of %ld bytes", ctx->declared, limit);
         ctx->status = 413;
         return send_error(ctx, conn, 413, "payload_too_large", msg, NULL);
     }
@@ -845,12 +850,14 @@ static enum MHD_Result handle_request(pgcld_server *srv, struct MHD_Connection *
         ctx->status = 503;
         return send_reply(ctx, conn, &shed);
     }
+    pgcld_field content_type;
+    pgcld_header_field(conn, MHD_HTTP_HEADER_CONTENT_TYPE, &content_type);
     pgcld_request req = {
         .request_id = ctx->request_id,
         .trace_id = ctx->trace_id,
         .method = method,
         .path = url,
-        .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+        .content_type = content_type,
         .body = ctx->body ? ctx->body : "",
         .body_len = ctx->len,
         .t_start_us = ctx->t_start_us,

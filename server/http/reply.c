@@ -112,65 +112,77 @@ void pgcld_reply_oip_error(json_t *body) {
     json_decref(err);
 }
 
-/* Skips optional whitespace. */
-static const char *skip_ows(const char *p) {
-    while (*p == ' ' || *p == '\t') p++;
-    return p;
+/* A read position in a header value (a pgcld_field: not NUL-terminated). */
+typedef struct value_cursor {
+    const char *p, *end;
+} value_cursor;
+
+/* Skips optional whitespace (SP, HTAB). */
+static void skip_ows(value_cursor *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t')) c->p++;
 }
 
-/* Reads one media type parameter at p (after its ';'): name=value, the value a token or a quoted
- * string. Copies the name and the (unquoted) value, cut to their buffers; returns the position
- * after it, or NULL when it is malformed. */
-static const char *media_parameter(const char *p, char *name, size_t name_cap, char *value, size_t value_cap) {
+/* Whether the cursor is at `ch`. */
+static bool at_char(const value_cursor *c, char ch) { return c->p < c->end && *c->p == ch; }
+
+/* Reads one media type parameter at c (after its ';'): name=value, the value a token or a quoted
+ * string. Copies the name and the (unquoted) value, cut to their buffers, and leaves c after it and
+ * the whitespace that follows; false when it is malformed. */
+static bool media_parameter(value_cursor *c, char *name, size_t name_cap, char *value, size_t value_cap) {
     size_t n = 0, v = 0;
-    p = skip_ows(p);
-    while (*p && !strchr("=; \t\"", *p)) {
-        if (n + 1 < name_cap) name[n++] = *p;
-        p++;
+    skip_ows(c);
+    while (c->p < c->end && !strchr("=; \t\"", *c->p)) {
+        if (n + 1 < name_cap) name[n++] = *c->p;
+        c->p++;
     }
     name[n] = 0;
-    if (n == 0 || *p != '=') return NULL;
-    p++;
-    if (*p == '"') {
-        for (p++; *p && *p != '"'; p++) {
-            if (*p == '\\' && p[1]) p++;
-            if (v + 1 < value_cap) value[v++] = *p;
+    if (n == 0 || !at_char(c, '=')) return false;
+    c->p++;
+    if (at_char(c, '"')) {
+        for (c->p++; c->p < c->end && *c->p != '"'; c->p++) {
+            if (*c->p == '\\' && c->p + 1 < c->end) c->p++;
+            if (v + 1 < value_cap) value[v++] = *c->p;
         }
-        if (*p++ != '"') return NULL;
+        if (!at_char(c, '"')) return false;
+        c->p++;
     } else {
-        while (*p && !strchr("; \t\"", *p)) {
-            if (v + 1 < value_cap) value[v++] = *p;
-            p++;
+        while (c->p < c->end && !strchr("; \t\"", *c->p)) {
+            if (v + 1 < value_cap) value[v++] = *c->p;
+            c->p++;
         }
-        if (v == 0) return NULL;
+        if (v == 0) return false;
     }
     value[v] = 0;
-    return skip_ows(p);
+    skip_ows(c);
+    return true;
 }
 
-bool pgcld_is_media_type(const char *ct, const char *want, bool utf8_only) {
-    if (!ct) return false;
-    const char *p = skip_ows(ct);
+bool pgcld_is_media_type(pgcld_field ct, const char *want, bool utf8_only) {
+    if (!ct.at) return false;
+    value_cursor c = {ct.at, ct.at + ct.len};
+    skip_ows(&c);
     size_t n = strlen(want);
-    if (strncasecmp(p, want, n) != 0) return false;
-    p = skip_ows(p + n);
-    while (*p == ';') {
+    if ((size_t)(c.end - c.p) < n || strncasecmp(c.p, want, n) != 0) return false;
+    c.p += n;
+    skip_ows(&c);
+    while (at_char(&c, ';')) {
         char name[32], value[32];
-        if (!(p = media_parameter(p + 1, name, sizeof name, value, sizeof value))) return false;
+        c.p++;
+        if (!media_parameter(&c, name, sizeof name, value, sizeof value)) return false;
         if (utf8_only && strcasecmp(name, "charset") == 0 && strcasecmp(value, "utf-8") != 0) return false;
     }
-    return *p == 0;
+    return c.p == c.end;
 }
 
-bool pgcld_is_json_type(const char *ct) {
+bool pgcld_is_json_type(pgcld_field ct) {
     return pgcld_is_media_type(ct, "application/json", true);
 }
 
 json_t *pgcld_parse_json_body(const pgcld_request *req, pgcld_reply *reply) {
     if (!pgcld_is_json_type(req->content_type)) {
         pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
-                          "Content-Type must be application/json (UTF-8), got '%.64s'",
-                          req->content_type ? req->content_type : "(none)");
+                          "Content-Type must be application/json (UTF-8), got '%.*s'",
+                          PGCLD_FIELD_SHOWN(req->content_type));
         return NULL;
     }
     json_error_t jerr;

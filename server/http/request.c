@@ -9,18 +9,31 @@
 #include "server.h"
 #include "sha256.h"
 
-const char *pgcld_request_header(const pgcld_request *req, const char *name) {
-    return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
+pgcld_field pgcld_request_header(const pgcld_request *req, const char *name) {
+    pgcld_field value;
+    pgcld_header_field(req->connection, name, &value);
+    return value;
 }
 
 const char *pgcld_request_query(const pgcld_request *req, const char *key) {
     return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, key);
 }
 
-/* Skips optional whitespace. */
-static const char *skip_ows(const char *p) {
-    while (*p == ' ' || *p == '\t') p++;
-    return p;
+pgcld_decimal pgcld_parse_decimal(const char *text, size_t len, uint64_t max, uint64_t *out) {
+    if (!text || len == 0) return PGCLD_DECIMAL_MALFORMED;
+    for (size_t i = 0; i < len; i++)
+        if (text[i] < '0' || text[i] > '9') return PGCLD_DECIMAL_MALFORMED;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint64_t d = (uint64_t)(text[i] - '0');
+        if (d > max || v > (max - d) / 10) { /* v * 10 + d > max: the digits left only make it larger */
+            *out = max;
+            return PGCLD_DECIMAL_TOO_LARGE;
+        }
+        v = v * 10 + d;
+    }
+    *out = v;
+    return PGCLD_DECIMAL_OK;
 }
 
 /* ---- request fingerprints (Idempotency-Key) ---- */
@@ -92,18 +105,19 @@ bool pgcld_request_fingerprint(const pgcld_request *req, const char *body_sha256
     }
     /* the media type without parameters, in lower case (charset=utf-8 is the only one that passes) */
     char media[128] = "";
-    const char *ct = req->content_type ? skip_ows(req->content_type) : "";
+    pgcld_field ct = req->content_type;
     size_t m = 0;
-    while (ct[m] && ct[m] != ';' && ct[m] != ' ' && ct[m] != '\t' && m + 1 < sizeof media) {
-        media[m] = (char)tolower((unsigned char)ct[m]);
+    while (m < ct.len && ct.at[m] != ';' && ct.at[m] != ' ' && ct.at[m] != '\t' && m + 1 < sizeof media) {
+        media[m] = (char)tolower((unsigned char)ct.at[m]);
         m++;
     }
     media[m] = 0;
     fingerprint_part(&buf, &len, &cap, media, m);
+    /* the headers as evaluated, without the whitespace around them: "k" and "k " are one request */
     for (int i = 0; FINGERPRINT_HEADERS[i]; i++) {
-        const char *h = pgcld_request_header(req, FINGERPRINT_HEADERS[i]);
-        fingerprint_part(&buf, &len, &cap, h ? "1" : "0", 1); /* absent and empty differ */
-        fingerprint_part(&buf, &len, &cap, h ? h : "", h ? strlen(h) : 0);
+        pgcld_field h = pgcld_request_header(req, FINGERPRINT_HEADERS[i]);
+        fingerprint_part(&buf, &len, &cap, h.at ? "1" : "0", 1); /* absent and empty differ */
+        fingerprint_part(&buf, &len, &cap, h.at ? h.at : "", h.len);
     }
     fingerprint_part(&buf, &len, &cap, body_sha256, strlen(body_sha256));
     if (!buf) return false;

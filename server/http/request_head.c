@@ -2,9 +2,13 @@
 #include "request_head.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+
+#include "header_field.h"
+#include "server.h"
 
 void pgcld_raw_target_note(const char *target, pgcld_raw_target *out) {
     *out = (pgcld_raw_target){0};
@@ -33,7 +37,9 @@ typedef struct head_scan {
     char bad_name[48];        /* the first name that is not a token */
     char bad_value[48];       /* the name of the first value holding a control character */
     int counts[N_SINGLETONS]; /* how often each singleton header came */
-    const char *transfer_encoding, *content_length, *content_encoding;
+    pgcld_field transfer_encoding, content_encoding; /* without OWS (header_field.h) */
+    bool transfer_encoding_ows_after; /* libmicrohttpd frames by the value with it (see below) */
+    pgcld_field content_length_as_sent; /* with its OWS: what libmicrohttpd read (and may have refused) */
     bool host;
 } head_scan;
 
@@ -71,9 +77,14 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     for (int i = 0; i < N_SINGLETONS; i++) {
         if (strlen(SINGLETON_HEADERS[i]) != key_size || strncasecmp(SINGLETON_HEADERS[i], key, key_size) != 0) continue;
         s->counts[i]++;
-        if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) s->transfer_encoding = value;
-        if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) s->content_length = value;
-        if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_CONTENT_ENCODING) == 0) s->content_encoding = value;
+        pgcld_field field = pgcld_field_trim(value ? value : "", value ? value_size : 0);
+        if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+            s->transfer_encoding = field;
+            s->transfer_encoding_ows_after = field.at + field.len != value + value_size;
+        }
+        if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+            s->content_length_as_sent = (pgcld_field){value ? value : "", value ? value_size : 0};
+        if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_CONTENT_ENCODING) == 0) s->content_encoding = field;
         if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_HOST) == 0) s->host = true;
     }
     return MHD_YES;
@@ -189,26 +200,6 @@ static void refuse(pgcld_head_problem *p, int status, const char *code, const ch
     va_end(ap);
 }
 
-/* A plain decimal number of at most 19 digits (what a length may be). */
-static bool is_decimal(const char *v) {
-    size_t n = v ? strlen(v) : 0;
-    if (n == 0) return false;
-    for (size_t i = 0; i < n; i++)
-        if (v[i] < '0' || v[i] > '9') return false;
-    return true;
-}
-
-/* Trims the optional whitespace around a field value into out; false when it does not fit. */
-static bool trimmed(const char *v, char *out, size_t cap) {
-    while (*v == ' ' || *v == '\t') v++;
-    size_t n = strlen(v);
-    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
-    if (n >= cap) return false;
-    memcpy(out, v, n);
-    out[n] = 0;
-    return true;
-}
-
 void pgcld_check_request_head(struct MHD_Connection *conn, const char *method, const char *version,
                               const pgcld_raw_target *target, pgcld_head_problem *p) {
     *p = (pgcld_head_problem){0};
@@ -216,13 +207,17 @@ void pgcld_check_request_head(struct MHD_Connection *conn, const char *method, c
     MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &s);
 
     /* libmicrohttpd 0.9.75 refuses a Content-Length that is not a decimal number (or does not fit
-     * in 64 bits) itself, before this first call, and has queued its own HTML answer. */
+     * in 64 bits) itself, before this first call, and has queued its own HTML answer. It reads the
+     * value as sent: "5 " is not a number to it. */
     const union MHD_ConnectionInfo *queued = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
     if (queued && queued->http_status != 0) {
         p->library_answered = true;
-        if (s.content_length && is_decimal(s.content_length))
+        pgcld_field cl = s.content_length_as_sent;
+        uint64_t length;
+        if (cl.at && pgcld_parse_decimal(cl.at, cl.len, UINT64_MAX, &length) != PGCLD_DECIMAL_MALFORMED)
             refuse(p, 413, "payload_too_large", MHD_HTTP_HEADER_CONTENT_LENGTH,
-                   "Content-Length %.40s is larger than any body this server accepts", s.content_length);
+                   "Content-Length %.*s is larger than any body this server accepts", (int)(cl.len < 40 ? cl.len : 40),
+                   cl.at);
         else
             refuse(p, 400, "invalid_request", MHD_HTTP_HEADER_CONTENT_LENGTH,
                    "Content-Length must be one decimal number of bytes");
@@ -257,20 +252,25 @@ void pgcld_check_request_head(struct MHD_Connection *conn, const char *method, c
         refuse(p, 400, "invalid_request", MHD_HTTP_HEADER_HOST, "an HTTP/1.1 request must carry a Host header");
         return;
     }
-    if (s.transfer_encoding) {
-        char te[64];
+    if (s.transfer_encoding.at) {
         if (http10) {
             refuse(p, 400, "invalid_request", MHD_HTTP_HEADER_TRANSFER_ENCODING,
                    "an HTTP/1.0 request cannot use Transfer-Encoding");
             return;
         }
-        if (!trimmed(s.transfer_encoding, te, sizeof te) || strcasecmp(te, "chunked") != 0) {
+        if (!pgcld_field_is(s.transfer_encoding, "chunked")) {
             refuse(p, 501, "not_implemented", MHD_HTTP_HEADER_TRANSFER_ENCODING,
-                   "Transfer-Encoding '%.64s' is not supported: send the body as is, with Content-Length or "
-                   "Transfer-Encoding: chunked", s.transfer_encoding);
+                   "Transfer-Encoding '%.*s' is not supported: send the body as is, with Content-Length or "
+                   "Transfer-Encoding: chunked", PGCLD_FIELD_SHOWN(s.transfer_encoding));
             return;
         }
-        if (s.content_length) {
+        if (s.transfer_encoding_ows_after) {
+            refuse(p, 400, "invalid_request", MHD_HTTP_HEADER_TRANSFER_ENCODING,
+                   "Transfer-Encoding must be 'chunked' without whitespace after it (this server would not read "
+                   "the body as chunked)");
+            return;
+        }
+        if (s.content_length_as_sent.at) {
             refuse(p, 400, "invalid_request", MHD_HTTP_HEADER_CONTENT_LENGTH,
                    "Content-Length and Transfer-Encoding headers disagree on the body's length");
             return;
@@ -286,12 +286,9 @@ void pgcld_check_request_head(struct MHD_Connection *conn, const char *method, c
         refuse(p, 400, "invalid_request", "query", "the query string decodes to a NUL byte (%%00)");
         return;
     }
-    if (s.content_encoding) {
-        char ce[64];
-        if (!trimmed(s.content_encoding, ce, sizeof ce) || strcasecmp(ce, "identity") != 0) {
-            refuse(p, 415, "unsupported_media_type", MHD_HTTP_HEADER_CONTENT_ENCODING,
-                   "Content-Encoding '%.64s' is not supported: send the body unencoded", s.content_encoding);
-            return;
-        }
+    if (s.content_encoding.at && !pgcld_field_is(s.content_encoding, "identity")) {
+        refuse(p, 415, "unsupported_media_type", MHD_HTTP_HEADER_CONTENT_ENCODING,
+               "Content-Encoding '%.*s' is not supported: send the body unencoded", PGCLD_FIELD_SHOWN(s.content_encoding));
+        return;
     }
 }

@@ -12,6 +12,10 @@
  *   - an HTTP/1.1 request without Host (RFC 9112 §3.2);
  *   - a Transfer-Encoding other than "chunked" (RFC 9112 §6.1: 501; libmicrohttpd would read the
  *     body until the connection closes), or any Transfer-Encoding in an HTTP/1.0 request;
+ *   - "chunked" followed by whitespace: pgcld reads a header's value without the whitespace around
+ *     it (header_field.h, RFC 9110 §5.5), but libmicrohttpd 0.9.75 frames the body by the value
+ *     as it came and reads "chunked " until the connection closes, so it is refused (400) rather
+ *     than read as pgcld understands it;
  *   - Content-Length beside Transfer-Encoding (request smuggling);
  *   - a request target that decodes to a NUL ("%00": the decoded path and query are C strings);
  *   - a Content-Encoding other than identity (the body would be read as if it were not encoded);

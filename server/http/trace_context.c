@@ -2,7 +2,6 @@
 #include "trace_context.h"
 
 #include <string.h>
-#include <strings.h>
 
 static bool is_lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
@@ -16,13 +15,12 @@ static bool lower_hex_nonzero(const char *s, size_t n) {
     return nonzero;
 }
 
-bool pgcld_traceparent_trace_id(const char *value, char out[PGCL_TRACE_ID_LEN + 1]) {
+bool pgcld_traceparent_trace_id(pgcld_field value, char out[PGCL_TRACE_ID_LEN + 1]) {
     /* version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2 = 55 characters */
     enum { VERSION_00_LEN = 55 };
-    if (!value) return false;
-    size_t len = strlen(value);
-    if (len < VERSION_00_LEN) return false;
-    const char *v = value;
+    size_t len = value.len;
+    const char *v = value.at;
+    if (!v || len < VERSION_00_LEN) return false;
     if (!is_lower_hex(v[0]) || !is_lower_hex(v[1]) || (v[0] == 'f' && v[1] == 'f')) return false;
     bool version_00 = v[0] == '0' && v[1] == '0';
     if (version_00 ? len != VERSION_00_LEN : (len > VERSION_00_LEN && v[VERSION_00_LEN] != '-')) return false;
@@ -34,39 +32,24 @@ bool pgcld_traceparent_trace_id(const char *value, char out[PGCL_TRACE_ID_LEN + 
     return true;
 }
 
-bool pgcld_request_id_acceptable(const char *value) {
-    if (!value) return false;
-    size_t n = 0;
-    for (const char *p = value; *p; p++, n++) {
-        unsigned char c = (unsigned char)*p;
-        if (n >= PGCL_REQUEST_ID_MAX || c < 0x21 || c > 0x7e || c == '"' || c == '\'' || c == '\\') return false;
+bool pgcld_request_id_acceptable(pgcld_field value) {
+    if (!value.at || value.len == 0 || value.len > PGCL_REQUEST_ID_MAX) return false;
+    for (size_t i = 0; i < value.len; i++) {
+        unsigned char c = (unsigned char)value.at[i];
+        if (c < 0x21 || c > 0x7e || c == '"' || c == '\'' || c == '\\') return false;
     }
-    return n > 0;
+    return true;
 }
 
-typedef struct header_count {
-    const char *name;
-    const char *value; /* the first */
-    int n;
-} header_count;
-
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-    (void)kind;
-    header_count *h = cls;
-    if (key && strcasecmp(key, h->name) == 0 && h->n++ == 0) h->value = value;
-    return MHD_YES;
-}
-
-/* The value of header `name` when the request has it exactly once; else NULL. */
-static const char *single_header(struct MHD_Connection *conn, const char *name) {
-    header_count h = {.name = name};
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &h);
-    return h.n == 1 ? h.value : NULL;
+/* The value of header `name` when the request has it exactly once; else the absent field. */
+static pgcld_field single_header(struct MHD_Connection *conn, const char *name) {
+    pgcld_field value;
+    return pgcld_header_field(conn, name, &value) == 1 ? value : (pgcld_field){NULL, 0};
 }
 
 void pgcld_trace_context_read(struct MHD_Connection *conn, char request_id[PGCL_REQUEST_ID_MAX + 1],
                               char trace_id[PGCL_TRACE_ID_LEN + 1]) {
-    const char *client_id = single_header(conn, "X-Request-Id");
-    if (pgcld_request_id_acceptable(client_id)) memcpy(request_id, client_id, strlen(client_id) + 1);
+    pgcld_field client_id = single_header(conn, "X-Request-Id");
+    if (pgcld_request_id_acceptable(client_id)) pgcld_field_copy(client_id, request_id, PGCL_REQUEST_ID_MAX + 1);
     if (!pgcld_traceparent_trace_id(single_header(conn, "traceparent"), trace_id)) pgcl_trace_id_new(trace_id);
 }

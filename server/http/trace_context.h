@@ -10,19 +10,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "header_field.h"
 #include "ids.h"
 
 /* The trace id of a traceparent value of version 00: "00-<32 hex trace-id>-<16 hex parent-id>-
  * <2 hex flags>", lowercase hex, neither id all zeros. A higher version (not "ff") is read by its
  * first 55 characters when a '-' or the end follows them, as the recommendation asks of a parser
- * that knows version 00 only. True with out filled (32 hex + NUL); false when value is NULL or
+ * that knows version 00 only. value is the header's value as pgcld_header_field gives it (without
+ * the whitespace around it). True with out filled (32 hex + NUL); false when value is absent or
  * not valid (out untouched). */
-bool pgcld_traceparent_trace_id(const char *value, char out[PGCL_TRACE_ID_LEN + 1]);
+bool pgcld_traceparent_trace_id(pgcld_field value, char out[PGCL_TRACE_ID_LEN + 1]);
 
-/* Whether an X-Request-Id value is one pgcld takes as the request's id: 1..PGCL_REQUEST_ID_MAX
- * bytes of visible ASCII (0x21..0x7e) other than '"', '\'' and '\\' (it is echoed in a header,
- * written in JSON and logs, and stored). */
-bool pgcld_request_id_acceptable(const char *value);
+/* Whether an X-Request-Id value (without the whitespace around it) is one pgcld takes as the
+ * request's id: 1..PGCL_REQUEST_ID_MAX bytes of visible ASCII (0x21..0x7e) other than '"', '\''
+ * and '\\' (it is echoed in a header, written in JSON and logs, and stored). False when absent. */
+bool pgcld_request_id_acceptable(pgcld_field value);
 
 /* Reads the request's trace context from conn's headers: the client's X-Request-Id, when
  * acceptable, replaces request_id (which holds the UUIDv7 pgcld made at the request's arrival), and

@@ -111,19 +111,22 @@ static int window_params(const pgcld_request *req, char since_buf[PGCL_QTIME_LEN
     return 0;
 }
 
+/* The optional page size: 1..MAX_LIMIT (DEFAULT_LIMIT when absent). A malformed value and one out
+ * of range are both 400, each with its own message naming the bounds. */
 static int limit_param(const pgcld_request *req, int *out, pgcld_reply *reply) {
     const char *v = pgcld_request_query(req, "limit");
     *out = DEFAULT_LIMIT;
     if (!v) return 0;
-    long n = 0;
-    bool ok = *v != 0 && strlen(v) <= 4;
-    for (const char *p = v; ok && *p; p++) {
-        ok = *p >= '0' && *p <= '9';
-        n = n * 10 + (*p - '0');
+    uint64_t n = 0;
+    pgcld_decimal d = pgcld_parse_decimal(v, strlen(v), MAX_LIMIT, &n);
+    if (d == PGCLD_DECIMAL_MALFORMED) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "limit",
+                          "'limit' must be a decimal integer from 1 to %d, got '%.40s'", MAX_LIMIT, v);
+        return -1;
     }
-    if (!ok || n < 1 || n > MAX_LIMIT) {
-        pgcld_reply_error(reply, 400, "invalid_request", -1, "limit", "'limit' must be an integer from 1 to %d",
-                          MAX_LIMIT);
+    if (d == PGCLD_DECIMAL_TOO_LARGE || n < 1) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "limit",
+                          "'limit' is out of range: it must be from 1 to %d, got %.40s", MAX_LIMIT, v);
         return -1;
     }
     *out = (int)n;

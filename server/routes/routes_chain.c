@@ -180,36 +180,51 @@ void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pg
 
 /* ---- GET /v1/audit/consistency?first=N&second=M[&writer=ID] ---- */
 
-/* A required tree size: a decimal integer from 1 to 10^15 (no sign, no leading zero). */
-static bool tree_size_param(const pgcld_request *req, const char *key, int64_t *out, pgcld_reply *reply) {
+/* A tree size of the query string. */
+typedef struct tree_size {
+    int64_t n;        /* the size; INT64_MAX when beyond */
+    bool beyond;      /* an integer larger than any log can be (above 2^63 - 1, however many digits) */
+    const char *text; /* as given */
+} tree_size;
+
+/* A required tree size: a decimal integer from 1 (pgcld_parse_decimal: leading zeros allowed).
+ * However large it is, a well-formed size is a size: one beyond what a log can hold is read with
+ * `beyond` set, and the log answers it as any size beyond its end (404 tree_size_beyond_log).
+ * False with reply set (400) when it is missing, malformed or 0. */
+static bool tree_size_param(const pgcld_request *req, const char *key, tree_size *out, pgcld_reply *reply) {
     const char *v = pgcld_request_query(req, key);
     if (!v) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, key,
                           "'%s' (a tree size: a checkpoint's head_seq) is required", key);
         return false;
     }
-    int64_t n = 0;
-    bool ok = *v >= '1' && *v <= '9' && strlen(v) <= 15;
-    for (const char *p = v; ok && *p; p++) {
-        ok = *p >= '0' && *p <= '9';
-        n = n * 10 + (*p - '0');
-    }
-    if (!ok) {
+    uint64_t n = 0;
+    pgcld_decimal d = pgcld_parse_decimal(v, strlen(v), INT64_MAX, &n);
+    if (d == PGCLD_DECIMAL_MALFORMED || n == 0) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, key,
-                          "'%s' must be a tree size: an integer from 1 (a checkpoint's head_seq)", key);
+                          "'%s' must be a tree size: a decimal integer from 1 (a checkpoint's head_seq), got '%.40s'",
+                          key, v);
         return false;
     }
-    *out = n;
+    *out = (tree_size){.n = (int64_t)n, .beyond = d == PGCLD_DECIMAL_TOO_LARGE, .text = v};
     return true;
 }
 
+/* Whether tree size a is larger than b, also when both are beyond any log (compared as decimal
+ * digits: without leading zeros, the longer is the larger). */
+static bool tree_size_larger(const tree_size *a, const tree_size *b) {
+    if (!a->beyond || !b->beyond) return a->beyond || (!b->beyond && a->n > b->n);
+    const char *x = a->text + strspn(a->text, "0"), *y = b->text + strspn(b->text, "0");
+    size_t nx = strlen(x), ny = strlen(y);
+    return nx != ny ? nx > ny : strcmp(x, y) > 0;
+}
+
 void pgcld_handle_audit_consistency(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
-    int64_t first, second;
+    tree_size first, second;
     if (!tree_size_param(req, "first", &first, reply) || !tree_size_param(req, "second", &second, reply)) return;
-    if (first > second) {
+    if (tree_size_larger(&first, &second)) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, "first",
-                          "'first' (%lld) must not be larger than 'second' (%lld)", (long long)first,
-                          (long long)second);
+                          "'first' (%.40s) must not be larger than 'second' (%.40s)", first.text, second.text);
         return;
     }
     pgcl_log_consistency *c = malloc(sizeof *c);
@@ -225,9 +240,15 @@ void pgcld_handle_audit_consistency(pgcld_server *srv, const pgcld_request *req,
                           "'writer' must be a writer id (1 to 128 bytes, no control character)");
         return;
     }
-    pgcl_status st = pgcl_audit_read_consistency(srv->audit, writer, first, second, c, err, sizeof err);
+    /* a size beyond any log is asked as the largest one: the store still checks the writer first */
+    pgcl_status st = pgcl_audit_read_consistency(srv->audit, writer, first.n, second.n, c, err, sizeof err);
     if (st == PGCL_ERR_INVALID) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, "writer", "%s", err);
+    } else if (st == PGCL_ERR_NOT_FOUND && second.beyond) {
+        const char *digits = second.text + strspn(second.text, "0");
+        pgcld_reply_error(reply, 404, "tree_size_beyond_log", -1, "second",
+                          "no tree of size %.40s%s: that is more entries than any log can hold", digits,
+                          strlen(digits) > 40 ? "..." : "");
     } else if (st == PGCL_ERR_NOT_FOUND) {
         pgcld_reply_error(reply, 404, "tree_size_beyond_log", -1, "second", "%s", err);
     } else if (st != PGCL_OK) {

@@ -203,7 +203,7 @@ static json_t *index_entry(const char *model, json_t *version) {
 void pgcld_handle_v2_repository_index(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     bool ready_only = false;
     if (req->body_len > 0) { /* optional {"ready": bool}; tritonclient posts an empty body, untyped */
-        if (req->content_type && !pgcld_is_json_type(req->content_type)) {
+        if (req->content_type.at && !pgcld_is_json_type(req->content_type)) {
             pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
                               "Content-Type must be application/json, or absent");
             return;
@@ -703,18 +703,24 @@ static void v2_binary_wire(pgcld_reply *reply) {
 
 /* The infer handler's checks and parse, into job; 0, or -1 with reply set. */
 static int parse_infer(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply) {
-    const char *hlen = pgcld_request_header(req, "Inference-Header-Content-Length");
+    pgcld_field hlen = pgcld_request_header(req, "Inference-Header-Content-Length");
     size_t header_len = req->body_len;
-    if (hlen) {
-        char *end;
-        unsigned long long v = strtoull(hlen, &end, 10);
-        if (!(*hlen >= '0' && *hlen <= '9') || *end || v > req->body_len) {
+    if (hlen.at) {
+        uint64_t v;
+        pgcld_decimal d = pgcld_parse_decimal(hlen.at, hlen.len, req->body_len, &v);
+        if (d == PGCLD_DECIMAL_MALFORMED) {
             pgcld_reply_error(reply, 400, "invalid_request", -1, "Inference-Header-Content-Length",
-                              "Inference-Header-Content-Length must be a byte count within the body");
+                              "Inference-Header-Content-Length must be a decimal byte count");
+            return -1;
+        }
+        if (d == PGCLD_DECIMAL_TOO_LARGE) { /* a length beyond this body is the request's own error: 400 too */
+            pgcld_reply_error(reply, 400, "invalid_request", -1, "Inference-Header-Content-Length",
+                              "Inference-Header-Content-Length must be a byte count within the body (at most %zu)",
+                              req->body_len);
             return -1;
         }
         header_len = (size_t)v;
-    } else if (req->content_type && !pgcld_is_json_type(req->content_type)) {
+    } else if (req->content_type.at && !pgcld_is_json_type(req->content_type)) {
         /* No Content-Type reads as JSON: tritonclient sends none on an infer with JSON tensors only. */
         pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
                           "Content-Type must be application/json, or absent (or use Inference-Header-Content-Length)");

@@ -105,9 +105,10 @@ void pgcld_score_idempotency_replay(pgcld_server *srv, const score_job *job, pgc
 int pgcld_score_idempotency_begin(pgcld_server *srv, const pgcld_request *req, score_job *job,
                                   pgcld_idem_claim **slot, pgcld_reply *reply) {
     *slot = NULL;
-    const char *key = pgcld_request_header(req, "Idempotency-Key");
-    if (!key) return 0;
-    if (!pgcl_idem_key_valid(key)) {
+    pgcld_field given = pgcld_request_header(req, "Idempotency-Key");
+    char key[PGCL_IDEM_KEY_MAX + 1];
+    if (!given.at) return 0;
+    if (!pgcld_field_copy(given, key, sizeof key) || !pgcl_idem_key_valid(key)) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, "Idempotency-Key",
                           "the Idempotency-Key header must be 1 to %d visible ASCII characters", PGCL_IDEM_KEY_MAX);
         return 1;

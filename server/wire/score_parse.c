@@ -274,7 +274,7 @@ static bool parse_fast(pgcld_server *srv, const pgcld_request *req, score_job *j
 }
 
 /* True for "application/octet-stream" with optional parameters. */
-static bool is_octet_stream(const char *ct) {
+static bool is_octet_stream(pgcld_field ct) {
     return pgcld_is_media_type(ct, "application/octet-stream", false);
 }
 
@@ -323,10 +323,11 @@ int pgcld_score_adopt_floats(score_job *job, float *z, int n, const char *field,
 
 /* Item ids for inputs that carry none in the body: a JSON array of n strings in the Pgcld-Item-Ids
  * header, or the item indexes "0", "1", … */
-int pgcld_score_take_ids(score_job *job, const char *header_json, const char *field, pgcld_reply *reply) {
+int pgcld_score_take_ids_n(score_job *job, const char *header_json, size_t len, const char *field,
+                           pgcld_reply *reply) {
     size_t n = (size_t)job->n;
     job->ids = calloc(n, sizeof *job->ids);
-    job->id_arena = malloc(n * 21 + (header_json ? strlen(header_json) : 0) + 1);
+    job->id_arena = malloc(n * 21 + (header_json ? len : 0) + 1);
     if (!job->ids || !job->id_arena) {
         pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         return -1;
@@ -339,7 +340,7 @@ int pgcld_score_take_ids(score_job *job, const char *header_json, const char *fi
         }
         return 0;
     }
-    json_t *arr = json_loads(header_json, JSON_REJECT_DUPLICATES, NULL);
+    json_t *arr = json_loadb(header_json, len, JSON_REJECT_DUPLICATES, NULL);
     int rc = -1;
     if (!json_is_array(arr) || json_array_size(arr) != n) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, field, "%s must be a JSON array of %zu id strings", field, n);
@@ -363,6 +364,10 @@ done:
     return rc;
 }
 
+int pgcld_score_take_ids(score_job *job, const char *ids_json, const char *field, pgcld_reply *reply) {
+    return pgcld_score_take_ids_n(job, ids_json, ids_json ? strlen(ids_json) : 0, field, reply);
+}
+
 /* A JSON body names its model, options and item ids in the body: the query parameters and the
  * Pgcld-Item-Ids header of octet-stream bodies beside it would be a second, ignored answer to the
  * same question. True with reply set (400). */
@@ -375,7 +380,7 @@ static bool json_body_with_query(const pgcld_request *req, pgcld_reply *reply) {
                           "in the body", octet_params[i], octet_params[i]);
         return true;
     }
-    if (pgcld_request_header(req, "Pgcld-Item-Ids")) {
+    if (pgcld_request_header(req, "Pgcld-Item-Ids").at) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, "Pgcld-Item-Ids",
                           "the Pgcld-Item-Ids header goes with application/octet-stream bodies; a JSON body gives "
                           "each item's 'id'");
@@ -398,7 +403,8 @@ static int parse_octets(pgcld_server *srv, const pgcld_request *req, score_job *
     if (!(job->model = pgcld_score_acquire(srv, name, &job->shadow, "model", reply))) return -1;
     if (pgcld_score_take_floats(srv, job, (const unsigned char *)req->body, req->body_len, "body", reply) != 0)
         return -1;
-    return pgcld_score_take_ids(job, pgcld_request_header(req, "Pgcld-Item-Ids"), "Pgcld-Item-Ids", reply);
+    pgcld_field ids = pgcld_request_header(req, "Pgcld-Item-Ids");
+    return pgcld_score_take_ids_n(job, ids.at, ids.len, "Pgcld-Item-Ids", reply);
 }
 
 int pgcld_score_parse_v1(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply) {
@@ -407,8 +413,8 @@ int pgcld_score_parse_v1(pgcld_server *srv, const pgcld_request *req, score_job 
         if (parse_octets(srv, req, job, &return_vector, reply) != 0) return -1;
     } else if (!pgcld_is_json_type(req->content_type)) {
         pgcld_reply_error(reply, 415, "unsupported_media_type", -1, NULL,
-                          "Content-Type must be application/json or application/octet-stream, got '%.64s'",
-                          req->content_type ? req->content_type : "(none)");
+                          "Content-Type must be application/json or application/octet-stream, got '%.*s'",
+                          PGCLD_FIELD_SHOWN(req->content_type));
         return -1;
     } else if (json_body_with_query(req, reply) ||
                (!parse_fast(srv, req, job, &return_vector) &&

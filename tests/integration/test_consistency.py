@@ -151,6 +151,35 @@ class ConsistencyTest(LiveValidationMixin, unittest.TestCase):
         self.expect("GET", f"/v1/audit/consistency?first=1&second={head}", 200, key=rk)
         self.expect_auth_errors("GET", "/v1/audit/consistency?first=1&second=2", forbidden_roles=("scorer", "admin"))
 
+    def test_a_size_beyond_the_log_is_404_however_large(self):
+        """Issue 27, class 6: a well-formed size beyond the log is 404 tree_size_beyond_log whatever
+        its number of digits (2^32, 2^53, beyond int64 and uint64); only a malformed one is 400."""
+        rk = self.d.keys["reviewer"]
+        head = self.cps[2]["head_seq"]
+        for second in (head + 1, 2 ** 32, 2 ** 53, 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1, 2 ** 64, 10 ** 30,
+                       "0" * 40 + str(10 ** 40)):
+            with self.subTest(second=second):
+                err = self.expect_error("GET", f"/v1/audit/consistency?first=1&second={second}", 404,
+                                        "tree_size_beyond_log", key=rk, field="second")
+                self.assertIn(str(second).lstrip("0")[:30], err["message"])
+        # both beyond the log: still a size beyond it, unless first is the larger (400, as below)
+        self.expect_error("GET", f"/v1/audit/consistency?first={2 ** 64}&second={10 ** 30}", 404,
+                          "tree_size_beyond_log", key=rk, field="second")
+        for query in (f"first={2 ** 64}&second={head}", f"first={10 ** 30}&second={2 ** 64}",
+                      f"first={10 ** 30 + 1}&second=000{10 ** 30}"):
+            with self.subTest(query=query):
+                self.expect_error("GET", f"/v1/audit/consistency?{query}", 400, "invalid_request", key=rk,
+                                  field="first")
+        # malformed, however the digits around it look
+        for second in ("1e30", "%2B5", "-5", "%205", "5%20", "0x10", "1_000", "5.0", "9" * 30 + "x", "%EF%BC%95"):
+            with self.subTest(second=second):
+                self.expect_error("GET", f"/v1/audit/consistency?first=1&second={second}", 400,
+                                  "invalid_request", key=rk, field="second")
+        # a decimal integer may have leading zeros: 007 is 7
+        plain = self.expect("GET", f"/v1/audit/consistency?first=1&second={head}", 200, key=rk)
+        padded = self.expect("GET", f"/v1/audit/consistency?first=0001&second=000{head}", 200, key=rk)
+        self.assertEqual(padded, plain)
+
     def test_zz_a_changed_node_is_named_and_breaks_consistency(self):
         # Runs last (zz): it changes the database under the daemon.
         conn = sqlite3.connect(self.d.db_path)

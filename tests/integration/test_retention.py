@@ -24,8 +24,10 @@ path in PGCLD_RETENTION_PASS), so that old and young inputs are there together p
 
 Run: /usr/bin/python3 tests/integration/test_retention.py (PGCLD_BIN selects the binary).
 """
+import datetime
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -123,6 +125,37 @@ class RetentionTest(unittest.TestCase):
         self.assertFalse(report["intact"])
         self.assertIn("leaf 3 of 6", report["reason"])
         self.assertIn("payload differs", report["reason"])
+
+
+class FractionalSecondsTest(unittest.TestCase):
+    """Issue 27, class 7: the period was cut to whole seconds (0.999 s kept nothing at all). Each
+    drop is logged after the pass that made it; a pass drops an input only when its decision is
+    older than the period, so the log line comes at least the period after the oldest decision
+    (to the log's millisecond). Nothing here bounds how long anything takes."""
+
+    PERIOD_S = 0.999
+    DAYS = "0.0000115625"  # 0.999 s exactly
+
+    def test_the_period_is_kept_to_the_microsecond(self):
+        H.require_models("toxicity")
+        self.assertEqual(float(self.DAYS) * 86400, self.PERIOD_S)
+        d = H.start_daemon(self, models=("toxicity",), args=["--input-retention-days", self.DAYS])
+        D = H.load_config("toxicity")["dims"]["D"]
+        r = d.score({"items": H.json_items(H.random_embeddings(3, D, seed=7), "frac-")})
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue(H.wait_until(lambda: count(d.db_path, "SELECT count(*) FROM decision_inputs") == 0),
+                        "the inputs were never dropped")
+        created = min(parse_utc(row["created_at"]) for row in d.query("SELECT created_at FROM decisions"))
+        logs = d.logs(limit=10 ** 9)
+        drops = re.findall(r"^(\S+Z) .*input retention: dropped the stored inputs of \d+ decisions", logs, re.M)
+        self.assertTrue(drops, logs)
+        waited = (parse_utc(drops[0]) - created).total_seconds()
+        self.assertGreaterEqual(waited, self.PERIOD_S - 0.001, f"dropped {waited:.6f} s after the decision")
+
+
+def parse_utc(text):
+    """An RFC 3339 UTC time as pgcld writes it (created_at, a log line's time)."""
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 class DefaultRetentionTest(unittest.TestCase):

@@ -165,6 +165,30 @@ class TraceContextTest(LiveValidationMixin, unittest.TestCase):
                 self.assertNotEqual(trace, TRACE)
                 self.assertEqual(access_line_of(self.d, r.headers["X-Request-Id"])["trace_id"], trace)
 
+    def test_whitespace_around_a_value_is_not_part_of_it(self):
+        """Issue 27: RFC 9110 §5.5 excludes the optional whitespace (SP, HTAB) around a field value
+        before it is evaluated; libmicrohttpd keeps it at the end. Other whitespace stays."""
+        trace = "7bf92f3577b34da6a3ce929d0e0e4731"
+        for i, ows in enumerate((" ", "  ", "\t", " \t ")):
+            with self.subTest(ows=ows):
+                request_id = f"ows-{i}"
+                r = self.d.score({"items": items(1, 50 + i, f"ows{i}-")},
+                                 headers={"traceparent": f"{ows}00-{trace}-00f067aa0ba902b7-01{ows}",
+                                          "X-Request-Id": f"{request_id}{ows}"})
+                ids = self.decision_ids(r)
+                self.assertEqual(r.headers["X-Request-Id"], request_id)
+                row = self.stored(ids)[ids[0]]
+                self.assertEqual((row["trace_id"], row["request_id"]), (trace, request_id))
+                line = access_line_of(self.d, request_id)
+                self.assertIsNotNone(line, "no access line for the score")
+                self.assertEqual(line["trace_id"], trace)
+        # NBSP (obs-text) is no optional whitespace: the values are not valid, and replaced
+        r = self.d.score({"items": items(1, 60, "nbsp-")},
+                         headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01\xa0", "X-Request-Id": "nbsp\xa0"})
+        ids = self.decision_ids(r)
+        self.assertRegex(r.headers["X-Request-Id"], UUID7)
+        self.assertNotEqual(self.stored(ids)[ids[0]]["trace_id"], trace)
+
     def test_without_traceparent_a_trace_id_is_made_and_finds_the_request(self):
         r = self.d.score({"items": items(2, 30, "none")})
         ids = self.decision_ids(r)
