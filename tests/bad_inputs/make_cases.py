@@ -618,6 +618,45 @@ v2("v2-duplicate-output", v2_json([1, D], emb(), extra=',"outputs":[{"name":"lab
    "invalid_request", field="outputs[1]")
 
 
+# ---- issue 27: header values are read without their optional whitespace (RFC 9110 s5.5: SP and HTAB
+# at either end; server/http/header_field.c is the one reader), and nothing else is trimmed.
+_chunked = b"%x\r\n" % len(_body) + _body + b"\r\n0\r\n\r\n"
+for _name, _te in (("space", "chunked "), ("tab", "chunked\t")):
+    case(f"te-chunked-trailing-{_name}", 400, "invalid_request",
+         raw("POST /v1/score HTTP/1.1", "Host: 127.0.0.1", _AUTH, _JSON, f"Transfer-Encoding: {_te}", body=_chunked),
+         field="Transfer-Encoding", note="libmicrohttpd frames by the value as sent: refused at once, never hung")
+case("idempotency-key-trailing-nbsp", 400, "invalid_request",
+     raw("POST /v1/score HTTP/1.1", "Host: 127.0.0.1", _AUTH, _JSON, _len, b"Idempotency-Key: k\xa0", body=_body),
+     field="Idempotency-Key", note="a no-break space is not optional whitespace")
+case("authorization-trailing-nbsp", 401, "unauthorized",
+     raw("GET /v1/decisions?limit=1 HTTP/1.1", "Host: 127.0.0.1", b"Authorization: Bearer {{REVIEWER}}\xa0"))
+for _name, _value in (("inference-header-length-two-numbers", "5 5"),
+                      ("inference-header-length-huge", "99999999999999999999999")):
+    case(f"v2-{_name}", 400, "invalid_request",
+         raw("POST /v2/models/tiny_binary/infer HTTP/1.1", "Host: 127.0.0.1", _AUTH,
+             "Content-Type: application/octet-stream", f"Content-Length: {len(_body)}",
+             f"Inference-Header-Content-Length: {_value}", body=_body),
+         field="Inference-Header-Content-Length")
+
+
+# ---- issue 27: an integer parameter is malformed (400) or beyond what exists (404), whatever its size
+def _reviewer_get(path):
+    return request(method="GET", path=path, body=b"", ctype=None, auth="REVIEWER")
+
+
+for _name, _second in (("2p53", "9007199254740992"), ("2p64", "18446744073709551616"), ("1e30", "1" + "0" * 30)):
+    case(f"consistency-second-{_name}", 404, "tree_size_beyond_log",
+         _reviewer_get(f"/v1/audit/consistency?first=1&second={_second}"), field="second")
+for _name, _second in (("exponent", "1e30"), ("plus", "%2B5"), ("trailing-space", "5%20"), ("hex", "0x10")):
+    case(f"consistency-second-{_name}", 400, "invalid_request",
+         _reviewer_get(f"/v1/audit/consistency?first=1&second={_second}"), field="second")
+case("consistency-first-2p64-over-second", 400, "invalid_request",
+     _reviewer_get("/v1/audit/consistency?first=18446744073709551616&second=5"), field="first")
+case("decisions-limit-2p64", 400, "invalid_request", _reviewer_get("/v1/decisions?limit=18446744073709551616"),
+     field="limit")
+case("contests-limit-exponent", 400, "invalid_request", _reviewer_get("/v1/contests?limit=1e3"), field="limit")
+
+
 def main():
     for f in os.listdir(HERE):
         if f.endswith(".http"):
