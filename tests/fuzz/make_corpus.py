@@ -141,6 +141,11 @@ def main():
     put("fuzz_daemon", "decisions", http("GET", "/v1/decisions?limit=2&model=tiny_binary"))
     put("fuzz_daemon", "chunked", http("POST", "/v1/score", b"", extra=["Transfer-Encoding: chunked"])
         .replace(b"Content-Length: 0\r\n", b"") + b"5\r\n{\"ite\r\n0\r\n\r\n")
+    # issue 27: header values with optional whitespace around them (one reader trims SP and HTAB)
+    put("fuzz_daemon", "headers-with-ows", http("POST", "/v1/score", json.dumps(score_valid[0]), extra=[
+        "Idempotency-Key: k \t", "X-Request-Id: \tabc  ",
+        "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 "]))
+    put("fuzz_daemon", "consistency-huge", http("GET", "/v1/audit/consistency?first=1&second=18446744073709551616"))
     # every route once, so that mutations start from each handler (--auth off: any route is open)
     uid = "01a1fe43-927f-7000-870b-c9acd757c9eb"
     routes = [
