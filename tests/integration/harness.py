@@ -22,6 +22,7 @@ Only the Python standard library and numpy are used here (psycopg2 on PostgreSQL
 """
 
 import base64
+import datetime
 import hashlib
 import http.client
 import json
@@ -962,6 +963,36 @@ def wait_until(predicate, timeout=30.0, interval=0.05):
             return True
         time.sleep(interval)
     return predicate()
+
+
+def wait_for(predicate, what, timeout=30.0, interval=0.05):
+    """Polls predicate until it holds and returns its value; fails the test (AssertionError) with
+    "<what>: condition never held within <timeout> s" when it does not. The deadline only bounds the
+    wait (reached only when a test is failing); it is not a claim about speed, so tests that wait
+    for something to happen use this instead of a fixed sleep or an assertion on seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: condition never held within {timeout} s")
+        time.sleep(interval)
+
+
+def timestamp(offset_s=0.0):
+    """The wall clock now + offset_s seconds in the audit columns' format (RFC 3339 UTC with
+    microseconds, 2026-11-21T10:33:00.123456Z). Rows written behind the daemon's back and horizons
+    that are compared with the clock take their times from here, never from a fixed date: a fixed
+    "recent" date becomes old, and a test that passes today fails next month."""
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=offset_s)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def wait_for_clock_past(stamp):
+    """Waits until timestamp() is later than stamp (a time in the same format): what comes next is
+    stamped strictly after it. Microseconds: it returns at once unless the clock stepped back."""
+    return wait_for(lambda: timestamp() > stamp, f"the wall clock passes {stamp}", interval=0.001)
 
 
 def run_pgcld(*args, timeout=120, check=False):
