@@ -188,7 +188,7 @@ class SchemaTest(FleetCase):
             "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
             " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
             " vector, input_sha256, latency_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [("01a1fdb2-0000-7000-8000-000000000001", "2026-01-01T00:00:00.000000Z", "r", "i", MODEL, "1",
+            [("01a1fdb2-0000-7000-8000-000000000001", H.timestamp(), "r", "i", MODEL, "1",
               "0" * 64, "pos", 1, "{}", 0.5, "block", "{}", 0.4, 0.7, b"\0" * 4, "0" * 64, 1)])
         self.assertGreater(self.scalar("SELECT count(*) FROM audit_chain"), 0, "a's genesis entry is missing")
         for sql in ("UPDATE decisions SET decision = 'allow'", "DELETE FROM decisions",
