@@ -421,9 +421,10 @@ int main(void) {
     exec_on(path, "INSERT INTO schema_migrations VALUES (999, 'future', 'x', 'now')");
     CHECK(open_at(path, err, sizeof err) == NULL && strstr(err, "newer than this pgcld"), "newer schema: %s", err);
 
-    /* an unwritable location fails at open */
-    CHECK(open_at("/nonexistent-dir/a.db", err, sizeof err) == NULL && strstr(err, "/nonexistent-dir/a.db"),
-          "unwritable: %s", err);
+    /* an unwritable location fails at open: a directory that does not exist (inside the test's own) */
+    char missing[sizeof g_dir + 32];
+    snprintf(missing, sizeof missing, "%s/no-such-dir/a.db", g_dir);
+    CHECK(open_at(missing, err, sizeof err) == NULL && strstr(err, missing), "unwritable: %s", err);
     free(rs);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);

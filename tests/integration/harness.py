@@ -995,11 +995,35 @@ def wait_for_clock_past(stamp):
     return wait_for(lambda: timestamp() > stamp, f"the wall clock passes {stamp}", interval=0.001)
 
 
+_CLI_CWD = []  # the empty working directory of run_pgcld's commands (made on first use)
+
+
+def _cli_cwd():
+    if not _CLI_CWD:
+        import atexit
+        _CLI_CWD.append(tempfile.mkdtemp(prefix="pgcld-cli-cwd-"))
+        atexit.register(shutil.rmtree, _CLI_CWD[0], True)
+    return _CLI_CWD[0]
+
+
 def run_pgcld(*args, timeout=120, check=False):
     """Runs `pgcld ARGS...` (stdin closed, output captured as text); returns the CompletedProcess.
-    check: an AssertionError with the output when it exits non-zero."""
+    check: an AssertionError with the output when it exits non-zero.
+
+    It runs in an empty directory of its own, which must stay empty: a command that writes into
+    its working directory (a default --out or --checkpoint-dir of ".") fails the test, since a test
+    writes only inside its own temporary directory (the repository and meson's build directory are
+    the working directory otherwise)."""
+    cwd = _cli_cwd()
     p = subprocess.run([PGCLD_BIN, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                       timeout=timeout)
+                       timeout=timeout, cwd=cwd)
+    left = sorted(os.listdir(cwd))
+    if left:
+        for name in left:
+            path = os.path.join(cwd, name)
+            shutil.rmtree(path, True) if os.path.isdir(path) else os.remove(path)
+        raise AssertionError(f"pgcld {' '.join(args)} wrote {left} into its working directory: give it a path "
+                             f"inside the test's temporary directory")
     if check and p.returncode != 0:
         raise AssertionError(f"pgcld {' '.join(args)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
     return p
