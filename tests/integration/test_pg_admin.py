@@ -56,13 +56,6 @@ def at_once(*calls):
     return results
 
 
-def skip_if_stub(testcase, r):
-    """While another file of the store is still a stub (this test was written beside them, issue
-    17) the route answers 503 "... not written yet": the rest of the test is skipped, with a note."""
-    if r.status == 503 and b"not written yet" in r.body:
-        testcase.skipTest(f"the PostgreSQL store's route is still a stub: {r.body[:200]!r}")
-
-
 def start_fleet(testcase_cls, uri, models, args=()):
     """Replicas a and b on uri (each made its three keys with `pgcld keys create --db URI`)."""
     fleet = []
@@ -219,7 +212,6 @@ class FleetReviewAndKeysTest(unittest.TestCase):
                                             (kind,)), kind)
         for replica in (self.a, self.b):
             r = replica.get("/v1/audit/verify", key=replica.keys["reviewer"])
-            skip_if_stub(self, r)
             self.assertEqual(r.status, 200, r)
             self.assertTrue(r.json["intact"], r.json)
             writers = [w["writer_id"] for w in r.json["writers"]]
@@ -278,7 +270,6 @@ class FleetRetentionTest(unittest.TestCase):
                                         " ON d.seq = i.decision_seq WHERE d.decision_id = ANY(%s)", (ids,)), kept)
         # the other replica re-scores: dropped input -> 410; the contested one still re-scores
         r = b.post(f"/v1/decisions/{ids[1]}/rescore", {}, key=b.keys["reviewer"])
-        skip_if_stub(self, r)
         self.assertEqual((r.status, r.error_code()), (410, "input_dropped"), r)
         r = a.post(f"/v1/decisions/{ids[0]}/rescore", {}, key=a.keys["reviewer"])
         self.assertEqual(r.status, 200, r)
