@@ -238,11 +238,12 @@ static inline int64_t add_event(writer *w, const char *action, bool chain) {
 
 static inline int64_t add_contest(writer *w, int64_t decision_seq) {
     sqlite3_stmt *s = w->con;
-    char id[PGCL_UUID_LEN + 1];
+    char id[PGCL_UUID_LEN + 1], now[PGCL_TIMESTAMP_LEN + 1];
     pgcl_uuid7(id);
+    pgcl_timestamp_now(now); /* filed now, after its decision, as the store files it */
     sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 2, decision_seq);
-    sqlite3_bind_text(s, 3, "2026-11-21T10:00:00.000000Z", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, now, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 4, "reviewer (pgcld_11111111)", -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 5, "the comment quotes a slur to condemn it", -1, SQLITE_STATIC);
     return step_insert(w, s, "contests", true);
@@ -250,8 +251,10 @@ static inline int64_t add_contest(writer *w, int64_t decision_seq) {
 
 static inline int64_t add_resolution(writer *w, int64_t contest_seq) {
     sqlite3_stmt *s = w->res;
+    char now[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_timestamp_now(now);
     sqlite3_bind_int64(s, 1, contest_seq);
-    sqlite3_bind_text(s, 2, "2026-11-21T11:00:00.000000Z", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, now, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 3, "senior (pgcld_22222222)", -1, SQLITE_STATIC);
     sqlite3_bind_null(s, 4);
     sqlite3_bind_text(s, 5, "context shows counter-speech", -1, SQLITE_STATIC);

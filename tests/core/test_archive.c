@@ -29,11 +29,22 @@ typedef struct fixture {
     int64_t entries;
 } fixture;
 
-/* A horizon strictly between the commits before and after it. */
+/* Waits until the wall clock reads later than stamp (microseconds: at once, unless the clock stepped
+ * back); out: the clock then. A deadline of 60 s is reached only when the clock does not move. */
+static void clock_past(const char *stamp, char out[PGCL_TIMESTAMP_LEN + 1]) {
+    int64_t deadline = pgcl_monotonic_us() + 60 * 1000000;
+    do pgcl_timestamp_now(out);
+    while (strcmp(out, stamp) <= 0 && pgcl_monotonic_us() < deadline);
+    CHECK(strcmp(out, stamp) > 0, "the wall clock never passed %s (now %s)", stamp, out);
+}
+
+/* A horizon strictly between the commits before and after it: later than every row stamped so far,
+ * earlier than every row stamped after it returns. */
 static void mark_time(char out[PGCL_TIMESTAMP_LEN + 1]) {
-    usleep(3000);
-    pgcl_timestamp_now(out);
-    usleep(3000);
+    char before[PGCL_TIMESTAMP_LEN + 1], after[PGCL_TIMESTAMP_LEN + 1];
+    pgcl_timestamp_now(before);
+    clock_past(before, out);
+    clock_past(out, after);
 }
 
 static void commit_v2(writer *w) {

@@ -111,10 +111,6 @@ class Load:
             t.start()
         return self
 
-    def stop_after(self, seconds):
-        time.sleep(seconds)
-        return self.stop()
-
     def stop(self, join_timeout=60.0):
         self._stop.set()
         for t in self.threads:
@@ -152,7 +148,7 @@ class Load:
                     conn = None
                 if self.stop_on_error:
                     return
-                time.sleep(0.01)
+                time.sleep(0.01)  # a client's pause after a transport error (load, not a wait)
         if conn is not None:
             conn.close()
 

@@ -22,6 +22,7 @@ Only the Python standard library and numpy are used here (psycopg2 on PostgreSQL
 """
 
 import base64
+import datetime
 import hashlib
 import http.client
 import json
@@ -964,11 +965,65 @@ def wait_until(predicate, timeout=30.0, interval=0.05):
     return predicate()
 
 
+def wait_for(predicate, what, timeout=30.0, interval=0.05):
+    """Polls predicate until it holds and returns its value; fails the test (AssertionError) with
+    "<what>: condition never held within <timeout> s" when it does not. The deadline only bounds the
+    wait (reached only when a test is failing); it is not a claim about speed, so tests that wait
+    for something to happen use this instead of a fixed sleep or an assertion on seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: condition never held within {timeout} s")
+        time.sleep(interval)
+
+
+def timestamp(offset_s=0.0):
+    """The wall clock now + offset_s seconds in the audit columns' format (RFC 3339 UTC with
+    microseconds, 2026-11-21T10:33:00.123456Z). Rows written behind the daemon's back and horizons
+    that are compared with the clock take their times from here, never from a fixed date: a fixed
+    "recent" date becomes old, and a test that passes today fails next month."""
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=offset_s)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def wait_for_clock_past(stamp):
+    """Waits until timestamp() is later than stamp (a time in the same format): what comes next is
+    stamped strictly after it. Microseconds: it returns at once unless the clock stepped back."""
+    return wait_for(lambda: timestamp() > stamp, f"the wall clock passes {stamp}", interval=0.001)
+
+
+_CLI_CWD = []  # the empty working directory of run_pgcld's commands (made on first use)
+
+
+def _cli_cwd():
+    if not _CLI_CWD:
+        import atexit
+        _CLI_CWD.append(tempfile.mkdtemp(prefix="pgcld-cli-cwd-"))
+        atexit.register(shutil.rmtree, _CLI_CWD[0], True)
+    return _CLI_CWD[0]
+
+
 def run_pgcld(*args, timeout=120, check=False):
     """Runs `pgcld ARGS...` (stdin closed, output captured as text); returns the CompletedProcess.
-    check: an AssertionError with the output when it exits non-zero."""
+    check: an AssertionError with the output when it exits non-zero.
+
+    It runs in an empty directory of its own, which must stay empty: a command that writes into
+    its working directory (a default --out or --checkpoint-dir of ".") fails the test, since a test
+    writes only inside its own temporary directory (the repository and meson's build directory are
+    the working directory otherwise)."""
+    cwd = _cli_cwd()
     p = subprocess.run([PGCLD_BIN, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                       timeout=timeout)
+                       timeout=timeout, cwd=cwd)
+    left = sorted(os.listdir(cwd))
+    if left:
+        for name in left:
+            path = os.path.join(cwd, name)
+            shutil.rmtree(path, True) if os.path.isdir(path) else os.remove(path)
+        raise AssertionError(f"pgcld {' '.join(args)} wrote {left} into its working directory: give it a path "
+                             f"inside the test's temporary directory")
     if check and p.returncode != 0:
         raise AssertionError(f"pgcld {' '.join(args)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
     return p

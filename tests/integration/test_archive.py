@@ -37,7 +37,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -64,9 +63,11 @@ class ArchiveTest(LiveValidationMixin, unittest.TestCase):
         r = cls.d.post(f"/v1/decisions/{cls.contested}/contests", {"reason": "a quote, not abuse"},
                        key=cls.d.keys["reviewer"])
         assert r.status == 201, r
-        time.sleep(1.1)
+        # the horizon: later than every row so far (stamped before their answers came back), and
+        # earlier than every row from now on (the clock moves past it before the next request)
+        H.wait_for_clock_past(now_rfc3339())
         cls.horizon = now_rfc3339()
-        time.sleep(1.1)
+        H.wait_for_clock_past(cls.horizon)
         cls.mid = [cls.score_batch(3) for _ in range(2)]
         cls.archive = os.path.join(cls.tmp, "archive-1.db")
         cls.out = cls.run_archive("--before", cls.horizon, "--out", cls.archive)

@@ -9,8 +9,10 @@ a machine without one skip.
 Run: /usr/bin/python3 tests/integration/test_device_module.py (PGCLD_BIN selects the binary).
 """
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -37,11 +39,16 @@ class DeviceModuleTest(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         self.assertIn("no NVIDIA device", d.logs(10 ** 9))
 
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="pgcld-device-module-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
     def start_fails(self, extra_env, *args):
         env = dict(os.environ, **extra_env)
         models = os.path.dirname(H.model_source("toxicity"))
         p = subprocess.run([H.PGCLD_BIN, "serve", "--listen", "127.0.0.1:0", "--models", models,
-                            "--db", "/dev/null/never", *args], capture_output=True, text=True, env=env, timeout=60)
+                            "--db", "/dev/null/never", *args], capture_output=True, text=True, env=env, timeout=60,
+                           cwd=self.tmp)
         return p
 
     def test_cuda_device_loads_the_module(self):
@@ -54,10 +61,11 @@ class DeviceModuleTest(unittest.TestCase):
         self.assertNotIn("cannot load the CUDA backend module", p.stderr)
 
     def test_missing_module_is_named(self):
-        p = self.start_fails({"PGCLD_CUDA_MODULE": "/nonexistent/pgcld_cuda.so"}, "--device", "cuda:0")
+        missing = os.path.join(self.tmp, "no-such-dir", "pgcld_cuda.so")
+        p = self.start_fails({"PGCLD_CUDA_MODULE": missing}, "--device", "cuda:0")
         self.assertEqual(p.returncode, 1, p.stderr)  # start-up failure (2 is for usage errors)
         self.assertIn("cannot load the CUDA backend module", p.stderr)
-        self.assertIn("/nonexistent/pgcld_cuda.so", p.stderr)
+        self.assertIn(missing, p.stderr)
 
 
 if __name__ == "__main__":

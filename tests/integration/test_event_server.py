@@ -93,16 +93,13 @@ class EventServerTest(unittest.TestCase):
         idle_threads = proc_status(pid, "Threads")
         locker = H.WriterLock(d.db_path)  # the writer's next commit waits for this lock
         self.addCleanup(locker.release)
-        t_locked = time.monotonic()
         clients = Clients(d, "commit")
         # every request has its rows computed and queued for the writer: all 64 are waiting
         waiting = H.wait_until(lambda: (H.metric(d, "pgcld_audit_queue_rows") or 0) >= CONNECTIONS, 20)
         busy_threads, busy_rss = proc_status(pid, "Threads"), proc_status(pid, "VmRSS")
         answered_early = len(clients.answers)
-        held_s = time.monotonic() - t_locked
-        locker.release()  # within the writer's 5 s busy timeout (SQLite): the commit goes through
+        locker.release()  # released at once: the commit goes through (check_answers: every one 200)
         self.assertTrue(waiting, "the requests did not all reach the audit writer")
-        self.assertLess(held_s, 4.5, "the machine was too slow to hold the lock within the busy timeout")
         self.assertEqual(answered_early, 0, "answers left before their rows were committed")
         clients.join(self)
         print(f"{CONNECTIONS} requests waiting for the commit: {busy_threads} threads "
@@ -120,7 +117,7 @@ class EventServerTest(unittest.TestCase):
         clients = Clients(d, "batch")
         while any(t.is_alive() for t in clients.threads):
             samples.append(proc_status(pid, "Threads"))
-            time.sleep(0.01)
+            time.sleep(0.01)  # the sampling pace, until every client is answered (not a wait)
         clients.join(self)
         print(f"{CONNECTIONS} requests waiting for a held batch: at most {max(samples)} threads "
               f"(idle: {idle_threads})", file=sys.stderr)
@@ -130,7 +127,9 @@ class EventServerTest(unittest.TestCase):
 
     def test_a_staff_call_waiting_for_a_locked_database_holds_no_pool_thread(self):
         # one pool thread; a reviewer's contest waits for the locked database (up to the writer's
-        # 5 s busy timeout) on a thread of its own, so the pool keeps answering meanwhile
+        # 5 s busy timeout) on a thread of its own, so the pool keeps answering meanwhile: the
+        # pool's answer comes back while the staff call is still waiting (the lock is released
+        # only after it), which a pool thread held by the staff call could not do
         d = self.start("--http-threads", "1")
         scored = d.score({"items": H.json_items(H.random_embeddings(1, D, 2), "contested-")})
         decision_id = scored.json["results"][0]["decision_id"]
@@ -142,18 +141,14 @@ class EventServerTest(unittest.TestCase):
                      timeout=WAIT_S)), daemon=True)
         staff.start()
         try:
-            self.assertTrue(H.wait_until(lambda: (H.metric(d, "pgcld_audit_queue_rows") or 0) >= 1, 4),
-                            "the contest did not reach the audit writer")
-            t0 = time.monotonic()
+            H.wait_for(lambda: (H.metric(d, "pgcld_audit_queue_rows") or 0) >= 1, "the contest reaches the audit writer")
             ready = d.get("/v1/models")
-            took = time.monotonic() - t0
             still_waiting = staff.is_alive()
         finally:
             locker.release()
         staff.join(WAIT_S)
         self.assertEqual(ready.status, 200, ready)
-        self.assertTrue(still_waiting, "the staff call was not waiting when the pool answered")
-        self.assertLess(took, 2.0, "the pool thread waited with the staff call")
+        self.assertTrue(still_waiting, "the pool answered only once the staff call had ended: it waited with it")
         self.assertIn(answers["r"].status, (201, 503), answers["r"])
 
 

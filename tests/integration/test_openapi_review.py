@@ -142,7 +142,7 @@ class LiveReviewTest(LiveValidationMixin, unittest.TestCase):
         since = rec["created_at"]
         everything = self.expect("GET", "/v1/decisions" + query(
             model="tiny", version="1", label=block["label"], decision="block", item_id="reads-0",
-            request_id=rec["request_id"], since=since, until="2999-01-01T00:00:00Z", contest="none",
+            request_id=rec["request_id"], since=since, until=H.timestamp(86400), contest="none",
             limit=1000), 200)
         self.assertEqual([x["decision_id"] for x in everything["decisions"]],
                          [block["decision_id"]])
@@ -335,13 +335,13 @@ class LiveReviewTest(LiveValidationMixin, unittest.TestCase):
         self.assertEqual([(x["created_at"], x["seq"]) for x in docs],
                          sorted((x["created_at"], x["seq"]) for x in docs))
         since = min(x["created_at"] for x in docs if x["decision_id"] in mine)
-        r = self.send("GET", "/v1/audit/export" + query(since=since, until="2999-01-01T00:00:00Z",
+        r = self.send("GET", "/v1/audit/export" + query(since=since, until=H.timestamp(86400),
                                                         format="ndjson"), key=d.keys["admin"])
         self.assertEqual(r.status, 200, r)
         window = ndjson_documents(self.check_live("GET", "/v1/audit/export", r))
         self.assertTrue(mine <= {x["decision_id"] for x in window})
         for fmt, empty in (("ndjson", b""), ("csv", (",".join(EXPORT_COLUMNS) + "\r\n").encode())):
-            r = self.send("GET", "/v1/audit/export" + query(since="2100-01-01T00:00:00Z",
+            r = self.send("GET", "/v1/audit/export" + query(since=H.timestamp(86400),
                                                             format=fmt))
             self.assertEqual((r.status, r.body), (200, empty))
             self.check_live("GET", "/v1/audit/export", r)
@@ -362,12 +362,12 @@ class LiveReviewTest(LiveValidationMixin, unittest.TestCase):
         self.assertEqual((stats["since"], stats["until"]), (None, None))
         self.assertEqual(stats["decisions"]["total"], d.count())
         self.assertEqual(sum(stats["decisions"]["by_decision"].values()), d.count())
+        tomorrow = H.timestamp(86400)  # after every row, on any day (a fixed future date is not)
         window = self.expect("GET", "/v1/audit/stats" + query(since="2026-01-01T01:00:00+01:00",
-                                                              until="2999-01-01T00:00:00Z"),
+                                                              until=tomorrow),
                              200, key=d.keys["admin"])
-        self.assertEqual((window["since"], window["until"]),
-                         ("2026-01-01T00:00:00.000000Z", "2999-01-01T00:00:00.000000Z"))
-        empty = self.expect("GET", "/v1/audit/stats" + query(since="2100-01-01T00:00:00Z"), 200)
+        self.assertEqual((window["since"], window["until"]), ("2026-01-01T00:00:00.000000Z", tomorrow))
+        empty = self.expect("GET", "/v1/audit/stats" + query(since=tomorrow), 200)
         self.assertEqual((empty["decisions"]["total"],
                           empty["contests"]["median_resolution_seconds"]), (0, None))
         self.bad_queries("/v1/audit/stats", [

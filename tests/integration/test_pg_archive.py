@@ -39,7 +39,6 @@ import shutil
 import sqlite3
 import sys
 import threading
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -93,9 +92,11 @@ class PgArchiveTest(unittest.TestCase):
         r = cls.daemons["b"].post(f"/v1/contests/{r.json['contest_id']}/resolution",
                                   {"outcome": "upheld", "note": "abuse"}, key=cls.daemons["b"].keys["reviewer"])
         assert r.status in (200, 201), r
-        time.sleep(1.1)
+        # the horizon: later than every row so far (stamped before their answers came back), and
+        # earlier than every row from now on (the clock moves past it before the next request)
+        H.wait_for_clock_past(now_rfc3339())
         cls.horizon = now_rfc3339()
-        time.sleep(1.1)
+        H.wait_for_clock_past(cls.horizon)
         cls.mid = []
         for w in ("b", "a"):
             cls.mid += cls.score(w, 2)
@@ -331,7 +332,7 @@ class PgArchiveTest(unittest.TestCase):
         self.assertEqual(rc, 0, rep)
 
     def test_6_a_second_cut_while_both_writers_score(self):
-        time.sleep(1.1)
+        H.wait_for_clock_past(now_rfc3339())  # later than every row so far
         horizon = now_rfc3339()
         archive = os.path.join(self.tmp, "archive-2.db")
         answered, failures, stop = [], [], threading.Event()

@@ -19,11 +19,15 @@ On a throw-away PostgreSQL 15 cluster (pg_cluster.py):
     database score decisions: GET /v1/audit/verify on either is intact over both chains; proofs of
     decisions of both writers verify with docs/verify_proof.py and `pgcld audit verify-proof`,
     also against a fleet checkpoint made through POST /v1/audit/checkpoints; consistency proofs
-    need writer= and verify. (Skipped, with a note, while the writer is a stub.)
+    need writer= and verify.
+
+The rows the test writes itself are stamped relative to the clock (two hours ago onwards), never
+with a fixed date: `audit archive --older-than-days 1` must find nothing that old on any day.
 
 Run: PGCLD_BIN=build-test/server/pgcld /usr/bin/python3 tests/integration/test_pg_chain.py
 """
 import base64
+import datetime
 import hashlib
 import json
 import os
@@ -36,6 +40,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
 import pg_cluster  # noqa: E402
+import skips  # noqa: E402
 from openapi_contract import LiveValidationMixin  # noqa: E402
 
 ROOT = H.SOURCE_ROOT
@@ -53,6 +58,16 @@ def apply_migrations(conn):
                 cur.execute(f.read())
     conn.commit()
 TABLES = ("decisions", "admin_events", "contests", "resolutions")
+
+# The rows' times: seconds after a start two hours before the test ran (whole seconds, so that the
+# fraction-less forms below stay exact). Relative to the clock: none is ever a day old.
+T_START = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) - datetime.timedelta(hours=2)
+
+
+def at(seconds, fraction=True):
+    """T_START + seconds in RFC 3339 UTC, with microseconds or (fraction=False) without."""
+    return (T_START + datetime.timedelta(seconds=seconds)).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ" if fraction else "%Y-%m-%dT%H:%M:%SZ")
 
 # ---- the oracle: the encodings of docs/audit.md, written again from the text ----
 
@@ -242,7 +257,7 @@ class ChainWriter:
 
     def now(self):
         self.clock += 1
-        return f"2026-11-26T03:{self.clock // 60:02d}:{self.clock % 60:02d}.000000Z"
+        return at(self.clock)
 
     def _append_entry(self, cur, w, kind, row_seq, payload, leaves=None):
         seq, prev = self.heads.get(w, (0, "0" * 64))
@@ -314,7 +329,7 @@ def decision(i, w, stored_input=True):
     did = f"0190{i:04x}-{w}aaa-7bbb-8ccc-{i:012x}"
     inp = bytes((i * 7 + k) % 256 for k in range(64)) if stored_input else None
     return ("decisions", {
-        "decision_id": did, "created_at": f"2026-11-26T03:00:{i % 60:02d}.000000Z", "request_id": f"req-{i}",
+        "decision_id": did, "created_at": at(i), "request_id": f"req-{i}",
         "item_id": f"item-{i}", "model_name": "toxicity", "model_version": "1", "model_sha256": "ab" * 32,
         "label": "toxic" if i % 2 else "ok", "label_index": i % 2, "probabilities": "[0.25,0.75]",
         "toxicity": 0.1 + i / 1000.0 if i % 3 else None, "decision": ("allow", "review", "block")[i % 3],
@@ -325,7 +340,7 @@ def decision(i, w, stored_input=True):
 
 
 def admin_event(i, w):
-    return ("admin_events", {"event_id": f"ev-{w}-{i}", "created_at": f"2026-11-26T03:01:{i % 60:02d}Z",
+    return ("admin_events", {"event_id": f"ev-{w}-{i}", "created_at": at(60 + i, fraction=False),
                              "actor": f"admin-{w}", "action": "key.create", "target": f"k{i}", "details": "{}"})
 
 
@@ -347,9 +362,9 @@ def build_fleet(conn):
                 events.append(admin_event(i, w))
             cw.commit(w, events)
     first = next(iter(owner))
-    cw.commit("b", [("contests", {"contest_id": "c-1", "decision_id": first, "filed_at": "2026-11-26T04:00:00Z",
+    cw.commit("b", [("contests", {"contest_id": "c-1", "decision_id": first, "filed_at": at(3600, fraction=False),
                                   "filed_by": "rev-1", "filer_key_id": None, "reason": "wrong"})])
-    cw.commit("a", [("resolutions", {"contest_id": "c-1", "resolved_at": "2026-11-26T04:01:00Z",
+    cw.commit("a", [("resolutions", {"contest_id": "c-1", "resolved_at": at(3660, fraction=False),
                                      "resolved_by": "rev-2", "resolver_key_id": "k9", "outcome": "overturned",
                                      "corrected_label": "ok", "note": "n"}), admin_event(999, "a")])
     # retention: decision 2's stored input dropped; its leaf keeps committing to the recorded digest
@@ -599,7 +614,7 @@ class PgChainTest(unittest.TestCase):
         helper = os.environ.get("PGCLD_PG_CHAIN_READS") or os.path.join(
             os.path.dirname(os.path.dirname(os.path.abspath(H.PGCLD_BIN))), "tests", "pg_chain_reads")
         if not os.path.exists(helper):
-            self.skipTest("tests/server/pg_chain_reads is not built")
+            skips.missing_in_case(self, f"tests/server/pg_chain_reads, built by meson ({helper})")
         p = subprocess.run([helper, *args], capture_output=True, text=True, timeout=60)
         return p.returncode, json.loads(p.stdout) if p.returncode == 0 else None, p.stderr
 
@@ -691,11 +706,15 @@ class PgChainTest(unittest.TestCase):
         self.assertIn("empty", p.stderr)
 
     def test_archive_nothing_that_old(self):
-        # archival itself: test_pg_archive.py; here every row is younger than the horizon
-        p = run_cli("audit", "archive", "--db", self.base, "--older-than-days", "1", "--out", "/nonexistent",
-                    "--signing-key", self.key)
-        self.assertEqual(p.returncode, 3, p.stderr)
+        # archival itself: test_pg_archive.py; here every row is younger than the horizon (T_START is
+        # two hours ago), so nothing is archived and --out (in a directory that does not exist) is
+        # never written
+        out = os.path.join(self.tmp, "not-made", "archive.db")
+        p = run_cli("audit", "archive", "--db", self.base, "--older-than-days", "1", "--out", out,
+                    "--signing-key", self.key, "--checkpoint-dir", os.path.join(self.tmp, "not-made"))
+        self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
         self.assertIn("nothing to archive", p.stderr)
+        self.assertFalse(os.path.exists(os.path.dirname(out)))
 
 
 class PgChainDaemonsTest(LiveValidationMixin, unittest.TestCase):
@@ -719,12 +738,10 @@ class PgChainDaemonsTest(LiveValidationMixin, unittest.TestCase):
                          args=["--writer-id", w, "--signing-key", cls.key, "--checkpoint-dir", cls.cp_dir])
             try:
                 d.start()
-            except H.DaemonError as e:
+            except H.DaemonError:
                 d.cleanup(check=False)
                 for other in cls.daemons.values():
                     other.cleanup(check=False)
-                if "not written yet" in str(e):
-                    raise unittest.SkipTest("the PostgreSQL writer is not built yet (audit_pg_writer.c is a stub)")
                 raise
             cls.daemons[w] = d
         cls.decisions = {"a": [], "b": []}

@@ -2,16 +2,21 @@
 (a throw-away cluster, pg_cluster.py) and a replica that reaches it through a TCP relay of this
 test's own, which can stop passing bytes without closing anything (a network silently dropped):
 
-  - while the relay is stalled, requests with a known key answer at once (the keyring checks the
-    database on a thread of its own and keeps its last set), a key it has not seen is refused
-    within about a second, and once the relay flows again a key made meanwhile works;
+  - while the relay is stalled (a query of the replica's held in it), requests with a known key
+    answer (the keyring checks the database on a thread of its own and keeps its last set), a key
+    it has not seen is refused while the network is still silent (its wait is bounded), and once
+    the relay flows again a key made meanwhile works;
   - after the server restarts while the replica is idle, the first score and the first reviewer
     read succeed (connections the server closed are replaced before use, not failed on);
   - with the server stopped (`-m immediate`), /readyz turns 503 with no request at all, known keys
-    still answer at once, scoring and reviewer reads answer 503 quickly; after start everything works again and a key made since
-    is accepted;
-  - a replica whose database is down at start exits non-zero at once, with a message naming the
+    still answer, scoring and reviewer reads answer 503 while it is down; after start everything
+    works again and a key made since is accepted;
+  - a replica whose database is down at start exits non-zero by itself, with a message naming the
     database and what it does (docs/operations.md, "PostgreSQL: faults");
+
+No assertion here bounds seconds: "answers while the network is silent" is checked as the answer
+coming back while the relay still holds the replica's query (a request that waited on the database
+would wait as long as the stall lasts); deadlines only stop waits that a failing test never ends.
   - `pgcld keys list --db URI` and `pgcld audit verify --db URI` open the store read-only: no
     writers row, no chain entry; on a database without the schema they say to run migrate.
 
@@ -35,7 +40,6 @@ import harness as H  # noqa: E402
 import pg_cluster as PG  # noqa: E402
 
 TINY = "tiny_binary"
-PROMPT_S = 1.0  # "at once", with room for a loaded machine
 
 
 def items(n, seed):
@@ -59,11 +63,20 @@ class StallingRelay:
         self.flowing = threading.Event()
         self.flowing.set()
         self.closing = False
+        self.lock = threading.Lock()
+        self.live = set()  # ids of the relayed connections still open
+        self.next_id = 0
+        self.held = threading.Event()  # set when bytes from the replica wait in a stalled relay
         self.threads = [threading.Thread(target=self._accept, daemon=True)]
         self.threads[0].start()
 
     def stall(self):
+        self.held.clear()
         self.flowing.clear()
+
+    def open_connections(self):
+        with self.lock:
+            return set(self.live)
 
     def flow(self):
         self.flowing.set()
@@ -88,17 +101,27 @@ class StallingRelay:
             except OSError:  # the server is down: the client sees its connection closed
                 client.close()
                 continue
-            t = threading.Thread(target=self._pump, args=(client, upstream), daemon=True)
+            with self.lock:
+                self.next_id += 1
+                cid = self.next_id
+                self.live.add(cid)
+            t = threading.Thread(target=self._pump, args=(client, upstream, cid), daemon=True)
             t.start()
 
-    def _pump(self, a, b):
+    def _pump(self, a, b, cid):
         peer = {a: b, b: a}
         try:
             while not self.closing:
-                self.flowing.wait()
+                if not self.flowing.is_set():
+                    # silent: nothing is read (what was sent stays in the kernel until the relay
+                    # flows again), but a query the replica sends meanwhile is noticed
+                    if not self.held.is_set() and select.select([a], [], [], 0)[0]:
+                        self.held.set()
+                    self.flowing.wait(0.05)
+                    continue
                 ready, _, _ = select.select([a, b], [], [], 0.05)
                 if not self.flowing.is_set():
-                    continue  # what was read stays in the kernel until the relay flows again
+                    continue
                 for s in ready:
                     data = s.recv(65536)
                     if not data:
@@ -109,6 +132,8 @@ class StallingRelay:
         finally:
             a.close()
             b.close()
+            with self.lock:
+                self.live.discard(cid)
 
 
 class OutageTest(unittest.TestCase):
@@ -127,11 +152,6 @@ class OutageTest(unittest.TestCase):
         cls.addClassCleanup(cls.d.cleanup)
         cls.d.start()
 
-    def timed(self, call):
-        t0 = time.monotonic()
-        r = call()
-        return r, time.monotonic() - t0
-
     def models(self, key=None):
         return self.d.get("/v1/models", key=key, timeout=10)
 
@@ -148,30 +168,36 @@ class OutageTest(unittest.TestCase):
         self.assertEqual(self.models().status, 200)
         self.relay.stall()
         try:
-            time.sleep(0.6)  # the keyring's periodic check (every 250 ms) is now stuck in the stall
+            # the keyring's periodic check (every 250 ms) sends its query into the silence
+            H.wait_for(self.relay.held.is_set, "a query of the replica's held in the stalled relay")
+            # the answers come back while the network is still silent (it flows again only in the
+            # finally below): a request that waited on the database would wait for the stall's end
             for _ in range(5):
-                r, took = self.timed(self.models)
+                r = self.models()
                 self.assertEqual(r.status, 200, r)
-                self.assertLess(took, PROMPT_S, "a known key waited on the stalled database")
+                # spread over two of the keyring's 250 ms periods: rechecks fall due, none is waited on
                 time.sleep(0.1)
             fresh = self.new_key("made during the stall")
-            r, took = self.timed(lambda: self.models(key=fresh))
+            r = self.models(key=fresh)  # its wait for the stuck check is bounded: refused, still stalled
             self.assertEqual(r.status, 401, r)
-            self.assertLess(took, 1.0 + PROMPT_S, "an unknown key waited longer than its bound")
         finally:
             self.relay.flow()
         # the keyring catches up once the network is back
-        self.assertTrue(H.wait_until(lambda: self.models(key=fresh).status == 200, timeout=40),
-                        "the key made during the stall never became valid")
-        self.assertTrue(H.wait_until(lambda: self.d.score({"items": items(1, 2)}).status == 200, timeout=40))
+        H.wait_for(lambda: self.models(key=fresh).status == 200, "the key made during the stall becomes valid",
+                   timeout=40)
+        H.wait_for(lambda: self.d.score({"items": items(1, 2)}).status == 200, "scoring works again", timeout=40)
 
     def test_b_server_restart_while_idle(self):
         self.assertEqual(self.d.score({"items": items(1, 3)}).status, 200)
         self.assertEqual(self.reviewer_read().status, 200)
+        before = self.relay.open_connections()
+        self.assertTrue(before)
         self.cluster.stop("fast")
         self.cluster.start()
-        time.sleep(0.3)
-        # the pooled read connections and the writer's connection were closed by the restart
+        # the pooled read connections and the writer's connection were closed by the restart: the
+        # relay has seen every connection from before it end
+        H.wait_for(lambda: not (before & self.relay.open_connections()),
+                   "the server's restart closes the replica's connections")
         r = self.d.score({"items": items(1, 4)})
         self.assertEqual(r.status, 200, r)
         r = self.reviewer_read()
@@ -182,24 +208,23 @@ class OutageTest(unittest.TestCase):
         self.cluster.stop("immediate")
         try:
             # an idle replica turns unready by itself (its writer notices the closed connection)
-            self.assertTrue(H.wait_until(lambda: self.d.get("/readyz", key="").status == 503, timeout=5))
+            H.wait_for(lambda: self.d.get("/readyz", key="").status == 503, "/readyz turns 503 by itself")
+            # while the server is down (it is started again only below): known keys answer, and
+            # reviewer reads and scoring fail with 503 instead of waiting for it
             for _ in range(3):
-                r, took = self.timed(self.models)
+                r = self.models()
                 self.assertEqual(r.status, 200, r)
-                self.assertLess(took, PROMPT_S)
-            r, took = self.timed(self.reviewer_read)
+            r = self.reviewer_read()
             self.assertEqual(r.status, 503, r)
-            self.assertLess(took, 3.0, "a reviewer read took long to fail with the server down")
-            r, took = self.timed(lambda: self.d.score({"items": items(1, 6)}))
+            r = self.d.score({"items": items(1, 6)})
             self.assertEqual((r.status, r.error_code()), (503, "audit_unavailable"), r)
-            self.assertLess(took, 3.0)
         finally:
             self.cluster.start()
-        self.assertTrue(H.wait_until(lambda: self.d.score({"items": items(1, 7)}).status == 200, timeout=30))
+        H.wait_for(lambda: self.d.score({"items": items(1, 7)}).status == 200, "scoring works again")
         self.assertEqual(self.reviewer_read().status, 200)
-        self.assertTrue(H.wait_until(lambda: self.d.get("/readyz", key="").status == 200, timeout=10))
+        H.wait_for(lambda: self.d.get("/readyz", key="").status == 200, "/readyz turns 200 again")
         fresh = self.new_key("made after the restart")
-        self.assertTrue(H.wait_until(lambda: self.models(key=fresh).status == 200, timeout=5))
+        H.wait_for(lambda: self.models(key=fresh).status == 200, "a key made after the restart is accepted")
 
 
 class DownAtStartTest(unittest.TestCase):
@@ -214,12 +239,12 @@ class DownAtStartTest(unittest.TestCase):
         cluster.stop("fast")
         d = H.Daemon(models=H.tiny_binary_root(tmp), default_model="tiny", db_path=uri, auth=False)
         self.addCleanup(d.cleanup, False)
-        t0 = time.monotonic()
         with self.assertRaises(H.DaemonError) as caught:
             d.start()
-        self.assertLess(time.monotonic() - t0, 15.0)
-        self.assertNotEqual(d.proc.returncode, 0)
         message = str(caught.exception)
+        # it exited by itself, before its port file (not killed at the harness's start deadline)
+        self.assertIn("exited with status", message)
+        self.assertNotEqual(d.proc.returncode, 0)
         self.assertIn("cannot connect", message)
         self.assertIn(f":{cluster.port}/", message)
         self.assertIn("exits", message)

@@ -12,7 +12,7 @@ program, harness.pg_cluster(); a fresh database per case) and checks what the fl
   - the server stopped with `pg_ctl stop -m immediate` under load: no 200 without its row, 503
     audit_unavailable and /readyz 503 while it is down, both replicas back by themselves after it
     starts again;
-  - a key revoked through one replica is refused by the others within a second;
+  - a key revoked through one replica is refused by the others, which learn it by themselves;
   - the schema applied once when replicas start together, the record append-only (triggers), and a
     second process with a writer id in use refused.
 
@@ -33,7 +33,6 @@ import pg_cluster  # noqa: E402
 
 MODEL = "tiny_binary"  # D = 32: cheap to score, so the clients load the writers, not the CPU
 D = 32
-REVOCATION_DEADLINE_S = 1.0
 DECISION_COLUMNS = {  # the contract's columns (test_score.py checks them on SQLite)
     "seq", "decision_id", "created_at", "request_id", "item_id", "model_name", "model_version",
     "model_sha256", "label", "label_index", "probabilities", "toxicity", "decision", "policy",
@@ -119,7 +118,7 @@ class Load:
             except (urllib.error.URLError, ConnectionError, OSError):
                 with self.lock:
                     self.errors += 1
-                time.sleep(0.05)
+                time.sleep(0.05)  # a client's pause after a failed request (load, not a wait)
                 continue
             with self.lock:
                 if r.status == 200:
@@ -127,7 +126,7 @@ class Load:
                     self.per_replica[id(d)] += 1
                 else:
                     self.others.append((r.status, r.error_code()))
-                    time.sleep(0.02)
+                    time.sleep(0.02)  # a client's pause after a refusal (load, not a wait)
 
     def count(self, d=None):
         with self.lock:
@@ -188,7 +187,7 @@ class SchemaTest(FleetCase):
             "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
             " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
             " vector, input_sha256, latency_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [("01a1fdb2-0000-7000-8000-000000000001", "2026-01-01T00:00:00.000000Z", "r", "i", MODEL, "1",
+            [("01a1fdb2-0000-7000-8000-000000000001", H.timestamp(), "r", "i", MODEL, "1",
               "0" * 64, "pos", 1, "{}", 0.5, "block", "{}", 0.4, 0.7, b"\0" * 4, "0" * 64, 1)])
         self.assertGreater(self.scalar("SELECT count(*) FROM audit_chain"), 0, "a's genesis entry is missing")
         for sql in ("UPDATE decisions SET decision = 'allow'", "DELETE FROM decisions",
@@ -372,7 +371,9 @@ class ServerStoppedTest(FleetCase):
 
             self.assertTrue(H.wait_until(down_everywhere, 60),
                             f"scoring and /readyz do not answer 503 while the server is down\n{a.logs()}")
-            time.sleep(1.0)  # the clients keep scoring against the stopped server
+            refused = len(load.others)  # the clients keep scoring against the stopped server
+            H.wait_for(lambda: len(load.others) >= refused + 4, "the clients are refused while the server is down",
+                       timeout=60)
             self.cluster.start()
             started = True
 
@@ -401,9 +402,11 @@ class ServerStoppedTest(FleetCase):
 
 
 class RevocationTest(FleetCase):
-    """(e) A key revoked through one replica is refused by the others within a second."""
+    """(e) A key revoked through one replica is refused by the others, which learn it from the
+    database by themselves (their periodic key checks; docs/scaling.md says within about a second:
+    the test waits for it and does not time it)."""
 
-    def test_revocation_reaches_every_replica_within_a_second(self):
+    def test_revocation_reaches_every_replica(self):
         a = self.replica("a", auth=True)
         others = [self.replica("b", auth=True), self.replica("c", auth=True)]
         for round_ in range(3):
@@ -411,20 +414,17 @@ class RevocationTest(FleetCase):
             self.assertEqual(made.status, 201, made)
             key, key_id = made.json["key"], made.json["key_id"]
             for d in others:  # a key made on one replica is valid on the others
-                self.assertTrue(H.wait_until(lambda: d.score({"items": items(1, 5)}, key=key).status == 200, 5),
-                                f"a key created through a is not accepted by another replica\n{d.logs()}")
+                H.wait_for(lambda: d.score({"items": items(1, 5)}, key=key).status == 200,
+                           "a key created through a is accepted by another replica")
             revoked = a.request("DELETE", f"/v1/admin/keys/{key_id}")
-            t0 = time.monotonic()
             self.assertEqual(revoked.status, 200, revoked)
             pending = list(others)
-            while pending and time.monotonic() - t0 < REVOCATION_DEADLINE_S + 2:
-                pending = [d for d in pending if d.score({"items": items(1, 6)}, key=key).status != 401]
-                if pending:
-                    time.sleep(0.02)
-            elapsed = time.monotonic() - t0
-            self.assertFalse(pending, "a revoked key is still accepted by another replica")
-            self.assertLessEqual(elapsed, REVOCATION_DEADLINE_S,
-                                 f"round {round_}: the revocation took {elapsed:.2f} s to reach every replica")
+
+            def refused_everywhere():
+                pending[:] = [d for d in pending if d.score({"items": items(1, 6)}, key=key).status != 401]
+                return not pending
+            H.wait_for(refused_everywhere, f"round {round_}: every other replica refuses the revoked key",
+                       interval=0.02)
             for d in [a] + others:  # and it stays refused
                 r = d.score({"items": items(1, 7)}, key=key)
                 self.assertEqual((r.status, r.error_code()), (401, "unauthorized"), r)

@@ -579,7 +579,9 @@ class PgListsAtScaleTest(unittest.TestCase):
                             cur.execute("INSERT INTO decisions SELECT %s, %s, '2026-02-01T00:00:00.000000Z', 'r', 'i',"
                                         " 'tox', '9', 's', 'ok', 0, '{}', NULL, 'allow', '{}', NULL, NULL, '', 'x',"
                                         " 1, NULL, NULL", (seq, "late-%s-%d" % (name, seq)))
-                        time.sleep(0.02)  # commits late, holding the fleet order
+                        # the point: it commits late, holding the fleet order meanwhile, so that
+                        # the other writer's rows wait behind it (not a wait for a condition)
+                        time.sleep(0.02)
             finally:
                 conn.close()
 
@@ -602,7 +604,9 @@ class PgListsAtScaleTest(unittest.TestCase):
                                   .body)
                 seqs += [r["seq"] for r in page["decisions"]]
                 cursor = page["next_cursor"]
-                time.sleep(0.03)
+                committed = newest()
+                H.wait_for(lambda: newest() > committed, "a writer commits between two pages of the walk",
+                           interval=0.005)
         finally:
             stop.set()
             for t in threads:

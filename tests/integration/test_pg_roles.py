@@ -60,7 +60,7 @@ TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFEREN
 APPEND_ONLY = ("decisions", "admin_events", "shadow_decisions", "contests", "resolutions", "audit_chain",
                "audit_chain_runs", "audit_log_nodes", "audit_checkpoints")
 
-T0 = "2026-11-26T00:00:00.000000Z"
+T0 = H.timestamp()  # the rows' times: now, as the store stamps them (never a fixed date that grows old)
 
 
 pgcld = functools.partial(H.run_pgcld, timeout=60)

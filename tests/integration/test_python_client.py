@@ -344,16 +344,22 @@ class IdleConnectionTest(unittest.TestCase):
         cls.d = H.start_daemon(cls, models=("toxicity",), args=["--connection-timeout", "1"])
         cls.D = H.load_config("toxicity")["dims"]["D"]
 
+    def wait_idle_closed(self):
+        """Waits until pgcld has closed every kept-open connection (its gauge counts only the
+        /metrics request asking)."""
+        H.wait_for(lambda: H.metric(self.d, "pgcld_open_connections") == 1,
+                   "pgcld closes the idle kept-open connections (--connection-timeout 1)")
+
     def test_a_connection_closed_while_idle_is_reopened(self):
         """pgcld closes the kept-open connection after 1 s idle: the next call, even without
         retries, goes out again on a new connection, once."""
         c = client_for(self, self.d, retries=0)
         before = self.d.count()
         c.score(H.random_embeddings(2, self.D, seed=80))
-        time.sleep(2.5)
+        self.wait_idle_closed()
         c.score(H.random_embeddings(2, self.D, seed=81))
         self.assertEqual(len(list(client_for(self, self.d, "reviewer", retries=0).decisions(page_size=1))), before + 4)
-        time.sleep(2.5)
+        self.wait_idle_closed()
         self.assertEqual(c.score(H.random_embeddings(1, self.D, seed=82))[0]["id"], "0")
         self.assertEqual(self.d.count(), before + 5)
 

@@ -388,9 +388,10 @@ class ScoreTest(ScoreChecks, unittest.TestCase):
     def test_decision_ids_increase_across_requests(self):
         Z = self.toxicity_inputs(4, seed=11)
         first = self.score_ok({"items": H.b64_items(Z)})
-        time.sleep(0.005)
-        second = self.score_ok({"items": H.b64_items(Z)})
         a = max(H.uuid7_millis(r["decision_id"]) for r in first["results"])
+        # the second request in a later millisecond than the first's ids
+        H.wait_for(lambda: time.time() * 1000 > a + 1, "the clock passes the first ids' millisecond", interval=0.001)
+        second = self.score_ok({"items": H.b64_items(Z)})
         b = min(H.uuid7_millis(r["decision_id"]) for r in second["results"])
         self.assertLessEqual(a, b, "UUIDv7 timestamps should not go backwards")
         self.assertNotEqual(first["request_id"], second["request_id"])
@@ -503,8 +504,7 @@ class RestartTest(ScoreChecks, unittest.TestCase):
                          rows_before)
         self.assertTrue(H.sqlite_integrity_ok(d.db_path))
 
-        time.sleep(0.01)
-        d.start()
+        d.start()  # d.stop() has waited for the exit
         self.assertEqual(d.get("/readyz").status, 200)
         self.assertEqual(d.query("SELECT * FROM decisions ORDER BY seq"), rows_before,
                          "rows changed across a restart")

@@ -225,8 +225,16 @@ class FullDisk(unittest.TestCase):
         refused = len(out.refused)
         self.assertGreater(not_ready, 0, "/readyz never said not ready with the disk full")
         # Idle while still full: the probe rewrites one page, which may fit in the WAL's allocated
-        # space; recorded, not asserted (docs/operations.md, "Storage faults").
-        time.sleep(2.5)
+        # space; recorded, not asserted (docs/operations.md, "Storage faults"). Read once the idle
+        # writer has probed: one probe that succeeded, or two that failed, since the load stopped.
+        logs = d.logs(limit=10 ** 8)
+        failed, succeeded = logs.count("audit: probe write failed"), logs.count("audit: a probe write succeeded")
+
+        def probed():
+            now = d.logs(limit=10 ** 8)
+            return (now.count("audit: a probe write succeeded") > succeeded or
+                    now.count("audit: probe write failed") >= failed + 2)
+        H.wait_for(probed, "the idle writer probes the full disk", timeout=WAIT_S)
         idle_status = readyz(d)[0]
         # Space comes back: the next requests succeed, no restart.
         after = F.Load(d, out, 3, seed=23)  # its bodies are built now, not in the measured time

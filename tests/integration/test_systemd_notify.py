@@ -141,8 +141,9 @@ class SystemdNotifyTest(unittest.TestCase):
         self.assertIn("serving toxicity/1", ready[2].get("STATUS", ""), ready)
         self.assertRegex(ready[2]["STATUS"], r"; audit queue \d+ rows")
 
-        # the watchdog: a ping about every half WATCHDOG_USEC
-        time.sleep(3.5)
+        # the watchdog: a ping about every half WATCHDOG_USEC (the intervals of the first three)
+        self.assertTrue(H.wait_until(lambda: len(pings(notify.snapshot(), since=ready[0])) >= 3),
+                        f"fewer than three pings: {notify.snapshot()}")
         t = pings(notify.snapshot(), since=ready[0])
         self.assertGreaterEqual(len(t), 3, f"pings at {t}")
         gaps = [b - a for a, b in zip(t, t[1:])]
@@ -170,7 +171,9 @@ class SystemdNotifyTest(unittest.TestCase):
         queued = H.wait_until(lambda: (H.metric(d, "pgcld_audit_queue_rows") or 0) >= 1, 10, 0.01)
         t_queued = time.monotonic()
         self.assertTrue(queued, "the request's rows never reached the audit writer")
-        time.sleep(max(0.0, t_queued + 3.5 - time.monotonic()))  # within the 5 s busy timeout
+        # the point: the writer stays stuck for 3.5 s (within its 5 s busy timeout), two ping
+        # periods after the first 1.5 s, a window in which no ping may go out (time that must pass)
+        time.sleep(max(0.0, t_queued + 3.5 - time.monotonic()))
         withheld_status = [m for m in notify.snapshot() if "watchdog withheld" in m[2].get("STATUS", "")]
         t_release = time.monotonic()
         locker.release()
@@ -210,6 +213,7 @@ class SystemdNotifyTest(unittest.TestCase):
         not_ready = notify.wait_for(lambda m: "not ready" in m[2].get("STATUS", ""), 10)
         self.assertIsNotNone(not_ready, notify.snapshot())
         self.assertIn("no model serves", not_ready[2]["STATUS"])
+        # the point: time passes (1.5 s, more than a ping period) in which no READY=1 may arrive
         time.sleep(1.5)
         self.assertEqual(d.get("/readyz").status, 503)
         self.assertFalse([m for m in notify.snapshot() if m[2].get("READY") == "1"], "READY=1 while not ready")
