@@ -134,6 +134,11 @@ pgcl_status pgcl_signing_public_key(const char *path, char public_hex[PGCL_PUBLI
     return PGCL_OK;
 }
 
+pgcl_status pgcl_signing_secret_key(const char *path, unsigned char sk[64], char *err, int cap) {
+    _Static_assert(crypto_sign_SECRETKEYBYTES == 64, "libsodium's Ed25519 secret key: seed and public key");
+    return load_secret_key(path, sk, err, cap);
+}
+
 pgcl_status pgcl_signing_sign(const char *key_path, const void *msg, size_t len,
                               char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1], char signature_hex[PGCL_SIGNATURE_HEX_LEN + 1],
                               char *err, int cap) {

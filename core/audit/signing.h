@@ -50,6 +50,11 @@ pgcl_status pgcl_signing_keygen(const char *path, char public_hex[PGCL_PUBLIC_KE
 pgcl_status pgcl_signing_public_key(const char *path, char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1], char *err,
                                     int cap);
 
+/* Reads the secret key file at path (checked as pgcl_signing_public_key does) into sk: libsodium's
+ * 64-byte Ed25519 secret key, seed ‖ public key. For other signature formats over the same key (the
+ * signed notes of core/audit/log/note.h); the caller wipes sk (sodium_memzero) after use. */
+pgcl_status pgcl_signing_secret_key(const char *path, unsigned char sk[64], char *err, int cap);
+
 /* Signs msg[0:len) with the secret key file at key_path (checked as pgcl_signing_public_key does):
  * the public key's and the Ed25519 signature's hex. For statements of other formats (the fleet
  * checkpoints of fleet_checkpoint.h). */
