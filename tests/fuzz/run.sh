@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-60}
 dir=${FUZZ_BUILD_DIR:-build-fuzz}
-targets=${*:-fuzz_score fuzz_v2 fuzz_checkpoint fuzz_daemon fuzz_note}
+targets=${*:-fuzz_score fuzz_v2 fuzz_checkpoint fuzz_daemon fuzz_note fuzz_record}
 mkdir -p "$dir"
 results=${FUZZ_RESULTS:-$dir/fuzz-results.jsonl}
 : >"$results"
