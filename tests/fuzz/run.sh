@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-60}
 dir=${FUZZ_BUILD_DIR:-build-fuzz}
-targets=${*:-fuzz_score fuzz_v2 fuzz_checkpoint fuzz_daemon}
+targets=${*:-fuzz_score fuzz_v2 fuzz_checkpoint fuzz_daemon fuzz_tiles}
 mkdir -p "$dir"
 results=${FUZZ_RESULTS:-$dir/fuzz-results.jsonl}
 : >"$results"
@@ -60,6 +60,7 @@ for t in $targets; do
   case $t in
     fuzz_daemon) cat tests/fuzz/http.dict tests/fuzz/json.dict >"$work/dict" ;;
     fuzz_checkpoint) cp tests/fuzz/checkpoint.dict "$work/dict" ;;
+    fuzz_tiles) cp tests/fuzz/tiles.dict "$work/dict" ;;
     *) cp tests/fuzz/json.dict "$work/dict" ;;
   esac
   # TMPDIR: the daemon harnesses' database and models go under $work (kept with the log on a crash).
