@@ -27,8 +27,9 @@ if [ "${1:-}" = "--test" ]; then
   # the PostgreSQL store's tests: a real server (throw-away clusters made with pg_createcluster,
   # tests/integration/pg_cluster.py) and psycopg2 to read what the daemons wrote
   packages="$packages postgresql-15 postgresql-common python3-psycopg2"
-  # the stock verifier of the audit log's signed notes and checkpoints: Go's golang.org/x/mod/sumdb/note,
-  # built offline in GOPATH mode by test_note_stock_verifier (tests/tlog/verify_note)
+  # the transparency log's stock verifier (issue 28): tests/tlog/verify_tiles checks pgcld's tiles,
+  # checkpoints and proofs with Go's own golang.org/x/mod/sumdb/tlog and sumdb/note, built offline in
+  # GOPATH mode (GO111MODULE=off GOPATH=/usr/share/gocode) from these two packages
   packages="$packages golang-go golang-golang-x-mod-dev"
   # the console's browser test: Debian's Chromium driven by playwright-core (npm, tests/browser)
   # (npm only where no npm is installed: a nodejs package that bundles npm conflicts with Debian's)

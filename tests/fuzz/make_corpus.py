@@ -135,6 +135,14 @@ def main():
     put("fuzz_checkpoint", "bad-truncated-weights", struct.pack("<I", len(cfg)) + cfg + st[:-9])
     put("fuzz_checkpoint", "bad-header-length", struct.pack("<I", len(cfg)) + cfg + b"\xff" * 8 + st[8:])
 
+    # ---- fuzz_tiles: a case byte (0 a tile path, 1 a stored tile, 2 a store's reads), then its input
+    put("fuzz_tiles", "path-full", b"\x00tile/0/x001/x234/067")
+    put("fuzz_tiles", "path-partial-entries", b"\x00tile/entries/273.p/112")
+    put("fuzz_tiles", "path-max", b"\x00tile/63/x018/x446/x744/x073/x709/x551/615.p/255")
+    put("fuzz_tiles", "prefix-bundle", b"\x01\x01\x02\x00\x02ab\x00\x00\x00\x01c")
+    put("fuzz_tiles", "store-append", b"\x02\x00\x00\x01\x2c\x00\x03\x02\x05" + b"\x00\x20" + bytes(32) +
+        b"\x00\x04\x00\x02ab")
+
     # ---- fuzz_daemon: raw connections
     put("fuzz_daemon", "score-json", http("POST", "/v1/score", json.dumps(score_valid[0])))
     put("fuzz_daemon", "score-octets", http("POST", "/v1/score?model=tiny_multi&return_vector=false",

@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-60}
 dir=${FUZZ_BUILD_DIR:-build-fuzz}
-targets=${*:-fuzz_score fuzz_v2 fuzz_checkpoint fuzz_daemon fuzz_note fuzz_record}
+targets=${*:-fuzz_score fuzz_v2 fuzz_checkpoint fuzz_daemon fuzz_note fuzz_record fuzz_tiles}
 mkdir -p "$dir"
 results=${FUZZ_RESULTS:-$dir/fuzz-results.jsonl}
 : >"$results"
@@ -61,6 +61,7 @@ for t in $targets; do
     fuzz_daemon) cat tests/fuzz/http.dict tests/fuzz/json.dict >"$work/dict" ;;
     fuzz_checkpoint) cp tests/fuzz/checkpoint.dict "$work/dict" ;;
     fuzz_note) cp tests/fuzz/note.dict "$work/dict" ;;
+    fuzz_tiles) cp tests/fuzz/tiles.dict "$work/dict" ;;
     *) cp tests/fuzz/json.dict "$work/dict" ;;
   esac
   # TMPDIR: the daemon harnesses' database and models go under $work (kept with the log on a crash).

@@ -259,6 +259,24 @@ MUTATIONS = [
       '" WHERE NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id) AND d.seq > $1::bigint"',
       '" WHERE false AND d.seq > $1::bigint"',
       "PostgreSQL: retention drops the input of a decision under an open contest", ["test_retention", "test_pg_admin"]),
+    # -- the transparency log's tiles (issue 28: core/audit/log/tiles.c, tiles_read.c)
+    M("tiles-supersedes", "core/audit/log/tiles.c",
+      "k == s_l >> height ? s_l & mask : 0);", "0);",
+      "a level tile that replaces a partial one does not say so (a store keeping one row per tile "
+      "would insert a second)", ["test_tiles"]),
+    M("tiles-path-x000", "core/audit/log/tiles.c",
+      "if (x && n_groups == 0 && g == 0) return PGCL_ERR_FORMAT;", "",
+      "a tile path with a leading x000 group is accepted (two URLs for one tile)", ["test_tiles"]),
+    M("tiles-edge-offset", "core/audit/log/tiles.c",
+      "uint64_t at = k == 63 ? 0 : size >> (k + 1) << (k + 1);", "uint64_t at = size >> k << k;",
+      "the appender's root takes each piece of the right edge at the wrong offset", ["test_tiles"]),
+    M("tiles-bundle-unchecked", "core/audit/log/tiles.c",
+      "if (memcmp(leaf.b, old_edge[0][k].b, PGCL_MERKLE_HASH_BYTES) != 0) {",
+      "if (memcmp(leaf.b, old_edge[0][k].b, PGCL_MERKLE_HASH_BYTES) == 256) {",
+      "the appender extends a partial bundle whose entries do not hash to level 0's tile", ["test_tiles"]),
+    M("tiles-reader-narrower", "core/audit/log/tiles_read.c",
+      "s->id.width >= width) return s->hash;", "s->id.width <= width) return s->hash;",
+      "the reader answers from a kept tile narrower than the one asked for", ["test_tiles"]),
 ]
 
 
