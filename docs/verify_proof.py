@@ -7,11 +7,12 @@ gives the root a signed checkpoint signs. Also checks a consistency proof (GET /
 that the log tree an older checkpoint signs is a prefix of the one a newer checkpoint signs. On the
 PostgreSQL store each writer has its own log: the proof names it (writer_id) and the checkpoint is a
 fleet checkpoint, whose head of that writer is the one compared. Usage:
-    python3 verify_proof.py PROOF.json [CHECKPOINT.json | ENTRY_HASH]
+    python3 verify_proof.py [--decision ID] PROOF.json [CHECKPOINT.json | ENTRY_HASH]
     python3 verify_proof.py --consistency CONSISTENCY.json [OLD_CHECKPOINT.json NEW_CHECKPOINT.json]
 CHECKPOINT.json: a signed checkpoint you hold (check its signature with `pgcld audit verify
 --checkpoint`): it must sign the proof's log tree. ENTRY_HASH: the entry's hash as you hold it.
-Exit 0 and "proof OK" (or "consistency OK"), or 1 and the reason."""
+--decision ID: the decision the proof was handed to you for; without it, read the id it prints.
+Exit 0 and "proof OK: decision ID, …" (or "consistency OK"), or 1 and the reason."""
 import base64, hashlib, json, os, sys
 
 def sha(b): return hashlib.sha256(b).digest()
@@ -120,12 +121,18 @@ def verify(proof, held=None):
     if isinstance(held, str) and h.hex() != held.lower(): raise ValueError("the chain entry is not the one you hold")
 
 if __name__ == "__main__":
+    args, expected = sys.argv[1:], None
+    if len(args) >= 2 and args[0] == "--decision":  # the decision you were told this proves
+        expected, args = args[1], args[2:]
     try:
-        if sys.argv[1] == "--consistency":
-            verify_consistency(*[json.load(open(f)) for f in sys.argv[2:5]])
+        if args[0] == "--consistency":
+            verify_consistency(*[json.load(open(f)) for f in args[1:4]])
         else:
-            held = sys.argv[2] if len(sys.argv) > 2 else None
-            verify(json.load(open(sys.argv[1])), json.load(open(held)) if held and os.path.exists(held) else held)
+            proof, held = json.load(open(args[0])), args[1] if len(args) > 1 else None
+            verify(proof, json.load(open(held)) if held and os.path.exists(held) else held)
+            if expected is not None and proof["decision_id"] != expected:
+                raise ValueError(f"this is a proof of decision {proof['decision_id']}, not of {expected}")
     except (ValueError, KeyError, TypeError) as e:
         sys.exit(f"proof FAILED: {e}")
-    print("consistency OK" if sys.argv[1] == "--consistency" else "proof OK")
+    print("consistency OK" if args[0] == "--consistency" else
+          f"proof OK: decision {proof['decision_id']}, leaf {proof['leaf_index']} of a tree of {proof['tree_size']}")

@@ -428,11 +428,14 @@ pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, int64_t max_deci
         bool is_null = true;
         if (query_int(db, ENTRY_OF_DECISION_SQL, keep, NULL, 0, &keep_entry, &is_null, sub, sizeof sub) != SQLITE_OK)
             return db_failed("audit_chain_runs", sub, err, cap);
-        bool below_is_commit = false;
-        if (!is_null && keep_entry - 1 > cut->previous_entry_seq && keep_entry - 1 >= 2 &&
-            (st = is_commit_entry(db, keep_entry - 1, &below_is_commit, err, cap)) != PGCL_OK)
-            return st;
-        if (!below_is_commit) {
+        /* the last commit entry after the previous cut and before the one that chains the contested
+         * decision (encoding-1 entries between them stay, after the cut) */
+        int64_t below = 0;
+        bool no_commit_below = true;
+        if (!is_null && query_int(db, LAST_COMMIT_BETWEEN_SQL, cut->previous_entry_seq, NULL, keep_entry, &below,
+                                  &no_commit_below, sub, sizeof sub) != SQLITE_OK)
+            return db_failed("audit_chain", sub, err, cap);
+        if (no_commit_below || below < 2) { /* a cut is entry 2 or later, as the horizon's */
             if (!described) {
                 pgcl_errorf(err, cap,
                             "nothing to archive: decisions row %lld has a contest that stays, and no commit "
@@ -444,7 +447,7 @@ pgcl_status pgcl_archive_plan(sqlite3 *db, const char *horizon, int64_t max_deci
                                          err, cap);
             return PGCL_ERR_NOT_FOUND;
         }
-        e = keep_entry - 1;
+        e = below;
     }
     cut->entry_seq = e;
     if ((st = rows_to_delete(db, cut, previous, err, cap)) != PGCL_OK) return st;

@@ -90,7 +90,7 @@ bool pgcl_csv_formula_trigger(const char *text) {
         if (*p > ' ' && *p < 0x7f) return formula_start(*p); /* printable ASCII folds to itself */
         utf8proc_int32_t c, folded[32];
         utf8proc_ssize_t len = utf8proc_iterate(p, -1, &c);
-        if (len <= 0) return false;
+        if (len <= 0) return true; /* not UTF-8 (never stored so): undecidable, so neutralised */
         p += len;
         utf8proc_ssize_t n = nfkc_fold(c, folded, sizeof folded / sizeof folded[0]);
         for (utf8proc_ssize_t k = 0; k < n; k++)

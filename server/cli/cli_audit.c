@@ -412,7 +412,10 @@ static bool read_proof(json_t *doc, pgcl_chain_proof *p, const char **decision_i
     const char *b64 = json_string_value(json_object_get(doc, "leaf_data"));
     const char *prev = json_string_value(json_object_get(entry, "prev_hash"));
     const char *hash = json_string_value(json_object_get(entry, "hash"));
-    *decision_id = json_string_value(json_object_get(doc, "decision_id"));
+    json_t *claimed = json_object_get(doc, "decision_id");
+    *decision_id = json_string_value(claimed);
+    /* the id compared is the whole claim: jansson refuses \u0000 without JSON_ALLOW_NUL; kept so all the same */
+    if (*decision_id && strlen(*decision_id) != json_string_length(claimed)) *decision_id = NULL;
     if (!*decision_id || !b64 || !json_is_array(path) || json_array_size(path) > PGCL_MERKLE_MAX_PATH ||
         !json_is_integer(json_object_get(doc, "leaf_index")) || !json_is_integer(json_object_get(doc, "tree_size")) ||
         !json_is_integer(json_object_get(entry, "seq")) || !prev || strlen(prev) != 64 || !hash ||

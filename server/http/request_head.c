@@ -78,13 +78,15 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
         if (strlen(SINGLETON_HEADERS[i]) != key_size || strncasecmp(SINGLETON_HEADERS[i], key, key_size) != 0) continue;
         s->counts[i]++;
         pgcld_field field = pgcld_field_trim(value ? value : "", value ? value_size : 0);
-        if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        /* the first of a repeated header: the one libmicrohttpd frames by (the repeat is refused below) */
+        bool first = s->counts[i] == 1;
+        if (first && strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
             s->transfer_encoding = field;
             s->transfer_encoding_ows_after = field.at + field.len != value + value_size;
         }
-        if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+        if (first && strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
             s->content_length_as_sent = (pgcld_field){value ? value : "", value ? value_size : 0};
-        if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_CONTENT_ENCODING) == 0) s->content_encoding = field;
+        if (first && strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_CONTENT_ENCODING) == 0) s->content_encoding = field;
         if (strcasecmp(SINGLETON_HEADERS[i], MHD_HTTP_HEADER_HOST) == 0) s->host = true;
     }
     return MHD_YES;

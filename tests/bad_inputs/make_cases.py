@@ -651,6 +651,10 @@ for _name, _second in (("exponent", "1e30"), ("plus", "%2B5"), ("trailing-space"
          _reviewer_get(f"/v1/audit/consistency?first=1&second={_second}"), field="second")
 case("consistency-first-2p64-over-second", 400, "invalid_request",
      _reviewer_get("/v1/audit/consistency?first=18446744073709551616&second=5"), field="first")
+case("library-content-length-malformed-then-number", 400, None,
+     raw("POST /v1/score HTTP/1.1", "Host: 127.0.0.1", _AUTH, _JSON, "Content-Length: abc", f"Content-Length: {len(_body)}",
+         body=_body),
+     note="libmicrohttpd frames by the first Content-Length: its refusal is judged by that one, not the repeat")
 case("decisions-limit-2p64", 400, "invalid_request", _reviewer_get("/v1/decisions?limit=18446744073709551616"),
      field="limit")
 case("contests-limit-exponent", 400, "invalid_request", _reviewer_get("/v1/contests?limit=1e3"), field="limit")

@@ -76,6 +76,22 @@ class ProofTest(ProofMixin, unittest.TestCase):
                 self.assertEqual(c_rc, 0, c_out)
                 self.assertTrue(json.loads(c_out.splitlines()[-1])["valid"], c_out)
 
+    def test_the_stand_alone_verifier_names_the_decision_it_proves(self):
+        """A genuine proof of P handed out as the proof of V: the verifier prints P's id, and with
+        --decision V it refuses (the proof itself is intact; only the claim about it is wrong)."""
+        p_id, v_id = self.ids[0][1], self.ids[0][2]
+        path = os.path.join(self.d.tmp, "proof-of-p.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.proof(p_id), f)
+        out = subprocess.run([PY, VERIFIER, path], capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn(f"proof OK: decision {p_id}, leaf 1 of a tree of 5", out.stdout)
+        ok = subprocess.run([PY, VERIFIER, "--decision", p_id, path], capture_output=True, text=True, timeout=60)
+        self.assertEqual(ok.returncode, 0, ok.stdout + ok.stderr)
+        bad = subprocess.run([PY, VERIFIER, "--decision", v_id, path], capture_output=True, text=True, timeout=60)
+        self.assertEqual(bad.returncode, 1, bad.stdout + bad.stderr)
+        self.assertIn(f"a proof of decision {p_id}, not of {v_id}", bad.stderr)
+
     def test_proof_of_the_head_matches_the_published_head(self):
         head = self.d.get("/v1/audit/verify", key=self.d.keys["admin"]).json
         self.assertTrue(head["intact"], head)

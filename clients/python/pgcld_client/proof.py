@@ -59,8 +59,9 @@ _TAG_NULL, _TAG_INTEGER, _TAG_REAL, _TAG_TEXT, _TAG_BLOB = 0, 1, 2, 3, 4
 
 
 class InclusionResult:
-    """A proof that verified. decision: the leaf's row as a dict (DECISION_COLUMNS; ``extra``: any
-    values after them, from a later encoding); entry_hash: the chain entry that commits to it;
+    """A proof that verified. decision: the leaf's row as a dict (DECISION_COLUMNS, and the extension's
+    four when the leaf has it; ``extra``: always empty, kept for earlier callers: a leaf with values
+    after its layout is refused); entry_hash: the chain entry that commits to it;
     log_size and log_root: the log tree it is in; checkpoint: the checkpoint that signs that tree
     (the caller's, else the proof's, else None); anchored_by: "checkpoint", "entry_hash" or None
     (the proof was only checked against itself)."""
