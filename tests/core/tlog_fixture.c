@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "merkle.h"
+#include "note.h"
 #include "tiles.h"
 
 enum { MAX_CHECKPOINTS = 16 };
@@ -110,15 +111,36 @@ static bool write_tiles(const file_store *s, const pgcl_tiles_batch *b) {
     return true;
 }
 
+/* The signer of every checkpoint written (--sign), or NULL: then the body alone is written. */
+static pgcl_note_signer *g_signer;
+
+/* The C2SP tlog-checkpoint body "origin\nsize\nbase64(root)\n" into path, as a signed note when
+ * --sign gave a key (pgcld's own signing: core/audit/log/note.c). */
 static bool write_checkpoint(const char *path, const char *origin, uint64_t size, const pgcl_merkle_hash *root) {
-    char b64[64], body[1024];
-    sodium_bin2base64(b64, sizeof b64, root->b, PGCL_MERKLE_HASH_BYTES, sodium_base64_VARIANT_ORIGINAL);
-    int n = snprintf(body, sizeof body, "%s\n%llu\n%s\n", origin, (unsigned long long)size, b64);
-    if (n <= 0 || (size_t)n >= sizeof body || !write_file(path, body, (size_t)n)) {
-        fprintf(stderr, "tlog_fixture: cannot write %s: %s\n", path, strerror(errno));
+    pgcl_tlog_checkpoint cp = {.size = size, .root = *root};
+    char body[PGCL_TLOG_CHECKPOINT_MAX], err[256] = "the origin is too long";
+    size_t n = 0;
+    bool fits = strlen(origin) <= PGCL_TLOG_ORIGIN_MAX;
+    if (fits) memcpy(cp.origin, origin, strlen(origin) + 1);
+    if (!fits || pgcl_tlog_checkpoint_format(&cp, body, &n, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "tlog_fixture: the checkpoint of origin %s cannot be formatted: %s\n", origin, err);
         return false;
     }
-    return true;
+    char *signed_note = NULL;
+    size_t signed_len = 0;
+    if (g_signer) {
+        pgcl_status st;
+        const pgcl_note_signer *const signers[] = {g_signer};
+        signed_note = pgcl_note_sign(body, n, signers, 1, 0, &signed_len, &st, err, sizeof err);
+        if (!signed_note) {
+            fprintf(stderr, "tlog_fixture: signing the checkpoint: %s: %s\n", pgcl_status_str(st), err);
+            return false;
+        }
+    }
+    bool ok = signed_note ? write_file(path, signed_note, signed_len) : write_file(path, body, n);
+    free(signed_note);
+    if (!ok) fprintf(stderr, "tlog_fixture: cannot write %s: %s\n", path, strerror(errno));
+    return ok;
 }
 
 static uint64_t g_rng;
@@ -155,7 +177,8 @@ static uint64_t next_batch(void) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: tlog_fixture DIR N [--origin ORIGIN] [--seed S] [--checkpoint-at M FILE]...\n");
+    fprintf(stderr, "usage: tlog_fixture DIR N [--origin ORIGIN] [--seed S] [--sign PRIVATE+KEY+...] "
+                    "[--checkpoint-at M FILE]...\n");
     return 2;
 }
 
@@ -178,6 +201,13 @@ int main(int argc, char **argv) {
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--origin") && i + 1 < argc) {
             origin = argv[++i];
+        } else if (!strcmp(argv[i], "--sign") && i + 1 < argc && !g_signer) {
+            pgcl_status st;
+            char err[256];
+            if (!(g_signer = pgcl_note_signer_parse(argv[++i], &st, err, sizeof err))) {
+                fprintf(stderr, "tlog_fixture: --sign: %s: %s\n", pgcl_status_str(st), err);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             if (!parse_u64(argv[++i], &seed)) return usage();
         } else if (!strcmp(argv[i], "--checkpoint-at") && i + 2 < argc && n_at < MAX_CHECKPOINTS) {
@@ -274,5 +304,6 @@ done:
     free(entry);
     free(store.buf);
     pgcl_tiles_reader_destroy(reader);
+    pgcl_note_signer_destroy(g_signer);
     return rc;
 }

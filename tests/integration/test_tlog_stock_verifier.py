@@ -312,6 +312,31 @@ class StockVerifierTest(unittest.TestCase):
                 f.write(self.sign(self.read_checkpoint(self.cp[1000]), "pgcld.test/tlog", key, vkey))
             self.assertTrue(self.assert_passes("-key", vkey, "-old", old_signed).endswith("consistent with size 1000"))
 
+    @skips.needs(HAVE_OPENSSL, "openssl (deploy/install-deps.sh --test installs it)")
+    def test_checkpoints_signed_by_pgcld(self):
+        """pgcld's own note signing (core/audit/log/note.c, through tlog_fixture --sign) opened by Go's
+        sumdb/note: every checkpoint of a small log, and the older one for consistency."""
+        pem, vkey = self.ed25519_key(ORIGIN)
+        _, other_vkey = self.ed25519_key(ORIGIN)
+        pkcs8 = subprocess.run(["openssl", "pkey", "-in", pem, "-outform", "DER"], check=True, capture_output=True,
+                               timeout=60).stdout
+        name, key_hash = vkey.split("+")[:2]  # the base64 after them may hold '+' too
+        skey = f"PRIVATE+KEY+{name}+{key_hash}+" + base64.b64encode(b"\x01" + pkcs8[-32:]).decode()
+        log, old = os.path.join(self.tmp, "signed-log"), os.path.join(self.tmp, "signed-checkpoint.300")
+        self.fixture([FIXTURE, log, "700", "--origin", ORIGIN, "--seed", "29", "--sign", skey,
+                      "--checkpoint-at", "300", old])
+        with open(os.path.join(log, "checkpoint"), encoding="utf-8") as f:
+            self.assertIn("\n\n\u2014 " + ORIGIN + " ", f.read())
+        self.assertIn("signature verified", self.assert_passes("-key", vkey, base=log))
+        self.assertTrue(self.assert_passes("-key", vkey, "-old", old, base=log).endswith("consistent with size 300"))
+        self.assert_refuses("-key", other_vkey, why="signature", base=log)
+        with Tampered(os.path.join(log, "checkpoint")) as cp:
+            with open(cp, encoding="utf-8") as f:
+                text = f.read()
+            with open(cp, "w", encoding="utf-8") as f:  # the size changed under the signature
+                f.write(text.replace("\n700\n", "\n699\n", 1))
+            self.assert_refuses("-key", vkey, why="signature", base=log)
+
     def scratch(self, suffix):
         """A new file name in the test's directory."""
         fd, path = tempfile.mkstemp(dir=self.tmp, suffix=suffix)
