@@ -20,8 +20,8 @@
 
 #include "cli_options.h"
 #include "log.h"
-#include "pg_db.h"
 #include "status.h"
+#include "store_registry.h"
 
 typedef enum { OPT_STRING, OPT_LONG } opt_type;
 
@@ -642,7 +642,7 @@ static const char *source_text(const pgcld_config *cfg, int i, char *buf, size_t
 static const char *shown_text(const pgcld_config *cfg, int i, char *buf, int cap) {
     char small[32];
     const char *v = value_text(cfg, i, small, sizeof small);
-    pgcl_pg_redact(v, buf, cap);
+    pgcl_store_redact(v, buf, cap);
     return buf;
 }
 

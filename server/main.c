@@ -23,12 +23,12 @@
 #include "head_signer.h"
 #include "log.h"
 #include "model.h"
-#include "pg_db.h"
 #include "audit_reads.h"
 #include "reader_pool.h"
 #include "retention.h"
 #include "server.h"
 #include "signing.h"
+#include "store_registry.h"
 #include "systemd_notify.h"
 
 #ifndef PGCLD_VERSION
@@ -316,19 +316,16 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
                                 .chain_encoding = atoi(cfg.chain_encoding)};
     if (pgcl_audit_open(&aopts, &srv.audit, err, sizeof err) != PGCL_OK) {
         pgcl_log_error("audit: %s", err);
-        if (pgcl_pg_is_uri(cfg.db_path)) /* docs/operations.md, "PostgreSQL: faults" */
-            pgcl_log_error("audit: pgcld does not serve without its audit database: it exits (status 1) so that its"
-                           " supervisor restarts it until the database is reachable");
+        const char *note = pgcl_store_open_failure_note(cfg.db_path); /* PostgreSQL: "faults", operations.md */
+        if (note) pgcl_log_error("%s", note);
         goto out;
     }
     char db_shown[512]; /* a PostgreSQL URI may hold a password */
-    pgcl_pg_redact(cfg.db_path, db_shown, sizeof db_shown);
-    if (strcmp(pgcl_audit_store_name(srv.audit), "sqlite") == 0)
-        pgcl_log_info("audit: %s open (WAL, synchronous=%s, schema version %d)", db_shown, cfg.synchronous,
-                      pgcl_audit_schema_version(srv.audit));
-    else
-        pgcl_log_info("audit: %s open (PostgreSQL, writer %s, schema version %d)", db_shown,
-                      *cfg.writer_id ? cfg.writer_id : "= host name", pgcl_audit_schema_version(srv.audit));
+    char store_shown[1100]; /* "WAL, synchronous=FULL", "PostgreSQL, writer NAME" */
+    pgcl_store_redact(cfg.db_path, db_shown, sizeof db_shown);
+    pgcl_store_describe(&aopts, store_shown, sizeof store_shown);
+    pgcl_log_info("audit: %s open (%s, schema version %d)", db_shown, store_shown,
+                  pgcl_audit_schema_version(srv.audit));
     if (*cfg.signing_key) { /* a bad key file is an operator error: say so now, not at the first checkpoint */
         char public_hex[PGCL_PUBLIC_KEY_HEX_LEN + 1];
         if (pgcl_signing_public_key(cfg.signing_key, public_hex, err, sizeof err) != PGCL_OK) {

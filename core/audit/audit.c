@@ -2,7 +2,6 @@
  * operations (audit_store_impl.h). See audit.h for the contract. */
 #include "audit_store_impl.h"
 
-#include "audit_pg.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -10,13 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap) {
-    pgcl_status st = pgcl_pg_is_uri(opts->path) ? pgcl_audit_pg_open(opts, out, err, cap)
-                                                : pgcl_audit_sqlite_open(opts, out, err, cap);
-    /* Always on: a store that reports success must hand back a usable handle. */
-    PGCL_ASSERT(st != PGCL_OK || (*out && (*out)->ops));
-    return st;
-}
+/* pgcl_audit_open: store_registry.c, which hands opts->path to the driver that claims it. */
 
 void pgcl_audit_close(pgcl_audit *a) {
     if (a) a->ops->close(a);

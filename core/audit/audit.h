@@ -80,7 +80,7 @@ typedef struct pgcl_shadow_row {
 } pgcl_shadow_row;
 
 /* Opens or creates the database, applies pending migrations in one transaction, and starts the
- * writer thread. On failure returns an error with the reason in err and *out NULL. */
+ * writer thread, through the store driver that claims opts->path (store_registry.h). On failure returns an error with the reason in err and *out NULL. */
 pgcl_status pgcl_audit_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap);
 
 /* Stops accepting rows, commits what is queued, stops the writer and closes. Accepts NULL. */

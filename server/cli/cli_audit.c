@@ -16,13 +16,12 @@
 #include "archive.h"
 #include "chain.h"
 #include "chain_proof.h"
-#include "audit_pg.h"
-#include "audit_pg_archive.h"
 #include "cli_options.h"
 #include "config.h"
 #include "fleet_checkpoint.h"
 #include "review_json.h"
 #include "signing.h"
+#include "store_registry.h"
 #include "time_cursor.h"
 
 #define MAX_CHECKPOINTS 1024
@@ -171,28 +170,12 @@ static int print_line(json_t *obj, const char *cmd) {
     return rc;
 }
 
-/* Verifies the chains of the PostgreSQL database at uri (a connection of its own, no writer). */
-static pgcl_status verify_pg(const cli_opts *o, pgcl_chain_report *rep, char *err, int cap) {
-    PGconn *conn = pgcl_pg_connect(o->db, err, cap);
-    if (!conn) {
-        memset(rep, 0, sizeof *rep);
-        return PGCL_ERR_DB;
-    }
-    pgcl_status st = pgcl_pg_chain_verify(conn, o->checkpoints, o->n_checkpoints, o->public_key, rep, err, cap);
-    PQfinish(conn);
-    return st;
-}
-
 static int cmd_verify(const cli_opts *o) {
     pgcl_chain_report rep;
     char err[1024];
-    bool pg = pgcl_pg_is_uri(o->db), fleet_archive = !pg && pgcl_pg_archive_is_fleet(o->db);
-    pgcl_status st = pg ? verify_pg(o, &rep, err, sizeof err)
-                     : fleet_archive
-                         ? pgcl_pg_archive_verify(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
-                                                  sizeof err)
-                         : pgcl_chain_verify_signed(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, err,
-                                                    sizeof err);
+    bool per_writer = false; /* a store with writers, or a fleet archive: one chain per writer */
+    pgcl_status st = pgcl_store_verify(o->db, o->checkpoints, o->n_checkpoints, o->public_key, &rep, &per_writer, err,
+                                       sizeof err);
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld audit verify: %s\n", err);
         return 1;
@@ -205,7 +188,7 @@ static int cmd_verify(const cli_opts *o) {
                             o->n_checkpoints, "archive_cut_seq",
                             rep.archive_cut_seq ? json_integer(rep.archive_cut_seq) : json_null(), "archived_rows",
                             (json_int_t)rep.archived_rows);
-    if (out && (pg || fleet_archive)) {
+    if (out && per_writer) {
         json_object_set_new(out, "writers", pgcld_chain_writers_json(&rep));
         json_object_set_new(out, "first_bad_writer", rep.intact ? json_null() : json_string(rep.bad_writer_id));
     }
@@ -220,45 +203,33 @@ static int cmd_verify(const cli_opts *o) {
     return rc;
 }
 
-/* A fleet checkpoint of every writer's head of the PostgreSQL database at o->db. */
-static int checkpoint_pg(const cli_opts *o) {
-    char err[1024];
-    pgcl_fleet_checkpoint *cp = calloc(1, sizeof *cp);
-    PGconn *conn = cp ? pgcl_pg_connect(o->db, err, sizeof err) : NULL;
-    int rc = 1;
-    if (!cp) snprintf(err, sizeof err, "out of memory");
-    if (!conn || pgcl_pg_checkpoint_create(conn, o->signing_key, o->out, NULL, cp, err, sizeof err) != PGCL_OK) {
-        fprintf(stderr, "pgcld audit checkpoint: %s\n", err);
-    } else {
-        json_t *out = pgcl_fleet_checkpoint_to_json(cp);
-        if (out) json_object_set_new(out, "file", json_string(cp->file));
-        rc = print_line(out, "checkpoint");
-        json_decref(out);
-    }
-    if (conn) PQfinish(conn);
-    pgcl_fleet_checkpoint_release(cp);
-    free(cp);
-    return rc;
-}
-
+/* A checkpoint of the chain's head (SQLite), or a fleet checkpoint of every writer's head
+ * (PostgreSQL), through the store driver of --db. */
 static int cmd_checkpoint(const cli_opts *o) {
-    if (pgcl_pg_is_uri(o->db)) return checkpoint_pg(o);
-    pgcl_checkpoint *cp = malloc(sizeof *cp);
+    pgcl_store_checkpoint *cp = calloc(1, sizeof *cp);
     char err[1024];
     if (!cp) {
         fprintf(stderr, "pgcld audit checkpoint: out of memory\n");
         return 1;
     }
     int rc = 1;
-    if (pgcl_checkpoint_create(o->db, o->signing_key, o->out, NULL, cp, err, sizeof err) != PGCL_OK) {
+    if (pgcl_store_checkpoint_db(o->db, o->signing_key, o->out, cp, err, sizeof err) != PGCL_OK) {
         fprintf(stderr, "pgcld audit checkpoint: %s\n", err);
     } else {
-        json_t *out = json_pack("{s:I, s:s, s:s, s:s, s:s, s:s}", "head_seq", (json_int_t)cp->head_seq, "head_hash",
-                                cp->head_hash, "created_at", cp->created_at, "public_key", cp->public_key,
-                                "signature", cp->signature, "file", cp->file);
+        json_t *out = NULL;
+        if (cp->is_fleet) {
+            out = pgcl_fleet_checkpoint_to_json(&cp->fleet);
+            if (out) json_object_set_new(out, "file", json_string(cp->fleet.file));
+        } else {
+            const pgcl_checkpoint *c = &cp->chain;
+            out = json_pack("{s:I, s:s, s:s, s:s, s:s, s:s}", "head_seq", (json_int_t)c->head_seq, "head_hash",
+                            c->head_hash, "created_at", c->created_at, "public_key", c->public_key, "signature",
+                            c->signature, "file", c->file);
+        }
         rc = print_line(out, "checkpoint");
         json_decref(out);
     }
+    pgcl_store_checkpoint_release(cp);
     free(cp);
     return rc;
 }
@@ -285,45 +256,31 @@ static bool archive_horizon(const cli_opts *o, char out[PGCL_QTIME_LEN + 1]) {
     return true;
 }
 
-/* The PostgreSQL store's archive (audit_pg_archive.h): a fleet checkpoint at the cut. */
-static int archive_pg(const cli_opts *o, const char *horizon, int64_t max_decisions) {
-    long window = 180;
-    if (o->contest_window_days) {
-        char *end = NULL;
-        window = strtol(o->contest_window_days, &end, 10);
-        if (!end || *end || window < 0 || window > 36500) {
-            pgcld_cli_usage_error(CLI, "--contest-window-days must be a whole number of days from 0 to 36500");
-            return 2;
-        }
-    }
-    pgcl_pg_archive_result *res = calloc(1, sizeof *res);
-    char err[1024];
-    if (!res) {
-        fprintf(stderr, "pgcld audit archive: out of memory\n");
-        return 1;
-    }
-    int rc = 1;
-    pgcl_status st = pgcl_pg_archive_run(o->db, horizon, (int)window, max_decisions, o->signing_key, o->out,
-                                         o->checkpoint_dir, res, err, sizeof err);
-    if (st != PGCL_OK) {
-        fprintf(stderr, "pgcld audit archive: %s\n", err);
-        rc = st == PGCL_ERR_NOT_FOUND ? 3 : 1;
-    } else {
+/* The archive run's JSON line: the chain's cut (SQLite) or the fleet's (PostgreSQL, with its fleet
+ * checkpoint). */
+static json_t *archive_json(const pgcl_store_archive_result *r, const char *horizon, const char *archive) {
+    if (r->is_fleet) {
+        const pgcl_pg_archive_result *res = &r->fleet;
         json_t *out = json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:f}", "cut_seq",
                                 (json_int_t)res->cut_seq, "before", horizon, "decisions_through",
                                 (json_int_t)res->cut.through[0], "admin_events_through",
                                 (json_int_t)res->cut.through[1], "contests_through", (json_int_t)res->cut.through[2],
                                 "resolutions_through", (json_int_t)res->cut.through[3], "rows_archived",
-                                (json_int_t)res->rows_archived, "archive", o->out, "archive_sha256",
+                                (json_int_t)res->rows_archived, "archive", archive, "archive_sha256",
                                 res->archive_sha256, "checkpoint", res->checkpoint.file, "prune_ms",
                                 (double)res->prune_us / 1000.0);
         if (out) json_object_set_new(out, "fleet_checkpoint", pgcl_fleet_checkpoint_to_json(&res->checkpoint));
-        rc = print_line(out, "archive");
-        json_decref(out);
+        return out;
     }
-    pgcl_pg_archive_result_release(res);
-    free(res);
-    return rc;
+    const pgcl_archive_result *res = &r->chain;
+    return json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:f}", "entry_seq",
+                     (json_int_t)res->cut.entry_seq, "entry_hash", res->cut.entry_hash, "log_root",
+                     res->checkpoint.log_root, "before", horizon, "decisions_through", (json_int_t)res->cut.through[0],
+                     "admin_events_through", (json_int_t)res->cut.through[1], "contests_through",
+                     (json_int_t)res->cut.through[2], "resolutions_through", (json_int_t)res->cut.through[3],
+                     "rows_archived", (json_int_t)res->rows_archived, "archive", archive, "archive_sha256",
+                     res->archive_sha256, "checkpoint", res->checkpoint.file, "prune_ms",
+                     (double)res->prune_us / 1000.0);
 }
 
 static int cmd_archive(const cli_opts *o) {
@@ -339,35 +296,41 @@ static int cmd_archive(const cli_opts *o) {
         }
         max_decisions = v;
     }
-    if (pgcl_pg_is_uri(o->db)) return archive_pg(o, horizon, max_decisions);
-    if (o->contest_window_days) {
+    long window = 180; /* a store with writers: days during which a decision may be contested */
+    if (o->contest_window_days && !pgcl_store_has_writers(o->db)) {
         pgcld_cli_usage_error(CLI, "--contest-window-days is for a PostgreSQL --db only");
         return 2;
     }
-    pgcl_archive_result *res = malloc(sizeof *res);
+    if (o->contest_window_days) {
+        char *end = NULL;
+        window = strtol(o->contest_window_days, &end, 10);
+        if (!end || *end || window < 0 || window > 36500) {
+            pgcld_cli_usage_error(CLI, "--contest-window-days must be a whole number of days from 0 to 36500");
+            return 2;
+        }
+    }
+    pgcl_store_archive_result *res = calloc(1, sizeof *res);
     if (!res) {
         fprintf(stderr, "pgcld audit archive: out of memory\n");
         return 1;
     }
+    pgcl_store_archive_params params = {.horizon = horizon,
+                                        .contest_window_days = (int)window,
+                                        .max_decisions = max_decisions,
+                                        .key_path = o->signing_key,
+                                        .archive_path = o->out,
+                                        .checkpoint_dir = o->checkpoint_dir};
     int rc = 1;
-    pgcl_status st =
-        pgcl_archive_run(o->db, horizon, max_decisions, o->signing_key, o->out, o->checkpoint_dir, res, err, sizeof err);
+    pgcl_status st = pgcl_store_archive(o->db, &params, res, err, sizeof err);
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld audit archive: %s\n", err);
         rc = st == PGCL_ERR_NOT_FOUND ? 3 : 1;
     } else {
-        json_t *out = json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:f}", "entry_seq",
-                                (json_int_t)res->cut.entry_seq, "entry_hash", res->cut.entry_hash, "log_root",
-                                res->checkpoint.log_root, "before", horizon, "decisions_through",
-                                (json_int_t)res->cut.through[0], "admin_events_through",
-                                (json_int_t)res->cut.through[1], "contests_through", (json_int_t)res->cut.through[2],
-                                "resolutions_through", (json_int_t)res->cut.through[3], "rows_archived",
-                                (json_int_t)res->rows_archived, "archive", o->out, "archive_sha256",
-                                res->archive_sha256, "checkpoint", res->checkpoint.file, "prune_ms",
-                                (double)res->prune_us / 1000.0);
+        json_t *out = archive_json(res, horizon, o->out);
         rc = print_line(out, "archive");
         json_decref(out);
     }
+    pgcl_store_archive_result_release(res);
     free(res);
     return rc;
 }

@@ -1,8 +1,9 @@
 /* pgcld keys create|import|list|revoke: API key administration from the command line, on the same
- * database a running daemon uses: a SQLite file (SQLite's locking makes that safe; the daemon's
- * keyring picks the change up within about a second) or a PostgreSQL URI (the store is opened as a
- * writer of its own, "<host name>/cli" unless --writer-id says otherwise, and every daemon of the
- * fleet sees the change within a second). See cli_keys.h. */
+ * database a running daemon uses, through the store driver that claims --db (store_registry.h): a
+ * SQLite file (SQLite's locking makes that safe; the daemon's keyring picks the change up within
+ * about a second) or a PostgreSQL URI (the store is opened as a writer of its own, "<host
+ * name>/cli" unless --writer-id says otherwise, and every daemon of the fleet sees the change within
+ * a second). See cli_keys.h. */
 #include "cli_keys.h"
 
 #include <jansson.h>
@@ -14,13 +15,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "audit_reads.h"
 #include "cli_options.h"
 #include "files.h"
 #include "keys.h"
 #include "keys_json.h"
-#include "pg_db.h"
+#include "store_registry.h"
 
 typedef struct cli_opts {
     const char *db, *role, *name, *key_id, *key_file, *writer_id;
@@ -106,75 +105,32 @@ static void cli_actor(char *out, size_t cap) {
         snprintf(out, cap, "cli:uid%lu", (unsigned long)uid);
 }
 
-/* Creates the database and its schema when missing (the same migrations pgcld serve applies), so
- * that keys can be made before the daemon ever ran. Returns 0, or 1 after printing why. */
-static int ensure_schema(const char *db, const char *cmd) {
-    char err[1024];
-    pgcl_audit_options aopts = {.path = db, .synchronous_full = true};
-    pgcl_audit *audit = NULL;
-    if (pgcl_audit_open(&aopts, &audit, err, sizeof err) != PGCL_OK) {
-        fprintf(stderr, "pgcld keys %s: %s\n", cmd, err);
-        return 1;
-    }
-    pgcl_audit_close(audit);
-    return 0;
-}
-
 #define CLI_WRITER_LOCK_WAIT_MS 10000 /* another `pgcld keys` on this host may hold "<host>/cli" */
 
-/* Opens the PostgreSQL store of --db (migrating it when needed) as the writer --writer-id, or
- * "<host name>/cli": a daemon's writer id is its host name, so the command never takes a running
- * daemon's chain. `list` opens it read-only instead (the schema must be there). NULL after
- * printing why. */
-static pgcl_audit *open_fleet_store(const cli_opts *o, const char *cmd) {
-    char err[1024], writer_id[300];
-    if (strcmp(cmd, "list") == 0) { /* a read: no writer, no writers row, no chain, no migration */
-        pgcl_audit_options ro = {.path = o->db, .read_only = true};
-        pgcl_audit *audit = NULL;
-        if (pgcl_audit_open(&ro, &audit, err, sizeof err) != PGCL_OK) {
-            fprintf(stderr, "pgcld keys %s: %s\n", cmd, err);
-            return NULL;
-        }
-        return audit;
-    }
+/* Where the command writes: --db, as the writer --writer-id or "<host name>/cli" (a store with
+ * writers: a daemon's writer id is its host name, so the command never takes a running daemon's
+ * chain). writer_id: the caller's buffer. */
+static pgcl_store_target cli_target(const cli_opts *o, char writer_id[300]) {
     if (o->writer_id) {
-        snprintf(writer_id, sizeof writer_id, "%s", o->writer_id);
+        snprintf(writer_id, 300, "%s", o->writer_id);
     } else {
         char host[256];
         if (gethostname(host, sizeof host) != 0 || !host[0]) snprintf(host, sizeof host, "pgcld");
         host[sizeof host - 1] = 0;
-        snprintf(writer_id, sizeof writer_id, "%s/cli", host);
+        snprintf(writer_id, 300, "%s/cli", host);
     }
-    pgcl_audit_options aopts = {.path = o->db,
-                                .writer_id = writer_id,
-                                .writer_lock_wait_ms = CLI_WRITER_LOCK_WAIT_MS,
-                                .synchronous_full = true};
-    pgcl_audit *audit = NULL;
-    if (pgcl_audit_open(&aopts, &audit, err, sizeof err) != PGCL_OK) {
-        fprintf(stderr, "pgcld keys %s: %s\n", cmd, err);
-        return NULL;
-    }
-    return audit;
+    return (pgcl_store_target){.db = o->db, .writer_id = writer_id, .writer_lock_wait_ms = CLI_WRITER_LOCK_WAIT_MS};
 }
-
 
 static int cmd_create(const cli_opts *o, const char *actor) {
     pgcl_role role;
     if (pgcl_role_parse(o->role, &role) != 0)
         return pgcld_cli_usage_error(CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
-    char key[128], key_id[32], err[1024], shown[512];
-    pgcl_pg_redact(o->db, shown, sizeof shown); /* a URI's password hidden */
-    pgcl_status st;
-    if (pgcl_pg_is_uri(o->db)) {
-        pgcl_audit *audit = open_fleet_store(o, "create");
-        if (!audit) return 1;
-        st = pgcl_audit_create_key(audit, role, o->name, actor, key, key_id, err, sizeof err);
-        pgcl_audit_close(audit);
-    } else {
-        /* The first admin key is made before the daemon ever ran. */
-        if (ensure_schema(o->db, "create") != 0) return 1;
-        st = pgcl_keys_create(o->db, role, o->name, actor, key, key_id, err, sizeof err);
-    }
+    char key[128], key_id[32], err[1024], shown[512], writer_id[300];
+    pgcl_store_redact(o->db, shown, sizeof shown); /* a URI's password hidden */
+    pgcl_store_target t = cli_target(o, writer_id);
+    /* The first admin key is made before the daemon ever ran: the schema is created when missing. */
+    pgcl_status st = pgcl_store_keys_create(&t, role, o->name, actor, key, key_id, err, sizeof err);
     if (st != PGCL_OK) {
         sodium_memzero(key, sizeof key);
         fprintf(stderr, "pgcld keys create: %s\n", err);
@@ -228,7 +184,7 @@ static int cmd_import(const cli_opts *o, const char *actor) {
     pgcl_role role;
     if (pgcl_role_parse(o->role, &role) != 0)
         return pgcld_cli_usage_error(CLI, "--role '%s': must be scorer, reviewer or admin", o->role);
-    char key[KEY_FILE_MAX + 1], key_id[32], err[1024], shown[512];
+    char key[KEY_FILE_MAX + 1], key_id[32], err[1024], shown[512], writer_id[300];
     bool created = false;
     int rc = 1;
     /* The file is checked before the database is touched: a bad key file writes nothing. */
@@ -236,21 +192,13 @@ static int cmd_import(const cli_opts *o, const char *actor) {
         fprintf(stderr, "pgcld keys import: %s\n", err);
         goto done;
     }
-    pgcl_status st;
-    if (pgcl_pg_is_uri(o->db)) {
-        pgcl_audit *audit = open_fleet_store(o, "import");
-        if (!audit) goto done;
-        st = pgcl_audit_import_key(audit, role, o->name, actor, key, key_id, &created, err, sizeof err);
-        pgcl_audit_close(audit);
-    } else {
-        if (ensure_schema(o->db, "import") != 0) goto done;
-        st = pgcl_keys_import(o->db, role, o->name, actor, key, key_id, &created, err, sizeof err);
-    }
+    pgcl_store_target t = cli_target(o, writer_id);
+    pgcl_status st = pgcl_store_keys_import(&t, role, o->name, actor, key, key_id, &created, err, sizeof err);
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld keys import: %s\n", err);
         goto done;
     }
-    pgcl_pg_redact(o->db, shown, sizeof shown); /* a URI's password hidden */
+    pgcl_store_redact(o->db, shown, sizeof shown); /* a URI's password hidden */
     if (created)
         printf("Imported API key %s (role %s) for \"%s\".\n", key_id, pgcl_role_str(role), o->name);
     else
@@ -263,23 +211,13 @@ done:
 
 static int cmd_list(const cli_opts *o) {
     json_t *keys = json_array();
-    char err[1024];
+    char err[1024], writer_id[300];
     if (!keys) {
         fprintf(stderr, "pgcld keys list: out of memory\n");
         return 1;
     }
-    pgcl_status st;
-    if (pgcl_pg_is_uri(o->db)) {
-        pgcl_audit *audit = open_fleet_store(o, "list");
-        if (!audit) {
-            json_decref(keys);
-            return 1;
-        }
-        st = pgcl_audit_read_keys(audit, pgcld_key_append_json, keys, err, sizeof err);
-        pgcl_audit_close(audit);
-    } else {
-        st = pgcl_keys_list(o->db, pgcld_key_append_json, keys, err, sizeof err);
-    }
+    pgcl_store_target t = cli_target(o, writer_id);
+    pgcl_status st = pgcl_store_keys_list(&t, pgcld_key_append_json, keys, err, sizeof err);
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld keys list: %s\n", err);
         json_decref(keys);
@@ -307,16 +245,9 @@ static int cmd_list(const cli_opts *o) {
 }
 
 static int cmd_revoke(const cli_opts *o, const char *actor) {
-    char err[1024];
-    pgcl_status st;
-    if (pgcl_pg_is_uri(o->db)) {
-        pgcl_audit *audit = open_fleet_store(o, "revoke");
-        if (!audit) return 1;
-        st = pgcl_audit_revoke_key(audit, o->key_id, actor, err, sizeof err);
-        pgcl_audit_close(audit);
-    } else {
-        st = pgcl_keys_revoke(o->db, o->key_id, actor, err, sizeof err);
-    }
+    char err[1024], writer_id[300];
+    pgcl_store_target t = cli_target(o, writer_id);
+    pgcl_status st = pgcl_store_keys_revoke(&t, o->key_id, actor, err, sizeof err);
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld keys revoke: %s\n", err);
         return 1;
@@ -333,7 +264,7 @@ int pgcld_cli_keys(int argc, char **argv) {
     cli_opts o = {0};
     if ((rc = pgcld_cli_parse(CLI, command, argc - 1, argv + 1, &o)) != PGCLD_CLI_PROCEED) return rc;
     if (!o.db) return pgcld_cli_usage_error(CLI, "%s needs --db FILE", cmd);
-    if (o.writer_id && !pgcl_pg_is_uri(o.db))
+    if (o.writer_id && !pgcl_store_has_writers(o.db))
         return pgcld_cli_usage_error(CLI, "--writer-id names a writer of a PostgreSQL --db (postgresql://...)");
     if ((strcmp(cmd, "create") == 0 || strcmp(cmd, "import") == 0) && (!o.role || !o.name))
         return pgcld_cli_usage_error(CLI, "%s needs --role ROLE and --name NAME", cmd);

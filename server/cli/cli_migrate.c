@@ -1,7 +1,8 @@
-/* pgcld migrate: see cli_migrate.h. A PostgreSQL URI gets migrations/pg, applied under the
- * migrations advisory lock exactly as a starting replica applies them (pgcl_pg_migrate), on one
- * connection and without starting a writer; a SQLite file gets the SQLite migrations through the
- * store's own open (which creates the file when missing), as pgcld serve would. */
+/* pgcld migrate: see cli_migrate.h. The store driver that claims --db applies its migrations
+ * (store_registry.h, pgcl_store_migrate): a PostgreSQL URI gets migrations/pg under the migrations
+ * advisory lock exactly as a starting replica applies them, on one connection and without starting
+ * a writer; a SQLite file gets the SQLite migrations through the store's own open (which creates
+ * the file when missing), as pgcld serve would. */
 #include "cli_migrate.h"
 
 #include <sodium.h>
@@ -9,10 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "audit.h"
-#include "audit_pg.h"
 #include "cli_options.h"
-#include "pg_db.h"
+#include "store_registry.h"
 
 typedef struct cli_opts {
     const char *db;
@@ -48,37 +47,16 @@ const pgcld_cli_spec pgcld_cli_migrate_spec = {.command = "pgcld migrate",
                                                .n_options = sizeof OPTIONS / sizeof OPTIONS[0]};
 static const pgcld_cli_spec *const CLI = &pgcld_cli_migrate_spec;
 
-/* PostgreSQL: one connection, the migrations under their lock. */
-static int migrate_postgresql(const char *db, const char *shown) {
+/* The driver's migrations; prints the schema's version. */
+static int migrate(const char *db, const char *shown) {
     char err[1024];
-    PGconn *conn = pgcl_pg_connect(db, err, sizeof err);
-    if (!conn) {
-        fprintf(stderr, "pgcld migrate: %s\n", err);
-        return 1;
-    }
     int version = 0;
-    pgcl_status st = pgcl_pg_migrate(conn, &version, err, sizeof err);
-    PQfinish(conn);
-    if (st != PGCL_OK) {
-        fprintf(stderr, "pgcld migrate: %s: %s\n", shown, err);
-        return 1;
-    }
-    printf("%s: PostgreSQL schema at version %d\n", shown, version);
-    return 0;
-}
-
-/* SQLite: the store's open applies them. */
-static int migrate_sqlite(const char *db) {
-    char err[1024];
-    pgcl_audit_options aopts = {.path = db, .synchronous_full = true};
-    pgcl_audit *audit = NULL;
-    if (pgcl_audit_open(&aopts, &audit, err, sizeof err) != PGCL_OK) {
+    const char *title = NULL;
+    if (pgcl_store_migrate(db, &version, &title, err, sizeof err) != PGCL_OK) {
         fprintf(stderr, "pgcld migrate: %s\n", err);
         return 1;
     }
-    int version = pgcl_audit_schema_version(audit);
-    pgcl_audit_close(audit);
-    printf("%s: SQLite schema at version %d\n", db, version);
+    printf("%s: %s schema at version %d\n", shown, title, version);
     return 0;
 }
 
@@ -95,9 +73,8 @@ int pgcld_cli_migrate(int argc, char **argv) {
         fprintf(stderr, "pgcld migrate: libsodium failed to initialise\n");
         return 1;
     }
-    char shown[512];
-    pgcl_pg_redact(o.db, shown, sizeof shown);
-    rc = pgcl_pg_is_uri(o.db) ? migrate_postgresql(o.db, shown) : migrate_sqlite(o.db);
+    char buf[512];
+    rc = migrate(o.db, pgcl_store_shown(o.db, buf, sizeof buf)); /* a URI's password hidden */
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "pgcld migrate: cannot write to stdout\n");
         rc = 1;

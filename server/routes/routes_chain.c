@@ -16,10 +16,10 @@
 #include "chain.h"
 #include "chain_proof.h"
 #include "log.h"
-#include "pg_db.h"
 #include "review_json.h"
 #include "server.h"
 #include "signing.h"
+#include "store_registry.h"
 
 #define ERR_CAP 1024
 
@@ -52,25 +52,14 @@ void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcl
     pgcl_chain_report_release(&rep);
 }
 
-/* The directory of the database file ("." when it has none). */
-static void db_directory(const char *db_path, char *out, size_t cap) {
-    snprintf(out, cap, "%s", db_path);
-    char *slash = strrchr(out, '/');
-    if (!slash) snprintf(out, cap, ".");
-    else if (slash == out) out[1] = 0;
-    else *slash = 0;
-}
-
 pgcl_status pgcld_checkpoint_now(pgcld_server *srv, pgcl_store_checkpoint *out, char *err, int cap) {
     /* --signing-key and --checkpoint-dir (or PGCLD_SIGNING_KEY / PGCLD_CHECKPOINT_DIR, config layer);
      * the default directory: the SQLite file's, or the working directory for a PostgreSQL URI */
     char dir[PATH_MAX];
     if (srv->cfg->checkpoint_dir && *srv->cfg->checkpoint_dir)
         snprintf(dir, sizeof dir, "%s", srv->cfg->checkpoint_dir);
-    else if (pgcl_pg_is_uri(srv->cfg->db_path))
-        snprintf(dir, sizeof dir, ".");
     else
-        db_directory(srv->cfg->db_path, dir, sizeof dir);
+        pgcl_store_default_checkpoint_dir(srv->cfg->db_path, dir, sizeof dir);
     return pgcl_audit_create_checkpoint(srv->audit, srv->cfg->signing_key, NULL, dir, out, err, cap);
 }
 
