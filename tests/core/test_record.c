@@ -250,7 +250,7 @@ static void rnd_decision(pgcl_record_decision *d, bool big) {
     if (d->stored_dtype == PGCL_RECORD_INPUT_F32) memcpy(d->stored_digest, d->input_sha256, 32);
     if (big || below(2)) {
         int y = 1 + (int)below(9999), m = 1 + (int)below(12), day = 1 + (int)below((uint32_t)pgcl_record_days_in_month(y, m));
-        char date[32];
+        char date[48]; /* room for any int, as -Wformat-truncation counts it */
         snprintf(date, sizeof date, "%04d-%02d-%02d", y, m, day);
         memcpy(d->content_date, date, sizeof d->content_date);
     }

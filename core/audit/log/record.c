@@ -582,7 +582,9 @@ static bool read_decision(reader *r, pgcl_record_decision *d) {
         unsigned char md[2];
         if (!get_be(r, 2, &y, "content_date") || !get_bytes(r, md, 2, "content_date")) return false;
         if (y > 9999 || md[0] > 99 || md[1] > 99) return refuse(r, "content_date", "not a date YYYY-MM-DD");
-        snprintf(d->content_date, sizeof d->content_date, "%04u-%02u-%02u", (unsigned)y, md[0], md[1]);
+        /* the modulos change nothing after the check; they show the compiler the width (-O0 -Wformat-truncation) */
+        snprintf(d->content_date, sizeof d->content_date, "%04u-%02u-%02u", (unsigned)(y % 10000), md[0] % 100u,
+                 md[1] % 100u);
     }
     if (flags & DF_SCOPE) {
         unsigned n;
