@@ -190,10 +190,12 @@ pgcl_status pgcl_sqlite_drop_inputs(pgcl_audit *store, const char *older_than, i
     return st;
 }
 
+int64_t pgcl_retention_period_us(double days) { return llround(days * 86400e6); }
+
 /* The horizon `days` before now, to the microsecond (created_at's resolution: a fraction of a day
  * is not cut to whole seconds). */
 static void horizon_of(double days, char out[PGCL_TIMESTAMP_LEN + 1]) {
-    pgcl_timestamp_after_us(-llround(days * 86400e6), out);
+    pgcl_timestamp_after_us(-pgcl_retention_period_us(days), out);
 }
 
 int64_t pgcl_retention_run_once(pgcl_audit *store, double days, char *err, int cap) {

@@ -70,6 +70,11 @@ pgcl_retention *pgcl_retention_create(pgcl_audit *store, double days, void (*on_
 /* Stops and joins the thread (a step in progress finishes). Accepts NULL. */
 void pgcl_retention_destroy(pgcl_retention *r);
 
+/* The retention period of `days` in microseconds, rounded to the nearest (created_at's resolution:
+ * a fraction of a day is not cut to whole seconds): a pass's horizon is now minus this. Pure; for
+ * tests of the arithmetic (tests/core/test_chain_v2.c). */
+int64_t pgcl_retention_period_us(double days);
+
 /* One full pass now (every step until nothing older than the horizon is left); the number of
  * inputs dropped, or -1 on error (err set). For tests. */
 int64_t pgcl_retention_run_once(pgcl_audit *store, double days, char *err, int cap);

@@ -8,7 +8,9 @@
  *  - verify names the commit and the leaf of a changed row, and catches a changed stored input, a
  *    changed leaf list, root, run, a deleted row and a row inserted without an entry;
  *  - a chain that began in version 1 goes on in version 2 (a store reopened with encoding 2, then
- *    the keys CLI following the head) and verifies whole. */
+ *    the keys CLI following the head) and verifies whole;
+ *  - input retention drops the inputs and leaves the chain whole; its period is kept to the
+ *    microsecond (pgcl_retention_period_us). */
 #include "audit_reads.h"
 #include "chain_fixture.h"
 #include "keys.h"
@@ -374,6 +376,37 @@ static void test_retention(void) {
     CHECK(rep.intact, "after retention the chain verifies: %s", rep.reason);
 }
 
+/* The retention period in microseconds (pgcl_retention_period_us, a pass's horizon is now minus
+ * it): to the nearest microsecond, never cut to whole seconds or milliseconds (issue 27: 0.999 s
+ * once kept nothing at all), nor rounded up to them. Deterministic, unlike any wait for a drop. */
+static void test_retention_period(void) {
+    static const struct {
+        double seconds;
+        int64_t us;
+    } cases[] = {
+        {0, 0},
+        {0.999, 999000},             /* not 0 (cut to whole seconds) nor 1000000 (rounded up) */
+        {0.999999, 999999},          /* not 999000 (cut to milliseconds) */
+        {1.728, 1728000},            /* --input-retention-days 0.00002 */
+        {1.2345679, 1234568},        /* the nearest microsecond, not 1234567 (cut) */
+        {1e-6, 1},
+        {0.4e-6, 0},
+        {0.6e-6, 1},
+        {30 * 86400.0, 2592000000000},
+        {180 * 86400.0, 15552000000000}, /* the default: the contest window */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t got = pgcl_retention_period_us(cases[i].seconds / 86400.0);
+        CHECK(got == cases[i].us, "%.9g s as days: %lld us, expected %lld", cases[i].seconds, (long long)got,
+              (long long)cases[i].us);
+    }
+    /* the days as an operator writes them (test_retention.py's FractionalSecondsTest: 0.999 s) */
+    CHECK(pgcl_retention_period_us(0.0000115625) == 999000, "0.0000115625 days: %lld us",
+          (long long)pgcl_retention_period_us(0.0000115625));
+    CHECK(pgcl_retention_period_us(0.00002) == 1728000, "0.00002 days: %lld us",
+          (long long)pgcl_retention_period_us(0.00002));
+}
+
 static void test_v1_then_v2(void) {
     const char *path = tmp_path("mixed.db");
     pgcl_audit *a = open_store(path, 1);
@@ -424,6 +457,7 @@ int main(void) {
     test_layout_and_known_leaves(base);
     test_tampering(base);
     test_retention();
+    test_retention_period();
     test_v1_then_v2();
     chain_fixture_cleanup();
     return test_finish("test_chain_v2");

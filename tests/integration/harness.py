@@ -926,8 +926,7 @@ def start_signing_daemon(testcase_cls, prefix, models=("toxicity",)):
     testcase_cls.tmp = tempfile.mkdtemp(prefix=prefix)
     testcase_cls.addClassCleanup(shutil.rmtree, testcase_cls.tmp, True)
     testcase_cls.key = os.path.join(testcase_cls.tmp, "signing.key")
-    p = subprocess.run([PGCLD_BIN, "audit", "keygen", "--out", testcase_cls.key], capture_output=True, text=True,
-                       timeout=60, check=True)
+    p = run_pgcld("audit", "keygen", "--out", testcase_cls.key, timeout=60, check=True)
     testcase_cls.public = p.stdout.strip().splitlines()[-1]
     testcase_cls.cp_dir = os.path.join(testcase_cls.tmp, "checkpoints")
     os.mkdir(testcase_cls.cp_dir)
@@ -1006,9 +1005,10 @@ def _cli_cwd():
     return _CLI_CWD[0]
 
 
-def run_pgcld(*args, timeout=120, check=False):
+def run_pgcld(*args, timeout=120, check=False, env=None):
     """Runs `pgcld ARGS...` (stdin closed, output captured as text); returns the CompletedProcess.
-    check: an AssertionError with the output when it exits non-zero.
+    check: an AssertionError with the output when it exits non-zero; env: its whole environment
+    (None: the test's).
 
     It runs in an empty directory of its own, which must stay empty: a command that writes into
     its working directory (a default --out or --checkpoint-dir of ".") fails the test, since a test
@@ -1016,7 +1016,7 @@ def run_pgcld(*args, timeout=120, check=False):
     the working directory otherwise)."""
     cwd = _cli_cwd()
     p = subprocess.run([PGCLD_BIN, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                       timeout=timeout, cwd=cwd)
+                       timeout=timeout, cwd=cwd, env=env)
     left = sorted(os.listdir(cwd))
     if left:
         for name in left:

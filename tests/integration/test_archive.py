@@ -84,8 +84,8 @@ class ArchiveTest(LiveValidationMixin, unittest.TestCase):
 
     @classmethod
     def run_archive(cls, *args):
-        return subprocess.run([H.PGCLD_BIN, "audit", "archive", "--db", cls.d.db_path, "--signing-key", cls.key,
-                               "--checkpoint-dir", cls.cp_dir, *args], capture_output=True, text=True, timeout=120)
+        return H.run_pgcld("audit", "archive", "--db", cls.d.db_path, "--signing-key", cls.key,
+                           "--checkpoint-dir", cls.cp_dir, *args)
 
     @classmethod
     def tearDownClass(cls):
@@ -209,8 +209,7 @@ class ArchiveRefusalTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="pgcld-archive-refusal-")
         cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
         cls.key = os.path.join(cls.tmp, "signing.key")
-        subprocess.run([H.PGCLD_BIN, "audit", "keygen", "--out", cls.key], capture_output=True, text=True,
-                       timeout=60, check=True)
+        H.run_pgcld("audit", "keygen", "--out", cls.key, timeout=60, check=True)
         cls.cp_dir = os.path.join(cls.tmp, "checkpoints")
         os.mkdir(cls.cp_dir)
         # the harness makes the keys with the CLI before the first start: the README's order
@@ -230,9 +229,8 @@ class ArchiveRefusalTest(unittest.TestCase):
 
     def archive(self, name, *args):
         out = os.path.join(self.tmp, name)
-        p = subprocess.run([H.PGCLD_BIN, "audit", "archive", "--db", self.d.db_path, "--signing-key", self.key,
-                            "--checkpoint-dir", self.cp_dir, "--out", out, *args], capture_output=True, text=True,
-                           timeout=120)
+        p = H.run_pgcld("audit", "archive", "--db", self.d.db_path, "--signing-key", self.key,
+                        "--checkpoint-dir", self.cp_dir, "--out", out, *args)
         return p, out
 
     def first_commit(self):

@@ -45,9 +45,9 @@ DROP_TRIGGERS = "".join(
 
 
 def pgcld(*args):
-    """Runs `pgcld ARGS...`; returns the CompletedProcess."""
-    return subprocess.run([H.PGCLD_BIN, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=120)
+    """Runs `pgcld ARGS...` in an empty directory that must stay so (harness.run_pgcld); returns the
+    CompletedProcess."""
+    return H.run_pgcld(*args)
 
 
 def sqlite_cli(path, sql):

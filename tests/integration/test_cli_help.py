@@ -48,6 +48,10 @@ def clean_env():
 
 
 def run(*args, cwd=None):
+    """`pgcld ARGS...` without PGCLD_ variables, in cwd (the test's temporary directory), or without
+    one in harness.run_pgcld's empty directory, which must stay empty."""
+    if cwd is None:
+        return H.run_pgcld(*args, timeout=60, env=clean_env())
     return subprocess.run([H.PGCLD_BIN, *args], capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL, env=clean_env(), cwd=cwd)
 

@@ -214,7 +214,7 @@ class ConfigTest(unittest.TestCase):
         self.assertEqual(again["config"], (printed, "flag --config"))
 
     def test_help(self):
-        r = subprocess.run([H.PGCLD_BIN, "--help"], capture_output=True, text=True, timeout=60)
+        r = H.run_pgcld("--help", timeout=60)
         self.assertEqual(r.returncode, 0)
         for needle in ["--config FILE", "PGCLD_CONFIG", "PGCLD_MAX_BATCH", "--print-config", "SIGHUP",
                        "name = value"]:

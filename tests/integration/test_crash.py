@@ -129,7 +129,7 @@ class CrashConsistency(unittest.TestCase):
                 if os.path.exists(os.path.join(copy_dir, "audit.db" + suffix)):
                     os.remove(os.path.join(copy_dir, "audit.db" + suffix))
             p = subprocess.run([F.PGCLD_FAULTS_BIN, "powerloss-revert", d.db_path], capture_output=True,
-                               text=True, timeout=120)
+                               text=True, timeout=120, cwd=d.tmp)
             self.assertEqual(p.returncode, 0, f"powerloss-revert: {p.stdout} {p.stderr}")
             rev = json.loads(p.stdout)
             for k in ("records", "bytes_restored", "bytes_cut"):

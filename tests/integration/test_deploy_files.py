@@ -507,8 +507,7 @@ class KubernetesTest(unittest.TestCase):
                 r = run()
                 outputs.append(r.stdout + r.stderr)
                 self.assertEqual(r.returncode, 0, r.stderr)
-                listed = subprocess.run([H.PGCLD_BIN, "keys", "list", "--db", db], capture_output=True, text=True,
-                                        timeout=60).stdout
+                listed = H.run_pgcld("keys", "list", "--db", db, timeout=60).stdout
                 rows = {row["key_id"]: row for row in map(json.loads, listed.splitlines())}
                 self.assertEqual(len(rows), len(entries), f"run {attempt + 1}: {rows}")
                 for entry, role in entries.items():
@@ -527,8 +526,7 @@ class KubernetesTest(unittest.TestCase):
 
             # A key revoked in the database but still in the Secret stops the start, with the reason.
             victim = keys["reviewer.trust-and-safety"][:14]
-            p = subprocess.run([H.PGCLD_BIN, "keys", "revoke", "--db", db, "--key-id", victim], capture_output=True,
-                               text=True, timeout=60)
+            p = H.run_pgcld("keys", "revoke", "--db", db, "--key-id", victim, timeout=60)
             self.assertEqual(p.returncode, 0, p.stderr)
             r = run()
             self.assertNotEqual(r.returncode, 0)

@@ -57,8 +57,8 @@ def have_go():
     return os.access(GO, os.X_OK) and os.path.isfile(XMOD_NOTE)
 
 
-def run(argv, stdin=b"", env=None):
-    return subprocess.run(argv, input=stdin, capture_output=True, timeout=TIMEOUT_S, env=env)
+def run(argv, stdin=b"", env=None, cwd=None):
+    return subprocess.run(argv, input=stdin, capture_output=True, timeout=TIMEOUT_S, env=env, cwd=cwd)
 
 
 def b64_canonical(s):
@@ -238,7 +238,7 @@ class NoteStockVerifierTest(unittest.TestCase):
     @skips.needs(os.access(PGCLD, os.X_OK), f"the pgcld binary ({PGCLD})")
     def test_signing_key_file_as_note_key(self):
         path = os.path.join(self.tmp, "signing.key")
-        keygen = run([PGCLD, "audit", "keygen", "--out", path])
+        keygen = run([PGCLD, "audit", "keygen", "--out", path], cwd=self.tmp)
         self.assertEqual(keygen.returncode, 0, keygen.stderr)
         public_hex = keygen.stdout.decode().strip()
         vkey = self.c_ok("key-file-vkey", path, LOG).decode().strip()

@@ -183,7 +183,7 @@ class OptionsTest(unittest.TestCase):
                 self.assertIn(env, r.stderr)
 
     def test_help_lists_them(self):
-        r = subprocess.run([H.PGCLD_BIN, "--help"], capture_output=True, text=True, timeout=60)
+        r = H.run_pgcld("--help", timeout=60)
         for name, (_, _, _, reloadable) in self.OPTIONS.items():
             self.assertIn(f"--{name} N", r.stdout)
             tail = r.stdout.split("SIGHUP re-reads", 1)[1].split(";", 1)[0]

@@ -51,8 +51,7 @@ class ArrayRows(unittest.TestCase):
                              capture_output=True, text=True, timeout=300)
         self.assertEqual(run.returncode, 0, run.stderr[-2000:])
         self.assertEqual(json.loads(run.stdout.strip().splitlines()[-1])["failures"], 0)
-        verify = subprocess.run([H.PGCLD_BIN, "audit", "verify", "--db", db], capture_output=True, text=True,
-                                timeout=300)
+        verify = H.run_pgcld("audit", "verify", "--db", db, timeout=300)
         self.assertEqual(verify.returncode, 0, verify.stdout[-2000:] + verify.stderr[-2000:])
         self.assertTrue(json.loads(verify.stdout.strip().splitlines()[-1])["intact"], verify.stdout)
         import psycopg2  # pg_cluster.require() checked it is there

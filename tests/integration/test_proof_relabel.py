@@ -21,9 +21,10 @@ only), `pgcld audit verify-proof`, and the Python client's verify_inclusion:
   * the leaf of another kind: a contest's leaf holds the contested decision's id as its own
     decision_id column; a proof assembled from it, with a path, root, chain entry and log path
     that are all correct, is refused as not a decision's;
-  * relabelled positions (leaf_index, tree_size, chain_entry.seq, log.leaf_index) and another
-    encoding are refused; the Python client, given the decision's record, compares its seq, trace
-    id and facts with the leaf's too.
+  * relabelled positions of a leaf inside a commit's tree of five (leaf_index, tree_size, the
+    path's order and length, chain_entry.seq, log.leaf_index) and another encoding are refused;
+    the Python client, given the decision's record, compares its seq, trace id and facts with the
+    leaf's too.
 
 Runs on PostgreSQL too (PGCLD_TEST_STORE=postgresql, pg_test_proof_relabel).
 
@@ -279,19 +280,47 @@ class RelabelTest(unittest.TestCase):
         self.assert_refused(forged, "a contest's leaf relabelled as a decisions row")
 
     # -- relabelled positions
+    def middle_leaf_proof(self):
+        """The proof of a decision whose leaf sits inside a commit's tree of at least 5 leaves, at
+        neither end (one request of 5 items is one commit): its path has a left and a right
+        sibling, so a verifier that ignored leaf_index, tree_size or the order of the path would
+        either refuse this honest proof or accept the forgeries below. A one-item commit
+        (tree_size 1, leaf_index 0, path []) could not tell."""
+        r = self.d.score({"items": [{"id": f"batch-{k}", "embedding": embedding(20 + k)} for k in range(5)]})
+        self.assertEqual(r.status, 200, r)
+        proofs = [self.proof(x["decision_id"]) for x in r.json["results"]]
+        inside = [p for p in proofs if 0 < p["leaf_index"] < p["tree_size"] - 1 and len(p["path"]) >= 2]
+        self.assertTrue(inside, f"no decision of the batch inside a tree of 3 or more: "
+                                f"{[(p['leaf_index'], p['tree_size'], len(p['path'])) for p in proofs]}")
+        proof = inside[0]
+        self.assertGreaterEqual(proof["tree_size"], 5, proof)
+        self.assertEqual(len(set(proof["path"])), len(proof["path"]), proof)
+        return proof
+
     def test_relabelled_positions_are_refused(self):
-        proof = self.proof(self.planted["item id (/v1/score)"][0])
-        for where, change in (("leaf_index + 1", lambda p: p.update(leaf_index=p["leaf_index"] + 1)),
-                              ("leaf_index - 1", lambda p: p.update(leaf_index=p["leaf_index"] - 1)),
-                              ("tree_size + 1", lambda p: p.update(tree_size=p["tree_size"] + 1)),
+        proof = self.middle_leaf_proof()
+        self.assert_accepted(proof)  # the control: the honest proof of a middle leaf verifies
+        n, i = proof["tree_size"], proof["leaf_index"]
+        for where, change in (("leaf_index + 1", lambda p: p.update(leaf_index=i + 1)),
+                              ("leaf_index - 1", lambda p: p.update(leaf_index=i - 1)),
+                              ("leaf_index 0", lambda p: p.update(leaf_index=0)),
+                              ("leaf_index mirrored", lambda p: p.update(leaf_index=n - 1 - i if n - 1 - i != i else 0)),
+                              ("tree_size + 1", lambda p: p.update(tree_size=n + 1)),
+                              ("tree_size - 1", lambda p: p.update(tree_size=n - 1)),
+                              ("leaf_index and tree_size + 1", lambda p: p.update(leaf_index=i + 1, tree_size=n + 1)),
+                              ("the path reversed", lambda p: p.update(path=p["path"][::-1])),
+                              ("the path's first two swapped", lambda p: p.update(path=[p["path"][1], p["path"][0],
+                                                                                        *p["path"][2:]])),
+                              ("the path without its last", lambda p: p.update(path=p["path"][:-1])),
+                              ("the path with its last twice", lambda p: p.update(path=p["path"] + p["path"][-1:])),
                               ("chain_entry.seq - 1", lambda p: p["chain_entry"].update(seq=p["chain_entry"]["seq"] - 1)),
                               ("log.leaf_index - 1", lambda p: p["log"].update(leaf_index=p["log"]["leaf_index"] - 1)),
                               ("encoding 1", lambda p: p.update(encoding=1))):
             with self.subTest(relabelled=where):
                 forged = copy.deepcopy(proof)
                 change(forged)
+                self.assertNotEqual(forged, proof)
                 self.assert_refused(forged, f"a proof with {where}")
-
 
 if __name__ == "__main__":
     H.main()

@@ -1,13 +1,12 @@
 """Input retention (issue 16; docs/audit.md, "Retention"), end to end over real HTTP.
 
 A daemon with --input-retention-days 0.00002 (about 1.7 s) scores a batch with its inputs stored
-as float16. Until the retention period ends the decisions can be re-scored; after it the daemon's
-retention thread drops the stored inputs (decision_inputs rows gone, pgcld_inputs_dropped_total
-counts them) and then:
+as float16. After the retention period the daemon's retention thread drops the stored inputs
+(decision_inputs rows gone, pgcld_inputs_dropped_total counts them) and then:
   - GET /v1/decisions/{id} says input_stored null, input_dropped true;
   - POST /v1/decisions/{id}/rescore answers 410 input_dropped, naming the decision and the period;
   - every decision's inclusion proof still verifies with the stand-alone docs/verify_proof.py and
-    its leaf is the one taken before the drop (the leaf commits to the input's digest);
+    its leaf is the one served right after scoring (the leaf commits to the input's digest);
   - `pgcld audit verify` finds the chain intact;
   - a changed input_digest fails verify, naming the commit and the leaf.
 A daemon with the default (the contest window) keeps every input.
@@ -18,9 +17,12 @@ decisions (one of them under an open contest) and younger ones are scored, and o
 the horizon between them, given rather than read from the clock (tests/core/retention_pass.c, its
 path in PGCLD_RETENTION_PASS), so that old and young inputs are there together past the pass's
 "anything older than the horizon?" check:
+  - until the pass, a decision can be re-scored; after it, its re-score answers 410 input_dropped
+    (checked here rather than against the 1.7 s period above, which a slow machine outruns);
   - the older inputs go, except the open contest's; every younger input stays (the walk ends at the
     first decision inside the period);
-  - once the contest is resolved, the next pass drops its input too, and still no younger one.
+  - once the contest is resolved, the next pass drops its input too, and still no younger one;
+  - a horizon 1 µs after the young decisions' time drops their inputs (to the microsecond).
 
 Run: /usr/bin/python3 tests/integration/test_retention.py (PGCLD_BIN selects the binary).
 """
@@ -72,13 +74,11 @@ class RetentionTest(unittest.TestCase):
         cls.ids = [it["decision_id"] for it in r.json["results"]]
         cls.proofs_before = {i: cls.d.get(f"/v1/decisions/{i}/proof", key=cls.d.keys["reviewer"]).json
                              for i in cls.ids}
-        cls.rescore_before = cls.d.post(f"/v1/decisions/{cls.ids[0]}/rescore", {}, key=cls.d.keys["reviewer"])
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and count(cls.d.db_path, "SELECT count(*) FROM decision_inputs") > 0:
             time.sleep(0.2)
 
     def test_inputs_are_stored_then_dropped(self):
-        self.assertEqual(self.rescore_before.status, 200, self.rescore_before)
         self.assertEqual(count(self.d.db_path, "SELECT count(*) FROM decision_inputs"), 0, "inputs dropped")
         self.assertEqual(count(self.d.db_path, "SELECT count(*) FROM decisions WHERE input_digest IS NOT NULL"), 6)
         metrics = self.d.get("/metrics", key="").body.decode()
@@ -128,10 +128,15 @@ class RetentionTest(unittest.TestCase):
 
 
 class FractionalSecondsTest(unittest.TestCase):
-    """Issue 27, class 7: the period was cut to whole seconds (0.999 s kept nothing at all). Each
-    drop is logged after the pass that made it; a pass drops an input only when its decision is
-    older than the period, so the log line comes at least the period after the oldest decision
-    (to the log's millisecond). Nothing here bounds how long anything takes."""
+    """Issue 27, class 7: the period was cut to whole seconds (0.999 s kept nothing at all). That is
+    pinned deterministically elsewhere: the period's arithmetic (days to the nearest microsecond,
+    pgcl_retention_period_us) in tests/core/test_chain_v2.c, and the pass's comparison with a
+    horizon to the microsecond on both stores in RetentionLimitsTest.test_3 (the horizon given, not
+    read from the clock). Here, the daemon's retention thread given a fractional period: each drop
+    is logged after the pass that made it, and a pass drops an input only when its decision is older
+    than the period, so the log line comes at least the period after the oldest decision (to the
+    log's millisecond). An order, never a bound on how long anything takes: it fails only when the
+    daemon drops early (a truncated period almost always does), never because the machine is slow."""
 
     PERIOD_S = 0.999
     DAYS = "0.0000115625"  # 0.999 s exactly
@@ -156,6 +161,11 @@ class FractionalSecondsTest(unittest.TestCase):
 def parse_utc(text):
     """An RFC 3339 UTC time as pgcld writes it (created_at, a log line's time)."""
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def after_us(stamp, us):
+    """The audit columns' time `us` microseconds after stamp, in their format."""
+    return (parse_utc(stamp) + datetime.timedelta(microseconds=us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class DefaultRetentionTest(unittest.TestCase):
@@ -205,14 +215,22 @@ class RetentionLimitsTest(unittest.TestCase):
                        key=cls.d.keys["reviewer"])
         assert r.status == 201, r
         cls.contest_id = r.json["contest_id"]
-        old_time = cls.latest(cls.old)
-        # the young decisions: committed after the old ones (a commit's rows share one time; the
-        # writer's times never go back, so this takes one batch unless the clock stood still)
-        cls.young = []
-        while not cls.young or cls.earliest(cls.young) <= old_time:
-            assert len(cls.young) < 60, "the writer's clock does not move"
-            cls.young += cls.score(3)
-        cls.horizon = cls.earliest(cls.young)  # older: strictly before it
+        # the young decisions: one request, committed once the wall clock reads later than the old
+        # ones' time (a commit's rows share one time, the writer's clock's, which never goes back).
+        # Their time T is the horizon: older is strictly before it. test_3 also passes T + 1 µs,
+        # which must drop them: unless T is on a whole second or 1 µs before one, a horizon cut to
+        # whole seconds keeps them at T + 1 µs and one rounded up drops them at T. A batch at such
+        # a time (two in a million) is scored again, and the one scored goes with the old ones.
+        while True:
+            H.wait_for_clock_past(cls.latest(cls.old))
+            young = cls.score(3)
+            t = cls.times(young)
+            assert len(set(t)) == 1, f"one request's decisions have one time: {t}"
+            assert t[0] > cls.latest(cls.old), f"the young decisions ({t[0]}) are not after the old ({cls.latest(cls.old)})"
+            if t[0][20:26] not in ("000000", "999999"):
+                break
+            cls.old += young  # uncontested and older than the next batch: dropped like the old ones
+        cls.young, cls.horizon = young, t[0]
 
     @classmethod
     def score(cls, n):
@@ -242,15 +260,27 @@ class RetentionLimitsTest(unittest.TestCase):
                             f" i.decision_seq WHERE d.decision_id IN ({marks})", ids)
         return {r["decision_id"] for r in rows}
 
+    def rescore(self, decision_id):
+        return self.d.post(f"/v1/decisions/{decision_id}/rescore", {}, key=self.d.keys["reviewer"])
+
     def test_1_a_pass_keeps_the_period_and_the_open_contest(self):
         self.assertEqual(self.stored(self.old + self.young), set(self.old + self.young), "every input stored")
+        # until its input is dropped a decision can be re-scored (the pass is the test's: no clock
+        # decides when the input goes)
+        r = self.rescore(self.old[1])
+        self.assertEqual(r.status, 200, r)
         dropped = retention_pass(self.d.db_path, self.horizon)
         self.assertEqual(self.stored(self.young), set(self.young),
                          "the inputs of decisions inside the retention period stay")
         self.assertEqual(self.stored(self.old), {self.old[0]}, "the older inputs go, but the open contest's")
         self.assertEqual(dropped, len(self.old) - 1)
-        r = self.d.post(f"/v1/decisions/{self.old[0]}/rescore", {}, key=self.d.keys["reviewer"])
-        self.assertEqual(r.status, 200, r)
+        r = self.rescore(self.old[1])
+        self.assertEqual((r.status, r.error_code()), (410, "input_dropped"), r)
+        self.assertIn(self.old[1], r.json["error"]["message"])
+        for kept in (self.old[0], self.young[0]):
+            with self.subTest(kept=kept):
+                r = self.rescore(kept)
+                self.assertEqual(r.status, 200, r)
 
     def test_2_resolved_the_contested_input_goes(self):
         second = self.d.create_key("reviewer", "second reviewer")
@@ -261,6 +291,16 @@ class RetentionLimitsTest(unittest.TestCase):
         self.assertEqual(self.stored(self.old), set(), "the resolved contest's input goes at the next pass")
         self.assertEqual(self.stored(self.young), set(self.young), "and still no younger one")
         self.assertEqual(dropped, 1)
+
+    def test_3_the_horizon_is_kept_to_the_microsecond(self):
+        """A decision created at T keeps its input under the horizon T (test_1, test_2 and once more
+        here) and loses it under T + 1 µs: the pass compares to the microsecond on this store. The
+        period's own arithmetic (days to microseconds) is tests/core/test_chain_v2.c's."""
+        self.assertEqual(retention_pass(self.d.db_path, self.horizon), 0)
+        self.assertEqual(self.stored(self.young), set(self.young), "kept under a horizon equal to their time")
+        dropped = retention_pass(self.d.db_path, after_us(self.horizon, 1))
+        self.assertEqual(self.stored(self.young), set(), "kept under a horizon 1 µs after their time")
+        self.assertEqual(dropped, len(self.young))
 
 
 @skips.needs(PG.AVAILABLE and PG.HAVE_PSYCOPG2, "PostgreSQL 15 (postgresql-15) and psycopg2 (python3-psycopg2)")

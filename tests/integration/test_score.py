@@ -655,9 +655,9 @@ class ConcurrencyTest(ScoreChecks, unittest.TestCase):
 class CliTest(unittest.TestCase):
     def test_help_exits_zero(self):
         H.require_binary()
-        p = H.subprocess.run([H.PGCLD_BIN, "--help"], capture_output=True, timeout=60)
-        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
-        self.assertIn(b"serve", p.stdout + p.stderr)
+        p = H.run_pgcld("--help", timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("serve", p.stdout + p.stderr)
 
 
 if __name__ == "__main__":

@@ -7,22 +7,25 @@ file's NotifyAccess=main accepts only the main process). It checks, in order:
 
   - READY=1 only once /readyz answers 200 (asked the moment READY=1 arrives), with STATUS= naming
     the models served; with no model at start, no READY=1 until a model is activated;
-  - WATCHDOG=1 about every half WATCHDOG_USEC; none when WATCHDOG_PID names another process;
-  - RELOADING=1 (with MONOTONIC_USEC=, CLOCK_MONOTONIC) then READY=1 around SIGHUP;
+  - WATCHDOG=1 keeps coming (every half WATCHDOG_USEC; its pace is not checked); none when
+    WATCHDOG_PID names another process;
+  - RELOADING=1 (with MONOTONIC_USEC=, CLOCK_MONOTONIC, read between the signal and the message)
+    then READY=1 around SIGHUP;
   - the watchdog's liveness rule (docs/operations.md, "systemd"): while the audit writer is stuck
-    inside one write (the SQLite file write-locked by another connection) for more than half
-    WATCHDOG_USEC, no ping goes out and STATUS= says so; pings resume once it commits;
+    inside one write (the database write-locked by another connection) for more than half
+    WATCHDOG_USEC, no ping goes out and STATUS= says so; pings resume once it commits. Shown by
+    the order of the messages (stall_round), never by their times;
   - STOPPING=1 when SIGTERM's drain begins, and no READY=1 after it;
   - without NOTIFY_SOCKET nothing is sent and nothing about systemd is logged (every other test
     runs the daemon that way).
 """
 
 import os
+import re
 import shutil
 import signal
 import socket
 import stat
-import statistics
 import struct
 import sys
 import tempfile
@@ -36,6 +39,8 @@ import skips  # noqa: E402
 
 WATCHDOG_USEC = 2_000_000  # pings every 1 s; the writer may owe progress for less than 1 s
 D = 1024                   # the toxicity model's input width
+WAIT_S = 60                # deadlines of waits that a failing test never ends
+STALL_ROUNDS = 3           # tries of the stall, which the writer's busy timeout may end early
 
 
 class NotifySocket:
@@ -133,6 +138,56 @@ class SystemdNotifyTest(unittest.TestCase):
             skips.missing_in_case(self, "pgcld built with libsystemd (Debian's libsystemd-dev)")
         return d, notify
 
+    def stall_round(self, d, notify, attempt):
+        """The audit writer stuck in one write: the database write-locked by another connection, and a
+        request whose rows the writer must commit. The notifier thread sends, in order, a ping or
+        nothing every half WATCHDOG_USEC, and STATUS= whenever its text changes: "audit queue 1
+        rows" once the row waits, then "audit writer stalled X s, watchdog withheld" with X growing
+        each second while the stall lasts. Their order on the socket says what happened, whatever
+        the machine's speed: after the row is queued at most one ping (the writer owes progress for
+        less than half WATCHDOG_USEC until then), and none between two "withheld" statuses.
+
+        The lock is held until the second "withheld" status has arrived, which the daemon's own
+        clock puts 2 to 4 s into the stall. The writer waits for the lock only so long (SQLite's
+        busy timeout, 5 s; PostgreSQL's lock_timeout, 10 s), then gives up (503 audit_unavailable)
+        and the stall ends: if that comes first, the round shows nothing and None is returned.
+        Otherwise (the messages since the round began, the indexes among them of the "withheld"
+        statuses, the time of the release)."""
+        def last_status():
+            return next((m[2]["STATUS"] for m in reversed(notify.snapshot()) if "STATUS" in m[2]), "")
+
+        # the last status says the queue is empty: a later one that does not is this round's row's
+        H.wait_for(lambda: "; audit queue 0 rows" in last_status(), "a STATUS= with the audit queue empty")
+        start = len(notify.snapshot())
+        locker = H.WriterLock(d.db_path)
+        self.addCleanup(locker.release)
+        answers = []
+        scorer = threading.Thread(target=lambda: answers.append(
+            d.score({"items": H.json_items(H.random_embeddings(1, D, 7), f"stalled{attempt}-")}, timeout=WAIT_S)))
+        scorer.start()
+
+        def stalled_or_answered():
+            after = notify.snapshot()[start:]
+            held = [k for k, m in enumerate(after) if "watchdog withheld" in m[2].get("STATUS", "")]
+            return (after, held) if len(held) >= 2 or not scorer.is_alive() else None
+
+        try:
+            after, held = H.wait_for(stalled_or_answered, "two STATUS= messages saying the watchdog is withheld")
+        finally:
+            t_release = time.monotonic()
+            locker.release()
+        scorer.join(WAIT_S)
+        self.assertFalse(scorer.is_alive(), "the stalled request was never answered")
+        self.assertEqual(len(answers), 1, "the stalled request failed")
+        if len(held) >= 2:
+            self.assertIn(answers[0].status, (200, 503), answers[0])
+            return after, held, t_release
+        # answered first: only because the writer gave up on the lock (never with its rows committed)
+        self.assertEqual((answers[0].status, answers[0].error_code()), (503, "audit_unavailable"), answers[0])
+        print(f"note: round {attempt}: the writer gave up on the lock before the watchdog was withheld twice; "
+              f"again", file=sys.stderr)
+        return None
+
     def test_ready_reload_watchdog_stall_and_stop(self):
         d, notify = self.start()
         ready = notify.wait_for(has("READY", "1"))
@@ -141,55 +196,50 @@ class SystemdNotifyTest(unittest.TestCase):
         self.assertIn("serving toxicity/1", ready[2].get("STATUS", ""), ready)
         self.assertRegex(ready[2]["STATUS"], r"; audit queue \d+ rows")
 
-        # the watchdog: a ping about every half WATCHDOG_USEC (the intervals of the first three)
-        self.assertTrue(H.wait_until(lambda: len(pings(notify.snapshot(), since=ready[0])) >= 3),
-                        f"fewer than three pings: {notify.snapshot()}")
-        t = pings(notify.snapshot(), since=ready[0])
-        self.assertGreaterEqual(len(t), 3, f"pings at {t}")
-        gaps = [b - a for a, b in zip(t, t[1:])]
-        self.assertTrue(0.8 <= statistics.median(gaps) <= 1.3, f"intervals between pings: {gaps}")
+        # the watchdog: pings keep coming while the daemon is healthy (every half WATCHDOG_USEC; how
+        # fast is not checked, a loaded machine delays them)
+        H.wait_for(lambda: len(pings(notify.snapshot(), since=ready[0])) >= 3, "three pings after READY=1")
 
         # SIGHUP: RELOADING=1 with MONOTONIC_USEC (CLOCK_MONOTONIC, Python's time.monotonic), then READY=1
         hup_at = time.monotonic()
         d.proc.send_signal(signal.SIGHUP)
         reloading = notify.wait_for(lambda m: m[0] >= hup_at and has("RELOADING", "1")(m))
         self.assertIsNotNone(reloading, notify.snapshot())
-        self.assertLess(abs(int(reloading[2]["MONOTONIC_USEC"]) / 1e6 - hup_at), 10.0, reloading)
+        # CLOCK_MONOTONIC: read after the signal was sent and before the message was received
+        self.assertLessEqual(hup_at, int(reloading[2]["MONOTONIC_USEC"]) / 1e6 + 1e-6, reloading)
+        self.assertLessEqual(int(reloading[2]["MONOTONIC_USEC"]) / 1e6, reloading[0] + 1e-6, reloading)
         reloaded = notify.wait_for(lambda m: m[0] >= reloading[0] and m is not reloading and has("READY", "1")(m))
         self.assertIsNotNone(reloaded, notify.snapshot())
         self.assertEqual(reloaded[3], 200)
         self.assertIn("serving toxicity/1", reloaded[2].get("STATUS", ""))
 
-        # the audit writer stuck in one write: the file write-locked by another connection, and a
-        # request whose rows the writer must commit (it waits up to its 5 s busy timeout)
-        locker = H.WriterLock(d.db_path)
-        self.addCleanup(locker.release)
-        answers = []
-        scorer = threading.Thread(target=lambda: answers.append(
-            d.score({"items": H.json_items(H.random_embeddings(1, D, 7), "stalled-")})))
-        scorer.start()
-        queued = H.wait_until(lambda: (H.metric(d, "pgcld_audit_queue_rows") or 0) >= 1, 10, 0.01)
-        t_queued = time.monotonic()
-        self.assertTrue(queued, "the request's rows never reached the audit writer")
-        # the point: the writer stays stuck for 3.5 s (within its 5 s busy timeout), two ping
-        # periods after the first 1.5 s, a window in which no ping may go out (time that must pass)
-        time.sleep(max(0.0, t_queued + 3.5 - time.monotonic()))
-        withheld_status = [m for m in notify.snapshot() if "watchdog withheld" in m[2].get("STATUS", "")]
-        t_release = time.monotonic()
-        locker.release()
-        scorer.join(30)
-        # the writer has owed progress since before t_queued: from 1 s later no ping may go out
-        # (0.5 s more for a ping sent just before and recorded late on a loaded machine)
-        stalled = pings(notify.snapshot(), since=t_queued + 1.5, until=t_release)
-        self.assertEqual(stalled, [], f"pings while the writer was stuck (queued at {t_queued}, released at "
-                                      f"{t_release})")
-        self.assertTrue(withheld_status, "STATUS= did not say the watchdog was withheld")
+        # the audit writer stuck in one write (stall_round): at most one ping once the row waits,
+        # none between two statuses saying the watchdog is withheld, and "withheld" said
+        for attempt in range(1, STALL_ROUNDS + 1):
+            stall = self.stall_round(d, notify, attempt)
+            if stall:
+                break
+        else:
+            self.fail(f"in each of {STALL_ROUNDS} rounds the audit writer gave up on the locked database (its "
+                      f"busy timeout) before two STATUS= messages said the watchdog was withheld: a machine too "
+                      f"slow for this check")
+        after, held, t_release = stall
+        # from the first status that shows the row waiting to the second "withheld" one
+        queued = next((k for k, m in enumerate(after) if re.search(r"; audit queue [1-9]\d* rows", m[2].get("STATUS", ""))),
+                      None)
+        self.assertIsNotNone(queued, f"no STATUS= showed the row waiting: {after}")
+        self.assertLessEqual(queued, held[0], after)
+        stalled = [m for m in after[queued:held[1] + 1] if m[2].get("WATCHDOG") == "1"]
+        self.assertLessEqual(len(stalled), 1, f"pings while the writer was stuck: {after}")
+        self.assertEqual([m for m in after[held[0]:held[1] + 1] if m[2].get("WATCHDOG") == "1"], [],
+                         f"a ping between two statuses saying the watchdog was withheld: {after}")
+        stall_s = [float(re.search(r"stalled ([0-9.]+) s", after[k][2]["STATUS"]).group(1)) for k in held[:2]]
+        self.assertLess(stall_s[0], stall_s[1], f"the stall does not grow: {after}")
+        self.assertGreaterEqual(stall_s[0], WATCHDOG_USEC / 2e6, "withheld before the writer owed half WATCHDOG_USEC")
         self.assertIn("watchdog ping withheld", d.logs(10 ** 9))
         # and they resume once it commits
-        self.assertTrue(H.wait_until(lambda: len(pings(notify.snapshot(), since=t_release)) >= 2, 10),
-                        "pings did not resume after the lock was released")
+        H.wait_for(lambda: len(pings(notify.snapshot(), since=t_release)) >= 2, "pings resume after the lock was released")
         self.assertIn("watchdog pings resume", d.logs(10 ** 9))
-        self.assertIn(answers[0].status if answers else None, (200, 503), answers)
 
         # SIGTERM: STOPPING=1 once the drain begins, and no READY=1 after it
         self.assertEqual(d.stop(), 0, d.logs(10 ** 9))

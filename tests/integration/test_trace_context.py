@@ -381,7 +381,7 @@ class ChainAcrossMigrationTest(unittest.TestCase):
         cls.d.stop()
 
     def verify(self, path):
-        p = subprocess.run([H.PGCLD_BIN, "audit", "verify", "--db", path], capture_output=True, text=True, timeout=120)
+        p = H.run_pgcld("audit", "verify", "--db", path)
         return p.returncode, json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else None, p.stderr
 
     def copy(self, name, sql):
