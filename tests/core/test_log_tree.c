@@ -21,28 +21,13 @@
 #include "keys.h"
 #include "log_tree.h"
 #include "merkle.h"
+#include "merkle_test_util.h"
 
 #define DROP_NODE_TRIGGERS                                                                                             \
     "DROP TRIGGER IF EXISTS audit_log_nodes_append_only_u; DROP TRIGGER IF EXISTS audit_log_nodes_append_only_d;"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next_random(void) { /* xorshift64 */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-
-static bool same_hash(const pgcl_merkle_hash *a, const pgcl_merkle_hash *b) {
-    return memcmp(a->b, b->b, PGCL_MERKLE_HASH_BYTES) == 0;
-}
-
-static bool same_path(const pgcl_merkle_hash *a, int na, const pgcl_merkle_hash *b, int nb) {
-    if (na != nb) return false;
-    for (int i = 0; i < na; i++)
-        if (!same_hash(&a[i], &b[i])) return false;
-    return true;
-}
+static uint64_t next_random(void) { return xorshift64(&g_rng); }
 
 /* ---- the algorithms, from an in-memory source ---- */
 

@@ -20,28 +20,13 @@
 #include <stdlib.h>
 
 #include "merkle.h"
+#include "merkle_test_util.h"
 #include "test_util.h"
 #include "tiles.h"
 #include "tiles_impl.h"
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
-static uint64_t next_random(void) { /* xorshift64 */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-
-static bool same_hash(const pgcl_merkle_hash *a, const pgcl_merkle_hash *b) {
-    return memcmp(a->b, b->b, PGCL_MERKLE_HASH_BYTES) == 0;
-}
-
-static bool same_path(const pgcl_merkle_hash *a, int na, const pgcl_merkle_hash *b, int nb) {
-    if (na != nb) return false;
-    for (int i = 0; i < na; i++)
-        if (!same_hash(&a[i], &b[i])) return false;
-    return true;
-}
+static uint64_t next_random(void) { return xorshift64(&g_rng); }
 
 /* ---- paths ---- */
 

@@ -1065,3 +1065,15 @@ if __name__ == "__main__":
     finally:
         d.cleanup()
         sys.stdout.flush()
+
+
+def assert_archive_names_open_contest(tc, p, decision_id, contest_id, bound=()):
+    """`pgcld audit archive`'s refusal when an open contest stops the cut, on either store: exit 3,
+    "nothing to archive", the decision and the contest named with the way out (resolving it), and no
+    advice about the horizon, which cannot help (issue 27, finding 5)."""
+    tc.assertEqual(p.returncode, 3, (bound, p.stdout + p.stderr))
+    tc.assertIn("nothing to archive", p.stderr)
+    tc.assertIn(f"decision {decision_id}", p.stderr)
+    tc.assertIn(f"open contest, {contest_id}", p.stderr)
+    tc.assertIn(f"resolving the contest (POST /v1/contests/{contest_id}/resolution) allows archival", p.stderr)
+    tc.assertNotIn("horizon", p.stderr.split("nothing to archive", 1)[1], "a later horizon cannot help")

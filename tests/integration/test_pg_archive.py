@@ -430,13 +430,7 @@ class PgArchiveRefusalTest(unittest.TestCase):
     def test_2_the_open_contest_is_named(self):
         for bound in ((), ("--max-decisions", "1")):
             p, out = self.archive("contested.db", "--contest-window-days", "0", *bound)
-            self.assertEqual(p.returncode, 3, (bound, p.stdout + p.stderr))
-            self.assertIn("nothing to archive", p.stderr)
-            self.assertIn(f"decision {self.first[0]}", p.stderr)
-            self.assertIn(f"open contest, {self.contest_id}", p.stderr)
-            self.assertIn(f"resolving the contest (POST /v1/contests/{self.contest_id}/resolution) allows archival",
-                          p.stderr)
-            self.assertNotIn("horizon", p.stderr.split("nothing to archive", 1)[1], "a later horizon cannot help")
+            H.assert_archive_names_open_contest(self, p, self.first[0], self.contest_id, bound)
             self.assertFalse(os.path.exists(out))
 
     def test_3_resolved_it_archives(self):
