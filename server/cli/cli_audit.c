@@ -1,4 +1,4 @@
-/* pgcld audit verify|checkpoint|keygen|verify-proof|verify-consistency: checks the tamper-evident
+/* pgcld audit verify|checkpoint|keygen|note-key|verify-proof|verify-consistency: checks the tamper-evident
  * chain of an audit database (optionally against signed checkpoints), exports signed checkpoints of
  * its head, makes Ed25519 signing keys, and checks a decision's inclusion proof and a consistency
  * proof between two checkpoints offline. Works on the file a running daemon uses (verification reads one snapshot).
@@ -19,6 +19,7 @@
 #include "cli_options.h"
 #include "config.h"
 #include "fleet_checkpoint.h"
+#include "note.h"
 #include "review_json.h"
 #include "signing.h"
 #include "store_registry.h"
@@ -28,7 +29,7 @@
 
 typedef struct cli_opts {
     const char *db, *signing_key, *out, *public_key, *entry_hash, *before, *older_than_days, *checkpoint_dir;
-    const char *max_decisions, *contest_window_days;
+    const char *max_decisions, *contest_window_days, *origin;
     const char *checkpoints[MAX_CHECKPOINTS];
     int n_checkpoints;
 } cli_opts;
@@ -44,7 +45,8 @@ enum {
     OPT_OLDER_THAN_DAYS = 128,
     OPT_CHECKPOINT_DIR = 256,
     OPT_MAX_DECISIONS = 512,
-    OPT_CONTEST_WINDOW_DAYS = 1024
+    OPT_CONTEST_WINDOW_DAYS = 1024,
+    OPT_ORIGIN = 2048
 };
 
 // clang-format off
@@ -71,6 +73,8 @@ static const pgcld_cli_option OPTIONS[] = {
     {.name = "contest-window-days", .bit = OPT_CONTEST_WINDOW_DAYS,
      .offset = offsetof(cli_opts, contest_window_days), .meta = "N", .def = "180",
      .help = "PostgreSQL --db only: days after a decision during which it may be contested (not archived before)"},
+    {.name = "origin", .bit = OPT_ORIGIN, .offset = offsetof(cli_opts, origin), .meta = "NAME",
+     .help = "the log's origin, which names its note key (C2SP tlog-checkpoint): no spaces, no '+'"},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
      .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints",
      .meta = "FILE", .help = "a signed checkpoint file to check against"}};
@@ -101,6 +105,14 @@ static const pgcld_cli_command COMMANDS[] = {
      .description =
         "Writes a new secret signing key to --out (mode 0600, never overwritten) and prints its public key\n"
         "(64 hex digits) for verify --public-key.\n"},
+    {.name = "note-key", .allowed = OPT_SIGNING_KEY | OPT_ORIGIN,
+     .synopsis = "--signing-key FILE --origin NAME",
+     .summary = "print a signing key's note verifier key (C2SP signed-note)",
+     .description =
+        "Prints the verifier key of --signing-key as a C2SP signed-note key named --origin:\n"
+        "NAME+KEYHASH+BASE64, the form Go's golang.org/x/mod/sumdb/note and witnesses read. The key is\n"
+        "the one checkpoints are signed with today (no new key is made), so the log's signed-note\n"
+        "checkpoints (issue 28) will verify with it.\n"},
     {.name = "archive",
      .allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT | OPT_BEFORE | OPT_OLDER_THAN_DAYS | OPT_CHECKPOINT_DIR |
                 OPT_MAX_DECISIONS | OPT_CONTEST_WINDOW_DAYS,
@@ -346,6 +358,26 @@ static int cmd_keygen(const cli_opts *o) {
     printf("%s\n", pub);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "pgcld audit keygen: cannot write to stdout\n");
+        return 1;
+    }
+    return 0;
+}
+
+/* The note verifier key of --signing-key, named --origin (core/audit/log/note.h). */
+static int cmd_note_key(const cli_opts *o) {
+    pgcl_status st;
+    char err[1024], vkey[PGCL_NOTE_VKEY_MAX];
+    pgcl_note_signer *signer = pgcl_note_signer_from_key_file(o->signing_key, o->origin, &st, err, sizeof err);
+    if (!signer) {
+        fprintf(stderr, "pgcld audit note-key: %s\n", err);
+        return 1;
+    }
+    int n = pgcl_note_verifier_format(pgcl_note_signer_verifier(signer), vkey, sizeof vkey);
+    pgcl_note_signer_destroy(signer);
+    PGCL_ASSERT(n > 0); /* a signer made from a valid name formats */
+    printf("%s\n", vkey);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "pgcld audit note-key: cannot write to stdout\n");
         return 1;
     }
     return 0;
@@ -623,6 +655,7 @@ static int run_command(const pgcld_cli_command *command, const char *proof_file,
     if ((allowed & OPT_SIGNING_KEY) && !o->signing_key)
         return pgcld_cli_usage_error(CLI, "%s needs --signing-key FILE", cmd);
     if ((allowed & OPT_OUT) && !o->out) return pgcld_cli_usage_error(CLI, "%s needs --out FILE", cmd);
+    if ((allowed & OPT_ORIGIN) && !o->origin) return pgcld_cli_usage_error(CLI, "%s needs --origin NAME", cmd);
     if (strcmp(cmd, "archive") == 0 && !o->before == !o->older_than_days)
         return pgcld_cli_usage_error(CLI, "%s", "archive needs one horizon: --before RFC3339 or --older-than-days N");
     if (strcmp(cmd, "verify-consistency") == 0 && o->n_checkpoints != 0 && o->n_checkpoints != 2)
@@ -639,6 +672,7 @@ static int run_command(const pgcld_cli_command *command, const char *proof_file,
     if (strcmp(cmd, "verify") == 0) return cmd_verify(o);
     if (strcmp(cmd, "checkpoint") == 0) return cmd_checkpoint(o);
     if (strcmp(cmd, "archive") == 0) return cmd_archive(o);
+    if (strcmp(cmd, "note-key") == 0) return cmd_note_key(o);
     return cmd_keygen(o);
 }
 

@@ -15,7 +15,8 @@ The C side is tests/core/note_tool ($PGCLD_NOTE_TOOL).
     other's, a changed timestamp is refused by both; a witness's answer is kept by C;
   - checkpoint texts: C's format, and both parsers on good and bad texts;
   - pgcld's signing key file (`pgcld audit keygen`) as a note key: Go makes the same verifier key
-    from the public key keygen printed, and verifies what C signs with the file;
+    from the public key keygen printed (and `pgcld audit note-key` prints it), and verifies what C
+    signs with the file;
   - 5000 mutations of signed notes (bytes changed, cut, inserted; lines repeated, dropped, swapped):
     C and Go accept the same ones with the same text, and refuse the others. The one difference
     allowed is by design: C refuses base64 with non-zero unused bits, which Go reads.
@@ -246,6 +247,12 @@ class NoteStockVerifierTest(unittest.TestCase):
                          "Go's verifier key of keygen's public key")
         note = self.c_ok("key-file-sign", path, LOG, stdin=self.TEXTS[2])
         self.assertEqual(self.go_ok("verify", vkey, stdin=note), self.TEXTS[2])
+        # what an operator runs: `pgcld audit note-key` prints the same verifier key
+        cli = run([PGCLD, "audit", "note-key", "--signing-key", path, "--origin", LOG], cwd=self.tmp)
+        self.assertEqual((cli.returncode, cli.stdout.decode()), (0, vkey + "\n"), cli.stderr)
+        bad = run([PGCLD, "audit", "note-key", "--signing-key", path, "--origin", "two words"], cwd=self.tmp)
+        self.assertEqual(bad.returncode, 1, bad.stderr)
+        self.assertIn("key name", bad.stderr.decode())
 
     def test_mutations_judged_alike(self):
         rng = random.Random(28)
