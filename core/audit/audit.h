@@ -1,8 +1,9 @@
 /* The audit store interface: where every decision, event and shadow output is recorded, in the
  * chain's order, before the answer leaves. A store is an opaque handle (pgcl_audit) behind an
  * operations table (audit_store_impl.h), created by pgcl_audit_open and destroyed by
- * pgcl_audit_close. The one store today is SQLite (audit_sqlite.c), the embedded default:
- * an SQLite database in WAL mode that receives one row per scored item.
+ * pgcl_audit_close. Two stores implement it, each chosen by the driver that claims the --db
+ * (store_registry.h): SQLite (audit_sqlite.c), the embedded default, a database in WAL mode that
+ * receives one row per scored item; and PostgreSQL (pg/), one database for a fleet of replicas.
  *
  * pgcl_audit_append() hands rows to a single writer thread and blocks until they are committed:
  * the writer takes every request waiting at that moment into one transaction (group commit), so
