@@ -12,6 +12,7 @@
 #include "chain.h"
 #include "clock.h"
 #include "db.h"
+#include "files.h"
 #include "time_cursor.h"
 
 #define ERR_CAP 512
@@ -772,9 +773,7 @@ pgcl_status pgcl_archive_run(const char *db_path, const char *horizon, int64_t m
     }
     /* 2. the signed checkpoint at the cut */
     if (!checkpoint_dir) {
-        const char *slash = strrchr(db_path, '/');
-        int n = slash ? (int)(slash - db_path) : 1;
-        snprintf(dir, sizeof dir, "%.*s", n == 0 ? 1 : n, slash ? db_path : ".");
+        pgcl_path_directory(db_path, dir, sizeof dir);
         checkpoint_dir = dir;
     }
     if ((st = pgcl_checkpoint_create_at(db_path, key_path, out->cut.entry_seq, NULL, checkpoint_dir, &out->checkpoint,

@@ -296,11 +296,7 @@ static pgcl_status write_file_atomic(const char *path, const char *text, char *e
     randombytes_buf(rnd, sizeof rnd);
     sodium_bin2hex(rhex, sizeof rhex, rnd, sizeof rnd);
     snprintf(tmp, sizeof tmp, "%s.tmp-%s", path, rhex);
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
+    pgcl_path_directory(path, dir, sizeof dir);
 
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {

@@ -8,25 +8,17 @@
 #include <string.h>
 
 #include "audit_store_impl.h"
+#include "files.h"
 
 /* The directory of the database file ("." when it has none). */
-static void sqlite_checkpoint_dir(const char *db, char *out, size_t cap) {
-    snprintf(out, cap, "%s", db);
-    char *slash = strrchr(out, '/');
-    if (!slash)
-        snprintf(out, cap, ".");
-    else if (slash == out)
-        out[1] = 0;
-    else
-        *slash = 0;
-}
+static void sqlite_checkpoint_dir(const char *db, char *out, size_t cap) { pgcl_path_directory(db, out, cap); }
 
 static void sqlite_describe(const pgcl_audit_options *opts, char *out, int cap) {
     snprintf(out, (size_t)cap, "WAL, synchronous=%s", opts->synchronous_full ? "FULL" : "NORMAL");
 }
 
 /* Opens (creating the file and applying the migrations, as pgcld serve would) and closes. */
-static pgcl_status open_close(const char *db, int *version, char *err, int cap) {
+static pgcl_status sqlite_migrate(const char *db, int *version, char *err, int cap) {
     pgcl_audit_options aopts = {.path = db, .synchronous_full = true};
     pgcl_audit *audit = NULL;
     pgcl_status st = pgcl_audit_sqlite_open(&aopts, &audit, err, cap);
@@ -36,20 +28,16 @@ static pgcl_status open_close(const char *db, int *version, char *err, int cap) 
     return PGCL_OK;
 }
 
-static pgcl_status sqlite_migrate(const char *db, int *version, char *err, int cap) {
-    return open_close(db, version, err, cap);
-}
-
 /* The first admin key is made before the daemon ever ran: the schema is created first. */
 static pgcl_status sqlite_keys_create(const pgcl_store_target *t, pgcl_role role, const char *name, const char *actor,
                                       char key_out[128], char key_id_out[32], char *err, int cap) {
-    pgcl_status st = open_close(t->db, NULL, err, cap);
+    pgcl_status st = sqlite_migrate(t->db, NULL, err, cap);
     return st != PGCL_OK ? st : pgcl_keys_create(t->db, role, name, actor, key_out, key_id_out, err, cap);
 }
 
 static pgcl_status sqlite_keys_import(const pgcl_store_target *t, pgcl_role role, const char *name, const char *actor,
                                       const char *key, char key_id_out[32], bool *created, char *err, int cap) {
-    pgcl_status st = open_close(t->db, NULL, err, cap);
+    pgcl_status st = sqlite_migrate(t->db, NULL, err, cap);
     return st != PGCL_OK ? st : pgcl_keys_import(t->db, role, name, actor, key, key_id_out, created, err, cap);
 }
 

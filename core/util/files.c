@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,4 +55,12 @@ long pgcl_read_small_file(const char *path, const char *what, bool owner_only, c
 done:
     close(fd);
     return n;
+}
+
+void pgcl_path_directory(const char *path, char *out, size_t cap) {
+    if (cap == 0) return;
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(out, cap, ".");
+    else if (slash == path) snprintf(out, cap, "/");
+    else snprintf(out, cap, "%.*s", (int)(slash - path), path);
 }

@@ -17,4 +17,8 @@
 long pgcl_read_small_file(const char *path, const char *what, bool owner_only, char *buf, size_t max, pgcl_status *st,
                           char *err, int cap);
 
+/* The directory part of path into out (cap bytes): "." when path has no '/', "/" for a file at the
+ * root, else everything before the last '/'. Cut to cap - 1 bytes. */
+void pgcl_path_directory(const char *path, char *out, size_t cap);
+
 #endif

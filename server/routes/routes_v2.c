@@ -495,7 +495,7 @@ static int take_embedding(pgcld_server *srv, const input_tensor *t, score_job *j
  * non-empty string of at most 256 bytes (pgcld_score_take_ids). Without an id tensor, the ids
  * "0" … "n-1". 0, or -1 with reply set. */
 static int take_id_tensor(const input_tensor *t, score_job *job, pgcld_reply *reply) {
-    if (!t->tensor) return pgcld_score_take_ids(job, NULL, "inputs.id", reply);
+    if (!t->tensor) return pgcld_score_take_ids(job, NULL, 0, "inputs.id", reply);
     json_t *ids = t->bytes ? read_bytes_tensor(t->bytes, t->nbytes) : json_incref(json_object_get(t->tensor, "data"));
     size_t count = 0;
     int rc = -1;
@@ -512,7 +512,7 @@ static int take_id_tensor(const input_tensor *t, score_job *job, pgcld_reply *re
                           "'id' has shape [%zu] but 'embedding' has %d rows: one id per embedding", count, job->n);
     } else {
         char *ids_text = json_dumps(ids, JSON_COMPACT);
-        rc = ids_text ? pgcld_score_take_ids(job, ids_text, "inputs.id", reply) : -1;
+        rc = ids_text ? pgcld_score_take_ids(job, ids_text, strlen(ids_text), "inputs.id", reply) : -1;
         if (!ids_text) pgcld_reply_error(reply, 500, "internal_error", -1, NULL, "out of memory");
         free(ids_text);
     }

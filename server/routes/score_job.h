@@ -109,10 +109,7 @@ int pgcld_score_adopt_floats(score_job *job, float *z, int n, const char *field,
 
 /* Item ids from a JSON array of job->n strings (ids_json, len bytes; `field` names its source in
  * errors), or "0".."n-1" when ids_json is NULL. Returns 0, or -1 with reply set. */
-int pgcld_score_take_ids_n(score_job *job, const char *ids_json, size_t len, const char *field, pgcld_reply *reply);
-
-/* pgcld_score_take_ids_n of a C string (or NULL). */
-int pgcld_score_take_ids(score_job *job, const char *ids_json, const char *field, pgcld_reply *reply);
+int pgcld_score_take_ids(score_job *job, const char *ids_json, size_t len, const char *field, pgcld_reply *reply);
 
 /* Releases everything a job holds (its result, Idempotency-Key claim and header included) and
  * the job. Accepts NULL. */

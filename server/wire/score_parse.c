@@ -323,8 +323,8 @@ int pgcld_score_adopt_floats(score_job *job, float *z, int n, const char *field,
 
 /* Item ids for inputs that carry none in the body: a JSON array of n strings in the Pgcld-Item-Ids
  * header, or the item indexes "0", "1", … */
-int pgcld_score_take_ids_n(score_job *job, const char *header_json, size_t len, const char *field,
-                           pgcld_reply *reply) {
+int pgcld_score_take_ids(score_job *job, const char *header_json, size_t len, const char *field,
+                         pgcld_reply *reply) {
     size_t n = (size_t)job->n;
     job->ids = calloc(n, sizeof *job->ids);
     job->id_arena = malloc(n * 21 + (header_json ? len : 0) + 1);
@@ -364,10 +364,6 @@ done:
     return rc;
 }
 
-int pgcld_score_take_ids(score_job *job, const char *ids_json, const char *field, pgcld_reply *reply) {
-    return pgcld_score_take_ids_n(job, ids_json, ids_json ? strlen(ids_json) : 0, field, reply);
-}
-
 /* A JSON body names its model, options and item ids in the body: the query parameters and the
  * Pgcld-Item-Ids header of octet-stream bodies beside it would be a second, ignored answer to the
  * same question. True with reply set (400). */
@@ -404,7 +400,7 @@ static int parse_octets(pgcld_server *srv, const pgcld_request *req, score_job *
     if (pgcld_score_take_floats(srv, job, (const unsigned char *)req->body, req->body_len, "body", reply) != 0)
         return -1;
     pgcld_field ids = pgcld_request_header(req, "Pgcld-Item-Ids");
-    return pgcld_score_take_ids_n(job, ids.at, ids.len, "Pgcld-Item-Ids", reply);
+    return pgcld_score_take_ids(job, ids.at, ids.len, "Pgcld-Item-Ids", reply);
 }
 
 int pgcld_score_parse_v1(pgcld_server *srv, const pgcld_request *req, score_job *job, pgcld_reply *reply) {

@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     header[size] = 0;
     score_job ids_job = {.model = &g_model, .n = 1 + (size ? data[0] % MAX_ITEMS : 0)};
     pgcld_reply ids_reply = {0};
-    if (pgcld_score_take_ids(&ids_job, header, "Pgcld-Item-Ids", &ids_reply) == 0) {
+    if (pgcld_score_take_ids(&ids_job, header, strlen(header), "Pgcld-Item-Ids", &ids_reply) == 0) {
         for (int i = 0; i < ids_job.n; i++) {
             size_t len = strlen(ids_job.ids[i]);
             if (len == 0 || len > 256) fail("take_ids accepted a bad id", data, size);

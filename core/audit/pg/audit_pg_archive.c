@@ -15,6 +15,7 @@
 #include "archive.h"
 #include "audit_pg.h"
 #include "clock.h"
+#include "files.h"
 #include "merkle.h"
 #include "sha256.h"
 #include "time_cursor.h"
@@ -601,9 +602,7 @@ pgcl_status pgcl_pg_archive_run(const char *uri, const char *horizon, int contes
     if (st != PGCL_OK) goto done;
     /* 2. the fleet checkpoint: every head covers the planned rows (committed before it) */
     if (!checkpoint_dir) {
-        const char *slash = strrchr(archive_path, '/');
-        int n = slash ? (int)(slash - archive_path) : 1;
-        snprintf(dir, sizeof dir, "%.*s", n == 0 ? 1 : n, slash ? archive_path : ".");
+        pgcl_path_directory(archive_path, dir, sizeof dir);
         checkpoint_dir = dir;
     }
     if ((st = pgcl_pg_checkpoint_create(conn, key_path, NULL, checkpoint_dir, &out->checkpoint, err, cap)) != PGCL_OK)
