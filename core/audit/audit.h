@@ -64,6 +64,12 @@ typedef struct pgcl_decision_row {
     const char *content_date;      /* "YYYY-MM-DD", the caller's (a DSA statement's content_date) */
     const char *territorial_scope; /* a JSON array of ISO 3166-1 alpha-2 EEA codes, e.g. ["DE","FR"] */
     const char *content_language;  /* ISO 639-1, uppercase, e.g. "EN" */
+    /* The log record's (issue 28, log/record_rows.h), each optional: unset, the writer reads them
+     * from probabilities_json (its keys in order, its values) and the label count. */
+    int record_task;                  /* 1 + pgcl_record_task (1 binary, 2 multiclass, 3 ordinal); 0: derived */
+    const char *const *labels;        /* (n_labels) the model's labels in order; NULL: derived */
+    const float *probabilities;       /* (n_labels); NULL: derived */
+    int n_labels;
 } pgcl_decision_row;
 
 /* One administrative event (admin_events); pointers borrowed for the call. details is a JSON object. */
