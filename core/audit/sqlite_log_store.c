@@ -295,24 +295,27 @@ pgcl_status pgcl_sqlite_log_add_cosignatures(pgcl_audit *store, uint64_t size, c
 
 /* ---- where an event is ---- */
 
-/* The SQL that finds kind's leaf by id (NULL: not a kind). */
-static const char *leaf_sql(const char *kind) {
-    static const struct {
-        const char *kind, *sql;
-    } kinds[] = {
-        {"decision", "SELECT leaf_index FROM decisions WHERE decision_id = ?1"},
-        {"contest", "SELECT leaf_index FROM contests WHERE contest_id = ?1"},
-        {"resolution", "SELECT leaf_index FROM resolutions WHERE contest_id = ?1"},
-        {"admin_event", "SELECT leaf_index FROM admin_events WHERE event_id = ?1 AND action NOT LIKE 'key.%'"},
-        {"key_event", "SELECT leaf_index FROM admin_events WHERE event_id = ?1 AND action LIKE 'key.%'"},
-    };
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (strcmp(kind, kinds[i].kind) == 0) return kinds[i].sql;
-    return NULL;
+/* The event kinds (audit_log.h) and, at the same index, the SQL that finds one's leaf by id. */
+static const char *const LEAF_KINDS[] = {"decision", "contest", "resolution", "admin_event", "key_event"};
+static const char *const LEAF_SQL[] = {
+    "SELECT leaf_index FROM decisions WHERE decision_id = ?1",
+    "SELECT leaf_index FROM contests WHERE contest_id = ?1",
+    "SELECT leaf_index FROM resolutions WHERE contest_id = ?1",
+    "SELECT leaf_index FROM admin_events WHERE event_id = ?1 AND action NOT LIKE 'key.%'",
+    "SELECT leaf_index FROM admin_events WHERE event_id = ?1 AND action LIKE 'key.%'",
+};
+_Static_assert(sizeof LEAF_KINDS == sizeof LEAF_SQL, "one query per kind");
+
+/* kind's index in LEAF_KINDS, or -1. */
+static int leaf_kind(const char *kind) {
+    for (int i = 0; i < (int)(sizeof LEAF_KINDS / sizeof LEAF_KINDS[0]); i++)
+        if (strcmp(kind, LEAF_KINDS[i]) == 0) return i;
+    return -1;
 }
 
 typedef struct leaf_ctx {
-    const char *sql, *id;
+    int kind; /* in LEAF_KINDS */
+    const char *id;
     char *writer_id;
     uint64_t *leaf_index;
 } leaf_ctx;
@@ -324,7 +327,7 @@ static pgcl_status leaf_in(sqlite3 *db, void *ctx, char *err, int cap) {
     pgcl_status st = pgcl_sqlite_log_state(db, &info, &found, err, cap);
     if (st != PGCL_OK) return st;
     sqlite3_stmt *s = NULL;
-    int rc = found ? sqlite3_prepare_v2(db, c->sql, -1, &s, NULL) : SQLITE_DONE;
+    int rc = found ? sqlite3_prepare_v2(db, LEAF_SQL[c->kind], -1, &s, NULL) : SQLITE_DONE;
     if (rc == SQLITE_OK) {
         sqlite3_bind_text(s, 1, c->id, -1, SQLITE_STATIC);
         rc = sqlite3_step(s);
@@ -349,11 +352,11 @@ pgcl_status pgcl_sqlite_log_leaf_of(pgcl_audit *store, const char *kind, const c
                                     int cap) {
     writer_id[0] = '\0';
     *leaf_index = 0;
-    const char *sql = kind ? leaf_sql(kind) : NULL;
-    if (!sql || !id) {
+    int k = kind ? leaf_kind(kind) : -1;
+    if (k < 0 || !id) {
         pgcl_errorf(err, cap, "unknown event kind '%.32s'", kind ? kind : "");
         return PGCL_ERR_INVALID;
     }
-    leaf_ctx c = {sql, id, writer_id, leaf_index};
+    leaf_ctx c = {k, id, writer_id, leaf_index};
     return in_snapshot(store, leaf_in, &c, err, cap);
 }
