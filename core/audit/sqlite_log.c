@@ -192,17 +192,14 @@ static bool has_log_tables(sqlite3 *db) {
     return found;
 }
 
-pgcl_status pgcl_sqlite_log_state(sqlite3 *db, pgcl_audit_log_info *out, bool *found, char *err, int cap) {
+static const char STATE_SQL[] = "SELECT writer_id, size, root FROM log_writers ORDER BY writer_id";
+
+/* The state through s (STATE_SQL prepared on db; reset after). */
+static pgcl_status read_state(sqlite3 *db, sqlite3_stmt *s, pgcl_audit_log_info *out, bool *found, char *err,
+                              int cap) {
     memset(out, 0, sizeof *out);
     *found = false;
-    if (!has_log_tables(db)) return PGCL_OK;
-    sqlite3_stmt *s = NULL;
     pgcl_status st = PGCL_OK;
-    if (sqlite3_prepare_v2(db, "SELECT writer_id, size, root FROM log_writers ORDER BY writer_id", -1, &s, NULL) !=
-        SQLITE_OK) {
-        pgcl_errorf(err, cap, "log_writers: %s", sqlite3_errmsg(db));
-        return PGCL_ERR_DB;
-    }
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         const char *id = (const char *)sqlite3_column_text(s, 0);
@@ -222,6 +219,20 @@ pgcl_status pgcl_sqlite_log_state(sqlite3 *db, pgcl_audit_log_info *out, bool *f
         pgcl_errorf(err, cap, "log_writers: %s", sqlite3_errmsg(db));
         st = PGCL_ERR_DB;
     }
+    sqlite3_reset(s);
+    return st;
+}
+
+pgcl_status pgcl_sqlite_log_state(sqlite3 *db, pgcl_audit_log_info *out, bool *found, char *err, int cap) {
+    memset(out, 0, sizeof *out);
+    *found = false;
+    if (!has_log_tables(db)) return PGCL_OK;
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(db, STATE_SQL, -1, &s, NULL) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "log_writers: %s", sqlite3_errmsg(db));
+        return PGCL_ERR_DB;
+    }
+    pgcl_status st = read_state(db, s, out, found, err, cap);
     sqlite3_finalize(s);
     return st;
 }
@@ -277,7 +288,7 @@ struct pgcl_sqlite_log {
     pgcl_decision_record_buf *decision; /* large: one per writer */
     char writer_id[PGCL_LOG_WRITER_ID_MAX + 1];
     uint64_t begun_size;            /* the state begin() read */
-    sqlite3_stmt *put_state;
+    sqlite3_stmt *get_state, *put_state;
 };
 
 pgcl_sqlite_log *pgcl_sqlite_log_create(sqlite3 *db, char *err, int cap) {
@@ -294,7 +305,8 @@ pgcl_sqlite_log *pgcl_sqlite_log_create(sqlite3 *db, char *err, int cap) {
         pgcl_sqlite_log_destroy(l);
         return NULL;
     }
-    if (sqlite3_prepare_v3(db, "UPDATE log_writers SET size = ?2, root = ?3 WHERE writer_id = ?1", -1,
+    if (sqlite3_prepare_v3(db, STATE_SQL, -1, SQLITE_PREPARE_PERSISTENT, &l->get_state, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(db, "UPDATE log_writers SET size = ?2, root = ?3 WHERE writer_id = ?1", -1,
                            SQLITE_PREPARE_PERSISTENT, &l->put_state, NULL) != SQLITE_OK) {
         pgcl_errorf(err, cap, "log_writers: %s", sqlite3_errmsg(db));
         pgcl_sqlite_log_destroy(l);
@@ -308,6 +320,7 @@ void pgcl_sqlite_log_destroy(pgcl_sqlite_log *l) {
     pgcl_sqlite_log_rows_destroy(l->rows);
     pgcl_log_appender_destroy(l->appender);
     free(l->decision);
+    sqlite3_finalize(l->get_state);
     sqlite3_finalize(l->put_state);
     free(l);
 }
@@ -368,10 +381,10 @@ pgcl_status pgcl_sqlite_log_begin(pgcl_sqlite_log *l, const char *now, char *err
     if (!l->enabled) return PGCL_OK;
     pgcl_audit_log_info info;
     bool found = false;
-    pgcl_status st = pgcl_sqlite_log_state(l->db, &info, &found, err, cap);
-    if (st == PGCL_OK && !found) {
+    pgcl_status st = read_state(l->db, l->get_state, &info, &found, err, cap);
+    if (st == PGCL_OK && !found) { /* a database created by a build that fixed no writer: now */
         st = pgcl_sqlite_log_ensure_writer(l->db, NULL, now, NULL, err, cap);
-        if (st == PGCL_OK) st = pgcl_sqlite_log_state(l->db, &info, &found, err, cap);
+        if (st == PGCL_OK) st = read_state(l->db, l->get_state, &info, &found, err, cap);
     }
     if (st != PGCL_OK) return st;
     PGCL_ASSERT(found);
