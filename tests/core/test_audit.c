@@ -46,6 +46,10 @@ typedef struct row_store {
     pgcl_decision_row rows[64];
 } row_store;
 
+/* Rows the log can record (log/record_rows.h): hex digests of SHA-256's length, a policy object. */
+#define MODEL_SHA256 "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f"
+#define INPUT_SHA256 "abababababababababababababababababababababababababababababababab"
+
 static void make_rows(row_store *rs, int n, const char *request_id) {
     for (int i = 0; i < n; i++) {
         pgcl_uuid7(rs->ids[i]);
@@ -53,10 +57,12 @@ static void make_rows(row_store *rs, int n, const char *request_id) {
         for (int j = 0; j < 4; j++) rs->vec[i][j] = (float)(i + j);
         rs->rows[i] = (pgcl_decision_row){
             .decision_id = rs->ids[i], .request_id = request_id, .item_id = rs->item[i],
-            .model_name = "m", .model_version = "1", .model_sha256 = "00", .label = "toxic", .label_index = 1,
-            .probabilities_json = "{\"toxic\":1}", .has_toxicity = true, .toxicity = 0.9, .decision = "block",
-            .policy_json = "{}", .has_thresholds = true, .t_review = 0.5, .t_block = 0.8, .vector = rs->vec[i],
-            .d = 4, .input_sha256 = "ab", .latency_us = 10};
+            .model_name = "m", .model_version = "1", .model_sha256 = MODEL_SHA256, .label = "toxic",
+            .label_index = 1, .probabilities_json = "{\"non_toxic\":0.125,\"toxic\":0.875}", .has_toxicity = true,
+            .toxicity = 0.875, .decision = "block",
+            .policy_json = "{\"kind\":\"threshold\",\"label\":\"toxic\",\"t_block\":0.8,\"t_review\":0.5}",
+            .has_thresholds = true, .t_review = 0.5, .t_block = 0.8, .vector = rs->vec[i], .d = 4,
+            .input_sha256 = INPUT_SHA256, .latency_us = 10};
     }
 }
 

@@ -297,7 +297,7 @@ static void test_legacy(void) {
                  "INSERT INTO decisions SELECT 0, 'forged', created_at, request_id, item_id, model_name,"
                  " model_version, model_sha256, label, label_index, probabilities, toxicity, decision, policy,"
                  " t_review, t_block, vector, input_sha256, latency_us, input, input_dtype, input_digest, trace_id,"
-                 " content_date, territorial_scope, content_language FROM decisions WHERE seq = 1");
+                 " content_date, territorial_scope, content_language, leaf_index FROM decisions WHERE seq = 1");
     rep = verify(p, NULL, 0);
     CHECK_BAD(rep, n + 1, "decisions row 0 is not in the chain");
 }

@@ -301,8 +301,8 @@ static void test_backfill_and_fallback(const char *base) {
     free(want);
 }
 
-/* A database as an older pgcld left it: schema up to 0008 (no audit_log_nodes, audit_cuts or
- * 0011's columns). The keys CLI's chain writer extends it without nodes; opening the store applies
+/* A database as an older pgcld left it: schema up to 0008 (no audit_log_nodes, audit_cuts,
+ * 0011's columns or 0012's log). The keys CLI's chain writer extends it without nodes; opening the store applies
  * 0009 to 0011 and fills every node in the same transaction: those of the base, to the same bytes,
  * and the new entry's. */
 static void test_upgrade_from_before_0009(const char *base) {
@@ -313,6 +313,10 @@ static void test_upgrade_from_before_0009(const char *base) {
                  " ALTER TABLE decisions DROP COLUMN trace_id; ALTER TABLE decisions DROP COLUMN content_date;"
                  " ALTER TABLE decisions DROP COLUMN territorial_scope;"
                  " ALTER TABLE decisions DROP COLUMN content_language;"
+                 " DROP TABLE log_checkpoints; DROP TABLE log_tile_roots; DROP TABLE log_leaves;"
+                 " DROP TABLE log_writers; ALTER TABLE decisions DROP COLUMN leaf_index;"
+                 " ALTER TABLE contests DROP COLUMN leaf_index; ALTER TABLE resolutions DROP COLUMN leaf_index;"
+                 " ALTER TABLE admin_events DROP COLUMN leaf_index;"
                  " DELETE FROM schema_migrations WHERE version >= 9");
     CHECK(query_int(p, "SELECT count(*) FROM sqlite_schema WHERE name = 'audit_log_nodes'") == 0, "no table");
     char key[128], key_id[32], err[512] = "";
