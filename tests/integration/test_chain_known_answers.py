@@ -45,7 +45,10 @@ COLUMNS = {
 # decisions.input_digest (migration 0008) is the SHA-256 of the stored input: version 1 encodes the
 # input's bytes themselves (where it is stored: inline before 0008, in decision_inputs since), and a
 # version-2 leaf puts the digest in the input's place, so it is covered either way.
-UNCHAINED = {"decisions": ["input_digest"], "admin_events": [], "contests": [], "resolutions": []}
+# leaf_index (migration 0012): where the event is in the transparency log, whose leaf binds the event
+# itself (docs/log-record.md); the old chain, kept beside the log for now, does not cover it.
+UNCHAINED = {"decisions": ["input_digest", "leaf_index"], "admin_events": ["leaf_index"], "contests": ["leaf_index"],
+             "resolutions": ["leaf_index"]}
 # docs/audit.md, "Decision leaf, extended" (migration 0011): after its columns above, a decisions row
 # whose trace_id, content_date, territorial_scope or content_language is not NULL encodes those four,
 # in this order; a row with all four NULL encodes as before.
