@@ -9,9 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit.h"
+#include "audit_log.h"
 #include "chain.h"
 #include "clock.h"
 #include "db.h"
+#include "ids.h"
 #include "log/record.h"
 #include "merkle.h"
 #include "sqlite_log.h"
@@ -199,6 +202,108 @@ static void test_legacy_head(const char *path) {
     sqlite3_close(db);
 }
 
+
+/* ---- the store's logs (audit_log.h) through a real SQLite store ---- */
+
+typedef struct read_probe {
+    uint64_t size;
+    pgcl_merkle_hash root, tile_root;
+    size_t tile_len;
+} read_probe;
+
+/* log_read's callback: the state, and level 0's partial tile built from the rows. */
+static pgcl_status probe_log(void *ctx, const pgcl_log_ops *ops, void *ops_ctx, const pgcl_audit_log_info *log,
+                             char *err, int cap) {
+    read_probe *p = ctx;
+    p->size = log->size;
+    p->root = log->root;
+    pgcl_log_source src;
+    pgcl_log_source_init(&src, ops, ops_ctx, log->size);
+    pgcl_tile_id id = {.level = 0, .index = 0, .width = (int)log->size};
+    const unsigned char *data = NULL;
+    pgcl_status st = pgcl_log_tile_read(&src, &id, &data, &p->tile_len, err, cap);
+    if (st == PGCL_OK) p->tile_root = pgcl_merkle_root((const pgcl_merkle_hash *)data, log->size);
+    pgcl_log_source_free(&src);
+    return st;
+}
+
+static void test_store_logs(const char *path) {
+    unlink(path);
+    pgcl_audit_options o = {.path = path, .writer_id = "store-writer", .max_pending_rows = 1000};
+    pgcl_audit *a = NULL;
+    CHECK(pgcl_audit_open(&o, &a, g_err, sizeof g_err) == PGCL_OK, "open: %s", g_err);
+    if (!a) return;
+    CHECK(strcmp(pgcl_audit_writer_id(a), "store-writer") == 0, "writer id: %s", pgcl_audit_writer_id(a));
+    char ids[3][PGCL_UUID_LEN + 1];
+    float vec[4] = {0.5f, -1, 2, 0};
+    pgcl_decision_row rows[3];
+    for (int i = 0; i < 3; i++) {
+        pgcl_uuid7(ids[i]);
+        rows[i] = (pgcl_decision_row){
+            .decision_id = ids[i], .request_id = "req", .item_id = "item", .model_name = "m", .model_version = "1",
+            .model_sha256 = "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f", .label = "toxic",
+            .label_index = 1, .probabilities_json = "{\"non_toxic\":0.25,\"toxic\":0.75}", .has_toxicity = true,
+            .toxicity = 0.75, .decision = "review",
+            .policy_json = "{\"kind\":\"threshold\",\"label\":\"toxic\",\"t_block\":0.9,\"t_review\":0.5}",
+            .has_thresholds = true, .t_review = 0.5, .t_block = 0.9, .vector = vec, .d = 4,
+            .input_sha256 = "abababababababababababababababababababababababababababababababab", .latency_us = 7};
+    }
+    CHECK(pgcl_audit_append(a, rows, 3, g_err, sizeof g_err) == PGCL_OK, "append: %s", g_err);
+    pgcl_admin_event ev = {.actor = "unit", .action = "model.activate", .target = "m/1", .details_json = "{}"};
+    CHECK(pgcl_audit_record_event(a, &ev, g_err, sizeof g_err) == PGCL_OK, "event: %s", g_err);
+
+    pgcl_audit_log_info logs[2];
+    int n = 0;
+    CHECK(pgcl_audit_logs(a, logs, 2, &n, g_err, sizeof g_err) == PGCL_OK && n == 1, "logs: %d %s", n, g_err);
+    CHECK(n == 1 && strcmp(logs[0].writer_id, "store-writer") == 0 && logs[0].size == 5,
+          "one log: the policy, 3 decisions, the event (%llu)", (unsigned long long)logs[0].size);
+    read_probe probe = {0};
+    CHECK(pgcl_audit_log_read(a, "store-writer", probe_log, &probe, g_err, sizeof g_err) == PGCL_OK, "read: %s",
+          g_err);
+    CHECK(probe.size == 5 && probe.tile_len == 5 * PGCL_MERKLE_HASH_BYTES, "the partial tile 0/0.p/5");
+    CHECK(memcmp(probe.root.b, probe.tile_root.b, 32) == 0, "the tile's hashes give the log's root");
+    CHECK(pgcl_audit_log_read(a, "another", probe_log, &probe, g_err, sizeof g_err) == PGCL_ERR_NOT_FOUND,
+          "no log of another writer");
+
+    char writer[PGCL_LOG_WRITER_ID_MAX + 1];
+    uint64_t leaf = 99;
+    CHECK(pgcl_audit_log_leaf_of(a, "decision", ids[0], writer, &leaf, g_err, sizeof g_err) == PGCL_OK && leaf == 1 &&
+              strcmp(writer, "store-writer") == 0,
+          "decision 0 is leaf 1 (after its policy): %llu %s", (unsigned long long)leaf, g_err);
+    CHECK(pgcl_audit_log_leaf_of(a, "decision", ids[2], writer, &leaf, g_err, sizeof g_err) == PGCL_OK && leaf == 3,
+          "decision 2 is leaf 3");
+    CHECK(pgcl_audit_log_leaf_of(a, "contest", ids[2], writer, &leaf, g_err, sizeof g_err) == PGCL_ERR_NOT_FOUND,
+          "no contest of that id");
+    CHECK(pgcl_audit_log_leaf_of(a, "nonsense", ids[2], writer, &leaf, g_err, sizeof g_err) == PGCL_ERR_INVALID,
+          "an unknown kind");
+
+    char *note = NULL;
+    uint64_t size = 0;
+    CHECK(pgcl_audit_log_checkpoint(a, "store-writer", &note, &size, g_err, sizeof g_err) == PGCL_ERR_NOT_FOUND,
+          "no checkpoint yet");
+    const char *cp4 = "store-writer\n4\nAAAA\n\n\xe2\x80\x94 k sig4\n";
+    const char *cp5 = "store-writer\n5\nBBBB\n\n\xe2\x80\x94 k sig5\n";
+    CHECK(pgcl_audit_log_put_checkpoint(a, 4, cp4, g_err, sizeof g_err) == PGCL_OK, "put 4: %s", g_err);
+    CHECK(pgcl_audit_log_put_checkpoint(a, 4, cp4, g_err, sizeof g_err) == PGCL_OK, "idempotent");
+    CHECK(pgcl_audit_log_put_checkpoint(a, 4, cp5, g_err, sizeof g_err) == PGCL_ERR_MISMATCH, "another note at 4");
+    CHECK(pgcl_audit_log_put_checkpoint(a, 6, cp5, g_err, sizeof g_err) == PGCL_ERR_INVALID, "beyond the log");
+    CHECK(pgcl_audit_log_put_checkpoint(a, 5, cp5, g_err, sizeof g_err) == PGCL_OK, "put 5: %s", g_err);
+    const char *w1 = "\xe2\x80\x94 w1 cosig1\n", *w2 = "\xe2\x80\x94 w2 cosig2\n";
+    CHECK(pgcl_audit_log_add_cosignatures(a, 5, w1, g_err, sizeof g_err) == PGCL_OK, "cosig: %s", g_err);
+    CHECK(pgcl_audit_log_add_cosignatures(a, 5, w1, g_err, sizeof g_err) == PGCL_OK, "cosig again");
+    char both[128];
+    snprintf(both, sizeof both, "%s%s", w1, w2);
+    CHECK(pgcl_audit_log_add_cosignatures(a, 5, both, g_err, sizeof g_err) == PGCL_OK, "cosigs");
+    CHECK(pgcl_audit_log_add_cosignatures(a, 3, w1, g_err, sizeof g_err) == PGCL_ERR_NOT_FOUND, "no checkpoint 3");
+    CHECK(pgcl_audit_log_checkpoint(a, "store-writer", &note, &size, g_err, sizeof g_err) == PGCL_OK && size == 5,
+          "latest: %s", g_err);
+    char want[256];
+    snprintf(want, sizeof want, "%s%s%s", cp5, w1, w2);
+    CHECK(note && strcmp(note, want) == 0, "the note with each cosignature once: %s", note ? note : "NULL");
+    free(note);
+    pgcl_audit_close(a);
+}
+
 int main(void) {
     char dir[] = "/tmp/pgcl-sqlite-log-XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -207,6 +312,8 @@ int main(void) {
     test_transactions(path);
     snprintf(path, sizeof path, "%s/b.db", dir);
     test_legacy_head(path);
+    snprintf(path, sizeof path, "%s/c.db", dir);
+    test_store_logs(path);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
