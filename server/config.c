@@ -62,7 +62,8 @@ static const opt_def g_opts[] = {
     {.name = "db", S(db_path, "FILE|URI"), .def = "pgcld-audit.db",
      .help = "audit store: a SQLite file (created if missing) or a PostgreSQL URI postgresql://... shared by a fleet"},
     {.name = "writer-id", S(writer_id, "NAME"), .def = "",
-     .help = "PostgreSQL store: this process's chain (default: the host name); unique in the fleet"},
+     .help = "PostgreSQL store: this process's chain and log (default: the host name), unique in the fleet; "
+             "SQLite store: the log's writer, fixed when the database is created"},
     {.name = "default-model", S(default_model, "NAME"), .def = "toxicity",
      .help = "model used when a request names none"},
     {.name = "port-file", S(port_file, "FILE"), .def = "",

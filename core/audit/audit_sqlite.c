@@ -436,7 +436,8 @@ static void commit_batch(sqlite_store *a, audit_job *batch) {
         run_isolated(a, &txn, batch);
     }
     char err[ERR_CAP];
-    if (pgcl_sqlite_log_seal(a->log, err, sizeof err) != PGCL_OK || pgcl_chain_seal(a->chain, err, sizeof err) != PGCL_OK ||
+    if (pgcl_sqlite_log_seal(a->log, err, sizeof err) != PGCL_OK ||
+        pgcl_chain_seal(a->chain, err, sizeof err) != PGCL_OK ||
         pgcl_db_exec(a->db, "COMMIT", err, sizeof err) != SQLITE_OK) {
         rollback(a);
         for (audit_job *j = batch; j; j = j->next) {

@@ -149,9 +149,9 @@ static pgcl_status step_insert(pgcl_sqlite_log_rows *r, sqlite3_stmt *s, const c
 static pgcl_status rows_put_leaf(void *ctx, uint64_t leaf_index, const pgcl_merkle_hash *leaf_hash,
                                  const unsigned char *record, size_t len, char *err, int cap) {
     pgcl_sqlite_log_rows *r = ctx;
-    pgcl_status st = statement(r, &r->put_leaf,
-                               "INSERT INTO log_leaves (writer_id, leaf_index, leaf_hash, record) VALUES (?1,?2,?3,?4)",
-                               err, cap);
+    pgcl_status st =
+        statement(r, &r->put_leaf,
+                  "INSERT INTO log_leaves (writer_id, leaf_index, leaf_hash, record) VALUES (?1,?2,?3,?4)", err, cap);
     if (st != PGCL_OK) return st;
     sqlite3_bind_int64(r->put_leaf, 2, (int64_t)leaf_index);
     sqlite3_bind_blob(r->put_leaf, 3, leaf_hash->b, PGCL_MERKLE_HASH_BYTES, SQLITE_STATIC);
@@ -162,9 +162,9 @@ static pgcl_status rows_put_leaf(void *ctx, uint64_t leaf_index, const pgcl_merk
 static pgcl_status rows_put_tile_root(void *ctx, int level, uint64_t tile_index, const pgcl_merkle_hash *root,
                                       char *err, int cap) {
     pgcl_sqlite_log_rows *r = ctx;
-    pgcl_status st = statement(r, &r->put_tile_root,
-                               "INSERT INTO log_tile_roots (writer_id, level, tile_index, root) VALUES (?1,?2,?3,?4)",
-                               err, cap);
+    pgcl_status st =
+        statement(r, &r->put_tile_root,
+                  "INSERT INTO log_tile_roots (writer_id, level, tile_index, root) VALUES (?1,?2,?3,?4)", err, cap);
     if (st != PGCL_OK) return st;
     sqlite3_bind_int(r->put_tile_root, 2, level);
     sqlite3_bind_int64(r->put_tile_root, 3, (int64_t)tile_index);
@@ -185,8 +185,8 @@ const pgcl_log_ops pgcl_sqlite_log_ops = {
 /* Whether db's schema has the log (migration 0012). */
 static bool has_log_tables(sqlite3 *db) {
     sqlite3_stmt *s = NULL;
-    bool found = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'log_writers'",
-                                    -1, &s, NULL) == SQLITE_OK &&
+    bool found = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'log_writers'", -1,
+                                    &s, NULL) == SQLITE_OK &&
                  sqlite3_step(s) == SQLITE_ROW;
     sqlite3_finalize(s);
     return found;
@@ -195,8 +195,7 @@ static bool has_log_tables(sqlite3 *db) {
 static const char STATE_SQL[] = "SELECT writer_id, size, root FROM log_writers ORDER BY writer_id";
 
 /* The state through s (STATE_SQL prepared on db; reset after). */
-static pgcl_status read_state(sqlite3 *db, sqlite3_stmt *s, pgcl_audit_log_info *out, bool *found, char *err,
-                              int cap) {
+static pgcl_status read_state(sqlite3 *db, sqlite3_stmt *s, pgcl_audit_log_info *out, bool *found, char *err, int cap) {
     memset(out, 0, sizeof *out);
     *found = false;
     pgcl_status st = PGCL_OK;
@@ -205,8 +204,8 @@ static pgcl_status read_state(sqlite3 *db, sqlite3_stmt *s, pgcl_audit_log_info 
         const char *id = (const char *)sqlite3_column_text(s, 0);
         if (*found || !id || strlen(id) > PGCL_LOG_WRITER_ID_MAX || sqlite3_column_int64(s, 1) < 0 ||
             sqlite3_column_bytes(s, 2) != PGCL_MERKLE_HASH_BYTES) {
-            pgcl_errorf(err, cap, "log_writers: %s", *found ? "more than one writer in a SQLite store"
-                                                            : "a malformed writer row");
+            pgcl_errorf(err, cap, "log_writers: %s",
+                        *found ? "more than one writer in a SQLite store" : "a malformed writer row");
             st = PGCL_ERR_FORMAT;
             break;
         }
@@ -282,12 +281,12 @@ pgcl_status pgcl_sqlite_log_ensure_writer(sqlite3 *db, const char *writer_id, co
 
 struct pgcl_sqlite_log {
     sqlite3 *db;
-    bool enabled;                   /* the schema has the log */
-    pgcl_sqlite_log_rows *rows;     /* of writer_id, on db */
+    bool enabled;               /* the schema has the log */
+    pgcl_sqlite_log_rows *rows; /* of writer_id, on db */
     pgcl_log_appender *appender;
     pgcl_decision_record_buf *decision; /* large: one per writer */
     char writer_id[PGCL_LOG_WRITER_ID_MAX + 1];
-    uint64_t begun_size;            /* the state begin() read */
+    uint64_t begun_size; /* the state begin() read */
     sqlite3_stmt *get_state, *put_state;
 };
 
@@ -434,7 +433,9 @@ pgcl_status pgcl_sqlite_log_add_decision(pgcl_sqlite_log *l, const pgcl_decision
     return st;
 }
 
-size_t pgcl_sqlite_log_mark(const pgcl_sqlite_log *l) { return l->enabled ? pgcl_log_mark(l->appender) : 0; }
+size_t pgcl_sqlite_log_mark(const pgcl_sqlite_log *l) {
+    return l->enabled ? pgcl_log_mark(l->appender) : 0;
+}
 
 void pgcl_sqlite_log_rewind(pgcl_sqlite_log *l, size_t mark) {
     if (l->enabled) pgcl_log_rewind(l->appender, mark);
@@ -466,4 +467,6 @@ void pgcl_sqlite_log_committed(pgcl_sqlite_log *l) {
     if (l->enabled) pgcl_log_committed(l->appender);
 }
 
-const char *pgcl_sqlite_log_writer_id(const pgcl_sqlite_log *l) { return l->writer_id; }
+const char *pgcl_sqlite_log_writer_id(const pgcl_sqlite_log *l) {
+    return l->writer_id;
+}

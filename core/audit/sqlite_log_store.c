@@ -132,8 +132,8 @@ static pgcl_status checkpoint_in(sqlite3 *db, void *ctx, char *err, int cap) {
     return st;
 }
 
-pgcl_status pgcl_sqlite_log_checkpoint(pgcl_audit *store, const char *writer_id, char **note, uint64_t *size,
-                                       char *err, int cap) {
+pgcl_status pgcl_sqlite_log_checkpoint(pgcl_audit *store, const char *writer_id, char **note, uint64_t *size, char *err,
+                                       int cap) {
     *note = NULL;
     *size = 0;
     checkpoint_ctx c = {writer_id ? writer_id : "", note, size};
@@ -273,9 +273,10 @@ static pgcl_status add_cosignatures_fn(pgcl_audit_txn *t, void *ctx, char *err, 
             }
             p += n;
         }
-        st = len == have ? PGCL_OK
-                         : exec_put(db, "UPDATE log_checkpoints SET cosignatures = ?3 WHERE writer_id = ?1 AND size = ?2",
-                                    c, merged, "", err, cap);
+        st = len == have
+                 ? PGCL_OK
+                 : exec_put(db, "UPDATE log_checkpoints SET cosignatures = ?3 WHERE writer_id = ?1 AND size = ?2", c,
+                            merged, "", err, cap);
     }
     free(merged);
     free(note);
@@ -283,8 +284,8 @@ static pgcl_status add_cosignatures_fn(pgcl_audit_txn *t, void *ctx, char *err, 
     return st;
 }
 
-pgcl_status pgcl_sqlite_log_add_cosignatures(pgcl_audit *store, uint64_t size, const char *signature_lines,
-                                             char *err, int cap) {
+pgcl_status pgcl_sqlite_log_add_cosignatures(pgcl_audit *store, uint64_t size, const char *signature_lines, char *err,
+                                             int cap) {
     if (!signature_lines || (*signature_lines && signature_lines[strlen(signature_lines) - 1] != '\n')) {
         pgcl_errorf(err, cap, "cosignature lines must each end in a newline");
         return PGCL_ERR_INVALID;

@@ -24,16 +24,16 @@ pgcl_status pgcl_sqlite_apply_migrations(sqlite3 *db, const char *path, const ch
         return PGCL_ERR_DB;
     }
     if (pgcl_db_exec(db,
-                 "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                 " sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)",
-                 sub, sizeof sub) != SQLITE_OK) {
+                     "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                     " sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)",
+                     sub, sizeof sub) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: %s", path, sub);
         goto done;
     }
-    if (sqlite3_prepare_v2(db, "SELECT version, sha256 FROM schema_migrations ORDER BY version", -1, &get,
-                           NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "INSERT INTO schema_migrations (version, name, sha256, applied_at) VALUES (?,?,?,?)",
-                           -1, &put, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, "SELECT version, sha256 FROM schema_migrations ORDER BY version", -1, &get, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT INTO schema_migrations (version, name, sha256, applied_at) VALUES (?,?,?,?)", -1,
+                           &put, NULL) != SQLITE_OK) {
         pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(db));
         goto done;
     }
@@ -49,7 +49,8 @@ pgcl_status pgcl_sqlite_apply_migrations(sqlite3 *db, const char *path, const ch
         }
         const pgcl_migration *mig = &pgcl_migrations[version - 1];
         if (!digest || strcmp(digest, mig->sha256) != 0) {
-            pgcl_errorf(err, cap, "%s: migration %d (%s) recorded with a different SHA-256 than this build's; "
+            pgcl_errorf(err, cap,
+                        "%s: migration %d (%s) recorded with a different SHA-256 than this build's; "
                         "the schema file was edited after it was applied",
                         path, version, mig->name);
             st = PGCL_ERR_MISMATCH;

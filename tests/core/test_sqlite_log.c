@@ -76,8 +76,7 @@ static void check_state(sqlite3 *db, uint64_t want_size) {
     pgcl_audit_log_info info;
     bool found = false;
     CHECK(pgcl_sqlite_log_state(db, &info, &found, g_err, sizeof g_err) == PGCL_OK && found, "state: %s", g_err);
-    CHECK(info.size == want_size, "size %llu, want %llu", (unsigned long long)info.size,
-          (unsigned long long)want_size);
+    CHECK(info.size == want_size, "size %llu, want %llu", (unsigned long long)info.size, (unsigned long long)want_size);
     pgcl_merkle_hash *hashes = calloc(want_size + 1, sizeof *hashes);
     pgcl_sqlite_log_rows *rows = pgcl_sqlite_log_rows_create(db, info.writer_id);
     if (want_size > 0)
@@ -160,8 +159,8 @@ static void test_legacy_head(const char *path) {
     CHECK(pgcl_chain_begin(chain, g_err, sizeof g_err) == PGCL_OK, "%s", g_err);
     exec(db, "INSERT INTO admin_events (event_id, created_at, actor, action, target, details) VALUES"
              " ('0190b6a2-8f3c-7b22-8a00-0000000000aa', '2026-01-01T00:00:00.000000Z', 'a', 'x.y', 't', '{}')");
-    CHECK(pgcl_chain_record(chain, "admin_events", sqlite3_last_insert_rowid(db), g_err, sizeof g_err) == PGCL_OK,
-          "%s", g_err);
+    CHECK(pgcl_chain_record(chain, "admin_events", sqlite3_last_insert_rowid(db), g_err, sizeof g_err) == PGCL_OK, "%s",
+          g_err);
     CHECK(pgcl_chain_seal(chain, g_err, sizeof g_err) == PGCL_OK, "%s", g_err);
     exec(db, "COMMIT");
     int64_t head_seq = pgcl_chain_head_seq(chain);
@@ -202,7 +201,6 @@ static void test_legacy_head(const char *path) {
     sqlite3_close(db);
 }
 
-
 /* ---- the store's logs (audit_log.h) through a real SQLite store ---- */
 
 typedef struct read_probe {
@@ -240,13 +238,26 @@ static void test_store_logs(const char *path) {
     for (int i = 0; i < 3; i++) {
         pgcl_uuid7(ids[i]);
         rows[i] = (pgcl_decision_row){
-            .decision_id = ids[i], .request_id = "req", .item_id = "item", .model_name = "m", .model_version = "1",
-            .model_sha256 = "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f", .label = "toxic",
-            .label_index = 1, .probabilities_json = "{\"non_toxic\":0.25,\"toxic\":0.75}", .has_toxicity = true,
-            .toxicity = 0.75, .decision = "review",
+            .decision_id = ids[i],
+            .request_id = "req",
+            .item_id = "item",
+            .model_name = "m",
+            .model_version = "1",
+            .model_sha256 = "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f",
+            .label = "toxic",
+            .label_index = 1,
+            .probabilities_json = "{\"non_toxic\":0.25,\"toxic\":0.75}",
+            .has_toxicity = true,
+            .toxicity = 0.75,
+            .decision = "review",
             .policy_json = "{\"kind\":\"threshold\",\"label\":\"toxic\",\"t_block\":0.9,\"t_review\":0.5}",
-            .has_thresholds = true, .t_review = 0.5, .t_block = 0.9, .vector = vec, .d = 4,
-            .input_sha256 = "abababababababababababababababababababababababababababababababab", .latency_us = 7};
+            .has_thresholds = true,
+            .t_review = 0.5,
+            .t_block = 0.9,
+            .vector = vec,
+            .d = 4,
+            .input_sha256 = "abababababababababababababababababababababababababababababababab",
+            .latency_us = 7};
     }
     CHECK(pgcl_audit_append(a, rows, 3, g_err, sizeof g_err) == PGCL_OK, "append: %s", g_err);
     pgcl_admin_event ev = {.actor = "unit", .action = "model.activate", .target = "m/1", .details_json = "{}"};
@@ -258,8 +269,7 @@ static void test_store_logs(const char *path) {
     CHECK(n == 1 && strcmp(logs[0].writer_id, "store-writer") == 0 && logs[0].size == 5,
           "one log: the policy, 3 decisions, the event (%llu)", (unsigned long long)logs[0].size);
     read_probe probe = {0};
-    CHECK(pgcl_audit_log_read(a, "store-writer", probe_log, &probe, g_err, sizeof g_err) == PGCL_OK, "read: %s",
-          g_err);
+    CHECK(pgcl_audit_log_read(a, "store-writer", probe_log, &probe, g_err, sizeof g_err) == PGCL_OK, "read: %s", g_err);
     CHECK(probe.size == 5 && probe.tile_len == 5 * PGCL_MERKLE_HASH_BYTES, "the partial tile 0/0.p/5");
     CHECK(memcmp(probe.root.b, probe.tile_root.b, 32) == 0, "the tile's hashes give the log's root");
     CHECK(pgcl_audit_log_read(a, "another", probe_log, &probe, g_err, sizeof g_err) == PGCL_ERR_NOT_FOUND,
