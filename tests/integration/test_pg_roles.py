@@ -55,6 +55,10 @@ EXPECTED = {
     "audit_log_nodes": (APPEND, set()),
     "audit_checkpoints": (APPEND, set()),
     "audit_cuts": ({"SELECT"}, set()),  # archival runs as the owner
+    "log_writers": (APPEND, {"size", "root"}),  # migrations/pg/0003_log.sql: a log's state moves forward
+    "log_leaves": (APPEND, set()),
+    "log_tile_roots": (APPEND, set()),
+    "log_checkpoints": (APPEND, {"cosignatures"}),  # witnesses' lines are appended
 }
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 APPEND_ONLY = ("decisions", "admin_events", "shadow_decisions", "contests", "resolutions", "audit_chain",
