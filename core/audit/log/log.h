@@ -16,9 +16,12 @@
  * A store implements pgcl_log_ops over one writer's rows (ctx names the writer and the
  * connection); this module does everything that makes them a tree: the appender (a commit's
  * leaves, the tiles it completes, the new root) and the tile source (pgcl_tile_read_fn over
- * pgcl_log_ops, for tiles.h's reader, the HTTP routes and the proofs). */
-#ifndef PGCL_LOG_H
-#define PGCL_LOG_H
+ * pgcl_log_ops, for tiles.h's reader, the HTTP routes and the proofs).
+ *
+ * Include it as "log/log.h": a bare "log.h" is core/util/log.h (the daemon's logging) everywhere
+ * but in this folder. */
+#ifndef PGCL_WRITER_LOG_H
+#define PGCL_WRITER_LOG_H
 
 #include <stdbool.h>
 #include <stddef.h>

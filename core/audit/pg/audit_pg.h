@@ -103,6 +103,13 @@ pgcl_status pgcl_pg_txn_next_seq(pgcl_pg_txn *t, const char *table, int64_t *seq
  * (pgcl_chain_leaf_of_values) in this transaction's commit entry. */
 pgcl_status pgcl_pg_txn_chain(pgcl_pg_txn *t, int table, int64_t row_seq, pgcl_merkle_hash leaf, char *err, int cap);
 
+/* The writer's id (the log's). */
+const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t);
+/* Adds record r as the next leaf of this writer's log in this transaction (pg_log.h; a savepoint's
+ * rollback takes it back with the job); *leaf_index its index, for the event row's leaf_index. */
+struct pgcl_record;
+pgcl_status pgcl_pg_txn_log(pgcl_pg_txn *t, const struct pgcl_record *r, uint64_t *leaf_index, char *err, int cap);
+
 /* In a job (audit_pg_admin.c): appends one admin_events row (created_at the transaction's time, a
  * new event id, details a JSON object's text) and chains it. */
 pgcl_status pgcl_pg_txn_add_admin_event(pgcl_pg_txn *t, const char *actor, const char *action, const char *target,
