@@ -107,6 +107,11 @@ static pgcl_status add_event_row(pgcl_pg_txn *t, const char *table, const char *
     return chain_row(t, table, seq, row, n + 1, err, cap);
 }
 
+/* A record field's text: "" for an absent (NULL) one. */
+static const char *or_empty(const char *s) {
+    return s ? s : "";
+}
+
 /* A record of record_rows.h, or its refusal as "<what>: <why>". */
 static pgcl_status record_made(pgcl_status st, const char *what, const char *why, char *err, int cap) {
     if (st != PGCL_OK) pgcl_errorf(err, cap, "%s: its log record: %s", what, why);
@@ -172,8 +177,8 @@ static pgcl_status contest_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     const char *columns[] = {r->contest_id, r->decision_id, r->filed_at, r->filed_by, r->filer_key_id, r->reason};
     pgcl_record rec;
     char why[256];
-    st = record_made(pgcl_record_of_contest(r->contest_id, r->decision_id, r->filed_at, r->filer_key_id, r->filed_by,
-                                            r->reason, &rec, why, sizeof why),
+    st = record_made(pgcl_record_of_contest(r->contest_id, r->decision_id, r->filed_at, or_empty(r->filer_key_id),
+                                            r->filed_by, r->reason, &rec, why, sizeof why),
                      "contest", why, err, cap);
     if (st != PGCL_OK) return st;
     return add_event_row(t, "contests", "contest", INSERT_CONTEST_SQL, columns, 6, &rec, err, cap);
@@ -213,8 +218,8 @@ static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     pgcl_record rec;
     char why[256];
     st = record_made(pgcl_record_of_resolution(r->contest_id, decision_id, r->resolved_at, r->outcome,
-                                               r->resolver_key_id, r->resolved_by, r->corrected_label, r->note, &rec,
-                                               why, sizeof why),
+                                               or_empty(r->resolver_key_id), r->resolved_by,
+                                               or_empty(r->corrected_label), r->note, &rec, why, sizeof why),
                      "resolution", why, err, cap);
     if (st != PGCL_OK) return st;
     return add_event_row(t, "resolutions", "resolution", INSERT_RESOLUTION_SQL, columns, 7, &rec, err, cap);
