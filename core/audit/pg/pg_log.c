@@ -413,10 +413,10 @@ pgcl_status pgcl_pg_log_seal(pgcl_pg_log *l, PGconn *conn, char *err, int cap) {
     return PGCL_OK;
 }
 
-/* A statement whose parameters are $1 = the writer id and three arrays. */
-static void array_statement(pgcl_pg_log *l, const char *what, const char *sql, pgcl_pg_array *cols[3],
-                            pgcl_pg_log_stmt *out) {
-    *out = (pgcl_pg_log_stmt){.what = what, .sql = sql, .n = 4, .values = {l->writer_id}, .binary_len = {-1}};
+/* The parameters of a statement whose $1 is the writer id and $2..$4 three arrays (its text is set
+ * by the caller). */
+static void array_statement(pgcl_pg_log *l, const char *what, pgcl_pg_array *cols[3], pgcl_pg_log_stmt *out) {
+    *out = (pgcl_pg_log_stmt){.what = what, .n = 4, .values = {l->writer_id}, .binary_len = {-1}};
     for (int c = 0; c < 3; c++) {
         pgcl_pg_array_finish(cols[c]);
         out->values[c + 1] = (const char *)cols[c]->buf;
@@ -433,13 +433,15 @@ bool pgcl_pg_log_statement(pgcl_pg_log *l, int i, pgcl_pg_log_stmt *out, bool *o
     if (i < b->n_chunks) {
         leaf_chunk *c = &b->chunks[i];
         pgcl_pg_array *cols[3] = {&c->index, &c->hash, &c->record};
-        array_statement(l, "log leaves", INSERT_LEAVES_SQL, cols, out);
+        array_statement(l, "log leaves", cols, out);
+        out->sql = INSERT_LEAVES_SQL;
         return true;
     }
     i -= b->n_chunks;
     if (b->n_roots > 0 && i-- == 0) {
         pgcl_pg_array *cols[3] = {&b->root_level, &b->root_index, &b->root_hash};
-        array_statement(l, "log tile roots", INSERT_TILE_ROOTS_SQL, cols, out);
+        array_statement(l, "log tile roots", cols, out);
+        out->sql = INSERT_TILE_ROOTS_SQL;
         return true;
     }
     if (i != 0) return false;
