@@ -169,8 +169,7 @@ pgcl_status pgcl_pg_log_put_checkpoint(pgcl_audit *store, uint64_t size, const c
         return PGCL_ERR_INVALID;
     }
     if (!same) {
-        pgcl_errorf(err, cap, "log of writer %s: another checkpoint of size %" PRIu64 " is stored", s->writer_id,
-                    size);
+        pgcl_errorf(err, cap, "log of writer %s: another checkpoint of size %" PRIu64 " is stored", s->writer_id, size);
         return PGCL_ERR_MISMATCH;
     }
     return PGCL_OK;

@@ -11,7 +11,7 @@
 #include "pg_db.h"
 #include "record_rows.h"
 
-#define LEAVES_PER_STATEMENT 2048       /* leaves in one INSERT ... unnest */
+#define LEAVES_PER_STATEMENT 2048        /* leaves in one INSERT ... unnest */
 #define LEAF_STATEMENT_BYTES (32u << 20) /* ... or about this many bytes of records */
 #define INT_TEXT 24
 
@@ -55,10 +55,10 @@ typedef struct tile_root {
 } tile_root;
 
 struct pgcl_pg_log_batch {
-    uint64_t first;            /* the first leaf put (when n > 0) */
-    pgcl_merkle_hash *hashes;  /* the leaves' hashes, in order: reads of them see the batch */
+    uint64_t first;           /* the first leaf put (when n > 0) */
+    pgcl_merkle_hash *hashes; /* the leaves' hashes, in order: reads of them see the batch */
     size_t n, cap;
-    leaf_chunk *chunks;        /* [0, n_chunks) hold leaves */
+    leaf_chunk *chunks; /* [0, n_chunks) hold leaves */
     int n_chunks, cap_chunks;
     tile_root *roots;
     size_t n_roots, cap_roots;
@@ -213,8 +213,8 @@ static pgcl_status rows_records(void *ctx, uint64_t first, int n, pgcl_log_recor
     PGresult *res = read_rows(r, "log records", RECORDS_SQL, 3, v, &st, err, cap);
     if (!res) return st;
     if (PQntuples(res) != n) {
-        pgcl_errorf(err, cap, "log of writer %s: records %" PRIu64 "..%" PRIu64 ": %d of %d there", r->writer_id,
-                    first, first + (uint64_t)n - 1, PQntuples(res), n);
+        pgcl_errorf(err, cap, "log of writer %s: records %" PRIu64 "..%" PRIu64 ": %d of %d there", r->writer_id, first,
+                    first + (uint64_t)n - 1, PQntuples(res), n);
         PQclear(res);
         return PGCL_ERR_NOT_FOUND;
     }
@@ -224,8 +224,8 @@ static pgcl_status rows_records(void *ctx, uint64_t first, int n, pgcl_log_recor
             st = PGCL_ERR_NOT_FOUND;
             break;
         }
-        st = fn(fctx, first + (uint64_t)i, (const unsigned char *)PQgetvalue(res, i, 1),
-                (size_t)PQgetlength(res, i, 1), err, cap);
+        st = fn(fctx, first + (uint64_t)i, (const unsigned char *)PQgetvalue(res, i, 1), (size_t)PQgetlength(res, i, 1),
+                err, cap);
     }
     PQclear(res);
     return st;
@@ -333,7 +333,7 @@ struct pgcl_pg_log {
     pgcl_merkle_hash sealed_root;
     pgcl_log_appender *appender;
     pgcl_pg_log_batch batch;
-    pgcl_decision_record_buf *decision; /* large: one per writer */
+    pgcl_decision_record_buf *decision;              /* large: one per writer */
     char old_size_t[INT_TEXT], new_size_t[INT_TEXT]; /* the state statement's texts */
 };
 
