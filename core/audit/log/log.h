@@ -64,6 +64,8 @@ typedef struct pgcl_log_appender pgcl_log_appender;
 pgcl_log_appender *pgcl_log_appender_create(void); /* NULL: out of memory */
 void pgcl_log_appender_destroy(pgcl_log_appender *a); /* accepts NULL */
 
+/* Starts a transaction's leaves from the log's state (size, root) as read in it; root may be NULL
+ * only at size 0. Forgets pending leaves and the policies logged since the last committed(). */
 void pgcl_log_begin(pgcl_log_appender *a, uint64_t size, const pgcl_merkle_hash *root);
 /* Copies record[0..len) as the next leaf; *leaf_index (may be NULL) its index in the log.
  * PGCL_ERR_INVALID when len is 0 or over PGCL_TILE_ENTRY_MAX; PGCL_ERR_NOMEM. */
@@ -87,7 +89,11 @@ void pgcl_log_committed(pgcl_log_appender *a);
 /* Leaves added since begin() (and not rewound). */
 size_t pgcl_log_pending(const pgcl_log_appender *a);
 /* Writes the pending leaves and completed tile roots through ops/ctx and sets *size, *root to the
- * log's new state (the old one when nothing is pending; nothing written then). */
+ * log's new state (the old one when nothing is pending; nothing written then). First checks that
+ * the rows give the root begin() was given (PGCL_ERR_MISMATCH: they do not; nothing written). On
+ * success the pending leaves are the appender's state (more add()s and another seal() may follow
+ * in the same transaction). On any failure some rows may be written: the store rolls back and
+ * calls begin() again. Else the ops' status (PGCL_ERR_NOT_FOUND: a row it needed is missing). */
 pgcl_status pgcl_log_seal(pgcl_log_appender *a, const pgcl_log_ops *ops, void *ctx, uint64_t *size,
                           pgcl_merkle_hash *root, char *err, int cap);
 
