@@ -128,6 +128,9 @@ static bool decide_items(const pgcl_score_input *in, pgcl_score_result *res) {
             .content_date = in->facts ? in->facts[i].content_date : NULL,
             .territorial_scope = in->facts ? in->facts[i].territorial_scope : NULL,
             .content_language = in->facts ? in->facts[i].content_language : NULL,
+            /* the log record's (record_rows.h): the model's, so the writer never parses them back */
+            .record_task = 1 + (int)m->task, .labels = (const char *const *)m->labels, .probabilities = p,
+            .n_labels = m->K,
         };
     }
     return true;

@@ -11,13 +11,15 @@
 #include "record.h"
 #include "status.h"
 
-/* A decision's record and its policy's, with the storage they point into. Large (about 20 KB):
- * keep one per writer, not on a stack. */
+/* A decision's record and its policy's, with the storage they point into (and into the row's
+ * strings and arrays: the row must outlive the records). Large (about 150 KB): keep one per
+ * writer, not on a stack. */
 typedef struct pgcl_decision_record_buf {
     pgcl_record decision; /* kind DECISION, policy_ref = the leaf hash of `policy` */
     pgcl_record policy;   /* kind POLICY */
     pgcl_record_text labels[PGCL_RECORD_CLASSES_MAX];
     float probabilities[PGCL_RECORD_CLASSES_MAX];
+    char label_bytes[PGCL_RECORD_CLASSES_MAX * PGCL_RECORD_LABEL_MAX]; /* labels read from probabilities_json */
 } pgcl_decision_record_buf;
 
 /* The record of decision row `row` committed at created_at_us; input_digest: SHA-256 of the stored
