@@ -176,7 +176,7 @@ class LogCase(unittest.TestCase):
         self.assertEqual(rec[106:138].hex(), row["input_sha256"])
         self.assertEqual(rec[140], {"allow": 0, "review": 1, "block": 2}[row["decision"]])
         k, label_index, d = struct.unpack_from(">HHH", rec, 143)
-        self.assertEqual((label_index, d), (row["label_index"], D))
+        self.assertEqual((label_index, 4 * d), (row["label_index"], len(row["vector"])))
         at = 149 + (18 if rec[141] == 0 else 8)
         probabilities = struct.unpack_from(f"<{k}f", rec, at)
         at += 4 * k
