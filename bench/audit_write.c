@@ -43,7 +43,7 @@ typedef struct bench_args {
 } bench_args;
 
 static const char POLICY[] =
-    "{\"kind\":\"threshold\",\"positive_label\":\"toxic\",\"t_review\":0.35,\"t_block\":0.8,"
+    "{\"kind\":\"threshold\",\"label\":\"toxic\",\"t_review\":0.35,\"t_block\":0.8,"
     "\"source\":{\"method\":\"validation\"}}";
 
 static void *client_main(void *arg) {
