@@ -13,6 +13,10 @@ case). Checked, from the rows alone and with nothing of pgcld's code:
     stored full-tile root is the tile's hash; the replicas' logs are independent (each holds only
     its own events, and neither waits for the other);
   - a restarted replica goes on with its log: the earlier leaves unchanged, the new ones after them;
+  - the store interface (audit_log.h, through tests/server/pg_log_reads) serves the same: the logs'
+    states, every C2SP tile and entry bundle built from the rows (compared with tiles built here),
+    each event's (writer, leaf), and a checkpoint stored once, refused when another note claims its
+    size, with a witness's cosignature appended;
   - a database written before the log (its log rows taken away by a superuser with the triggers
     off) gets, at the writer's next start, a log whose leaf 0 is a legacy_head record binding that
     writer's audit chain head (seq, hash, the chain's log tree root, the writer id).
@@ -25,12 +29,14 @@ import hashlib
 import json
 import os
 import struct
+import subprocess
 import sys
 import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+import skips  # noqa: E402
 
 MODEL = "tiny_binary"  # D = 32: cheap to score
 D = 32
@@ -186,6 +192,42 @@ class LogCase(unittest.TestCase):
         policy_refs = {sha256(b"\x00" + r) for r in log_records if r[1] == POLICY}
         self.assertIn(rec[74:106], policy_refs, "the decision's policy is a leaf of its log")
 
+    def reads(self, *args):
+        """tests/server/pg_log_reads ARGS on this database: (exit status, JSON or stderr)."""
+        helper = os.environ.get("PGCLD_PG_LOG_READS") or os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(H.PGCLD_BIN))), "tests", "pg_log_reads")
+        if not os.path.exists(helper):
+            skips.missing_in_case(self, f"tests/server/pg_log_reads, built by meson ({helper})")
+        p = subprocess.run([helper, self.uri, *args], capture_output=True, text=True, timeout=60)
+        return p.returncode, (json.loads(p.stdout) if p.returncode == 0 else p.stderr)
+
+    def expected_tiles(self, writer):
+        """Every tile of writer's tree, built here from its rows (tlog-tiles: paths, bytes)."""
+        rows = self.leaves(writer)
+        hashes, records, size = [r["leaf_hash"] for r in rows], [r["record"] for r in rows], len(rows)
+
+        def path(level, n, width):
+            digits = f"{n:03d}"
+            groups = []
+            while n >= 1000:
+                groups.insert(0, f"{n % 1000:03d}")
+                n //= 1000
+            groups.insert(0, f"{n:03d}")
+            name = "/".join(["x" + g for g in groups[:-1]] + [groups[-1]]) if len(groups) > 1 else digits
+            return f"tile/{level}/{name}" + (f".p/{width}" if width < 256 else "")
+
+        tiles, level_hashes, level = {}, hashes, 0
+        while level_hashes:
+            for n in range(0, (len(level_hashes) + 255) // 256):
+                part = level_hashes[n * 256:(n + 1) * 256]
+                tiles[path(level, n, len(part))] = b"".join(part).hex()
+                if level == 0:
+                    bundle = b"".join(struct.pack(">H", len(r)) + r for r in records[n * 256:(n + 1) * 256])
+                    tiles[path("entries", n, len(part))] = bundle.hex()
+            level_hashes = [mth(level_hashes[i:i + 256]) for i in range(0, len(level_hashes) - 255, 256)]
+            level += 1
+        return size, tiles
+
     # -- the cases
     def test_two_replicas_log_every_event(self):
         a = self.replica("a", auth=True)
@@ -232,6 +274,38 @@ class LogCase(unittest.TestCase):
         records_of["a"] = self.check_log("a")
         ids = self.check_events(records_of)
         self.assertLessEqual({x["decision_id"] for x in r.json["results"]}, ids["a"])
+
+        # the same through the store interface
+        rc, got = self.reads("logs")
+        self.assertEqual(rc, 0, got)
+        states = self.query("SELECT writer_id, size, root FROM log_writers ORDER BY writer_id")
+        self.assertEqual(sorted(got["logs"], key=lambda x: x["writer_id"]),
+                         [{"writer_id": s["writer_id"], "size": s["size"], "root": s["root"].hex()} for s in states])
+        for w in ("a", "b"):
+            rc, got = self.reads("tiles", w)
+            self.assertEqual(rc, 0, got)
+            size, tiles = self.expected_tiles(w)
+            self.assertEqual(got["size"], size)
+            self.assertEqual(set(got["tiles"]), set(tiles), f"log {w}: the tile paths")
+            for p, data in tiles.items():
+                self.assertEqual(got["tiles"][p], data, f"log {w}: {p}")
+        self.assertIn("tile/1/000.p/1", self.reads("tiles", "a")[1]["tiles"], "a's tree has a level-1 tile")
+        self.assertEqual(self.reads("tiles", "nobody")[0], 3)
+        leaf_of = self.query("SELECT writer_id, leaf_index FROM decisions WHERE decision_id = ?", (did,))[0]
+        self.assertEqual(self.reads("leaf", "decision", did), (0, leaf_of))
+        self.assertEqual(self.reads("leaf", "contest", cid)[1]["writer_id"], "b")
+        self.assertEqual(self.reads("leaf", "resolution", cid)[1]["writer_id"], "a")
+        self.assertEqual(self.reads("leaf", "contest", did)[0], 3, "a decision's id is no contest's")
+        self.assertEqual(self.reads("leaf", "key_event", self.query(
+            "SELECT event_id FROM admin_events WHERE action = 'key.create' LIMIT 1")[0]["event_id"])[0], 0)
+        # a checkpoint of b's log (b stopped: the helper takes b's writer lock)
+        self.assertEqual(b.stop(), 0)
+        size_b = self.query("SELECT size FROM log_writers WHERE writer_id = 'b'")[0]["size"]
+        rc, got = self.reads("checkpoint", "b", str(size_b))
+        self.assertEqual(rc, 0, got)
+        self.assertEqual(got, {"size": size_b, "note": f"test note of size {size_b}\n\n— test sig\n"
+                                                        "— witness cosig\n"})
+        self.assertEqual(self.reads("checkpoint", "b", str(size_b + 1))[0], 4, "a tree b's log has not reached")
 
     def test_database_with_an_old_chain_gets_a_legacy_head(self):
         old = self.replica("old")
