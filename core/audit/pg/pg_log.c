@@ -166,36 +166,105 @@ static int stored_part(const pgcl_pg_log_rows *r, uint64_t first, int n) {
     return first >= b->first ? 0 : (int)(b->first - first);
 }
 
-static pgcl_status rows_leaf_hashes(void *ctx, uint64_t first, int n, pgcl_merkle_hash *out, char *err, int cap) {
-    const pgcl_pg_log_rows *r = ctx;
-    int stored = stored_part(r, first, n);
-    if (stored > 0) {
-        char a[INT_TEXT], z[INT_TEXT];
-        snprintf(a, sizeof a, "%" PRIu64, first);
-        snprintf(z, sizeof z, "%" PRIu64, first + (uint64_t)stored);
-        const char *v[] = {r->writer_id, a, z};
-        pgcl_status st = PGCL_OK;
-        PGresult *res = read_rows(r, "log leaves", LEAF_HASHES_SQL, 3, v, &st, err, cap);
-        if (!res) return st;
-        bool ok = PQntuples(res) == stored;
-        for (int i = 0; ok && i < stored; i++)
-            ok = hash_row(res, i, first + (uint64_t)i, &out[i]);
-        PQclear(res);
-        if (!ok) {
-            pgcl_errorf(err, cap, "log of writer %s: leaves %" PRIu64 "..%" PRIu64 " missing or malformed",
-                        r->writer_id, first, first + (uint64_t)stored - 1);
-            return PGCL_ERR_NOT_FOUND;
-        }
+/* ---- what the writer holds in memory: its batch, and the right edge of its tree ----
+ * The edge of a tree of `size` leaves is what a commit reads to extend it: the leaf hashes of its
+ * partial level-0 tile, and per level L the roots of the full level-L tiles of the partial level-L+1
+ * tile. The writer (the only one that appends to its log: it holds its id's lock) loads it once,
+ * at pgcl_pg_log_load, and grows it after each COMMIT, so that a commit reads nothing from the
+ * server; a reader, or a writer whose edge could not be grown, reads the rows (the naive path). */
+#define EDGE_LEVELS 8 /* a tree of < 2^64 leaves has full tiles at levels 0..7 */
+
+typedef struct edge_level {
+    uint64_t first; /* a multiple of 256: hashes first .. first + n - 1 */
+    int n;          /* 0..255 */
+    pgcl_merkle_hash h[PGCL_TILE_WIDTH];
+} edge_level;
+
+struct pgcl_pg_log_edge {
+    edge_level leaves;             /* leaf hashes */
+    edge_level roots[EDGE_LEVELS]; /* roots[L]: full level-L tiles' roots */
+};
+
+static const pgcl_merkle_hash *edge_at(const edge_level *e, uint64_t i) {
+    return i >= e->first && i - e->first < (uint64_t)e->n ? &e->h[i - e->first] : NULL;
+}
+
+/* Appends hash `index` of a level; false when it is not the next one (the edge no longer holds). */
+static bool edge_push(edge_level *e, uint64_t index, const pgcl_merkle_hash *h) {
+    if (index != e->first + (uint64_t)e->n) return false;
+    e->h[e->n++] = *h;
+    if (e->n == PGCL_TILE_WIDTH) {
+        e->first += PGCL_TILE_WIDTH;
+        e->n = 0;
     }
-    for (int i = stored; i < n; i++) {
-        uint64_t at = first + (uint64_t)i - r->batch->first;
-        if (at >= r->batch->n) {
-            pgcl_errorf(err, cap, "log of writer %s: leaf %" PRIu64 " is not there", r->writer_id, first + i);
-            return PGCL_ERR_NOT_FOUND;
+    return true;
+}
+
+static const pgcl_merkle_hash *leaf_in_memory(const pgcl_pg_log_rows *r, uint64_t i) {
+    const pgcl_pg_log_batch *b = r->batch;
+    if (b && b->n > 0 && i >= b->first && i - b->first < b->n) return &b->hashes[i - b->first];
+    return r->edge ? edge_at(&r->edge->leaves, i) : NULL;
+}
+
+/* A tile root of the batch, or NULL. */
+static const tile_root *batch_root(const pgcl_pg_log_batch *b, int level, uint64_t index) {
+    for (size_t i = 0; b && i < b->n_roots; i++)
+        if (b->roots[i].level == level && b->roots[i].index == index) return &b->roots[i];
+    return NULL;
+}
+
+static const pgcl_merkle_hash *root_in_memory(const pgcl_pg_log_rows *r, int level, uint64_t i) {
+    const tile_root *t = batch_root(r->batch, level, i);
+    if (t) return &t->root;
+    return r->edge && level >= 0 && level < EDGE_LEVELS ? edge_at(&r->edge->roots[level], i) : NULL;
+}
+
+/* out[0..n) for indexes first..: what memory holds (level < 0: leaf hashes, else tile roots of that
+ * level), the rest read from the rows in one query over the range they span. */
+static pgcl_status hashes_of(const pgcl_pg_log_rows *r, int level, uint64_t first, int n, pgcl_merkle_hash *out,
+                             char *err, int cap) {
+    uint64_t lo = UINT64_MAX, hi = 0;
+    int missing = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t at = first + (uint64_t)i;
+        const pgcl_merkle_hash *m = level < 0 ? leaf_in_memory(r, at) : root_in_memory(r, level, at);
+        if (m) {
+            out[i] = *m;
+            continue;
         }
-        out[i] = r->batch->hashes[at];
+        missing++;
+        if (at < lo) lo = at;
+        hi = at + 1;
+    }
+    if (missing == 0) return PGCL_OK;
+    char lv[INT_TEXT], a[INT_TEXT], z[INT_TEXT];
+    snprintf(lv, sizeof lv, "%d", level);
+    snprintf(a, sizeof a, "%" PRIu64, lo);
+    snprintf(z, sizeof z, "%" PRIu64, hi);
+    const char *leaves_v[] = {r->writer_id, a, z}, *roots_v[] = {r->writer_id, lv, a, z};
+    pgcl_status st = PGCL_OK;
+    PGresult *res = level < 0 ? read_rows(r, "log leaves", LEAF_HASHES_SQL, 3, leaves_v, &st, err, cap)
+                              : read_rows(r, "log tile roots", TILE_ROOTS_SQL, 4, roots_v, &st, err, cap);
+    if (!res) return st;
+    int filled = 0;
+    for (int row = 0; row < PQntuples(res); row++) {
+        if (PQgetlength(res, row, 0) != 8) continue;
+        uint64_t at = be64(PQgetvalue(res, row, 0));
+        if (at < first || at - first >= (uint64_t)n) continue;
+        bool in_memory = level < 0 ? leaf_in_memory(r, at) != NULL : root_in_memory(r, level, at) != NULL;
+        if (!in_memory && hash_row(res, row, at, &out[at - first])) filled++;
+    }
+    PQclear(res);
+    if (filled != missing) {
+        pgcl_errorf(err, cap, "log of writer %s: %s %" PRIu64 "..%" PRIu64 ": %d of %d there and well-formed",
+                    r->writer_id, level < 0 ? "leaves" : "tile roots", lo, hi - 1, filled, missing);
+        return PGCL_ERR_NOT_FOUND;
     }
     return PGCL_OK;
+}
+
+static pgcl_status rows_leaf_hashes(void *ctx, uint64_t first, int n, pgcl_merkle_hash *out, char *err, int cap) {
+    return hashes_of(ctx, -1, first, n, out, err, cap);
 }
 
 static pgcl_status rows_records(void *ctx, uint64_t first, int n, pgcl_log_record_fn fn, void *fctx, char *err,
@@ -231,38 +300,13 @@ static pgcl_status rows_records(void *ctx, uint64_t first, int n, pgcl_log_recor
     return st;
 }
 
-/* A tile root of the batch, or NULL. */
-static const tile_root *batch_root(const pgcl_pg_log_batch *b, int level, uint64_t index) {
-    for (size_t i = 0; b && i < b->n_roots; i++)
-        if (b->roots[i].level == level && b->roots[i].index == index) return &b->roots[i];
-    return NULL;
-}
-
 static pgcl_status rows_tile_roots(void *ctx, int level, uint64_t first, int n, pgcl_merkle_hash *out, char *err,
                                    int cap) {
-    const pgcl_pg_log_rows *r = ctx;
-    char lv[INT_TEXT], a[INT_TEXT], z[INT_TEXT];
-    snprintf(lv, sizeof lv, "%d", level);
-    snprintf(a, sizeof a, "%" PRIu64, first);
-    snprintf(z, sizeof z, "%" PRIu64, first + (uint64_t)n);
-    const char *v[] = {r->writer_id, lv, a, z};
-    pgcl_status st = PGCL_OK;
-    PGresult *res = read_rows(r, "log tile roots", TILE_ROOTS_SQL, 4, v, &st, err, cap);
-    if (!res) return st;
-    int rows = PQntuples(res), at = 0;
-    for (int i = 0; i < n; i++) {
-        const tile_root *mine = batch_root(r->batch, level, first + (uint64_t)i);
-        if (mine) {
-            out[i] = mine->root;
-        } else if (at >= rows || !hash_row(res, at++, first + (uint64_t)i, &out[i])) {
-            PQclear(res);
-            pgcl_errorf(err, cap, "log of writer %s: tile root (%d, %" PRIu64 ") missing", r->writer_id, level,
-                        first + i);
-            return PGCL_ERR_NOT_FOUND;
-        }
+    if (level < 0) {
+        pgcl_errorf(err, cap, "log: no tile roots at level %d", level);
+        return PGCL_ERR_INVALID;
     }
-    PQclear(res);
-    return PGCL_OK;
+    return hashes_of(ctx, level, first, n, out, err, cap);
 }
 
 static pgcl_status rows_put_leaf(void *ctx, uint64_t leaf_index, const pgcl_merkle_hash *leaf_hash,
@@ -335,6 +379,8 @@ struct pgcl_pg_log {
     pgcl_pg_log_batch batch;
     pgcl_decision_record_buf *decision;              /* large: one per writer */
     char old_size_t[INT_TEXT], new_size_t[INT_TEXT]; /* the state statement's texts */
+    struct pgcl_pg_log_edge *edge;                   /* the tree's right edge, in memory (used when edge_valid) */
+    bool edge_valid;
 };
 
 pgcl_pg_log *pgcl_pg_log_create(const char *writer_id) {
@@ -344,7 +390,8 @@ pgcl_pg_log *pgcl_pg_log_create(const char *writer_id) {
     snprintf(l->writer_id, sizeof l->writer_id, "%s", writer_id);
     l->appender = pgcl_log_appender_create();
     l->decision = malloc(sizeof *l->decision);
-    if (!l->appender || !l->decision) {
+    l->edge = calloc(1, sizeof *l->edge);
+    if (!l->appender || !l->decision || !l->edge) {
         pgcl_pg_log_destroy(l);
         return NULL;
     }
@@ -357,6 +404,7 @@ void pgcl_pg_log_destroy(pgcl_pg_log *l) {
     pgcl_log_appender_destroy(l->appender);
     batch_free(&l->batch);
     free(l->decision);
+    free(l->edge);
     free(l);
 }
 
@@ -403,7 +451,8 @@ pgcl_status pgcl_pg_log_seal(pgcl_pg_log *l, PGconn *conn, char *err, int cap) {
     batch_reset(&l->batch);
     l->sealed = false;
     if (pgcl_log_pending(l->appender) == 0) return PGCL_OK;
-    pgcl_pg_log_rows rows = {.conn = conn, .writer_id = l->writer_id, .batch = &l->batch};
+    pgcl_pg_log_rows rows = {
+        .conn = conn, .writer_id = l->writer_id, .batch = &l->batch, .edge = l->edge_valid ? l->edge : NULL};
     pgcl_status st = pgcl_log_seal(l->appender, &pgcl_pg_log_ops, &rows, &l->sealed_size, &l->sealed_root, err, cap);
     if (st != PGCL_OK) return st;
     PGCL_ASSERT(l->sealed_size == l->size + l->batch.n && l->batch.first == l->size);
@@ -453,16 +502,53 @@ bool pgcl_pg_log_statement(pgcl_pg_log *l, int i, pgcl_pg_log_stmt *out, bool *o
     return true;
 }
 
+/* The committed batch onto the edge; false when it does not continue it (then it is not used). */
+static bool edge_grow(pgcl_pg_log *l) {
+    const pgcl_pg_log_batch *b = &l->batch;
+    bool ok = true;
+    for (size_t i = 0; i < b->n && ok; i++)
+        ok = edge_push(&l->edge->leaves, b->first + i, &b->hashes[i]);
+    for (size_t i = 0; i < b->n_roots && ok; i++)
+        if (b->roots[i].level < EDGE_LEVELS)
+            ok = edge_push(&l->edge->roots[b->roots[i].level], b->roots[i].index, &b->roots[i].root);
+    return ok;
+}
+
 void pgcl_pg_log_committed(pgcl_pg_log *l) {
     if (l->sealed) {
         l->size = l->sealed_size;
         l->root = l->sealed_root;
+        if (l->edge_valid && !edge_grow(l)) {
+            l->edge_valid = false;
+            pgcl_log_warn("audit: writer %s: its log's edge no longer follows its commits; reading the rows",
+                          l->writer_id);
+        }
     }
     l->sealed = false;
     pgcl_log_committed(l->appender);
 }
 
-/* ---- the log's beginning ---- */
+/* ---- the log's beginning, and its edge ---- */
+
+/* The edge of the committed tree (l->size), read from the rows. */
+static pgcl_status edge_load(pgcl_pg_log *l, PGconn *conn, char *err, int cap) {
+    l->edge_valid = false;
+    pgcl_pg_log_rows rows = {.conn = conn, .writer_id = l->writer_id};
+    edge_level *e = &l->edge->leaves;
+    e->n = (int)(l->size % PGCL_TILE_WIDTH);
+    e->first = l->size - (uint64_t)e->n;
+    pgcl_status st = hashes_of(&rows, -1, e->first, e->n, e->h, err, cap);
+    uint64_t full = l->size / PGCL_TILE_WIDTH; /* full tiles of the level */
+    for (int level = 0; level < EDGE_LEVELS && st == PGCL_OK; level++) {
+        e = &l->edge->roots[level];
+        e->n = (int)(full % PGCL_TILE_WIDTH);
+        e->first = full - (uint64_t)e->n;
+        st = hashes_of(&rows, level, e->first, e->n, e->h, err, cap);
+        full /= PGCL_TILE_WIDTH;
+    }
+    l->edge_valid = st == PGCL_OK;
+    return st;
+}
 
 /* One statement on conn (text parameters, or binary bytea at binary_len[i] >= 0). */
 static pgcl_status exec_binary(PGconn *conn, const char *what, const char *sql, int n, const char *const *values,
@@ -545,7 +631,8 @@ pgcl_status pgcl_pg_log_load(pgcl_pg_log *l, PGconn *conn, const pgcl_pg_chain_h
     if (!res) return st;
     if (PQntuples(res) == 0) {
         PQclear(res);
-        return begin_log(l, conn, head, err, cap);
+        pgcl_status begun = begin_log(l, conn, head, err, cap);
+        return begun == PGCL_OK ? edge_load(l, conn, err, cap) : begun;
     }
     bool ok = PQgetlength(res, 0, 0) == 8 && PQgetlength(res, 0, 1) == PGCL_MERKLE_HASH_BYTES;
     if (ok) {
@@ -558,5 +645,5 @@ pgcl_status pgcl_pg_log_load(pgcl_pg_log *l, PGconn *conn, const pgcl_pg_chain_h
         return PGCL_ERR_FORMAT;
     }
     l->sealed = false;
-    return PGCL_OK;
+    return edge_load(l, conn, err, cap);
 }

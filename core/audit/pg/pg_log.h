@@ -32,15 +32,18 @@
 /* ---- rows over a connection ---- */
 
 typedef struct pgcl_pg_log_batch pgcl_pg_log_batch;
+struct pgcl_pg_log_edge;
 
 typedef struct pgcl_pg_log_rows {
     PGconn *conn;
     const char *writer_id;
-    pgcl_pg_log_batch *batch; /* the writer's: where writes go (NULL: a reader, writes refused) */
+    pgcl_pg_log_batch *batch;            /* the writer's: where writes go (NULL: a reader, writes refused) */
+    const struct pgcl_pg_log_edge *edge; /* the writer's copy of its tree's right edge (NULL: none) */
 } pgcl_pg_log_rows;
 
-/* ops over a pgcl_pg_log_rows (its ctx). Reads of a writer's rows also see its batch's leaves and
- * tile roots (not yet sent); writes without a batch are PGCL_ERR_UNSUPPORTED. */
+/* ops over a pgcl_pg_log_rows (its ctx). Reads of a writer's rows see its batch's leaves and tile
+ * roots (not yet sent) and its edge first, and read only the rest from the server; writes without
+ * a batch are PGCL_ERR_UNSUPPORTED. */
 extern const pgcl_log_ops pgcl_pg_log_ops;
 
 /* ---- one writer's log ---- */
