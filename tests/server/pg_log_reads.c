@@ -11,7 +11,8 @@
  *   pg_log_reads URI checkpoint WRITER SIZE as writer WRITER (its lock taken: no daemon of that id
  *                                           may run): stores a note for SIZE twice (idempotent),
  *                                           refuses another note of that size, appends a
- *                                           cosignature line; prints {"note", "size"} read back
+ *                                           cosignature line (once: again, or a line of the note,
+ *                                           changes nothing); prints {"note", "size"} read back
  *
  * Exit 0, or 3 (PGCL_ERR_NOT_FOUND), 4 (PGCL_ERR_INVALID), 6 (PGCL_ERR_MISMATCH), 1 (any other
  * error), 2 (usage), with the message on stderr. */
@@ -96,7 +97,15 @@ static pgcl_status checkpoint(pgcl_audit *a, uint64_t size, json_t *doc, char *e
         snprintf(err, (size_t)cap, "another note of a stored size was not refused");
         return PGCL_ERR_INVALID;
     }
+    /* each line once: again, and a line of the note itself, change nothing; a line without its
+     * newline is refused */
     if ((st = pgcl_audit_log_add_cosignatures(a, size, "— witness cosig\n", err, cap)) != PGCL_OK) return st;
+    if ((st = pgcl_audit_log_add_cosignatures(a, size, "— witness cosig\n— test sig\n", err, cap)) != PGCL_OK)
+        return st;
+    if (pgcl_audit_log_add_cosignatures(a, size, "— no newline", err, cap) != PGCL_ERR_INVALID) {
+        snprintf(err, (size_t)cap, "a cosignature line without its newline was not refused");
+        return PGCL_ERR_INVALID;
+    }
     char *back = NULL;
     uint64_t back_size = 0;
     if ((st = pgcl_audit_log_checkpoint(a, pgcl_audit_writer_id(a), &back, &back_size, err, cap)) != PGCL_OK)

@@ -24,8 +24,10 @@ static const char PUT_CHECKPOINT_SQL[] =
     "INSERT INTO log_checkpoints (writer_id, size, note, created_at) SELECT $1, $2::bigint, $3, $4"
     " FROM log_writers WHERE writer_id = $1 AND size >= $2::bigint ON CONFLICT (writer_id, size) DO NOTHING";
 static const char CHECKPOINT_AT_SQL[] = "SELECT note FROM log_checkpoints WHERE writer_id = $1 AND size = $2::bigint";
-static const char ADD_COSIGNATURES_SQL[] =
-    "UPDATE log_checkpoints SET cosignatures = cosignatures || $3 WHERE writer_id = $1 AND size = $2::bigint";
+static const char LOCK_CHECKPOINT_SQL[] =
+    "SELECT note, cosignatures FROM log_checkpoints WHERE writer_id = $1 AND size = $2::bigint FOR UPDATE";
+static const char SET_COSIGNATURES_SQL[] =
+    "UPDATE log_checkpoints SET cosignatures = $3 WHERE writer_id = $1 AND size = $2::bigint";
 static const char *const LEAF_OF_SQL[] = {
     "SELECT writer_id, leaf_index FROM decisions WHERE decision_id = $1",
     "SELECT writer_id, leaf_index FROM contests WHERE contest_id = $1",
@@ -148,6 +150,10 @@ pgcl_status pgcl_pg_log_checkpoint(pgcl_audit *store, const char *writer_id, cha
 }
 
 pgcl_status pgcl_pg_log_put_checkpoint(pgcl_audit *store, uint64_t size, const char *note, char *err, int cap) {
+    if (!note || !*note || note[strlen(note) - 1] != '\n') {
+        pgcl_errorf(err, cap, "a checkpoint's note must be a signed note's text, ending in a newline");
+        return PGCL_ERR_INVALID;
+    }
     pgcl_audit_pg *s = pgcl_audit_pg_of(store);
     char size_t_[INT_TEXT], now[PGCL_TIMESTAMP_LEN + 1];
     snprintf(size_t_, sizeof size_t_, "%" PRIu64, size);
@@ -175,8 +181,64 @@ pgcl_status pgcl_pg_log_put_checkpoint(pgcl_audit *store, uint64_t size, const c
     return PGCL_OK;
 }
 
+/* Whether text holds the line p[0..n) (n bytes, its '\n' included) as a whole line. */
+static bool has_line(const char *text, const char *p, size_t n) {
+    for (const char *at = text; *at;) { /* at: the start of a line */
+        if (strncmp(at, p, n) == 0) return true;
+        const char *next = strchr(at, '\n');
+        if (!next) return false;
+        at = next + 1;
+    }
+    return false;
+}
+
+/* cosignatures with each line of lines that neither it nor the note holds yet appended (malloc'd). */
+static char *merge_lines(const char *note, const char *cosignatures, const char *lines) {
+    size_t have = strlen(cosignatures);
+    char *merged = malloc(have + strlen(lines) + 1);
+    if (!merged) return NULL;
+    memcpy(merged, cosignatures, have + 1);
+    for (const char *p = lines; *p;) {
+        size_t n = (size_t)(strchr(p, '\n') - p) + 1; /* every line ends in '\n' (checked before) */
+        if (n > 1 && !has_line(merged, p, n) && !has_line(note, p, n)) {
+            memcpy(merged + have, p, n);
+            merged[have += n] = 0;
+        }
+        p += n;
+    }
+    return merged;
+}
+
+/* In the transaction open on conn: the checkpoint's row locked, the new lines appended. */
+static pgcl_status cosign_in(PGconn *conn, const char *const v[3], char *err, int cap) {
+    pgcl_status st = PGCL_OK;
+    PGresult *res = pgcl_pg_query(conn, "log cosignatures", LOCK_CHECKPOINT_SQL, 2, v, &st, err, cap);
+    if (!res) return st;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        pgcl_errorf(err, cap, "log of writer %s: no checkpoint of size %s", v[0], v[1]);
+        return PGCL_ERR_NOT_FOUND;
+    }
+    const char *cosignatures = PQgetvalue(res, 0, 1);
+    char *merged = merge_lines(PQgetvalue(res, 0, 0), cosignatures, v[2]);
+    bool changed = merged && strcmp(merged, cosignatures) != 0;
+    PQclear(res);
+    if (!merged) {
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    const char *set[] = {v[0], v[1], merged};
+    if (changed) st = pgcl_pg_exec(conn, "log cosignatures", SET_COSIGNATURES_SQL, 3, set, err, cap);
+    free(merged);
+    return st;
+}
+
 pgcl_status pgcl_pg_log_add_cosignatures(pgcl_audit *store, uint64_t size, const char *signature_lines, char *err,
                                          int cap) {
+    if (!signature_lines || (*signature_lines && signature_lines[strlen(signature_lines) - 1] != '\n')) {
+        pgcl_errorf(err, cap, "cosignature lines must each end in a newline");
+        return PGCL_ERR_INVALID;
+    }
     pgcl_audit_pg *s = pgcl_audit_pg_of(store);
     char size_t_[INT_TEXT];
     snprintf(size_t_, sizeof size_t_, "%" PRIu64, size);
@@ -184,16 +246,14 @@ pgcl_status pgcl_pg_log_add_cosignatures(pgcl_audit *store, uint64_t size, const
     pgcl_status st = pgcl_pg_reader_acquire(store, &conn, err, cap);
     if (st != PGCL_OK) return st;
     const char *v[] = {s->writer_id, size_t_, signature_lines};
-    PGresult *res = pgcl_pg_query(conn, "log cosignatures", ADD_COSIGNATURES_SQL, 3, v, &st, err, cap);
-    pgcl_pg_reader_release(store, conn);
-    if (!res) return st;
-    bool changed = strcmp(PQcmdTuples(res), "1") == 0;
-    PQclear(res);
-    if (!changed) {
-        pgcl_errorf(err, cap, "log of writer %s: no checkpoint of size %" PRIu64, s->writer_id, size);
-        return PGCL_ERR_NOT_FOUND;
+    st = pgcl_pg_exec(conn, "log cosignatures", "BEGIN", 0, NULL, err, cap);
+    if (st == PGCL_OK) {
+        st = cosign_in(conn, v, err, cap);
+        if (st == PGCL_OK) st = pgcl_pg_exec(conn, "log cosignatures", "COMMIT", 0, NULL, err, cap);
+        if (st != PGCL_OK) PQclear(PQexec(conn, "ROLLBACK"));
     }
-    return PGCL_OK;
+    pgcl_pg_reader_release(store, conn);
+    return st;
 }
 
 pgcl_status pgcl_pg_log_leaf_of(pgcl_audit *store, const char *kind, const char *id,
