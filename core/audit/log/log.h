@@ -70,6 +70,8 @@ void pgcl_log_begin(pgcl_log_appender *a, uint64_t size, const pgcl_merkle_hash 
 /* Copies record[0..len) as the next leaf; *leaf_index (may be NULL) its index in the log.
  * PGCL_ERR_INVALID when len is 0 or over PGCL_TILE_ENTRY_MAX; PGCL_ERR_NOMEM. */
 pgcl_status pgcl_log_add(pgcl_log_appender *a, const unsigned char *record, size_t len, uint64_t *leaf_index);
+/* A savepoint: rewind(mark) drops the leaves added after mark() (and forgets the policies among
+ * them). A mark is valid until the next begin() or seal() (asserted: mark <= pending). */
 size_t pgcl_log_mark(const pgcl_log_appender *a);
 void pgcl_log_rewind(pgcl_log_appender *a, size_t mark);
 /* A decision and, first, its policy record when this log has not recorded that policy since the

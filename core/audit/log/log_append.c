@@ -244,13 +244,11 @@ static pgcl_status put_completed_tiles(const pgcl_log_ops *ops, void *ctx, uint6
     return PGCL_OK;
 }
 
-/* The root of the first size leaves, from the rows through the tile source. */
-static pgcl_status root_from_rows(pgcl_log_appender *a, const pgcl_log_ops *ops, void *ctx, uint64_t size,
-                                  pgcl_merkle_hash *root, char *err, int cap) {
-    a->source.ops = ops;
-    a->source.ctx = ctx;
+/* The root of the first size leaves, from the rows through the tile source. The reader keeps the
+ * tiles it read since seal() began: rows are insert-only, so a tile read at a smaller size is the
+ * prefix of the same tile at a larger one and stays valid within the transaction. */
+static pgcl_status root_from_rows(pgcl_log_appender *a, uint64_t size, pgcl_merkle_hash *root, char *err, int cap) {
     a->source.size = size;
-    pgcl_tiles_reader_reset(a->reader);
     return pgcl_tiles_root(a->reader, size, root, err, cap);
 }
 
@@ -268,10 +266,13 @@ pgcl_status pgcl_log_seal(pgcl_log_appender *a, const pgcl_log_ops *ops, void *c
         return PGCL_ERR_INVALID;
     }
     const uint64_t new_size = old_size + a->n_leaves;
+    a->source.ops = ops;
+    a->source.ctx = ctx;
+    pgcl_tiles_reader_reset(a->reader); /* another transaction: what the reader kept may be gone */
     pgcl_merkle_hash got;
     pgcl_status st;
     if (old_size > 0) {
-        st = root_from_rows(a, ops, ctx, old_size, &got, err, cap);
+        st = root_from_rows(a, old_size, &got, err, cap);
         if (st != PGCL_OK) return st;
         if (memcmp(got.b, a->root.b, PGCL_MERKLE_HASH_BYTES) != 0) {
             pgcl_errorf(err, cap, "the log's rows do not give the root its state records at size %llu",
@@ -286,7 +287,7 @@ pgcl_status pgcl_log_seal(pgcl_log_appender *a, const pgcl_log_ops *ops, void *c
     }
     st = put_completed_tiles(ops, ctx, old_size, new_size, err, cap);
     if (st != PGCL_OK) return st;
-    st = root_from_rows(a, ops, ctx, new_size, &got, err, cap);
+    st = root_from_rows(a, new_size, &got, err, cap);
     if (st != PGCL_OK) return st;
     /* sealed: the next leaves follow these; their policies stay unconfirmed until committed() */
     a->size = new_size;
