@@ -46,6 +46,9 @@ static const char POLICY[] =
     "{\"kind\":\"threshold\",\"label\":\"toxic\",\"t_review\":0.35,\"t_block\":0.8,"
     "\"source\":{\"method\":\"validation\"}}";
 
+static const char *const LABELS[] = {"non_toxic", "toxic"};
+static const float PROBABILITIES[] = {0.91234567f, 0.08765433f};
+
 static void *client_main(void *arg) {
     bench_args *b = arg;
     pgcl_decision_row *rows = calloc((size_t)b->batch, sizeof *rows);
@@ -74,6 +77,8 @@ static void *client_main(void *arg) {
                 .latency_us = 1234,
                 .input = b->store_inputs ? input : NULL, .input_bytes = D_IN * 2,
                 .input_dtype = b->store_inputs ? "f16" : NULL,
+                /* the log record's fields, as score.c fills them from the model */
+                .record_task = 1, .labels = LABELS, .probabilities = PROBABILITIES, .n_labels = 2,
             };
         }
         if (pgcl_audit_append(b->audit, rows, b->batch, err, sizeof err) != PGCL_OK) {

@@ -55,10 +55,15 @@ EXPECTED = {
     "audit_log_nodes": (APPEND, set()),
     "audit_checkpoints": (APPEND, set()),
     "audit_cuts": ({"SELECT"}, set()),  # archival runs as the owner
+    "log_writers": (APPEND, {"size", "root"}),  # migrations/pg/0003_log.sql: a log's state moves forward
+    "log_leaves": (APPEND, set()),
+    "log_tile_roots": (APPEND, set()),
+    "log_checkpoints": (APPEND, {"cosignatures"}),  # witnesses' lines are appended
 }
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 APPEND_ONLY = ("decisions", "admin_events", "shadow_decisions", "contests", "resolutions", "audit_chain",
-               "audit_chain_runs", "audit_log_nodes", "audit_checkpoints")
+               "audit_chain_runs", "audit_log_nodes", "audit_checkpoints", "log_writers", "log_leaves",
+               "log_tile_roots", "log_checkpoints")
 
 T0 = H.timestamp()  # the rows' times: now, as the store stamps them (never a fixed date that grows old)
 
@@ -163,6 +168,17 @@ class RolesTest(unittest.TestCase):
         cur.execute("UPDATE api_keys SET revoked_at = %s, revoked_by = 'a' WHERE key_id = %s", (T0, f"k-{seq}"))
         cur.execute("INSERT INTO idempotency_keys VALUES ('s', %s, 'b', 'r', '{}', %s, %s, NULL)", (f"i-{seq}", T0, T0))
         cur.execute("DELETE FROM idempotency_keys WHERE idem_key = %s", (f"i-{seq}",))
+        # the writer's log (migrations/pg/0003_log.sql): begun, a leaf and a tile root, its state moved,
+        # a checkpoint and a witness's cosignature line appended
+        cur.execute("INSERT INTO log_writers (writer_id, created_at, size, root) VALUES (%s, %s, 0, %s)"
+                    " ON CONFLICT (writer_id) DO NOTHING", (writer_id, T0, b"\x00" * 32))
+        cur.execute("INSERT INTO log_leaves VALUES (%s, %s, %s, %s)", (writer_id, seq, b"\x02" * 32, b"\x01\x06"))
+        cur.execute("INSERT INTO log_tile_roots VALUES (%s, 0, %s, %s)", (writer_id, seq, b"\x03" * 32))
+        cur.execute("UPDATE log_writers SET size = size + 1, root = %s WHERE writer_id = %s", (b"\x04" * 32, writer_id))
+        cur.execute("INSERT INTO log_checkpoints (writer_id, size, note, created_at) VALUES (%s, %s, 'n', %s)",
+                    (writer_id, seq, T0))
+        cur.execute("UPDATE log_checkpoints SET cosignatures = cosignatures || 'w' WHERE writer_id = %s AND size = %s",
+                    (writer_id, seq))
         cur.execute("UPDATE input_retention SET through_seq = %s WHERE id = 1", (seq,))
         cur.execute("DELETE FROM decision_inputs WHERE decision_seq = %s", (seq,))
         return d
@@ -213,6 +229,10 @@ class RolesTest(unittest.TestCase):
         self.refused(w, "UPDATE audit_chain SET hash = 'forged' WHERE writer_id = 'roles-refused'")
         self.refused(w, "UPDATE contests SET reason = 'other' WHERE seq = 2001")
         self.refused(w, "DELETE FROM resolutions")
+        self.refused(w, "UPDATE log_leaves SET record = '\\x0102' WHERE writer_id = 'roles-refused'")
+        self.refused(w, "DELETE FROM log_leaves WHERE writer_id = 'roles-refused'")
+        self.refused(w, "UPDATE log_writers SET created_at = 'x' WHERE writer_id = 'roles-refused'")
+        self.refused(w, "UPDATE log_checkpoints SET note = 'forged' WHERE writer_id = 'roles-refused'")
         self.refused(w, "DELETE FROM admin_events")
         self.refused(w, "UPDATE api_keys SET key_sha256 = 'mine', role = 'admin'")
         self.refused(w, "DELETE FROM api_keys")
@@ -240,6 +260,10 @@ class RolesTest(unittest.TestCase):
         self.refused(owner, "UPDATE decisions SET decision = 'allow' WHERE seq = 3001", needle="append-only")
         self.refused(owner, "DELETE FROM audit_chain WHERE writer_id = 'roles-owner'", needle="append-only")
         self.refused(owner, "UPDATE decision_inputs SET input = '\\x01'", needle="append-only")
+        self.refused(owner, "UPDATE log_leaves SET record = '\\x0102'", needle="append-only")
+        self.refused(owner, "UPDATE log_writers SET size = 0 WHERE writer_id = 'roles-owner'", needle="only grows")
+        self.refused(owner, "UPDATE log_checkpoints SET note = 'forged'", needle="never rewritten")
+        self.refused(owner, "UPDATE log_checkpoints SET cosignatures = ''", needle="never rewritten")
         for table in APPEND_ONLY:
             self.refused(owner, f"TRUNCATE {table} CASCADE", needle="append-only")
 

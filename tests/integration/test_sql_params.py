@@ -77,6 +77,9 @@ CONSTANT_SOURCES = {
     "eq[i].sql": "queries_eq",
     # core/review/read_sql.c: qb_prepare's text: a constant prefix + the builder's buffer (see the builder check).
     "text ? text : q->sql": "query_builder",
+    # core/audit/pg/pg_log.c: a log statement's text (pgcl_pg_log_stmt.sql), sent by the writer and by
+    # the log's first transaction: every `.sql = X` there names a file-scope literal constant.
+    "stmt.sql": "pg_log_statements",
 }
 
 # The files that build SQL with the query builder (its definition in core/review/read_sql.c, and its users).
@@ -437,6 +440,16 @@ class SqlParameterTest(unittest.TestCase):
         mig = read("core/audit/migrations.h")
         self.assertRegex(mig, r"extern const pgcl_migration pgcl_migrations\[")
         self.assertRegex(mig, r"extern const pgcl_migration pgcl_pg_migrations\[")
+        # pg_log_statements: each `.sql = X` of pg_log.c is a `static const char X[]` of literals.
+        log = strip_comments(read("core/audit/pg/pg_log.c"))
+        names = re.findall(r"(?:\.|->)sql\s*=\s*([A-Za-z_]\w*)", log)
+        self.assertTrue(names, "core/audit/pg/pg_log.c: no log statement found (update CONSTANT_SOURCES)")
+        for name in names:
+            m = re.search(r"static const char " + name + r"\[\]\s*=\s*((?:\s*\"(?:\\.|[^\"\\])*\")+)\s*;", log)
+            self.assertIsNotNone(m, f"pg_log.c: .sql = {name}, which is not a static const char[] of literals")
+        values = re.findall(r"(?:\.|->)sql\s*=\s*([^;,}\n]*)", log)
+        self.assertEqual([v for v in values if not re.fullmatch(r"[A-Z_][A-Z0-9_]*\s*", v)], [],
+                         "pg_log.c: a log statement's .sql is not an UPPER_CASE constant")
         # queries_eq: every row of qb_filters' eq table starts with a literal.
         q = read("core/review/decision_lists.c")
         m = re.search(r"\}\s*eq\[\]\s*=\s*\{(.*?)\};", q, re.S)

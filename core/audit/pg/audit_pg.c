@@ -244,7 +244,9 @@ static pgcl_status pg_run(pgcl_audit *store, pgcl_audit_fn fn, void *ctx, char *
     .read_proof = pgcl_pg_read_proof, .read_consistency = pgcl_pg_read_consistency,                                   \
     .read_archive_where = pgcl_pg_read_archive_where, .verify_chain = pgcl_pg_verify_chain,                           \
     .open_keyring = pgcl_pg_open_keyring, .read_keys = pgcl_pg_read_keys,                                             \
-    .read_activations = pgcl_pg_read_activations, .read_shadow_report = pgcl_pg_read_shadow_report
+    .read_activations = pgcl_pg_read_activations, .read_shadow_report = pgcl_pg_read_shadow_report,               \
+    .logs = pgcl_pg_logs, .writer_id = pgcl_pg_writer_id, .log_read = pgcl_pg_log_read,                               \
+    .log_checkpoint = pgcl_pg_log_checkpoint, .log_leaf_of = pgcl_pg_log_leaf_of
 
 const pgcl_audit_store_ops pgcl_audit_pg_ops = {
     .name = "postgresql",
@@ -266,6 +268,8 @@ const pgcl_audit_store_ops pgcl_audit_pg_ops = {
     .file_contest = pgcl_pg_file_contest,
     .resolve_contest = pgcl_pg_resolve_contest,
     .drop_inputs = pgcl_pg_drop_inputs,
+    .log_put_checkpoint = pgcl_pg_log_put_checkpoint,
+    .log_add_cosignatures = pgcl_pg_log_add_cosignatures,
 };
 
 /* ---- the read-only store (pgcl_audit_options.read_only): no writer; every write is refused ---- */
@@ -348,6 +352,16 @@ static pgcl_status ro_create_checkpoint(pgcl_audit *store, const char *key_path,
     return read_only_refusal(store, err, cap);
 }
 
+static pgcl_status ro_log_put_checkpoint(pgcl_audit *store, uint64_t size, const char *note, char *err, int cap) {
+    (void)size, (void)note;
+    return read_only_refusal(store, err, cap);
+}
+
+static pgcl_status ro_log_add_cosignatures(pgcl_audit *store, uint64_t size, const char *lines, char *err, int cap) {
+    (void)size, (void)lines;
+    return read_only_refusal(store, err, cap);
+}
+
 const pgcl_audit_store_ops pgcl_audit_pg_read_only_ops = {
     .name = "postgresql",
     .close = pg_close,
@@ -368,4 +382,6 @@ const pgcl_audit_store_ops pgcl_audit_pg_read_only_ops = {
     .file_contest = ro_file_contest,
     .resolve_contest = ro_resolve_contest,
     .drop_inputs = ro_drop_inputs,
+    .log_put_checkpoint = ro_log_put_checkpoint,
+    .log_add_cosignatures = ro_log_add_cosignatures,
 };

@@ -12,6 +12,8 @@
  *   audit_pg_reads.c   the reviewers' reads, idempotency lookups, activations, the shadow report
  *   audit_pg_chain.c   proofs, consistency proofs, verify over every writer's chain, checkpoints
  *   audit_pg_admin.c   contests and resolutions, API keys and the keyring, input retention
+ *   pg_log.c           each writer's transparency log over libpq (pg_log.h), written by the writer
+ *   audit_pg_log.c     the store's logs for the routes, checkpoints and proofs (audit_log.h)
  * Schema: migrations/pg/. Connections: pg_db.h. */
 #ifndef PGCL_AUDIT_PG_H
 #define PGCL_AUDIT_PG_H
@@ -103,6 +105,13 @@ pgcl_status pgcl_pg_txn_next_seq(pgcl_pg_txn *t, const char *table, int64_t *seq
  * (pgcl_chain_leaf_of_values) in this transaction's commit entry. */
 pgcl_status pgcl_pg_txn_chain(pgcl_pg_txn *t, int table, int64_t row_seq, pgcl_merkle_hash leaf, char *err, int cap);
 
+/* The writer's id (the log's). */
+const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t);
+/* Adds record r as the next leaf of this writer's log in this transaction (pg_log.h; a savepoint's
+ * rollback takes it back with the job); *leaf_index its index, for the event row's leaf_index. */
+struct pgcl_record;
+pgcl_status pgcl_pg_txn_log(pgcl_pg_txn *t, const struct pgcl_record *r, uint64_t *leaf_index, char *err, int cap);
+
 /* In a job (audit_pg_admin.c): appends one admin_events row (created_at the transaction's time, a
  * new event id, details a JSON object's text) and chains it. */
 pgcl_status pgcl_pg_txn_add_admin_event(pgcl_pg_txn *t, const char *actor, const char *action, const char *target,
@@ -137,6 +146,10 @@ pgcl_status pgcl_pg_read_archive_where(pgcl_audit *store, const char *decision_i
  * the only writer's, PGCL_ERR_INVALID when there are several). Checkpoints are fleet checkpoints
  * (fleet_checkpoint.h) over every writer's head, recorded in audit_checkpoints (statement = the
  * signed bytes). */
+/* A live connection of the store's read pool (a pooled one the server closed is replaced), and its
+ * release. */
+pgcl_status pgcl_pg_reader_acquire(pgcl_audit *store, PGconn **conn, char *err, int cap);
+void pgcl_pg_reader_release(pgcl_audit *store, PGconn *conn);
 pgcl_status pgcl_pg_read_proof(pgcl_audit *store, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
 pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, const char *writer_id, int64_t first, int64_t second,
                                      pgcl_log_consistency *out, char *err, int cap);
@@ -165,6 +178,21 @@ pgcl_status pgcl_pg_checkpoint_create(PGconn *conn, const char *key_path, const 
 pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chain_proof *out, char *err, int cap);
 pgcl_status pgcl_pg_chain_consistency(PGconn *conn, const char *writer_id, int64_t first, int64_t second,
                                       pgcl_log_consistency *out, char *err, int cap);
+
+/* ---- audit_pg_log.c: the store's logs (audit_log.h) ----
+ * Reads on a connection of the read pool, each in one REPEATABLE READ snapshot; a checkpoint and its
+ * cosignatures are plain statements on one (each its own transaction). */
+pgcl_status pgcl_pg_logs(pgcl_audit *store, pgcl_audit_log_info *out, int cap, int *n, char *err, int err_cap);
+const char *pgcl_pg_writer_id(pgcl_audit *store);
+pgcl_status pgcl_pg_log_read(pgcl_audit *store, const char *writer_id, pgcl_audit_log_read_fn fn, void *ctx, char *err,
+                             int cap);
+pgcl_status pgcl_pg_log_checkpoint(pgcl_audit *store, const char *writer_id, char **note, uint64_t *size, char *err,
+                                   int cap);
+pgcl_status pgcl_pg_log_put_checkpoint(pgcl_audit *store, uint64_t size, const char *note, char *err, int cap);
+pgcl_status pgcl_pg_log_add_cosignatures(pgcl_audit *store, uint64_t size, const char *signature_lines, char *err,
+                                         int cap);
+pgcl_status pgcl_pg_log_leaf_of(pgcl_audit *store, const char *kind, const char *id,
+                                char writer_id[PGCL_LOG_WRITER_ID_MAX + 1], uint64_t *leaf_index, char *err, int cap);
 
 /* ---- audit_pg_admin.c ---- */
 pgcl_status pgcl_pg_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap);

@@ -30,6 +30,7 @@
 #include "ids.h"
 #include "keys.h"
 #include "log.h"
+#include "record_rows.h"
 #include "retention.h"
 #include "review.h"
 #include "time_cursor.h"
@@ -74,12 +75,13 @@ static int64_t changed_rows(PGresult *res) {
     return n && *n ? strtoll(n, NULL, 10) : 0;
 }
 
-#define EVENT_COLUMNS_MAX 8 /* resolutions' */
+#define EVENT_COLUMNS_MAX 8 /* resolutions' (seq and 7), before writer_id and leaf_index */
 
 /* Appends one row of the event table `table` through insert_sql ($1 the seq, from the fleet
- * counter; $2.. columns[0..n), text or NULL) and chains it. `what` names the row in errors. */
+ * counter; $2.. columns[0..n), text or NULL; then the writer id and the leaf), chains it and adds
+ * its record `rec` to the writer's log. `what` names the row in errors. */
 static pgcl_status add_event_row(pgcl_pg_txn *t, const char *table, const char *what, const char *insert_sql,
-                                 const char *const *columns, int n, char *err, int cap) {
+                                 const char *const *columns, int n, const pgcl_record *rec, char *err, int cap) {
     PGCL_ASSERT(n + 1 <= EVENT_COLUMNS_MAX);
     char sub[512];
     int64_t seq;
@@ -88,21 +90,37 @@ static pgcl_status add_event_row(pgcl_pg_txn *t, const char *table, const char *
         pgcl_errorf(err, cap, "%s: %s", what, sub);
         return st;
     }
-    char seq_text[INT_TEXT];
+    uint64_t leaf = 0;
+    if ((st = pgcl_pg_txn_log(t, rec, &leaf, err, cap)) != PGCL_OK) return st;
+    char seq_text[INT_TEXT], leaf_text[INT_TEXT];
     int_text(seq, seq_text);
-    const char *values[EVENT_COLUMNS_MAX] = {seq_text};
+    int_text((int64_t)leaf, leaf_text);
+    const char *values[EVENT_COLUMNS_MAX + 2] = {seq_text};
     pgcl_chain_value row[EVENT_COLUMNS_MAX] = {chain_int(seq)};
     for (int i = 0; i < n; i++) {
         values[i + 1] = columns[i];
         row[i + 1] = chain_text(columns[i]);
     }
-    if ((st = pgcl_pg_exec(pgcl_pg_txn_conn(t), what, insert_sql, n + 1, values, err, cap)) != PGCL_OK) return st;
+    values[n + 1] = pgcl_pg_txn_writer_id(t);
+    values[n + 2] = leaf_text;
+    if ((st = pgcl_pg_exec(pgcl_pg_txn_conn(t), what, insert_sql, n + 3, values, err, cap)) != PGCL_OK) return st;
     return chain_row(t, table, seq, row, n + 1, err, cap);
 }
 
+/* A record field's text: "" for an absent (NULL) one. */
+static const char *or_empty(const char *s) {
+    return s ? s : "";
+}
+
+/* A record of record_rows.h, or its refusal as "<what>: <why>". */
+static pgcl_status record_made(pgcl_status st, const char *what, const char *why, char *err, int cap) {
+    if (st != PGCL_OK) pgcl_errorf(err, cap, "%s: its log record: %s", what, why);
+    return st;
+}
+
 static const char INSERT_EVENT_SQL[] =
-    "INSERT INTO admin_events (seq, event_id, created_at, actor, action, target, details)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7)";
+    "INSERT INTO admin_events (seq, event_id, created_at, actor, action, target, details, writer_id, leaf_index)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::bigint)";
 
 /* Also the writer's administrative events (pgcl_audit_record_event); see audit_pg.h. */
 pgcl_status pgcl_pg_txn_add_admin_event(pgcl_pg_txn *t, const char *actor, const char *action, const char *target,
@@ -110,7 +128,13 @@ pgcl_status pgcl_pg_txn_add_admin_event(pgcl_pg_txn *t, const char *actor, const
     char event_id[PGCL_UUID_LEN + 1];
     pgcl_uuid7(event_id);
     const char *columns[] = {event_id, pgcl_pg_txn_now(t), actor, action, target, details};
-    return add_event_row(t, "admin_events", "admin_events", INSERT_EVENT_SQL, columns, 6, err, cap);
+    pgcl_record rec;
+    char why[256];
+    pgcl_status st = record_made(pgcl_record_of_admin_event(event_id, pgcl_pg_txn_now(t), actor, action, target,
+                                                            details, &rec, why, sizeof why),
+                                 "admin_events", why, err, cap);
+    if (st != PGCL_OK) return st;
+    return add_event_row(t, "admin_events", "admin_events", INSERT_EVENT_SQL, columns, 6, &rec, err, cap);
 }
 
 /* ---- contests and resolutions (core/review/review.c's rules) ---- */
@@ -120,8 +144,8 @@ static const char OPEN_CONTEST_SQL[] =
     "SELECT c.contest_id FROM contests AS c WHERE c.decision_id = $1"
     " AND NOT EXISTS (SELECT 1 FROM resolutions AS r WHERE r.contest_id = c.contest_id) LIMIT 1";
 static const char INSERT_CONTEST_SQL[] =
-    "INSERT INTO contests (seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7)";
+    "INSERT INTO contests (seq, contest_id, decision_id, filed_at, filed_by, filer_key_id, reason, writer_id,"
+    " leaf_index) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::bigint)";
 
 /* The age in days at `now` of the decision created at created_at, for the contest window (the days
  * as a fraction, as SQLite's julianday difference; a created_at that is not a timestamp counts as
@@ -151,7 +175,13 @@ static pgcl_status contest_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     pgcl_uuid7(r->contest_id);
     snprintf(r->filed_at, sizeof r->filed_at, "%s", now);
     const char *columns[] = {r->contest_id, r->decision_id, r->filed_at, r->filed_by, r->filer_key_id, r->reason};
-    return add_event_row(t, "contests", "contest", INSERT_CONTEST_SQL, columns, 6, err, cap);
+    pgcl_record rec;
+    char why[256];
+    st = record_made(pgcl_record_of_contest(r->contest_id, r->decision_id, r->filed_at, or_empty(r->filer_key_id),
+                                            r->filed_by, r->reason, &rec, why, sizeof why),
+                     "contest", why, err, cap);
+    if (st != PGCL_OK) return st;
+    return add_event_row(t, "contests", "contest", INSERT_CONTEST_SQL, columns, 6, &rec, err, cap);
 }
 
 pgcl_status pgcl_pg_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap) {
@@ -165,7 +195,7 @@ static const char RESOLVE_CONTEST_SQL[] =
     " FROM contests AS c JOIN decisions AS d ON d.decision_id = c.decision_id WHERE c.contest_id = $1";
 static const char INSERT_RESOLUTION_SQL[] =
     "INSERT INTO resolutions (seq, contest_id, resolved_at, resolved_by, resolver_key_id, outcome, corrected_label,"
-    " note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+    " note, writer_id, leaf_index) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint)";
 
 static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     pgcl_resolution_request *r = ctx;
@@ -175,6 +205,8 @@ static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     PGresult *res = pgcl_pg_query(conn, "resolution", RESOLVE_CONTEST_SQL, 1, id, &st, err, cap);
     if (!res) return st;
     bool found = PQntuples(res) > 0;
+    char decision_id[PGCL_UUID_LEN + 1] = "";
+    if (found) snprintf(decision_id, sizeof decision_id, "%s", pgcl_pg_text(res, 0, 0) ? pgcl_pg_text(res, 0, 0) : "");
     st = pgcl_review_check_resolution(r, found, found ? pgcl_pg_text(res, 0, 0) : NULL,
                                       found ? pgcl_pg_text(res, 0, 1) : NULL, found ? pgcl_pg_text(res, 0, 2) : NULL,
                                       found ? pgcl_pg_int(res, 0, 3) : 0, err, cap);
@@ -183,7 +215,14 @@ static pgcl_status resolve_job(pgcl_pg_txn *t, void *ctx, char *err, int cap) {
     snprintf(r->resolved_at, sizeof r->resolved_at, "%s", pgcl_pg_txn_now(t));
     const char *columns[] = {r->contest_id, r->resolved_at,     r->resolved_by, r->resolver_key_id,
                              r->outcome,    r->corrected_label, r->note};
-    return add_event_row(t, "resolutions", "resolution", INSERT_RESOLUTION_SQL, columns, 7, err, cap);
+    pgcl_record rec;
+    char why[256];
+    st = record_made(pgcl_record_of_resolution(r->contest_id, decision_id, r->resolved_at, r->outcome,
+                                               or_empty(r->resolver_key_id), r->resolved_by,
+                                               or_empty(r->corrected_label), r->note, &rec, why, sizeof why),
+                     "resolution", why, err, cap);
+    if (st != PGCL_OK) return st;
+    return add_event_row(t, "resolutions", "resolution", INSERT_RESOLUTION_SQL, columns, 7, &rec, err, cap);
 }
 
 pgcl_status pgcl_pg_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap) {

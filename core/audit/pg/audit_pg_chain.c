@@ -1034,7 +1034,7 @@ static const char PING_SQL[] = "SELECT 1";
 /* A live connection of the read pool. A pooled connection may be gone (the server restarted or
  * was stopped since it was last used; libpq notices only at the next statement): each one found
  * gone by a ping is dropped and the next tried (at most PGCL_PG_READERS of them, then a new one). */
-static pgcl_status acquire(pgcl_audit *store, PGconn **conn, char *err, int cap) {
+pgcl_status pgcl_pg_reader_acquire(pgcl_audit *store, PGconn **conn, char *err, int cap) {
     pgcl_pg_pool *pool = pgcl_audit_pg_of(store)->readers;
     pgcl_status st = PGCL_ERR_DB;
     for (int attempt = 0; attempt <= PGCL_PG_READERS; attempt++) {
@@ -1048,19 +1048,19 @@ static pgcl_status acquire(pgcl_audit *store, PGconn **conn, char *err, int cap)
     return st;
 }
 
-static void release(pgcl_audit *store, PGconn *conn) {
+void pgcl_pg_reader_release(pgcl_audit *store, PGconn *conn) {
     pgcl_pg_pool_release(pgcl_audit_pg_of(store)->readers, conn);
 }
 
 pgcl_status pgcl_pg_verify_chain(pgcl_audit *store, pgcl_chain_report *report, char *err, int cap) {
     PGconn *conn = NULL;
-    pgcl_status st = acquire(store, &conn, err, cap);
+    pgcl_status st = pgcl_pg_reader_acquire(store, &conn, err, cap);
     if (st != PGCL_OK) {
         memset(report, 0, sizeof *report);
         return st;
     }
     st = pgcl_pg_chain_verify(conn, NULL, 0, NULL, report, err, cap);
-    release(store, conn);
+    pgcl_pg_reader_release(store, conn);
     return st;
 }
 
@@ -1151,10 +1151,10 @@ pgcl_status pgcl_pg_create_checkpoint(pgcl_audit *store, const char *key_path, c
                                       const char *out_dir, pgcl_store_checkpoint *out, char *err, int cap) {
     out->is_fleet = true;
     PGconn *conn = NULL;
-    pgcl_status st = acquire(store, &conn, err, cap);
+    pgcl_status st = pgcl_pg_reader_acquire(store, &conn, err, cap);
     if (st != PGCL_OK) return st;
     st = pgcl_pg_checkpoint_create(conn, key_path, out_file, out_dir, &out->fleet, err, cap);
-    release(store, conn);
+    pgcl_pg_reader_release(store, conn);
     return st;
 }
 
@@ -1262,10 +1262,10 @@ static pgcl_status prove_in_log(PGconn *conn, pgcl_chain_proof *p, char *err, in
 pgcl_status pgcl_pg_read_proof(pgcl_audit *store, const char *decision_id, pgcl_chain_proof *out, char *err, int cap) {
     memset(out, 0, sizeof *out);
     PGconn *conn = NULL;
-    pgcl_status st = acquire(store, &conn, err, cap);
+    pgcl_status st = pgcl_pg_reader_acquire(store, &conn, err, cap);
     if (st != PGCL_OK) return st;
     st = pgcl_pg_chain_prove(conn, decision_id, out, err, cap);
-    release(store, conn);
+    pgcl_pg_reader_release(store, conn);
     return st;
 }
 
@@ -1353,10 +1353,10 @@ pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, const char *writer_id, i
                                      pgcl_log_consistency *out, char *err, int cap) {
     memset(out, 0, sizeof *out);
     PGconn *conn = NULL;
-    pgcl_status st = acquire(store, &conn, err, cap);
+    pgcl_status st = pgcl_pg_reader_acquire(store, &conn, err, cap);
     if (st != PGCL_OK) return st;
     st = pgcl_pg_chain_consistency(conn, writer_id, first, second, out, err, cap);
-    release(store, conn);
+    pgcl_pg_reader_release(store, conn);
     return st;
 }
 

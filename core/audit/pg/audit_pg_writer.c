@@ -67,6 +67,8 @@
 #include "ids.h"
 #include "log.h"
 #include "merkle.h"
+#include "pg_array.h"
+#include "pg_log.h"
 #include "sha256.h"
 
 #define ERR_CAP 512
@@ -102,8 +104,8 @@ static const char INSERT_DECISION_SQL[] =
     "INSERT INTO decisions (seq, decision_id, created_at, request_id, item_id, model_name, model_version,"
     " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block, vector,"
     " input_sha256, latency_us, input_digest, input_dtype, trace_id, content_date, territorial_scope,"
-    " content_language) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,"
-    " $19, $20, $21, $22, $23, $24, $25)";
+    " content_language, writer_id, leaf_index) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+    " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)";
 static const char INSERT_INPUT_SQL[] = "INSERT INTO decision_inputs (decision_seq, input) VALUES ($1, $2)";
 static const char INSERT_SHADOW_SQL[] =
     "INSERT INTO shadow_decisions (seq, decision_id, created_at, model_name, primary_version, shadow_version,"
@@ -116,15 +118,16 @@ static const char INSERT_DECISIONS_SQL[] =
     "INSERT INTO decisions (seq, decision_id, created_at, request_id, item_id, model_name,"
     " model_version, model_sha256, label, label_index, probabilities, toxicity, decision, policy,"
     " t_review, t_block, vector, input_sha256, latency_us, input_digest, input_dtype, trace_id, content_date,"
-    " territorial_scope, content_language) SELECT"
+    " territorial_scope, content_language, writer_id, leaf_index) SELECT"
     " c1::bigint, c2, c3, c4, c5, c6, c7, c8, c9, c10::bigint, c11, c12::double precision, c13, c14,"
-    " c15::double precision, c16::double precision, c17, c18, c19::bigint, c20, c21, c22, c23, c24, c25 FROM"
+    " c15::double precision, c16::double precision, c17, c18, c19::bigint, c20, c21, c22, c23, c24, c25, c26,"
+    " c27::bigint FROM"
     " unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],"
     " $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],"
     " $15::text[], $16::text[], $17::bytea[], $18::text[], $19::text[], $20::bytea[], $21::text[],"
-    " $22::text[], $23::text[], $24::text[], $25::text[])"
+    " $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::text[])"
     " AS u (c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19,"
-    " c20, c21, c22, c23, c24, c25)";
+    " c20, c21, c22, c23, c24, c25, c26, c27)";
 static const char INSERT_INPUTS_SQL[] =
     "INSERT INTO decision_inputs (decision_seq, input) SELECT c1::bigint, c2 FROM unnest($1::text[],"
     " $2::bytea[]) AS u (c1, c2)";
@@ -258,6 +261,9 @@ struct pgcl_pg_writer {
     pgcl_merkle_hash *packed; /* the leaves' hashes in order, for the root and the leaves column */
     size_t cap_packed;
     struct row_arrays *arrays; /* fast mode's array parameters, reused by every group */
+    pgcl_pg_log *log;          /* this writer's transparency log (pg_log.h) */
+    uint64_t *row_leaves;      /* fast mode: each decision row's leaf, in the group's row order */
+    size_t cap_row_leaves;
     int64_t next_connect_us; /* while disconnected: when to try again */
     int backoff_ms;
     int64_t next_probe_us;
@@ -429,91 +435,7 @@ static pgcl_status sender_finish(sender *s) {
     return s->st;
 }
 
-/* ---- array parameters: one statement per table per group ----
- * A binary one-dimensional array parameter (PostgreSQL's array_recv format, every integer
- * big-endian): ndim = 1, has-nulls flag, element type OID, length, lower bound 1, then per
- * element its length (-1: NULL) and bytes. The elements are text (OID 25) or bytea (OID 17) only,
- * each exactly the bytes the per-row statements bind as that parameter (text, or binary bytea), so
- * that the casts in the statement (text::bigint, text::double precision) run the same input
- * functions on the same text as a per-row parameter would: every stored byte is the same. */
-#define TEXT_OID 25u
-#define BYTEA_OID 17u
-#define ARRAY_HEADER_BYTES 20
-
-typedef struct pg_array {
-    unsigned char *buf;
-    size_t len, cap;
-    int32_t n;
-    bool has_null, oom;
-    uint32_t elem_oid;
-} pg_array;
-
-static void put_be32(unsigned char *p, uint32_t v) {
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-static bool array_reserve(pg_array *a, size_t more) {
-    if (a->oom) return false;
-    if (a->len + more <= a->cap) return true;
-    size_t cap = a->cap ? a->cap : 4096;
-    while (cap < a->len + more)
-        cap *= 2;
-    unsigned char *grown = realloc(a->buf, cap);
-    if (!grown) {
-        a->oom = true;
-        return false;
-    }
-    a->buf = grown;
-    a->cap = cap;
-    return true;
-}
-
-/* Empties a (its buffer kept) for elements of type elem_oid. */
-static void array_reset(pg_array *a, uint32_t elem_oid) {
-    a->len = 0;
-    a->n = 0;
-    a->has_null = false;
-    a->oom = false;
-    a->elem_oid = elem_oid;
-    if (array_reserve(a, ARRAY_HEADER_BYTES)) a->len = ARRAY_HEADER_BYTES;
-}
-
-static void array_destroy(pg_array *a) {
-    free(a->buf);
-    *a = (pg_array){0};
-}
-
-/* Appends one element: len bytes at p, or NULL (p == NULL). */
-static void array_add(pg_array *a, const void *p, size_t len) {
-    PGCL_ASSERT(!p || len <= INT32_MAX);
-    if (!array_reserve(a, 4 + (p ? len : 0))) return;
-    put_be32(a->buf + a->len, p ? (uint32_t)len : 0xFFFFFFFFu);
-    a->len += 4;
-    if (p) {
-        if (len) memcpy(a->buf + a->len, p, len);
-        a->len += len;
-    } else {
-        a->has_null = true;
-    }
-    a->n++;
-}
-
-static void array_add_text(pg_array *a, const char *text) {
-    array_add(a, text, text ? strlen(text) : 0);
-}
-
-/* Writes the header; the parameter is then buf[0, len). */
-static void array_finish(pg_array *a) {
-    if (a->oom) return;
-    put_be32(a->buf, 1);
-    put_be32(a->buf + 4, a->has_null ? 1u : 0u);
-    put_be32(a->buf + 8, a->elem_oid);
-    put_be32(a->buf + 12, (uint32_t)a->n);
-    put_be32(a->buf + 16, 1);
-}
+/* ---- array parameters: pg_array.h ---- */
 
 /* ---- the log tree's right edge ---- */
 
@@ -669,6 +591,18 @@ static pgcl_status load_chain(pgcl_pg_writer *w, char *err, int cap) {
     return edge_load(w, err, cap);
 }
 
+/* Reads the log's state, or begins the log: its first leaf binds the chain's head when the chain
+ * holds events already (entries beyond its genesis), i.e. a database written before the log. */
+static pgcl_status load_log(pgcl_pg_writer *w, char *err, int cap) {
+    pgcl_pg_chain_head head = {.seq = w->head_seq};
+    bool legacy = w->head_seq >= 2;
+    if (legacy) {
+        PGCL_ASSERT(pgcl_merkle_from_hex(w->head_hash, &head.hash) && w->edge.size == w->head_seq);
+        head.log_root = pgcl_merkle_stack_root(&w->edge.stack);
+    }
+    return pgcl_pg_log_load(w->log, w->conn, legacy ? &head : NULL, err, cap);
+}
+
 /* Tries writer_id's lock until wait_ms passed: PGCL_OK, PGCL_ERR_BUSY (held by another session),
  * or PGCL_ERR_DB. */
 static pgcl_status take_writer_lock(pgcl_pg_writer *w, int wait_ms, char *err, int cap) {
@@ -746,6 +680,7 @@ static pgcl_status connect_writer(pgcl_pg_writer *w, int lock_wait_ms, char *err
     if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "session settings", SESSION_SQL, 0, NULL, err, cap);
     if (st == PGCL_OK) st = pgcl_pg_exec(w->conn, "writers row", UPSERT_WRITER_SQL, 2, v, err, cap);
     if (st == PGCL_OK) st = load_chain(w, err, cap);
+    if (st == PGCL_OK) st = load_log(w, err, cap);
     if (st == PGCL_OK) st = prepare_statements(w, err, cap);
     if (st != PGCL_OK) {
         PQfinish(w->conn);
@@ -851,6 +786,14 @@ static pgcl_status chain_leaf(pgcl_pg_writer *w, int table, int64_t row_seq, pgc
     return PGCL_OK;
 }
 
+const char *pgcl_pg_txn_writer_id(pgcl_pg_txn *t) {
+    return t->w->s->writer_id;
+}
+
+pgcl_status pgcl_pg_txn_log(pgcl_pg_txn *t, const pgcl_record *r, uint64_t *leaf_index, char *err, int cap) {
+    return pgcl_pg_log_add_record(t->w->log, r, leaf_index, err, cap);
+}
+
 pgcl_status pgcl_pg_txn_chain(pgcl_pg_txn *t, int table, int64_t row_seq, pgcl_merkle_hash leaf, char *err, int cap) {
     if (table < 0 || table >= PGCL_CHAIN_TABLES) {
         pgcl_errorf(err, cap, "audit chain: no chained table %d", table);
@@ -867,25 +810,31 @@ pgcl_status pgcl_pg_txn_chain(pgcl_pg_txn *t, int table, int64_t row_seq, pgcl_m
 
 /* A decision row's parameters as the per-row statement binds them (text, or binary bytea at
  * bin[i] >= 0 bytes), and the stored input's digest. The values point into p: fill in place. */
-enum { DECISION_COLUMNS = 25, DECISION_VECTOR = 16, DECISION_DIGEST = 19, SHADOW_COLUMNS = 14 };
+enum { DECISION_COLUMNS = 27, DECISION_VECTOR = 16, DECISION_DIGEST = 19, SHADOW_COLUMNS = 14 };
 _Static_assert(DECISION_COLUMNS <= SENDER_MAX_PARAMS, "a decision row's parameters fit one statement's");
 typedef struct decision_params {
-    char seq_t[24], label_index[24], latency[24], toxicity[32], t_review[32], t_block[32];
+    char seq_t[24], label_index[24], latency[24], toxicity[32], t_review[32], t_block[32], leaf_t[24];
     unsigned char digest[PGCL_SHA256_BYTES];
     bool input_stored;
     const char *v[DECISION_COLUMNS];
     int bin[DECISION_COLUMNS];
 } decision_params;
 
-static void decision_params_fill(decision_params *p, const pgcl_pg_txn *t, const pgcl_decision_row *r, int64_t seq) {
-    p->input_stored = r->input && r->input_dtype;
-    if (p->input_stored) {
-        if (r->input_digest)
-            memcpy(p->digest, r->input_digest, sizeof p->digest);
-        else
-            pgcl_sha256(r->input, (size_t)r->input_bytes, p->digest);
-    }
+/* Whether r stores its input, and then the SHA-256 of the stored bytes in digest. */
+static bool stored_input_digest(const pgcl_decision_row *r, unsigned char digest[PGCL_SHA256_BYTES]) {
+    if (!r->input || !r->input_dtype) return false;
+    if (r->input_digest)
+        memcpy(digest, r->input_digest, PGCL_SHA256_BYTES);
+    else
+        pgcl_sha256(r->input, (size_t)r->input_bytes, digest);
+    return true;
+}
+
+static void decision_params_fill(decision_params *p, const pgcl_pg_txn *t, const pgcl_decision_row *r, int64_t seq,
+                                 uint64_t leaf_index) {
+    p->input_stored = stored_input_digest(r, p->digest);
     fmt_i64(p->seq_t, seq);
+    fmt_i64(p->leaf_t, (int64_t)leaf_index);
     fmt_i64(p->label_index, r->label_index);
     fmt_i64(p->latency, r->latency_us);
     fmt_double(p->toxicity, r->toxicity);
@@ -916,7 +865,9 @@ static void decision_params_fill(decision_params *p, const pgcl_pg_txn *t, const
                                        r->trace_id,
                                        r->content_date,
                                        r->territorial_scope,
-                                       r->content_language};
+                                       r->content_language,
+                                       t->w->s->writer_id,
+                                       p->leaf_t};
     memcpy(p->v, v, sizeof v);
     for (int i = 0; i < DECISION_COLUMNS; i++)
         p->bin[i] = -1;
@@ -958,16 +909,26 @@ static pgcl_status chain_decision(pgcl_pg_txn *t, const pgcl_decision_row *r, co
 }
 
 /* Sends decision row r as row seq (and its stored input) and chains its leaf. */
-static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_row *r, int64_t seq) {
+static pgcl_status send_decision(sender *s, pgcl_pg_txn *t, const pgcl_decision_row *r, int64_t seq, char *err,
+                                 int cap) {
+    unsigned char digest[PGCL_SHA256_BYTES];
+    bool stored = stored_input_digest(r, digest);
+    uint64_t leaf = 0;
+    pgcl_status st = pgcl_pg_log_add_decision(t->w->log, r, t->now, stored ? digest : NULL, &leaf, err, cap);
+    if (st != PGCL_OK) return st;
     decision_params p;
-    decision_params_fill(&p, t, r, seq);
+    decision_params_fill(&p, t, r, seq, leaf);
     sender_send(s, "insert decision", INSERT_DECISION_SQL, DECISION_COLUMNS, p.v, p.bin, NULL);
     if (p.input_stored) {
         const char *iv[] = {p.seq_t, (const char *)r->input};
         const int ib[] = {-1, r->input_bytes};
         sender_send(s, "insert decision input", INSERT_INPUT_SQL, 2, iv, ib, NULL);
     }
-    return chain_decision(t, r, &p, seq);
+    if (chain_decision(t, r, &p, seq) != PGCL_OK) {
+        pgcl_errorf(err, cap, "audit chain: out of memory");
+        return PGCL_ERR_NOMEM;
+    }
+    return PGCL_OK;
 }
 
 static void send_idem(sender *s, pgcl_pg_txn *t, const pgcl_idem_entry *e) {
@@ -1020,9 +981,8 @@ static pgcl_status send_job_rows(sender *s, pgcl_pg_txn *t, pg_job *j, bool rese
     for (int i = 0; i < j->n; i++) {
         if (j->kind == JOB_SHADOWS) {
             send_shadow(s, t, &j->shadows[i], first + i);
-        } else if (send_decision(s, t, &j->rows[i], first + i) != PGCL_OK) {
-            pgcl_errorf(err, cap, "audit chain: out of memory");
-            return PGCL_ERR_NOMEM;
+        } else if ((st = send_decision(s, t, &j->rows[i], first + i, err, cap)) != PGCL_OK) {
+            return st;
         }
     }
     if (j->kind == JOB_DECISIONS && j->idem) send_idem(s, t, j->idem);
@@ -1035,17 +995,17 @@ static pgcl_status send_job_rows(sender *s, pgcl_pg_txn *t, pg_job *j, bool rese
 #define ROWS_PER_STATEMENT 2048
 #define ARRAY_FLUSH_BYTES (32u << 20)
 typedef struct row_arrays {
-    pg_array decision[DECISION_COLUMNS], input[2], shadow[SHADOW_COLUMNS];
+    pgcl_pg_array decision[DECISION_COLUMNS], input[2], shadow[SHADOW_COLUMNS];
     size_t bytes;
 } row_arrays;
 
 static void row_arrays_reset(row_arrays *a) {
     for (int c = 0; c < DECISION_COLUMNS; c++)
-        array_reset(&a->decision[c], c == DECISION_VECTOR || c == DECISION_DIGEST ? BYTEA_OID : TEXT_OID);
-    array_reset(&a->input[0], TEXT_OID);
-    array_reset(&a->input[1], BYTEA_OID);
+        pgcl_pg_array_reset(&a->decision[c], c == DECISION_VECTOR || c == DECISION_DIGEST ? PGCL_PG_BYTEA_OID : PGCL_PG_TEXT_OID);
+    pgcl_pg_array_reset(&a->input[0], PGCL_PG_TEXT_OID);
+    pgcl_pg_array_reset(&a->input[1], PGCL_PG_BYTEA_OID);
     for (int c = 0; c < SHADOW_COLUMNS; c++)
-        array_reset(&a->shadow[c], TEXT_OID);
+        pgcl_pg_array_reset(&a->shadow[c], PGCL_PG_TEXT_OID);
     a->bytes = 0;
 }
 
@@ -1056,15 +1016,15 @@ static void row_arrays_create(row_arrays *a) {
 
 static void row_arrays_destroy(row_arrays *a) {
     for (int c = 0; c < DECISION_COLUMNS; c++)
-        array_destroy(&a->decision[c]);
+        pgcl_pg_array_destroy(&a->decision[c]);
     for (int c = 0; c < 2; c++)
-        array_destroy(&a->input[c]);
+        pgcl_pg_array_destroy(&a->input[c]);
     for (int c = 0; c < SHADOW_COLUMNS; c++)
-        array_destroy(&a->shadow[c]);
+        pgcl_pg_array_destroy(&a->shadow[c]);
 }
 
 /* Sends one statement whose n parameters are the arrays cols (binary), when they hold a row. */
-static void send_arrays(sender *s, const char *what, const char *sql, pg_array *cols, int n) {
+static void send_arrays(sender *s, const char *what, const char *sql, pgcl_pg_array *cols, int n) {
     if (cols[0].n == 0) return;
     const char *v[DECISION_COLUMNS];
     int len[DECISION_COLUMNS];
@@ -1079,7 +1039,7 @@ static void send_arrays(sender *s, const char *what, const char *sql, pg_array *
         }
         /* every column holds one element per row: a shorter one would shift the table's rows */
         PGCL_ASSERT(cols[c].n == cols[0].n && cols[c].len <= INT32_MAX);
-        array_finish(&cols[c]);
+        pgcl_pg_array_finish(&cols[c]);
         v[c] = (const char *)cols[c].buf;
         len[c] = (int)cols[c].len;
     }
@@ -1096,21 +1056,56 @@ static void flush_row_arrays(sender *s, row_arrays *a) {
 static void add_decision(row_arrays *a, const pgcl_decision_row *r, const decision_params *p) {
     for (int c = 0; c < DECISION_COLUMNS; c++) {
         size_t len = p->bin[c] >= 0 ? (size_t)p->bin[c] : (p->v[c] ? strlen(p->v[c]) : 0);
-        array_add(&a->decision[c], p->v[c], len);
+        pgcl_pg_array_add(&a->decision[c], p->v[c], len);
         a->bytes += len;
     }
     if (p->input_stored) {
-        array_add_text(&a->input[0], p->seq_t);
-        array_add(&a->input[1], r->input, (size_t)r->input_bytes);
+        pgcl_pg_array_add_text(&a->input[0], p->seq_t);
+        pgcl_pg_array_add(&a->input[1], r->input, (size_t)r->input_bytes);
         a->bytes += (size_t)r->input_bytes;
     }
 }
 
 static void add_shadow(row_arrays *a, const shadow_params *p) {
     for (int c = 0; c < SHADOW_COLUMNS; c++) {
-        array_add_text(&a->shadow[c], p->v[c]);
+        pgcl_pg_array_add_text(&a->shadow[c], p->v[c]);
         a->bytes += p->v[c] ? strlen(p->v[c]) : 0;
     }
+}
+
+/* Fast mode's decisions into the log, before anything is sent (the leaves' indexes are columns of
+ * the rows; the seal that follows may read): every decisions job of the batch not taken, in the
+ * batch's order, as send_rows_batched sends them; their leaves in w->row_leaves. */
+static pgcl_status log_decision_rows(pgcl_pg_txn *t, pg_job *batch, char *err, int cap) {
+    pgcl_pg_writer *w = t->w;
+    size_t rows = 0;
+    for (pg_job *j = batch; j; j = j->next)
+        if (j->kind == JOB_DECISIONS && !j->idem_taken) rows += (size_t)j->n;
+    if (rows > w->cap_row_leaves) {
+        uint64_t *grown = realloc(w->row_leaves, rows * sizeof *grown);
+        if (!grown) {
+            pgcl_errorf(err, cap, "log: out of memory");
+            return PGCL_ERR_NOMEM;
+        }
+        w->row_leaves = grown;
+        w->cap_row_leaves = rows;
+    }
+    size_t row = 0;
+    for (pg_job *j = batch; j; j = j->next) {
+        if (j->kind != JOB_DECISIONS || j->idem_taken) continue;
+        for (int i = 0; i < j->n; i++) {
+            unsigned char digest[PGCL_SHA256_BYTES];
+            bool stored = stored_input_digest(&j->rows[i], digest);
+            pgcl_status st = pgcl_pg_log_add_decision(w->log, &j->rows[i], t->now, stored ? digest : NULL,
+                                                      &w->row_leaves[row++], j->err, ERR_CAP);
+            if (st != PGCL_OK) {
+                j->status = st; /* this request's record breaks a rule: it alone fails, alone */
+                pgcl_errorf(err, cap, "%s", j->err);
+                return st;
+            }
+        }
+    }
+    return PGCL_OK;
 }
 
 /* Fast mode's rows: every decisions / shadows job of the batch (not FN, not taken), its seqs from
@@ -1121,6 +1116,7 @@ static pgcl_status send_rows_batched(sender *s, pgcl_pg_txn *t, pg_job *batch, c
     row_arrays *a = t->w->arrays;
     row_arrays_reset(a); /* a previous group that failed half-way may have left rows */
     pgcl_status st = PGCL_OK;
+    size_t row = 0; /* the decision rows' leaves: log_decision_rows's, in the same order */
     for (pg_job *j = batch; j && st == PGCL_OK; j = j->next) {
         if (j->kind == JOB_FN || j->idem_taken) continue;
         int64_t first = 0;
@@ -1132,7 +1128,7 @@ static pgcl_status send_rows_batched(sender *s, pgcl_pg_txn *t, pg_job *batch, c
                 add_shadow(a, &p);
             } else {
                 decision_params p;
-                decision_params_fill(&p, t, &j->rows[i], first + i);
+                decision_params_fill(&p, t, &j->rows[i], first + i, t->w->row_leaves[row++]);
                 add_decision(a, &j->rows[i], &p);
                 if (chain_decision(t, &j->rows[i], &p, first + i) != PGCL_OK) {
                     pgcl_errorf(err, cap, "audit chain: out of memory");
@@ -1294,7 +1290,7 @@ static bool run_fn_jobs(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, char *
     for (pg_job *j = batch; j; j = j->next) {
         if (j->kind != JOB_FN) continue;
         if (!savepoint(w, "SAVEPOINT job", err, cap)) return false;
-        size_t mark = w->n_leaves;
+        size_t mark = w->n_leaves, log_mark = pgcl_pg_log_mark(w->log);
         j->status = j->fn(t, j->ctx, j->err, ERR_CAP);
         if (pgcl_pg_broken(w->conn)) {
             snprintf(err, (size_t)cap, "%s", j->err);
@@ -1307,6 +1303,7 @@ static bool run_fn_jobs(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *batch, char *
                 !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
                 return false;
             w->n_leaves = mark;
+            pgcl_pg_log_rewind(w->log, log_mark);
         }
     }
     return true;
@@ -1317,7 +1314,7 @@ static bool run_row_jobs_isolated(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *bat
     for (pg_job *j = batch; j; j = j->next) {
         if (j->kind == JOB_FN || j->idem_taken) continue;
         if (!savepoint(w, "SAVEPOINT job", err, cap)) return false;
-        size_t mark = w->n_leaves;
+        size_t mark = w->n_leaves, log_mark = pgcl_pg_log_mark(w->log);
         sender s;
         sender_start(&s, w, false);
         pgcl_status st = send_job_rows(&s, t, j, false, j->err, ERR_CAP);
@@ -1338,9 +1335,19 @@ static bool run_row_jobs_isolated(pgcl_pg_writer *w, pgcl_pg_txn *t, pg_job *bat
                 !savepoint(w, "RELEASE SAVEPOINT job", err, cap))
                 return false;
             w->n_leaves = mark;
+            pgcl_pg_log_rewind(w->log, log_mark);
         }
     }
     return true;
+}
+
+/* The log's statements of the sealed commit (pg_log.h), sent with s; false: out of memory. */
+static bool send_log(sender *s, pgcl_pg_writer *w) {
+    pgcl_pg_log_stmt stmt;
+    bool oom = false;
+    for (int i = 0; pgcl_pg_log_statement(w->log, i, &stmt, &oom); i++)
+        sender_send(s, stmt.what, stmt.sql, stmt.n, stmt.values, stmt.binary_len, NULL);
+    return !oom;
 }
 
 /* One transaction for the batch. Fast mode sends every row in one pipeline; a failure there is
@@ -1351,6 +1358,7 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
     char now[PGCL_TIMESTAMP_LEN + 1]; /* before the lock: when the group's keys must be live */
     pgcl_timestamp_now(now);
     w->n_leaves = 0;
+    pgcl_pg_log_begin(w->log);
     int64_t add[N_COUNTERS] = {0};
     for (pg_job *j = batch; j; j = j->next) {
         j->status = PGCL_OK;
@@ -1386,6 +1394,15 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
         abandon_group(w, batch, err);
         return GROUP_DONE;
     }
+    /* the log: the fast mode's decisions, then the commit's leaves and tiles sealed (this may read
+     * the log's rows: no pipeline is open) */
+    pgcl_status logged = isolated ? PGCL_OK : log_decision_rows(&t, batch, err, sizeof err);
+    if (logged == PGCL_OK) logged = pgcl_pg_log_seal(w->log, w->conn, err, sizeof err);
+    if (logged != PGCL_OK) {
+        bool retry = !isolated && batch->next && !pgcl_pg_broken(w->conn);
+        abandon_group(w, batch, err);
+        return retry ? GROUP_RETRY_ISOLATED : GROUP_DONE;
+    }
     sender s;
     if (!sender_start(&s, w, true)) {
         abandon_group(w, batch, s.err);
@@ -1412,6 +1429,11 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
         abandon_group(w, batch, "audit chain: out of memory");
         return GROUP_DONE;
     }
+    if (!send_log(&s, w)) {
+        sender_finish(&s);
+        abandon_group(w, batch, "log: out of memory");
+        return GROUP_DONE;
+    }
     PGresult *commit = NULL;
     sender_send(&s, "commit", "COMMIT", 0, NULL, NULL, &commit);
     pgcl_status st = sender_finish(&s);
@@ -1424,6 +1446,7 @@ static group_outcome run_group(pgcl_pg_writer *w, pg_job *batch, bool isolated) 
         return retry ? GROUP_RETRY_ISOLATED : GROUP_DONE;
     }
     pgcl_audit_note_commit(&w->s->base);
+    pgcl_pg_log_committed(w->log);
     if (hash[0]) {
         w->head_seq = edge.size;
         memcpy(w->head_hash, hash, sizeof hash);
@@ -1705,6 +1728,10 @@ pgcl_status pgcl_pg_writer_start(pgcl_audit_pg *s, char *err, int cap) {
         return PGCL_ERR_NOMEM; /* pgcl_pg_writer_stop (from close) frees w */
     }
     row_arrays_create(w->arrays);
+    if (!(w->log = pgcl_pg_log_create(s->writer_id))) {
+        pgcl_errorf(err, cap, "out of memory");
+        return PGCL_ERR_NOMEM;
+    }
     char sub[ERR_CAP];
     pgcl_status st = connect_writer(w, s->opts.writer_lock_wait_ms, sub, sizeof sub);
     if (st != PGCL_OK) {
@@ -1738,6 +1765,8 @@ void pgcl_pg_writer_stop(pgcl_audit_pg *s) {
     free(w->packed);
     if (w->arrays) row_arrays_destroy(w->arrays);
     free(w->arrays);
+    pgcl_pg_log_destroy(w->log);
+    free(w->row_leaves);
     free(w);
     s->writer = NULL;
 }
