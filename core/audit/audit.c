@@ -184,3 +184,51 @@ pgcl_status pgcl_audit_read_shadow_report(pgcl_audit *a, const char *model, cons
                                           pgcl_shadow_report *out, char *err, int cap) {
     return a->ops->read_shadow_report(a, model, shadow_version, out, err, cap);
 }
+
+/* ---- the transparency logs (audit_log.h) ---- */
+
+/* A store without the operation yet (its op NULL). */
+static pgcl_status unsupported(pgcl_audit *a, const char *what, char *err, int cap) {
+    pgcl_errorf(err, cap, "the %s store has no %s yet", a->ops->name, what);
+    return PGCL_ERR_UNSUPPORTED;
+}
+
+pgcl_status pgcl_audit_logs(pgcl_audit *a, pgcl_audit_log_info *out, int cap, int *n, char *err, int err_cap) {
+    *n = 0;
+    return a->ops->logs ? a->ops->logs(a, out, cap, n, err, err_cap) : unsupported(a, "logs", err, err_cap);
+}
+
+const char *pgcl_audit_writer_id(pgcl_audit *a) { return a->ops->writer_id ? a->ops->writer_id(a) : ""; }
+
+pgcl_status pgcl_audit_log_read(pgcl_audit *a, const char *writer_id, pgcl_audit_log_read_fn fn, void *ctx, char *err,
+                                int cap) {
+    return a->ops->log_read ? a->ops->log_read(a, writer_id, fn, ctx, err, cap) : unsupported(a, "logs", err, cap);
+}
+
+pgcl_status pgcl_audit_log_checkpoint(pgcl_audit *a, const char *writer_id, char **note, uint64_t *size, char *err,
+                                      int cap) {
+    *note = NULL;
+    *size = 0;
+    return a->ops->log_checkpoint ? a->ops->log_checkpoint(a, writer_id, note, size, err, cap)
+                                  : unsupported(a, "log checkpoints", err, cap);
+}
+
+pgcl_status pgcl_audit_log_put_checkpoint(pgcl_audit *a, uint64_t size, const char *note, char *err, int cap) {
+    return a->ops->log_put_checkpoint ? a->ops->log_put_checkpoint(a, size, note, err, cap)
+                                      : unsupported(a, "log checkpoints", err, cap);
+}
+
+pgcl_status pgcl_audit_log_add_cosignatures(pgcl_audit *a, uint64_t size, const char *signature_lines, char *err,
+                                            int cap) {
+    return a->ops->log_add_cosignatures ? a->ops->log_add_cosignatures(a, size, signature_lines, err, cap)
+                                        : unsupported(a, "log checkpoints", err, cap);
+}
+
+pgcl_status pgcl_audit_log_leaf_of(pgcl_audit *a, const char *kind, const char *id,
+                                   char writer_id[PGCL_LOG_WRITER_ID_MAX + 1], uint64_t *leaf_index, char *err,
+                                   int cap) {
+    writer_id[0] = '\0';
+    *leaf_index = 0;
+    return a->ops->log_leaf_of ? a->ops->log_leaf_of(a, kind, id, writer_id, leaf_index, err, cap)
+                               : unsupported(a, "logs", err, cap);
+}

@@ -114,6 +114,13 @@ struct sqlite3 *pgcl_audit_txn_db(pgcl_audit_txn *t);
 const char *pgcl_audit_txn_now(pgcl_audit_txn *t);
 /* Appends the chain entry of row row_seq of table kind (see chain.h). */
 pgcl_status pgcl_audit_txn_chain(pgcl_audit_txn *t, const char *kind, int64_t row_seq, char *err, int cap);
+/* Adds record r (log/record.h) as the next leaf of the writer's transparency log in this
+ * transaction (issue 28; sqlite_log.h): call it before inserting the event's row, and store
+ * *leaf_index in the row's leaf_index (-1: the store keeps no log yet; store NULL). A job's savepoint
+ * takes the leaf back with its rows. PGCL_ERR_INVALID (err names the field) when r breaks a rule. */
+struct pgcl_record;
+pgcl_status pgcl_audit_txn_log(pgcl_audit_txn *t, const struct pgcl_record *r, int64_t *leaf_index, char *err,
+                               int cap);
 
 /* A job: runs inside a savepoint of the writer's transaction; anything but PGCL_OK undoes exactly
  * its own writes. Must not block. */

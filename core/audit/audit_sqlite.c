@@ -17,9 +17,10 @@
 #include "db.h"
 #include "ids.h"
 #include "log.h"
-#include "log_tree.h"
-#include "migrations.h"
+#include "log/record_rows.h"
 #include "sha256.h"
+#include "sqlite_log.h"
+#include "sqlite_migrate.h"
 
 #define ERR_CAP 512
 
@@ -55,6 +56,8 @@ typedef struct sqlite_store {
     sqlite3_stmt *insert_event;
     sqlite3_stmt *insert_shadow;
     pgcl_chain *chain;
+    pgcl_sqlite_log *log; /* the transparency log, written beside the chain (sqlite_log.h) */
+    char writer_id[PGCL_LOG_WRITER_ID_MAX + 1]; /* the log's, read at open */
     char last_stamp[PGCL_TIMESTAMP_LEN + 1]; /* writer-only: created_at never goes backwards */
     pthread_t writer;
     bool writer_started;
@@ -100,92 +103,9 @@ static const char INSERT_SQL[] =
     "INSERT INTO decisions (decision_id, created_at, request_id, item_id, model_name, model_version,"
     " model_sha256, label, label_index, probabilities, toxicity, decision, policy, t_review, t_block,"
     " vector, input_sha256, latency_us, input_digest, input_dtype, trace_id, content_date, territorial_scope,"
-    " content_language) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " content_language, leaf_index) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 /* The stored input, beside its row (migration 0008): retention drops it by deleting this row. */
 static const char INSERT_INPUT_SQL[] = "INSERT INTO decision_inputs (decision_seq, input) VALUES (?1, ?2)";
-
-/* ---- migrations ---- */
-
-static pgcl_status apply_migrations(sqlite_store *a, const char *path, char *err, int cap) {
-    char sub[ERR_CAP];
-    sqlite3_stmt *get = NULL, *put = NULL;
-    pgcl_status st = PGCL_ERR_DB;
-    if (pgcl_db_exec(a->db, "BEGIN IMMEDIATE", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: cannot start the migration transaction: %s", path, sub);
-        return PGCL_ERR_DB;
-    }
-    if (pgcl_db_exec(a->db,
-                 "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                 " sha256 TEXT NOT NULL, applied_at TEXT NOT NULL)",
-                 sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, sub);
-        goto done;
-    }
-    if (sqlite3_prepare_v2(a->db, "SELECT version, sha256 FROM schema_migrations ORDER BY version", -1, &get,
-                           NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(a->db, "INSERT INTO schema_migrations (version, name, sha256, applied_at) VALUES (?,?,?,?)",
-                           -1, &put, NULL) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(a->db));
-        goto done;
-    }
-    int applied = 0;
-    while (sqlite3_step(get) == SQLITE_ROW) {
-        int version = sqlite3_column_int(get, 0);
-        const char *digest = (const char *)sqlite3_column_text(get, 1);
-        if (version < 1 || version > pgcl_migration_count) {
-            pgcl_errorf(err, cap, "%s: schema version %d is newer than this pgcld (knows 1..%d); use a newer pgcld",
-                        path, version, pgcl_migration_count);
-            st = PGCL_ERR_UNSUPPORTED;
-            goto done;
-        }
-        const pgcl_migration *mig = &pgcl_migrations[version - 1];
-        if (!digest || strcmp(digest, mig->sha256) != 0) {
-            pgcl_errorf(err, cap, "%s: migration %d (%s) recorded with a different SHA-256 than this build's; "
-                        "the schema file was edited after it was applied",
-                        path, version, mig->name);
-            st = PGCL_ERR_MISMATCH;
-            goto done;
-        }
-        applied = version;
-    }
-    for (int v = applied + 1; v <= pgcl_migration_count; v++) {
-        const pgcl_migration *mig = &pgcl_migrations[v - 1];
-        if (pgcl_db_exec(a->db, mig->sql, sub, sizeof sub) != SQLITE_OK) {
-            pgcl_errorf(err, cap, "%s: migration %d (%s) failed: %s", path, v, mig->name, sub);
-            goto done;
-        }
-        char now[PGCL_TIMESTAMP_LEN + 1];
-        pgcl_timestamp_now(now);
-        sqlite3_reset(put);
-        sqlite3_bind_int(put, 1, v);
-        sqlite3_bind_text(put, 2, mig->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(put, 3, mig->sha256, -1, SQLITE_STATIC);
-        sqlite3_bind_text(put, 4, now, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(put) != SQLITE_DONE) {
-            pgcl_errorf(err, cap, "%s: recording migration %d: %s", path, v, sqlite3_errmsg(a->db));
-            goto done;
-        }
-        pgcl_log_info("audit: applied migration %04d_%s to %s", v, mig->name, path);
-    }
-    /* The log tree's nodes for entries older than migration 0009, once, in the same transaction. */
-    int64_t nodes_added = 0;
-    if (pgcl_log_tree_backfill(a->db, &nodes_added, sub, sizeof sub) != PGCL_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, sub);
-        goto done;
-    }
-    if (nodes_added > 0) pgcl_log_info("audit: stored %lld log tree nodes in %s", (long long)nodes_added, path);
-    if (pgcl_db_exec(a->db, "COMMIT", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: committing migrations: %s", path, sub);
-        goto done;
-    }
-    a->schema_version = pgcl_migration_count;
-    st = PGCL_OK;
-done:
-    sqlite3_finalize(get);
-    sqlite3_finalize(put);
-    if (st != PGCL_OK) pgcl_db_exec(a->db, "ROLLBACK", sub, sizeof sub);
-    return st;
-}
 
 /* ---- the WAL checkpointer ---- */
 
@@ -266,16 +186,27 @@ pgcl_status pgcl_audit_txn_chain(pgcl_audit_txn *t, const char *kind, int64_t ro
     return pgcl_chain_record(t->a->chain, kind, row_seq, err, cap);
 }
 
-/* Inserts decision row r (its stored input, if any, into decision_inputs) and describes what it
+pgcl_status pgcl_audit_txn_log(pgcl_audit_txn *t, const struct pgcl_record *r, int64_t *leaf_index, char *err,
+                               int cap) {
+    return pgcl_sqlite_log_add(t->a->log, r, leaf_index, err, cap);
+}
+
+/* The SHA-256 of decision row r's stored input into input_digest (the caller's, or computed);
+ * false when r stores no input. */
+static bool stored_input_digest(const pgcl_decision_row *r, unsigned char input_digest[PGCL_SHA256_BYTES]) {
+    if (!r->input || !r->input_dtype) return false;
+    if (r->input_digest) memcpy(input_digest, r->input_digest, PGCL_SHA256_BYTES);
+    else pgcl_sha256(r->input, (size_t)r->input_bytes, input_digest);
+    return true;
+}
+
+/* Inserts decision row r (its stored input, if any, into decision_inputs; input_digest from
+ * stored_input_digest, NULL when none) at its log leaf leaf_index (-1: NULL) and describes what it
  * inserted in *v for the chain: the values as bound, so the chain needs no read-back. Returns
  * SQLITE_DONE or the failing step's code. */
 static int insert_row(sqlite_store *a, const pgcl_decision_row *r, const char *created_at,
-                      unsigned char input_digest[PGCL_SHA256_BYTES], pgcl_chain_decision_values *v) {
-    bool input_stored = r->input && r->input_dtype;
-    if (input_stored) {
-        if (r->input_digest) memcpy(input_digest, r->input_digest, PGCL_SHA256_BYTES);
-        else pgcl_sha256(r->input, (size_t)r->input_bytes, input_digest);
-    }
+                      const unsigned char *input_digest, int64_t leaf_index, pgcl_chain_decision_values *v) {
+    bool input_stored = input_digest != NULL;
     sqlite3_stmt *s = a->insert;
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
@@ -310,6 +241,7 @@ static int insert_row(sqlite_store *a, const pgcl_decision_row *r, const char *c
                    "the decision leaf's extension, bound as the chain encodes it");
     for (int i = 0; i < PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS; i++)
         if (extension[i]) sqlite3_bind_text(s, 21 + i, extension[i], -1, SQLITE_STATIC);
+    if (leaf_index >= 0) sqlite3_bind_int64(s, 25, leaf_index);
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) return rc;
@@ -346,9 +278,14 @@ typedef struct rows_ctx {
 static pgcl_status decisions_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
     const rows_ctx *rc = ctx;
     for (int i = 0; i < rc->n; i++) {
-        unsigned char input_digest[PGCL_SHA256_BYTES];
+        unsigned char digest[PGCL_SHA256_BYTES];
+        const unsigned char *input_digest = stored_input_digest(&rc->rows[i], digest) ? digest : NULL;
+        int64_t leaf_index = -1;
+        pgcl_status logged =
+            pgcl_sqlite_log_add_decision(t->a->log, &rc->rows[i], t->now, input_digest, &leaf_index, err, cap);
+        if (logged != PGCL_OK) return logged;
         pgcl_chain_decision_values v;
-        if (insert_row(t->a, &rc->rows[i], t->now, input_digest, &v) != SQLITE_DONE) {
+        if (insert_row(t->a, &rc->rows[i], t->now, input_digest, leaf_index, &v) != SQLITE_DONE) {
             pgcl_errorf(err, cap, "insert decision: %s", sqlite3_errmsg(t->a->db));
             return PGCL_ERR_DB;
         }
@@ -363,13 +300,22 @@ static pgcl_status event_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) {
     sqlite3_stmt *s = t->a->insert_event;
     char id[PGCL_UUID_LEN + 1];
     pgcl_uuid7(id);
+    const char *details = ev->details_json ? ev->details_json : "{}";
+    pgcl_record record;
+    int64_t leaf_index = -1;
+    pgcl_status st = pgcl_record_of_admin_event(id, t->now, ev->actor, ev->action, ev->target, details, &record, err,
+                                                cap);
+    if (st == PGCL_OK) st = pgcl_audit_txn_log(t, &record, &leaf_index, err, cap);
+    if (st != PGCL_OK) return st;
     sqlite3_reset(s);
     sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 2, t->now, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 3, ev->actor, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 4, ev->action, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 5, ev->target, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 6, ev->details_json ? ev->details_json : "{}", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, details, -1, SQLITE_STATIC);
+    if (leaf_index >= 0) sqlite3_bind_int64(s, 7, leaf_index);
+    else sqlite3_bind_null(s, 7);
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
@@ -420,12 +366,13 @@ static void rollback(sqlite_store *a) {
     pgcl_db_exec(a->db, "ROLLBACK", ignored, sizeof ignored);
 }
 
-/* Opens the batch's write transaction and reads the chain head; on failure every job of the
- * batch fails with the reason and false is returned. */
-static bool begin_batch(sqlite_store *a, audit_job *batch) {
+/* Opens the batch's write transaction at time now and reads the chain head and the log's state;
+ * on failure every job of the batch fails with the reason and false is returned. */
+static bool begin_batch(sqlite_store *a, const char *now, audit_job *batch) {
     char err[ERR_CAP];
     if (pgcl_db_exec(a->db, "BEGIN IMMEDIATE", err, sizeof err) == SQLITE_OK &&
-        pgcl_chain_begin(a->chain, err, sizeof err) == PGCL_OK)
+        pgcl_chain_begin(a->chain, err, sizeof err) == PGCL_OK &&
+        pgcl_sqlite_log_begin(a->log, now, err, sizeof err) == PGCL_OK)
         return true;
     rollback(a);
     for (audit_job *j = batch; j; j = j->next) {
@@ -455,7 +402,7 @@ static void run_isolated(sqlite_store *a, pgcl_audit_txn *txn, audit_job *batch)
             snprintf(j->err, ERR_CAP, "%s", sub);
             continue;
         }
-        size_t mark = pgcl_chain_mark(a->chain);
+        size_t mark = pgcl_chain_mark(a->chain), log_mark = pgcl_sqlite_log_mark(a->log);
         j->status = j->fn(txn, j->ctx, j->err, ERR_CAP);
         if (j->status == PGCL_OK) {
             pgcl_db_exec(a->db, "RELEASE job", sub, sizeof sub);
@@ -463,6 +410,7 @@ static void run_isolated(sqlite_store *a, pgcl_audit_txn *txn, audit_job *batch)
             pgcl_db_exec(a->db, "ROLLBACK TO job", sub, sizeof sub);
             pgcl_db_exec(a->db, "RELEASE job", sub, sizeof sub);
             pgcl_chain_rewind(a->chain, mark, sub, sizeof sub); /* what the job chained went back with it */
+            pgcl_sqlite_log_rewind(a->log, log_mark);
         }
     }
 }
@@ -479,16 +427,16 @@ static void run_isolated(sqlite_store *a, pgcl_audit_txn *txn, audit_job *batch)
 static void commit_batch(sqlite_store *a, audit_job *batch) {
     pgcl_audit_txn txn = {.a = a};
     stamp(a, txn.now);
-    if (!begin_batch(a, batch)) return;
+    if (!begin_batch(a, txn.now, batch)) return;
     audit_job *failed = run_plain(&txn, batch);
     if (failed) {
         rollback(a);
         if (!batch->next) return; /* a job alone: its failure is the batch's */
-        if (!begin_batch(a, batch)) return; /* both set every job's status anew */
+        if (!begin_batch(a, txn.now, batch)) return; /* both set every job's status anew */
         run_isolated(a, &txn, batch);
     }
     char err[ERR_CAP];
-    if (pgcl_chain_seal(a->chain, err, sizeof err) != PGCL_OK ||
+    if (pgcl_sqlite_log_seal(a->log, err, sizeof err) != PGCL_OK || pgcl_chain_seal(a->chain, err, sizeof err) != PGCL_OK ||
         pgcl_db_exec(a->db, "COMMIT", err, sizeof err) != SQLITE_OK) {
         rollback(a);
         for (audit_job *j = batch; j; j = j->next) {
@@ -498,6 +446,7 @@ static void commit_batch(sqlite_store *a, audit_job *batch) {
         }
         return;
     }
+    pgcl_sqlite_log_committed(a->log);
     pgcl_audit_note_commit(&a->base);
 }
 
@@ -724,6 +673,8 @@ static void sqlite_writer_activity(pgcl_audit *store, int64_t *busy_since_us, in
 
 static int sqlite_schema_version(pgcl_audit *store) { return sqlite_store_of(store)->schema_version; }
 
+static const char *sqlite_writer_id(pgcl_audit *store) { return sqlite_store_of(store)->writer_id; }
+
 /* ---- open / close ---- */
 
 static void sqlite_close(pgcl_audit *store);
@@ -785,13 +736,15 @@ pgcl_status pgcl_audit_sqlite_open(const pgcl_audit_options *opts, pgcl_audit **
         pgcl_errorf(err, cap, "%s: %s", opts->path, sub);
         goto fail;
     }
-    if ((st = apply_migrations(a, opts->path, err, cap)) != PGCL_OK) goto fail;
+    if ((st = pgcl_sqlite_apply_migrations(a->db, opts->path, opts->writer_id, &a->schema_version, err, cap)) !=
+        PGCL_OK)
+        goto fail;
     st = PGCL_ERR_DB;
     if (sqlite3_prepare_v2(a->db, INSERT_SQL, -1, &a->insert, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(a->db, INSERT_INPUT_SQL, -1, &a->insert_input, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(a->db,
-                           "INSERT INTO admin_events (event_id, created_at, actor, action, target, details)"
-                           " VALUES (?,?,?,?,?,?)",
+                           "INSERT INTO admin_events (event_id, created_at, actor, action, target, details,"
+                           " leaf_index) VALUES (?,?,?,?,?,?,?)",
                            -1, &a->insert_event, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(a->db,
                            "INSERT INTO shadow_decisions (decision_id, created_at, model_name, primary_version,"
@@ -805,6 +758,13 @@ pgcl_status pgcl_audit_sqlite_open(const pgcl_audit_options *opts, pgcl_audit **
     if (!(a->chain = pgcl_chain_create_encoding(
               a->db, opts->chain_encoding ? opts->chain_encoding : PGCL_CHAIN_ENCODING_DEFAULT, err, cap)))
         goto fail;
+    if (!(a->log = pgcl_sqlite_log_create(a->db, err, cap))) goto fail;
+    pgcl_audit_log_info state;
+    bool has_log = false;
+    if ((st = pgcl_sqlite_log_state(a->db, &state, &has_log, err, cap)) != PGCL_OK) goto fail;
+    st = PGCL_ERR_DB;
+    PGCL_ASSERT(has_log); /* the migrations' transaction created the writer row */
+    memcpy(a->writer_id, state.writer_id, sizeof a->writer_id);
     /* created_at must keep following seq across restarts, even if the clock stepped back. */
     sqlite3_stmt *last = NULL;
     if (sqlite3_prepare_v2(a->db, "SELECT max(created_at) FROM decisions", -1, &last, NULL) == SQLITE_OK &&
@@ -838,6 +798,7 @@ static void sqlite_close(pgcl_audit *store) {
     if (a->db) sqlite3_wal_hook(a->db, NULL, NULL);
     if (a->ckpt_db) sqlite3_close(a->ckpt_db); /* first: the last connection to close checkpoints */
     pgcl_chain_destroy(a->chain);
+    pgcl_sqlite_log_destroy(a->log);
     sqlite3_finalize(a->insert);
     sqlite3_finalize(a->insert_input);
     sqlite3_finalize(a->insert_event);
@@ -887,4 +848,11 @@ const pgcl_audit_store_ops pgcl_audit_sqlite_ops = {
     .file_contest = pgcl_sqlite_file_contest,
     .resolve_contest = pgcl_sqlite_resolve_contest,
     .drop_inputs = pgcl_sqlite_drop_inputs,
+    .logs = pgcl_sqlite_logs,
+    .writer_id = sqlite_writer_id,
+    .log_read = pgcl_sqlite_log_read,
+    .log_checkpoint = pgcl_sqlite_log_checkpoint,
+    .log_put_checkpoint = pgcl_sqlite_log_put_checkpoint,
+    .log_add_cosignatures = pgcl_sqlite_log_add_cosignatures,
+    .log_leaf_of = pgcl_sqlite_log_leaf_of,
 };

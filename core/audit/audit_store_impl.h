@@ -11,6 +11,7 @@
 #define PGCL_AUDIT_STORE_IMPL_H
 
 #include "audit.h"
+#include "audit_log.h"
 #include "audit_reads.h"
 #include "review.h"
 
@@ -80,6 +81,20 @@ typedef struct pgcl_audit_store_ops {
                                char *err, int cap);
     /* Optional (NULL: the store cannot tell cheaply): the bytes the database takes on disk now. */
     bool (*size_bytes)(pgcl_audit *store, int64_t *bytes);
+    /* the transparency logs (audit_log.h, issue 28), in that header's order, each with its public
+     * counterpart's contract. NULL: the store has none yet (audit.c answers PGCL_ERR_UNSUPPORTED,
+     * and "" for writer_id). */
+    pgcl_status (*logs)(pgcl_audit *store, pgcl_audit_log_info *out, int cap, int *n, char *err, int err_cap);
+    const char *(*writer_id)(pgcl_audit *store);
+    pgcl_status (*log_read)(pgcl_audit *store, const char *writer_id, pgcl_audit_log_read_fn fn, void *ctx,
+                            char *err, int cap);
+    pgcl_status (*log_checkpoint)(pgcl_audit *store, const char *writer_id, char **note, uint64_t *size, char *err,
+                                  int cap);
+    pgcl_status (*log_put_checkpoint)(pgcl_audit *store, uint64_t size, const char *note, char *err, int cap);
+    pgcl_status (*log_add_cosignatures)(pgcl_audit *store, uint64_t size, const char *signature_lines, char *err,
+                                        int cap);
+    pgcl_status (*log_leaf_of)(pgcl_audit *store, const char *kind, const char *id,
+                               char writer_id[PGCL_LOG_WRITER_ID_MAX + 1], uint64_t *leaf_index, char *err, int cap);
 } pgcl_audit_store_ops;
 
 /* What every store begins with. */
@@ -135,6 +150,18 @@ pgcl_status pgcl_sqlite_file_contest(pgcl_audit *store, pgcl_contest_request *r,
 pgcl_status pgcl_sqlite_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap);
 pgcl_status pgcl_sqlite_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped,
                                     bool *more, char *err, int cap);
+/* The SQLite store's logs (sqlite_log_store.c; its one writer's id is the store's, audit_sqlite.c). */
+pgcl_status pgcl_sqlite_logs(pgcl_audit *store, pgcl_audit_log_info *out, int cap, int *n, char *err, int err_cap);
+pgcl_status pgcl_sqlite_log_read(pgcl_audit *store, const char *writer_id, pgcl_audit_log_read_fn fn, void *ctx,
+                                 char *err, int cap);
+pgcl_status pgcl_sqlite_log_checkpoint(pgcl_audit *store, const char *writer_id, char **note, uint64_t *size,
+                                       char *err, int cap);
+pgcl_status pgcl_sqlite_log_put_checkpoint(pgcl_audit *store, uint64_t size, const char *note, char *err, int cap);
+pgcl_status pgcl_sqlite_log_add_cosignatures(pgcl_audit *store, uint64_t size, const char *signature_lines,
+                                             char *err, int cap);
+pgcl_status pgcl_sqlite_log_leaf_of(pgcl_audit *store, const char *kind, const char *id,
+                                    char writer_id[PGCL_LOG_WRITER_ID_MAX + 1], uint64_t *leaf_index, char *err,
+                                    int cap);
 pgcl_status pgcl_sqlite_read_shadow_report(pgcl_audit *store, const char *model, const char *shadow_version,
                                            pgcl_shadow_report *out, char *err, int cap);
 

@@ -16,6 +16,8 @@
 #include "db.h"
 #include "ids.h"
 #include "log.h"
+#include "log/record_rows.h"
+#include "sqlite_log.h"
 
 #define KEY_PREFIX "pgcld_"
 #define KEY_PREFIX_LEN 6
@@ -182,6 +184,7 @@ static pgcl_status add_key_event(sqlite3 *db, const char *actor, const char *act
     char event_id[PGCL_UUID_LEN + 1], now[PGCL_TIMESTAMP_LEN + 1];
     sqlite3_stmt *s = NULL;
     pgcl_chain *chain = NULL;
+    pgcl_sqlite_log *log = NULL;
     char *details = pgcl_keys_event_details(name, role);
     pgcl_status st = PGCL_ERR_NOMEM;
     if (!details) {
@@ -197,10 +200,22 @@ static pgcl_status add_key_event(sqlite3 *db, const char *actor, const char *act
         if (!chain) st = PGCL_ERR_DB;
         goto done;
     }
+    /* So does its leaf of the transparency log (sqlite_log.h), the log's state read the same way. */
+    if (!(log = pgcl_sqlite_log_create(db, err, cap))) goto done;
+    pgcl_record record;
+    int64_t leaf_index = -1;
+    if ((st = pgcl_sqlite_log_begin(log, now, err, cap)) != PGCL_OK ||
+        (st = pgcl_record_of_admin_event(event_id, now, actor, action, key_id, details, &record, err, cap)) !=
+            PGCL_OK ||
+        (st = pgcl_sqlite_log_add(log, &record, &leaf_index, err, cap)) != PGCL_OK)
+        goto done;
     st = PGCL_ERR_DB;
+    /* A database not yet upgraded to the log (leaf_index -1) has no leaf_index column. */
     if (sqlite3_prepare_v2(db,
-                           "INSERT INTO admin_events (event_id, created_at, actor, action, target, details)"
-                           " VALUES (?,?,?,?,?,?)",
+                           leaf_index >= 0 ? "INSERT INTO admin_events (event_id, created_at, actor, action, target,"
+                                             " details, leaf_index) VALUES (?,?,?,?,?,?,?)"
+                                           : "INSERT INTO admin_events (event_id, created_at, actor, action, target,"
+                                             " details) VALUES (?,?,?,?,?,?)",
                            -1, &s, NULL) != SQLITE_OK) {
         pgcl_errorf(err, cap, "admin_events: %s", sqlite3_errmsg(db));
         goto done;
@@ -211,13 +226,16 @@ static pgcl_status add_key_event(sqlite3 *db, const char *actor, const char *act
     sqlite3_bind_text(s, 4, action, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 5, key_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 6, details, -1, SQLITE_STATIC);
+    if (leaf_index >= 0) sqlite3_bind_int64(s, 7, leaf_index);
     if (sqlite3_step(s) != SQLITE_DONE) {
         pgcl_errorf(err, cap, "admin_events: %s", sqlite3_errmsg(db));
         goto done;
     }
     st = pgcl_chain_record(chain, "admin_events", sqlite3_last_insert_rowid(db), err, cap);
+    if (st == PGCL_OK) st = pgcl_sqlite_log_seal(log, err, cap);
     if (st == PGCL_OK) st = pgcl_chain_seal(chain, err, cap);
 done:
+    pgcl_sqlite_log_destroy(log); /* before COMMIT: its policy memory (log.h) has nothing to keep */
     pgcl_chain_destroy(chain);
     sqlite3_finalize(s);
     free(details);

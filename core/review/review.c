@@ -2,6 +2,7 @@
 #include "review.h"
 
 #include "audit_store_impl.h"
+#include "log/record_rows.h"
 
 #include <jansson.h>
 #include <sqlite3.h>
@@ -61,11 +62,18 @@ static pgcl_status contest_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) 
     st = pgcl_review_check_open(r, rc == SQLITE_ROW ? (const char *)sqlite3_column_text(s, 0) : NULL, err, cap);
     if (st != PGCL_OK) goto done;
     sqlite3_finalize(s);
+    s = NULL;
     pgcl_uuid7(r->contest_id);
     memcpy(r->filed_at, pgcl_audit_txn_now(t), sizeof r->filed_at);
+    pgcl_record record; /* the contest's log leaf, before its row (which stores the leaf's index) */
+    int64_t leaf_index = -1;
+    st = pgcl_record_of_contest(r->contest_id, r->decision_id, r->filed_at, r->filer_key_id ? r->filer_key_id : "",
+                                r->filed_by, r->reason, &record, err, cap);
+    if (st == PGCL_OK) st = pgcl_audit_txn_log(t, &record, &leaf_index, err, cap);
+    if (st != PGCL_OK) goto done;
     if (sqlite3_prepare_v2(db,
-                           "INSERT INTO contests (contest_id, decision_id, filed_at, filed_by, filer_key_id, reason)"
-                           " VALUES (?,?,?,?,?,?)",
+                           "INSERT INTO contests (contest_id, decision_id, filed_at, filed_by, filer_key_id, reason,"
+                           " leaf_index) VALUES (?,?,?,?,?,?,?)",
                            -1, &s, NULL) != SQLITE_OK)
         goto db_error;
     const char *vals[] = {r->contest_id, r->decision_id, r->filed_at, r->filed_by, r->filer_key_id, r->reason};
@@ -73,6 +81,7 @@ static pgcl_status contest_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) 
         if (vals[i]) sqlite3_bind_text(s, i + 1, vals[i], -1, SQLITE_STATIC);
         else sqlite3_bind_null(s, i + 1);
     }
+    if (leaf_index >= 0) sqlite3_bind_int64(s, 7, leaf_index);
     if (sqlite3_step(s) != SQLITE_DONE) goto db_error;
     st = pgcl_audit_txn_chain(t, "contests", sqlite3_last_insert_rowid(db), err, cap);
     goto done;
@@ -144,10 +153,18 @@ static pgcl_status resolve_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) 
                                       found ? sqlite3_column_int64(s, 3) : 0, err, cap);
     if (st != PGCL_OK) goto done;
     sqlite3_finalize(s);
+    s = NULL;
     memcpy(r->resolved_at, pgcl_audit_txn_now(t), sizeof r->resolved_at);
+    pgcl_record record; /* the resolution's log leaf, before its row (which stores the leaf's index) */
+    int64_t leaf_index = -1;
+    st = pgcl_record_of_resolution(r->contest_id, r->decision_id, r->resolved_at, r->outcome,
+                                   r->resolver_key_id ? r->resolver_key_id : "", r->resolved_by,
+                                   r->corrected_label ? r->corrected_label : "", r->note, &record, err, cap);
+    if (st == PGCL_OK) st = pgcl_audit_txn_log(t, &record, &leaf_index, err, cap);
+    if (st != PGCL_OK) goto done;
     if (sqlite3_prepare_v2(db,
                            "INSERT INTO resolutions (contest_id, resolved_at, resolved_by, resolver_key_id, outcome,"
-                           " corrected_label, note) VALUES (?,?,?,?,?,?,?)",
+                           " corrected_label, note, leaf_index) VALUES (?,?,?,?,?,?,?,?)",
                            -1, &s, NULL) != SQLITE_OK)
         goto db_error;
     const char *vals[] = {r->contest_id, r->resolved_at, r->resolved_by, r->resolver_key_id, r->outcome,
@@ -156,6 +173,7 @@ static pgcl_status resolve_fn(pgcl_audit_txn *t, void *ctx, char *err, int cap) 
         if (vals[i]) sqlite3_bind_text(s, i + 1, vals[i], -1, SQLITE_STATIC);
         else sqlite3_bind_null(s, i + 1);
     }
+    if (leaf_index >= 0) sqlite3_bind_int64(s, 8, leaf_index);
     if (sqlite3_step(s) != SQLITE_DONE) goto db_error;
     st = pgcl_audit_txn_chain(t, "resolutions", sqlite3_last_insert_rowid(db), err, cap);
     goto done;

@@ -17,8 +17,8 @@
  * connection); this module does everything that makes them a tree: the appender (a commit's
  * leaves, the tiles it completes, the new root) and the tile source (pgcl_tile_read_fn over
  * pgcl_log_ops, for tiles.h's reader, the HTTP routes and the proofs). */
-#ifndef PGCL_LOG_LOG_H
-#define PGCL_LOG_LOG_H
+#ifndef PGCL_WRITER_LOG_H
+#define PGCL_WRITER_LOG_H
 
 #include <stdbool.h>
 #include <stddef.h>
