@@ -212,6 +212,8 @@ class SpecStructureTest(unittest.TestCase):
             "/v2/models/{name}/infer", "/v2/repository/index", "/v2/models/{name}/versions/{version}",
             "/v2/models/{name}/versions/{version}/ready", "/v2/models/{name}/versions/{version}/infer",
             "/v2/models/{name}/stats", "/v2/models/{name}/versions/{version}/stats",
+            "/log/", "/log/checkpoint", "/log/{writer_id}/checkpoint", "/log/{writer_id}/tile/entries/{tile...}",
+            "/log/{writer_id}/tile/{tile...}",
             "/console", "/console/", "/console/{file}"})
 
     def test_every_operation_has_responses(self):
