@@ -89,12 +89,12 @@ void pgcld_handle_log_checkpoint(pgcld_server *srv, const pgcld_request *req, pg
     char err[ERR_CAP], *note = NULL;
     uint64_t size = 0;
     if (!pgcl_log_writer_id_valid(writer)) {
-        pgcld_reply_error(reply, 404, "log_not_found", -1, NULL, "no log of writer '%s'", writer);
+        pgcld_reply_error(reply, 404, "not_found", -1, NULL, "no log of writer '%s'", writer);
         return;
     }
     pgcl_status st = pgcl_audit_log_checkpoint(srv->audit, writer, &note, &size, err, sizeof err);
     if (st == PGCL_ERR_NOT_FOUND) {
-        pgcld_reply_error(reply, 404, "checkpoint_not_found", -1, NULL, "no checkpoint of the log of writer '%s' yet%s", writer,
+        pgcld_reply_error(reply, 404, "not_found", -1, NULL, "no checkpoint of the log of writer '%s' yet%s", writer,
                           srv->has_log_key ? "" : " (this daemon has no --signing-key: it signs none)");
         return;
     }
@@ -155,14 +155,14 @@ static void serve_tile(pgcld_server *srv, const pgcld_request *req, pgcld_reply 
         return;
     }
     if (!pgcl_log_writer_id_valid(writer)) {
-        pgcld_reply_error(reply, 404, "log_not_found", -1, NULL, "no log of writer '%s'", writer);
+        pgcld_reply_error(reply, 404, "not_found", -1, NULL, "no log of writer '%s'", writer);
         return;
     }
     char err[ERR_CAP];
     pgcl_status st = pgcl_audit_log_read(srv->audit, writer, read_tile, &t, err, sizeof err);
     if (st == PGCL_ERR_NOT_FOUND) {
-        if (t.beyond) pgcld_reply_error(reply, 404, "tile_not_found", -1, NULL, "the log of writer '%s' has no %s", writer, path);
-        else pgcld_reply_error(reply, 404, "log_not_found", -1, NULL, "no log of writer '%s'", writer);
+        if (t.beyond) pgcld_reply_error(reply, 404, "not_found", -1, NULL, "the log of writer '%s' has no %s", writer, path);
+        else pgcld_reply_error(reply, 404, "not_found", -1, NULL, "no log of writer '%s'", writer);
         free(t.data);
         return;
     }

@@ -141,6 +141,12 @@ OPERATION_ERRORS = {
     ("post", "/v1/audit/checkpoints"): AUTH_ERRORS | BODY_ERRORS | {
         "no_signing_key", "empty_chain", "checkpoint_failed"},
     ("get", "/v1/audit/consistency"): AUTH_ERRORS | READ_ERRORS | {"invalid_request", "tree_size_beyond_log"},
+    # the transparency log (routes_log.c): 404s are not_found (an unknown writer, a tile beyond the tree)
+    ("get", "/log/"): AUTH_ERRORS | {"audit_unavailable"},
+    ("post", "/log/checkpoint"): AUTH_ERRORS | {"audit_unavailable", "no_signing_key"},
+    ("get", "/log/{writer_id}/checkpoint"): AUTH_ERRORS | {"audit_unavailable"},
+    ("get", "/log/{writer_id}/tile/entries/{tile...}"): AUTH_ERRORS | {"audit_unavailable", "invalid_request"},
+    ("get", "/log/{writer_id}/tile/{tile...}"): AUTH_ERRORS | {"audit_unavailable", "invalid_request"},
     # the Open Inference Protocol (KServe v2): public health and metadata, model metadata for every
     # role, inference for scorers
     ("get", "/v2"): set(),
