@@ -144,9 +144,10 @@ OPERATION_ERRORS = {
     # the transparency log (routes_log.c): 404s are not_found (an unknown writer, a tile beyond the tree)
     ("get", "/log/"): AUTH_ERRORS | {"audit_unavailable"},
     ("post", "/log/checkpoint"): AUTH_ERRORS | {"audit_unavailable", "no_signing_key"},
-    ("get", "/log/{writer_id}/checkpoint"): AUTH_ERRORS | {"audit_unavailable"},
-    ("get", "/log/{writer_id}/tile/entries/{tile...}"): AUTH_ERRORS | {"audit_unavailable", "invalid_request"},
-    ("get", "/log/{writer_id}/tile/{tile...}"): AUTH_ERRORS | {"audit_unavailable", "invalid_request"},
+    ("get", "/log/{writer_id}/checkpoint"): AUTH_ERRORS | {"audit_unavailable", "not_found"},
+    ("get", "/log/{writer_id}/tile/entries/{tile...}"): AUTH_ERRORS | {"audit_unavailable", "invalid_request",
+                                                                       "not_found"},
+    ("get", "/log/{writer_id}/tile/{tile...}"): AUTH_ERRORS | {"audit_unavailable", "invalid_request", "not_found"},
     # the Open Inference Protocol (KServe v2): public health and metadata, model metadata for every
     # role, inference for scorers
     ("get", "/v2"): set(),
