@@ -20,6 +20,7 @@
 
 #include "cli_options.h"
 #include "log.h"
+#include "note.h"
 #include "status.h"
 #include "store_registry.h"
 
@@ -44,6 +45,7 @@ typedef struct opt_def {
 static int check_listen(const char *value, char *why, int cap);
 static int check_device(const char *value, char *why, int cap);
 static int check_retention_days(const char *value, char *why, int cap);
+static int check_log_origin(const char *value, char *why, int cap);
 
 #define S(field, placeholder) .type = OPT_STRING, .offset = offsetof(pgcld_config, field), .meta = placeholder
 #define L(field, lo, hi) .type = OPT_LONG, .offset = offsetof(pgcld_config, field), .min = lo, .max = hi, .meta = "N"
@@ -142,6 +144,14 @@ static const opt_def g_opts[] = {
      .help = "where signed audit checkpoints are written (default: beside the audit database)"},
     {.name = "checkpoint-interval", L(checkpoint_interval_s, 0, 86400 * 30), .def = "0",
      .help = "seconds between automatic signed checkpoints (0: only on demand); needs --signing-key"},
+    {.name = "log-checkpoint-interval", L(log_checkpoint_interval_s, 0, 86400), .def = "5",
+     .help = "at most this many seconds between signed-note checkpoints of the transparency log, one "
+             "whenever it grew (0: only on demand, POST /log/checkpoint); needs --signing-key"},
+    {.name = "log-access", S(log_access, "public|reviewer"), .def = "reviewer", .choices = "public|reviewer",
+     .help = "who may read the transparency log's checkpoints and hash tiles under /log/ (entry bundles, "
+             "which hold the records, always need a reviewer key)"},
+    {.name = "log-origin", S(log_origin, "PREFIX"), .def = "pgcld", .check = check_log_origin,
+     .help = "the prefix of each log's checkpoint origin and note key name: PREFIX/WRITER_ID"},
     {.name = "tls-cert", S(tls_cert, "FILE"), .def = "",
      .help = "PEM certificate (chain, server first) to serve HTTPS; needs --tls-key (both empty: plain HTTP)"},
     {.name = "tls-key", S(tls_key, "FILE"), .def = "",
@@ -254,6 +264,16 @@ static int check_retention_days(const char *value, char *why, int cap) {
     if (!*value || pgcld_config_parse_days(value, &days)) return 0;
     pgcl_errorf(why, cap, "'%s' must be a number of days from 0 to %d (decimals allowed), or empty", value,
                 PGCLD_MAX_DAYS);
+    return -1;
+}
+
+/* A log origin prefix: a valid note key name (no white space, '+' or control characters) of at
+ * most 126 bytes, so that "<prefix>/<writer id>" fits an origin line (checkpointer.h). */
+static int check_log_origin(const char *value, char *why, int cap) {
+    size_t n = strlen(value);
+    if (n > 0 && n <= 126 && pgcl_note_name_valid(value, n)) return 0;
+    pgcl_errorf(why, cap, "'%s' must be 1 to 126 bytes of UTF-8 without white space, '+' or control characters",
+                value);
     return -1;
 }
 

@@ -19,7 +19,7 @@
 #include <stdio.h>
 
 /* Bound on the number of option rows; config.c checks the table against it at compile time. */
-#define PGCLD_CONFIG_MAX_OPTIONS 48
+#define PGCLD_CONFIG_MAX_OPTIONS 56
 
 /* Where an option's effective value came from. */
 typedef enum pgcld_config_source {
@@ -49,6 +49,8 @@ typedef struct pgcld_config {
     char *input_retention_days;  /* decimal days, or empty: the contest window (pgcld_config_input_retention_days) */
     char *signing_key;           /* Ed25519 secret key file; "" = none */
     char *checkpoint_dir;        /* "" = the audit database's directory */
+    char *log_access;            /* who reads /log/ tiles and checkpoints: public or reviewer */
+    char *log_origin;            /* the prefix of each log's origin: "<log_origin>/<writer_id>" */
     char *device;                /* auto, cpu or cuda:N; needs a restart */
     char *cuda_precision;        /* device-precision: fp32, tf32 or bf16 (CUDA only); needs a restart */
     char *tls_cert;              /* PEM certificate (chain) file for HTTPS; "" = plain HTTP */
@@ -76,6 +78,7 @@ typedef struct pgcld_config {
     _Atomic long batch_max_rows;
     _Atomic long batch_max_wait_us;
     _Atomic long checkpoint_interval_s; /* 0 = checkpoints only on demand */
+    _Atomic long log_checkpoint_interval_s; /* the log's signed-note checkpoints; 0 = only on demand */
     _Atomic long idempotency_ttl_s;     /* reloadable */
 
     bool print_config; /* --print-config was given: the caller prints the config and exits */

@@ -28,6 +28,7 @@
 #include "retention.h"
 #include "server.h"
 #include "signing.h"
+#include "checkpointer.h"
 #include "store_registry.h"
 #include "systemd_notify.h"
 
@@ -247,6 +248,35 @@ static void remember_activation(const char *model, const char *version, void *ct
     json_object_set_new(ctx, model, json_string(version));
 }
 
+/* The transparency log's names and checkpointer (checkpointer.h): this writer's id must name a log
+ * (else the daemon refuses to start: a log it could not serve); with --signing-key the key signs
+ * this writer's checkpoints under the origin "<--log-origin>/<writer id>", every
+ * --log-checkpoint-interval when the log grew. Without a key no checkpoint is signed (tiles are
+ * served all the same; /log/ lists no key). Returns 0, or -1 with err set. */
+static int start_log_checkpointer(pgcld_server *srv, char *err, int cap) {
+    const char *writer = pgcl_audit_writer_id(srv->audit);
+    if (!writer || !*writer) return 0; /* a read-only store: nothing to sign */
+    char origin[PGCL_TLOG_ORIGIN_MAX + 1];
+    if (pgcl_log_origin(srv->cfg->log_origin, writer, origin, err, cap) != PGCL_OK) return -1;
+    if (!*srv->cfg->signing_key) {
+        pgcl_log_warn("log: no --signing-key: the log of writer '%s' is served without signed checkpoints", writer);
+        return 0;
+    }
+    pgcl_status st;
+    pgcl_note_signer *signer = pgcl_note_signer_from_key_file(srv->cfg->signing_key, origin, &st, err, cap);
+    if (!signer) return -1;
+    memcpy(srv->log_public_key, pgcl_note_signer_verifier(signer)->public_key, sizeof srv->log_public_key);
+    srv->has_log_key = true;
+    srv->checkpointer = pgcl_checkpointer_create(srv->audit, signer, srv->cfg->log_checkpoint_interval_s, err, cap);
+    if (!srv->checkpointer) return -1;
+    char vkey[PGCL_NOTE_VKEY_MAX];
+    pgcl_checkpointer_verifier_key(srv->checkpointer, vkey);
+    pgcl_log_info("log: checkpoints of %s signed by note key %s, every %ld s when the log grew%s", origin, vkey,
+                  srv->cfg->log_checkpoint_interval_s,
+                  srv->cfg->log_checkpoint_interval_s ? "" : " (0: only on demand, POST /log/checkpoint)");
+    return 0;
+}
+
 static int serve(int argc, char **argv, const sigset_t *stop_signals) {
     /* Request bodies and their arrays (1.4 MB for 64 JSON embeddings) are allocated on many
      * threads (server pool, batcher workers): with glibc's adaptive threshold they come from per-thread arenas, which
@@ -333,6 +363,10 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
             goto out;
         }
         pgcl_log_info("audit: checkpoints are signed by Ed25519 key %s", public_hex);
+    }
+    if (start_log_checkpointer(&srv, err, sizeof err) != 0) {
+        pgcl_log_error("log: %s", err);
+        goto out;
     }
     if (strcmp(cfg.auth, "required") == 0) {
         if (pgcl_audit_open_keyring(srv.audit, &srv.keyring, err, sizeof err) != PGCL_OK) {
@@ -423,6 +457,8 @@ out:
     pgcld_server_stop(&srv, (int)cfg.shutdown_grace_s);
     pgcl_shadow_destroy(srv.shadow);
     pgcld_head_signer_stop(head_signer); /* after the drain: its last checkpoint covers every answered decision */
+    pgcl_checkpointer_destroy(srv.checkpointer); /* the same: a last signed-note checkpoint */
+    srv.checkpointer = NULL;
     pgcl_queries_shutdown();
     pgcl_retention_destroy(retention);
     pgcld_notifier_stop(notifier); /* after the drain (the watchdog watches the writer through it) */

@@ -31,6 +31,12 @@ typedef struct pgcld_server {
     pgcl_batcher *batcher;   /* coalesces concurrent forward passes */
     pgcld_metrics *metrics;
     pgcl_shadow *shadow;
+    /* The transparency log (routes_log.c): the checkpointer of this writer's log (NULL without
+     * --signing-key, or on a read-only store), and the public key that signs every writer's
+     * checkpoints (the fleet shares --signing-key), has_log_key false without one. */
+    struct pgcl_checkpointer *checkpointer;
+    bool has_log_key;
+    unsigned char log_public_key[32];
     struct MHD_Daemon *daemon;
     int port;
     int quiesced_listener;     /* the listening socket once the drain began (shut down, closed at stop); -1 */
@@ -256,6 +262,13 @@ void pgcld_handle_resolution(pgcld_server *srv, const pgcld_request *req, pgcld_
 void pgcld_handle_rescore(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_audit_verify(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_audit_checkpoint(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+/* The transparency log (routes_log.c): GET /log/, /log/{writer_id}/checkpoint, its tiles and entry
+ * bundles (C2SP tlog-tiles), POST /log/checkpoint. */
+void pgcld_handle_log_list(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_log_checkpoint(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_log_tile(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_log_entries(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_log_checkpoint_now(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 /* The Open Inference Protocol (routes_v2.c). */
 void pgcld_handle_v2_server(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_v2_live(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);

@@ -99,12 +99,14 @@ static const pgcld_cli_command COMMANDS[] = {
         "file --out atomically; prints it as one JSON line. A PostgreSQL URI gets a fleet checkpoint over\n"
         "every writer's head (docs/audit.md, \"A fleet on PostgreSQL\"). Keep the files away from the\n"
         "database (another machine, write-once storage).\n"},
-    {.name = "keygen", .allowed = OPT_OUT,
-     .synopsis = "--out FILE",
+    {.name = "keygen", .allowed = OPT_OUT | OPT_ORIGIN,
+     .synopsis = "--out FILE [--origin NAME]",
      .summary = "make a new Ed25519 signing key",
      .description =
         "Writes a new secret signing key to --out (mode 0600, never overwritten) and prints its public key\n"
-        "(64 hex digits) for verify --public-key.\n"},
+        "(64 hex digits) for verify --public-key. With --origin (a log's origin, PREFIX/WRITER_ID: see\n"
+        "--log-origin of pgcld serve) a second line follows: the key's note verifier key named NAME, the\n"
+        "key GET /log/ lists for that log (as note-key prints it).\n"},
     {.name = "note-key", .allowed = OPT_SIGNING_KEY | OPT_ORIGIN,
      .synopsis = "--signing-key FILE --origin NAME",
      .summary = "print a signing key's note verifier key (C2SP signed-note)",
@@ -349,6 +351,11 @@ static int cmd_archive(const cli_opts *o) {
 
 static int cmd_keygen(const cli_opts *o) {
     char pub[PGCL_PUBLIC_KEY_HEX_LEN + 1], err[1024];
+    if (o->origin && !pgcl_note_name_valid(o->origin, strlen(o->origin))) {
+        fprintf(stderr, "pgcld audit keygen: --origin '%s' is not a note key name (no white space, '+' or control "
+                        "characters)\n", o->origin);
+        return 2;
+    }
     if (pgcl_signing_keygen(o->out, pub, err, sizeof err) != PGCL_OK) {
         fprintf(stderr, "pgcld audit keygen: %s\n", err);
         return 1;
@@ -356,6 +363,19 @@ static int cmd_keygen(const cli_opts *o) {
     fprintf(stderr, "Wrote the secret signing key to %s (mode 0600): keep it secret. Its public key (for "
                     "pgcld audit verify --public-key) follows.\n", o->out);
     printf("%s\n", pub);
+    if (o->origin) { /* the same key as a note verifier key (core/audit/log/note.h) */
+        pgcl_status st;
+        char vkey[PGCL_NOTE_VKEY_MAX];
+        pgcl_note_signer *signer = pgcl_note_signer_from_key_file(o->out, o->origin, &st, err, sizeof err);
+        if (!signer) {
+            fprintf(stderr, "pgcld audit keygen: --origin: %s\n", err);
+            return 1;
+        }
+        int n = pgcl_note_verifier_format(pgcl_note_signer_verifier(signer), vkey, sizeof vkey);
+        pgcl_note_signer_destroy(signer);
+        PGCL_ASSERT(n > 0);
+        printf("%s\n", vkey);
+    }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "pgcld audit keygen: cannot write to stdout\n");
         return 1;
@@ -655,7 +675,7 @@ static int run_command(const pgcld_cli_command *command, const char *proof_file,
     if ((allowed & OPT_SIGNING_KEY) && !o->signing_key)
         return pgcld_cli_usage_error(CLI, "%s needs --signing-key FILE", cmd);
     if ((allowed & OPT_OUT) && !o->out) return pgcld_cli_usage_error(CLI, "%s needs --out FILE", cmd);
-    if ((allowed & OPT_ORIGIN) && !o->origin) return pgcld_cli_usage_error(CLI, "%s needs --origin NAME", cmd);
+    if ((allowed & OPT_ORIGIN) && !o->origin && strcmp(cmd, "keygen") != 0) return pgcld_cli_usage_error(CLI, "%s needs --origin NAME", cmd);
     if (strcmp(cmd, "archive") == 0 && !o->before == !o->older_than_days)
         return pgcld_cli_usage_error(CLI, "%s", "archive needs one horizon: --before RFC3339 or --older-than-days N");
     if (strcmp(cmd, "verify-consistency") == 0 && o->n_checkpoints != 0 && o->n_checkpoints != 2)

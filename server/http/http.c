@@ -220,7 +220,8 @@ static enum MHD_Result send_error(request_ctx *ctx, struct MHD_Connection *conn,
  * with *rc set. */
 static int authorise(request_ctx *ctx, struct MHD_Connection *conn, enum MHD_Result *rc) {
     pgcld_server *srv = ctx->srv;
-    if (ctx->route->roles == PGCLD_ROUTE_ANYONE || !srv->keyring) {
+    bool log_public = pgcld_route_is_public_log(ctx->route) && strcmp(srv->cfg->log_access, "public") == 0;
+    if (ctx->route->roles == PGCLD_ROUTE_ANYONE || !srv->keyring || log_public) {
         snprintf(ctx->actor, sizeof ctx->actor, "anonymous");
         return 0;
     }

@@ -30,6 +30,9 @@ static const char *const STATS_PARAMS[] = {"since", "until", NULL};
 static const char *const CONTESTS_PARAMS[] = {"status", "limit", "cursor", NULL};
 static const char *const CONSISTENCY_PARAMS[] = {"first", "second", "writer", NULL};
 
+/* The transparency log (routes_log.c, the /log/ rows): checkpoints and hash tiles are read by reviewers and admins,
+ * or by anyone with --log-access public (pgcld_route_is_public_log); entry bundles hold the records
+ * and need a reviewer key. "{tile...}" is the rest of the path, slashes included. */
 static const route g_routes[] = {
     {"POST", "/v1/score", pgcld_handle_score, PGCL_ROLE_SCORER, false, SCORE_PARAMS},
     {"GET", "/v1/models", pgcld_handle_models, ANY_ROLE, false, NO_PARAMS},
@@ -54,6 +57,11 @@ static const route g_routes[] = {
     {"GET", "/v1/audit/verify", pgcld_handle_audit_verify, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
     {"POST", "/v1/audit/checkpoints", pgcld_handle_audit_checkpoint, PGCL_ROLE_ADMIN, false, NO_PARAMS},
     {"GET", "/v1/audit/consistency", pgcld_handle_audit_consistency, PGCL_ROLE_REVIEWER, false, CONSISTENCY_PARAMS},
+    {"GET", "/log/", pgcld_handle_log_list, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"POST", "/log/checkpoint", pgcld_handle_log_checkpoint_now, PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"GET", "/log/{writer_id}/checkpoint", pgcld_handle_log_checkpoint, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"GET", "/log/{writer_id}/tile/entries/{tile...}", pgcld_handle_log_entries, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
+    {"GET", "/log/{writer_id}/tile/{tile...}", pgcld_handle_log_tile, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
     {"GET", "/v2", pgcld_handle_v2_server, ANYONE, false, ANY_PARAMS},
     {"GET", "/v2/health/live", pgcld_handle_v2_live, ANYONE, false, ANY_PARAMS},
     {"GET", "/v2/health/ready", pgcld_handle_v2_ready, ANYONE, false, ANY_PARAMS},
@@ -82,7 +90,9 @@ const char *const pgcld_route_names[] = {
     "GET /v1/admin/keys", "DELETE /v1/admin/keys/{key_id}", "GET /v1/decisions", "GET /v1/decisions/{id}",
     "GET /v1/decisions/{id}/statement", "GET /v1/decisions/{id}/proof", "POST /v1/decisions/{id}/contests", "POST /v1/decisions/{id}/rescore",
     "GET /v1/contests", "POST /v1/contests/{id}/resolution", "GET /v1/audit/export", "GET /v1/audit/stats",
-    "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /v1/audit/consistency", "GET /v2", "GET /v2/health/live", "GET /v2/health/ready",
+    "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /v1/audit/consistency",
+    "GET /log/", "POST /log/checkpoint", "GET /log/{writer_id}/checkpoint", "GET /log/{writer_id}/tile/entries/{tile...}",
+    "GET /log/{writer_id}/tile/{tile...}", "GET /v2", "GET /v2/health/live", "GET /v2/health/ready",
     "POST /v2/repository/index",
     "GET /v2/models/{name}", "GET /v2/models/{name}/ready", "POST /v2/models/{name}/infer",
     "GET /v2/models/{name}/versions/{version}", "GET /v2/models/{name}/versions/{version}/ready",
@@ -94,13 +104,15 @@ const int pgcld_route_count = N_ROUTES;
 _Static_assert(sizeof pgcld_route_names / sizeof pgcld_route_names[0] == N_ROUTES, "a name for every route");
 
 
-/* Matches path against pattern, capturing "{…}" segments into params. */
+/* Matches path against pattern, capturing "{…}" segments into params; a "{name...}" at the end of
+ * a pattern captures the rest of the path, slashes included. */
 static bool match_pattern(const char *pattern, const char *path, pgcld_path_params *params) {
     int n = 0;
     while (*pattern && *path) {
         if (*pattern == '{') {
             const char *pend = strchr(pattern, '}');
-            size_t len = strcspn(path, "/");
+            bool rest = pend && pend - pattern > 4 && strncmp(pend - 3, "...", 3) == 0;
+            size_t len = rest ? strlen(path) : strcspn(path, "/");
             if (!pend || len == 0 || len >= sizeof params->values[0] || n == PGCLD_MAX_PARAMS) return false;
             memcpy(params->values[n], path, len);
             params->values[n++][len] = 0;
@@ -141,6 +153,10 @@ const pgcld_route *pgcld_route_at(int index) {
 
 bool pgcld_route_is_scoring(const pgcld_route *r) {
     return r->fn == pgcld_handle_score || r->fn == pgcld_handle_v2_infer;
+}
+
+bool pgcld_route_is_public_log(const pgcld_route *r) {
+    return r->fn == pgcld_handle_log_list || r->fn == pgcld_handle_log_checkpoint || r->fn == pgcld_handle_log_tile;
 }
 
 bool pgcld_route_is_staff(const pgcld_route *r) {

@@ -18,7 +18,8 @@ typedef void (*pgcld_route_fn)(pgcld_server *, const pgcld_request *, pgcld_repl
 
 typedef struct pgcld_route {
     const char *method;
-    const char *pattern;       /* "{name}" matches one non-empty path segment */
+    const char *pattern;       /* "{name}" matches one non-empty path segment; a last "{name...}" the
+                                * non-empty rest of the path */
     pgcld_route_fn fn;
     int roles;                 /* pgcl_role bits allowed; PGCLD_ROUTE_ANYONE for public routes */
     bool upload;               /* body limit is --max-upload-bytes instead of --max-body-bytes */
@@ -26,7 +27,7 @@ typedef struct pgcld_route {
 } pgcld_route;
 
 /* The "{…}" segments of a path, captured in the order of the pattern. */
-#define PGCLD_PATH_PARAM_LEN 128
+#define PGCLD_PATH_PARAM_LEN 160 /* a writer id (PGCL_LOG_WRITER_ID_MAX) and its NUL fit */
 typedef struct pgcld_path_params {
     char values[PGCLD_MAX_PARAMS][PGCLD_PATH_PARAM_LEN];
     int n;
@@ -45,6 +46,10 @@ const pgcld_route *pgcld_route_at(int index);
 /* True for the scoring routes: rate-limited per key, bounded by --max-score-in-flight and holding
  * their bodies against --max-body-memory. */
 bool pgcld_route_is_scoring(const pgcld_route *route);
+
+/* True for the transparency log's routes that --log-access public opens to anyone: the list of
+ * logs, checkpoints and hash tiles (never entry bundles, nor POST /log/checkpoint). */
+bool pgcld_route_is_public_log(const pgcld_route *route);
 
 /* True for the staff routes: those only reviewer or admin keys may call. Their handlers may wait
  * (for the audit writer, the reader pool, a compute slot), so http.c runs each call on a thread

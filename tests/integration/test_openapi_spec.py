@@ -141,6 +141,13 @@ OPERATION_ERRORS = {
     ("post", "/v1/audit/checkpoints"): AUTH_ERRORS | BODY_ERRORS | {
         "no_signing_key", "empty_chain", "checkpoint_failed"},
     ("get", "/v1/audit/consistency"): AUTH_ERRORS | READ_ERRORS | {"invalid_request", "tree_size_beyond_log"},
+    # the transparency log (routes_log.c): 404s are not_found (an unknown writer, a tile beyond the tree)
+    ("get", "/log/"): AUTH_ERRORS | {"audit_unavailable"},
+    ("post", "/log/checkpoint"): AUTH_ERRORS | {"audit_unavailable", "no_signing_key"},
+    ("get", "/log/{writer_id}/checkpoint"): AUTH_ERRORS | {"audit_unavailable", "not_found"},
+    ("get", "/log/{writer_id}/tile/entries/{tile...}"): AUTH_ERRORS | {"audit_unavailable", "invalid_request",
+                                                                       "not_found"},
+    ("get", "/log/{writer_id}/tile/{tile...}"): AUTH_ERRORS | {"audit_unavailable", "invalid_request", "not_found"},
     # the Open Inference Protocol (KServe v2): public health and metadata, model metadata for every
     # role, inference for scorers
     ("get", "/v2"): set(),
@@ -212,6 +219,8 @@ class SpecStructureTest(unittest.TestCase):
             "/v2/models/{name}/infer", "/v2/repository/index", "/v2/models/{name}/versions/{version}",
             "/v2/models/{name}/versions/{version}/ready", "/v2/models/{name}/versions/{version}/infer",
             "/v2/models/{name}/stats", "/v2/models/{name}/versions/{version}/stats",
+            "/log/", "/log/checkpoint", "/log/{writer_id}/checkpoint", "/log/{writer_id}/tile/entries/{tile...}",
+            "/log/{writer_id}/tile/{tile...}",
             "/console", "/console/", "/console/{file}"})
 
     def test_every_operation_has_responses(self):

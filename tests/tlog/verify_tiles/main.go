@@ -2,10 +2,18 @@
 // transparency-log code, golang.org/x/mod/sumdb/tlog and golang.org/x/mod/sumdb/note, so that what
 // pgcld writes and serves is checked by code that is not pgcld's (issue 28).
 //
-//	verify_tiles [-key VKEY] [-old CHECKPOINT] [-origin ORIGIN] BASE
+//	verify_tiles [-key VKEY] [-old CHECKPOINT] [-origin ORIGIN] [-token TOKEN] BASE
+//	verify_tiles -list [-token TOKEN] [-save DIR] [-old-dir DIR] URL
 //
 // BASE is a URL (http:// or https://) or a directory laid out as the spec serves a log:
 // BASE/checkpoint, BASE/tile/<L>/<N>[.p/<W>], BASE/tile/entries/<N>[.p/<W>].
+//
+// With -list, URL is a pgcld daemon's: its list of logs (GET URL/log/, JSON {"logs": [{writer_id,
+// origin, key, prefix, size}]}) is read and every log in it verified as below at URL + prefix,
+// with the listed note verifier key (a log listed without one fails) and origin; -save DIR keeps
+// each verified checkpoint as DIR/<writer_id>.checkpoint, and -old-dir DIR checks each log's
+// consistency with the one kept there by an earlier run (when there is one). -token sends
+// "Authorization: Bearer TOKEN" with every request (a pgcld API key: entry bundles need a reviewer).
 //
 //   - The checkpoint: with -key (a note verifier key, "name+hash+keydata"), note.Open must accept it
 //     as signed by that key; without, it is read as a checkpoint body (or a note whose signatures
@@ -41,6 +49,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -69,6 +78,9 @@ type source struct {
 	client *http.Client
 }
 
+// bearer is sent as "Authorization: Bearer <bearer>" with every request when set (-token).
+var bearer string
+
 func newSource(base string) *source {
 	isURL := strings.HasPrefix(base, "http://") || strings.HasPrefix(base, "https://")
 	return &source{base: strings.TrimRight(base, "/"), isURL: isURL, client: &http.Client{Timeout: 60 * time.Second}}
@@ -82,7 +94,14 @@ func (s *source) fetch(rel string) ([]byte, error) {
 }
 
 func fetchURL(client *http.Client, url string) ([]byte, error) {
-	resp, err := client.Get(url)
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -410,74 +429,51 @@ func readCheckpointArg(src *source, arg string) ([]byte, error) {
 	return os.ReadFile(arg)
 }
 
-func run() (string, error) {
-	key := flag.String("key", "", "note verifier key of the log (name+hash+keydata); without it signatures are not checked")
-	oldPath := flag.String("old", "", "an older checkpoint of the same log (path or URL): check consistency")
-	origin := flag.String("origin", "", "the origin line the checkpoint must have")
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: verify_tiles [-key VKEY] [-old CHECKPOINT] [-origin ORIGIN] BASE\n")
-		flag.PrintDefaults()
-	}
-	flag.Parse()
-	if flag.NArg() != 1 {
-		flag.Usage()
-		os.Exit(2)
-	}
-	src := newSource(flag.Arg(0))
-	var verifiers note.Verifiers
-	if *key != "" {
-		v, err := note.NewVerifier(*key)
-		if err != nil {
-			return "", fmt.Errorf("-key: %v", err)
-		}
-		verifiers = note.VerifierList(v)
-	}
-
+// verifyLog verifies the log at src against its checkpoint (signed by verifiers when not nil, of
+// origin when not empty) and, when oldRaw is not nil, its consistency with that older checkpoint.
+// It returns the summary line and the checkpoint's bytes as fetched.
+func verifyLog(src *source, verifiers note.Verifiers, origin string, oldRaw []byte) (string, []byte, error) {
 	raw, err := src.fetch("checkpoint")
 	if err != nil {
-		return "", fmt.Errorf("checkpoint: %v", err)
+		return "", nil, fmt.Errorf("checkpoint: %v", err)
 	}
 	cp, signed, err := openCheckpoint(raw, verifiers)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if *origin != "" && cp.origin != *origin {
-		return "", fmt.Errorf("checkpoint: origin %q, want %q", cp.origin, *origin)
+	if origin != "" && cp.origin != origin {
+		return "", nil, fmt.Errorf("checkpoint: origin %q, want %q", cp.origin, origin)
 	}
 
 	tr := &tileReader{src: src, cache: map[string][]byte{}}
 	hr := tlog.TileHashReader(cp.tree, tr)
 	root, err := treeHash(cp.tree.N, hr)
 	if err != nil {
-		return "", fmt.Errorf("tree hash of size %d: %v", cp.tree.N, err)
+		return "", nil, fmt.Errorf("tree hash of size %d: %v", cp.tree.N, err)
 	}
 	if root != cp.tree.Hash {
-		return "", fmt.Errorf("the tiles give root %v, the checkpoint says %v", root, cp.tree.Hash)
+		return "", nil, fmt.Errorf("the tiles give root %v, the checkpoint says %v", root, cp.tree.Hash)
 	}
 	checked, err := verifyTileTree(cp.tree, tr)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	bundles, err := verifyEntries(src, cp.tree, hr)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 
 	consistent := ""
-	if *oldPath != "" {
-		raw, err := readCheckpointArg(src, *oldPath)
+	if oldRaw != nil {
+		old, _, err := openCheckpoint(oldRaw, verifiers)
 		if err != nil {
-			return "", fmt.Errorf("older checkpoint: %v", err)
-		}
-		old, _, err := openCheckpoint(raw, verifiers)
-		if err != nil {
-			return "", fmt.Errorf("older checkpoint: %v", err)
+			return "", nil, fmt.Errorf("older checkpoint: %v", err)
 		}
 		if old.origin != cp.origin {
-			return "", fmt.Errorf("older checkpoint: origin %q, the checkpoint's is %q", old.origin, cp.origin)
+			return "", nil, fmt.Errorf("older checkpoint: origin %q, the checkpoint's is %q", old.origin, cp.origin)
 		}
 		if err := verifyConsistency(old.tree, cp.tree, hr, tr); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		consistent = fmt.Sprintf(", consistent with size %d", old.tree.N)
 	}
@@ -488,7 +484,113 @@ func run() (string, error) {
 	return fmt.Sprintf("verify_tiles: OK %s size %d root %s: %s, tree hash, %d full tiles under their parents, "+
 		"%d entries included (%d bundles, %d tiles)%s", cp.origin, cp.tree.N,
 		base64.StdEncoding.EncodeToString(cp.tree.Hash[:]), sig, checked, cp.tree.N, bundles, len(tr.cache),
-		consistent), nil
+		consistent), raw, nil
+}
+
+// listedLog is one log of a daemon's GET /log/.
+type listedLog struct {
+	WriterID string  `json:"writer_id"`
+	Origin   string  `json:"origin"`
+	Key      *string `json:"key"`
+	Prefix   string  `json:"prefix"`
+	Size     int64   `json:"size"`
+}
+
+// verifyListed verifies every log a daemon lists (see -list above), one summary line each.
+func verifyListed(base, saveDir, oldDir string) (string, error) {
+	client := &http.Client{Timeout: 60 * time.Second}
+	base = strings.TrimRight(base, "/")
+	data, err := fetchURL(client, base+"/log/")
+	if err != nil {
+		return "", fmt.Errorf("the list of logs: %v", err)
+	}
+	var list struct {
+		Logs []listedLog `json:"logs"`
+	}
+	if err := json.Unmarshal(data, &list); err != nil {
+		return "", fmt.Errorf("the list of logs: %v", err)
+	}
+	if len(list.Logs) == 0 {
+		return "", errors.New("the daemon lists no log")
+	}
+	var lines []string
+	for _, l := range list.Logs {
+		if l.Key == nil {
+			return "", fmt.Errorf("log %q: listed without a note verifier key", l.WriterID)
+		}
+		if l.Prefix != "/log/"+l.WriterID+"/" || strings.ContainsAny(l.WriterID, "/ ") {
+			return "", fmt.Errorf("log %q: prefix %q", l.WriterID, l.Prefix)
+		}
+		v, err := note.NewVerifier(*l.Key)
+		if err != nil {
+			return "", fmt.Errorf("log %q: key %q: %v", l.WriterID, *l.Key, err)
+		}
+		if v.Name() != l.Origin {
+			return "", fmt.Errorf("log %q: key named %q, origin %q", l.WriterID, v.Name(), l.Origin)
+		}
+		var oldRaw []byte
+		if oldDir != "" {
+			oldRaw, err = os.ReadFile(filepath.Join(oldDir, l.WriterID+".checkpoint"))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return "", err
+			}
+		}
+		src := &source{base: base + strings.TrimRight(l.Prefix, "/"), isURL: true, client: client}
+		summary, raw, err := verifyLog(src, note.VerifierList(v), l.Origin, oldRaw)
+		if err != nil {
+			return "", fmt.Errorf("log %q: %v", l.WriterID, err)
+		}
+		if saveDir != "" {
+			if err := os.WriteFile(filepath.Join(saveDir, l.WriterID+".checkpoint"), raw, 0o644); err != nil {
+				return "", err
+			}
+		}
+		lines = append(lines, summary)
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+func run() (string, error) {
+	key := flag.String("key", "", "note verifier key of the log (name+hash+keydata); without it signatures are not checked")
+	oldPath := flag.String("old", "", "an older checkpoint of the same log (path or URL): check consistency")
+	origin := flag.String("origin", "", "the origin line the checkpoint must have")
+	token := flag.String("token", "", "send Authorization: Bearer TOKEN with every request")
+	list := flag.Bool("list", false, "BASE is a pgcld daemon: verify every log its GET /log/ lists")
+	saveDir := flag.String("save", "", "with -list: keep each verified checkpoint as DIR/<writer_id>.checkpoint")
+	oldDir := flag.String("old-dir", "", "with -list: check consistency with DIR/<writer_id>.checkpoint")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: verify_tiles [-key VKEY] [-old CHECKPOINT] [-origin ORIGIN] [-token TOKEN] BASE\n"+
+			"       verify_tiles -list [-token TOKEN] [-save DIR] [-old-dir DIR] URL\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	bearer = *token
+	if *list {
+		return verifyListed(flag.Arg(0), *saveDir, *oldDir)
+	}
+	src := newSource(flag.Arg(0))
+	var verifiers note.Verifiers
+	if *key != "" {
+		v, err := note.NewVerifier(*key)
+		if err != nil {
+			return "", fmt.Errorf("-key: %v", err)
+		}
+		verifiers = note.VerifierList(v)
+	}
+	var oldRaw []byte
+	if *oldPath != "" {
+		raw, err := readCheckpointArg(src, *oldPath)
+		if err != nil {
+			return "", fmt.Errorf("older checkpoint: %v", err)
+		}
+		oldRaw = raw
+	}
+	summary, _, err := verifyLog(src, verifiers, *origin, oldRaw)
+	return summary, err
 }
 
 func main() {
