@@ -57,7 +57,7 @@ def key_id(name, alg, public_key):
 
 def parse_vkey(vkey):
     """(name, key id bytes, alg, public key) of a note verifier key; raises ValueError."""
-    parts = vkey.split("+")
+    parts = vkey.split("+", 2)  # the base64 may hold '+'
     if len(parts) != 3 or not parts[0] or len(parts[1]) != 8:
         raise ValueError("a verifier key is NAME+HEX8+BASE64: %r" % vkey)
     raw = b64decode_strict(parts[2])
@@ -269,8 +269,8 @@ def make_handler(witness):
 
 
 def parse_seen(value):
-    origin, _, rest = value.rpartition("=")
-    size_text, _, root_text = rest.partition(",")
+    head, _, root_text = value.rpartition(",")  # a base64 root ends in '='
+    origin, _, size_text = head.rpartition("=")
     size, root = parse_size(size_text), b64decode_strict(root_text)
     if not origin or size is None or root is None or len(root) != 32:
         raise argparse.ArgumentTypeError("--seen ORIGIN=SIZE,ROOT_B64: %r" % value)
@@ -285,7 +285,12 @@ def main():
     parser.add_argument("--seen", action="append", default=[], type=parse_seen)
     args = parser.parse_args()
     witness = Witness(args.name, bytes.fromhex(args.seed), args.log, args.seen)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), make_handler(witness))
+    class Server(http.server.ThreadingHTTPServer):
+        def handle_error(self, request, client_address):
+            # a client that gave up (its timeout) before the answer: one line, not a traceback
+            sys.stderr.write("witness %s: %s from %s\n" % (witness.name, sys.exc_info()[1], client_address))
+
+    server = Server(("127.0.0.1", 0), make_handler(witness))
     print(json.dumps({"port": server.server_address[1], "vkey": witness.vkey}), flush=True)
     server.serve_forever()
 

@@ -74,7 +74,18 @@ static bool url_parse(const char *url, size_t len, char out[PGCL_WITNESS_URL_MAX
         pgcl_errorf(err, cap, "the URL must start with http:// or https://");
         return false;
     }
-    while (len > scheme && url[len - 1] == '/') len--;
+    for (size_t i = 0; i < len; i++) {
+        const char *why = url[i] == '?' || url[i] == '#' ? "neither a query ('?') nor a fragment ('#')"
+                          : url[i] == '@'                ? "no user information ('@')"
+                          : (unsigned char)url[i] <= 0x20 || url[i] == 0x7f ? "no blank or control character"
+                                                                            : NULL;
+        if (why) {
+            pgcl_errorf(err, cap, "the URL may hold %s", why);
+            return false;
+        }
+    }
+    while (len > scheme && url[len - 1] == '/')
+        len--;
     if (len > PGCL_WITNESS_URL_MAX) {
         pgcl_errorf(err, cap, "the URL is longer than %d bytes", PGCL_WITNESS_URL_MAX);
         return false;
@@ -83,12 +94,15 @@ static bool url_parse(const char *url, size_t len, char out[PGCL_WITNESS_URL_MAX
     const char *slash = memchr(host, '/', len - scheme);
     size_t host_len = slash ? (size_t)(slash - host) : len - scheme;
     if (!authority_valid(host, host_len)) {
-        pgcl_errorf(err, cap, "the URL's host \"%.*s\" is not a host name, an IPv4 address or a [IPv6] address, "
-                    "with an optional :port (no user information)", (int)(host_len > 80 ? 80 : host_len), host);
+        pgcl_errorf(err, cap,
+                    "the URL's host \"%.*s\" is not a host name, an IPv4 address or a [IPv6] address, "
+                    "with an optional :port (no user information)",
+                    (int)(host_len > 80 ? 80 : host_len), host);
         return false;
     }
     if (!path_valid(host + host_len, len - scheme - host_len)) {
-        pgcl_errorf(err, cap, "the URL's path may hold neither a query ('?'), a fragment ('#'), '@', blanks, "
+        pgcl_errorf(err, cap,
+                    "the URL's path may hold neither a query ('?'), a fragment ('#'), '@', blanks, "
                     "control characters nor a '%%' without two hex digits");
         return false;
     }
@@ -108,7 +122,8 @@ pgcl_status pgcl_witness_parse(const char *spec, pgcl_witness *out, char *err, i
     }
     size_t name_len = (size_t)(eq - spec);
     bool name_ok = name_len >= 1 && name_len <= PGCL_WITNESS_NAME_MAX;
-    for (size_t i = 0; name_ok && i < name_len; i++) name_ok = name_char(spec[i]);
+    for (size_t i = 0; name_ok && i < name_len; i++)
+        name_ok = name_char(spec[i]);
     if (!name_ok) {
         pgcl_errorf(err, cap, "--witness: the name \"%.*s\" must be 1 to %d of A-Z a-z 0-9 . _ -",
                     (int)(name_len > 80 ? 80 : name_len), spec, PGCL_WITNESS_NAME_MAX);
@@ -122,8 +137,10 @@ pgcl_status pgcl_witness_parse(const char *spec, pgcl_witness *out, char *err, i
     }
     pgcl_status st = pgcl_note_verifier_parse(comma + 1, &out->key, why, sizeof why);
     if (st == PGCL_OK && out->key.alg != PGCL_NOTE_ALG_COSIGNATURE_V1) {
-        pgcl_errorf(why, sizeof why, "a note signature key (algorithm 0x%02x), not a witness's cosignature/v1 key "
-                    "(0x04)", out->key.alg);
+        pgcl_errorf(why, sizeof why,
+                    "a note signature key (algorithm 0x%02x), not a witness's cosignature/v1 key "
+                    "(0x04)",
+                    out->key.alg);
         st = PGCL_ERR_UNSUPPORTED;
     }
     if (st != PGCL_OK) {
@@ -184,7 +201,8 @@ int pgcl_witness_count_cosignatures(const char *note, size_t len, const pgcl_wit
     int n_keys = 0;
     for (int i = 0; i < n; i++) {
         bool seen = false;
-        for (int j = 0; j < n_keys && !seen; j++) seen = memcmp(&keys[j], &witnesses[i].key, sizeof keys[j]) == 0;
+        for (int j = 0; j < n_keys && !seen; j++)
+            seen = memcmp(&keys[j], &witnesses[i].key, sizeof keys[j]) == 0;
         if (!seen) keys[n_keys++] = witnesses[i].key;
     }
     pgcl_status st;
@@ -214,14 +232,22 @@ int pgcl_witness_count_cosignatures(const char *note, size_t len, const pgcl_wit
 
 const char *pgcl_witness_outcome_str(pgcl_witness_outcome o) {
     switch (o) {
-    case PGCL_WITNESS_NONE: return "none";
-    case PGCL_WITNESS_COSIGNED: return "cosigned";
-    case PGCL_WITNESS_CONFLICT: return "conflict";
-    case PGCL_WITNESS_BAD_PROOF: return "bad_proof";
-    case PGCL_WITNESS_REFUSED: return "refused";
-    case PGCL_WITNESS_UNREACHABLE: return "unreachable";
-    case PGCL_WITNESS_BAD_ANSWER: return "bad_answer";
-    case PGCL_WITNESS_NO_PROOF: return "no_proof";
+    case PGCL_WITNESS_NONE:
+        return "none";
+    case PGCL_WITNESS_COSIGNED:
+        return "cosigned";
+    case PGCL_WITNESS_CONFLICT:
+        return "conflict";
+    case PGCL_WITNESS_BAD_PROOF:
+        return "bad_proof";
+    case PGCL_WITNESS_REFUSED:
+        return "refused";
+    case PGCL_WITNESS_UNREACHABLE:
+        return "unreachable";
+    case PGCL_WITNESS_BAD_ANSWER:
+        return "bad_answer";
+    case PGCL_WITNESS_NO_PROOF:
+        return "no_proof";
     }
     return "unknown";
 }
@@ -260,8 +286,8 @@ static size_t answer_write(char *data, size_t size, size_t nmemb, void *ctx) {
 
 /* POSTs body[0:len) to w's add-checkpoint. Returns the HTTP status, 0 with err set when no answer
  * came (or it was too long: -1). */
-static int http_post(const pgcl_witness *w, const char *body, size_t len, const pgcl_witness_timeouts *t,
-                     answer *a, char *err, int cap) {
+static int http_post(const pgcl_witness *w, const char *body, size_t len, const pgcl_witness_timeouts *t, answer *a,
+                     char *err, int cap) {
     a->len = 0;
     a->buf[0] = 0;
     a->too_long = false;
@@ -292,8 +318,10 @@ static int http_post(const pgcl_witness *w, const char *body, size_t len, const 
     curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
     CURLcode rc = curl_easy_perform(c);
     long status = 0;
-    if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    else if (a->too_long) status = -1;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    else if (a->too_long)
+        status = -1;
     if (rc != CURLE_OK && !a->too_long) pgcl_errorf(err, cap, "POST %.200s: %s", url, curl_easy_strerror(rc));
     if (a->too_long) pgcl_errorf(err, cap, "POST %.200s: an answer over %d bytes", url, PGCL_WITNESS_ANSWER_MAX);
     curl_slist_free_all(headers);
@@ -304,7 +332,8 @@ static int http_post(const pgcl_witness *w, const char *body, size_t len, const 
 /* A printable excerpt of an answer's body for an error text. */
 static void body_excerpt(const answer *a, char out[81]) {
     size_t n = 0;
-    for (size_t i = 0; i < a->len && n < 80; i++) out[n++] = (a->buf[i] >= 0x20 && a->buf[i] < 0x7f) ? a->buf[i] : ' ';
+    for (size_t i = 0; i < a->len && n < 80; i++)
+        out[n++] = (a->buf[i] >= 0x20 && a->buf[i] < 0x7f) ? a->buf[i] : ' ';
     out[n] = 0;
 }
 
@@ -321,8 +350,8 @@ static int request_once(const pgcl_witness *w, const char *note, size_t len, uin
     int n_proof = 0;
     if (old_size > 0 && old_size < new_size) {
         char why[200] = "";
-        pgcl_status st = proof_fn ? proof_fn(proof_ctx, old_size, new_size, proof, &n_proof, why, sizeof why)
-                                  : PGCL_ERR_INVALID;
+        pgcl_status st =
+            proof_fn ? proof_fn(proof_ctx, old_size, new_size, proof, &n_proof, why, sizeof why) : PGCL_ERR_INVALID;
         if (st != PGCL_OK || n_proof < 0 || n_proof > PGCL_TLOG_WITNESS_PROOF_MAX) {
             pgcl_errorf(out->error, sizeof out->error, "no consistency proof from %" PRIu64 " to %" PRIu64 ": %s",
                         old_size, new_size, proof_fn ? why : "no proof source");
@@ -331,8 +360,8 @@ static int request_once(const pgcl_witness *w, const char *note, size_t len, uin
     }
     pgcl_status st;
     size_t body_len;
-    char *body = pgcl_tlog_witness_request(old_size, proof, n_proof, note, len, &body_len, &st, out->error,
-                                           sizeof out->error);
+    char *body =
+        pgcl_tlog_witness_request(old_size, proof, n_proof, note, len, &body_len, &st, out->error, sizeof out->error);
     if (!body) return -2;
     out->requests++;
     int status = http_post(w, body, body_len, t, a, out->error, sizeof out->error);
@@ -341,8 +370,8 @@ static int request_once(const pgcl_witness *w, const char *note, size_t len, uin
     return status;
 }
 
-pgcl_witness_outcome pgcl_witness_add_checkpoint(const pgcl_witness *w, const char *note, size_t len,
-                                                 uint64_t old_size, pgcl_witness_proof_fn proof_fn, void *proof_ctx,
+pgcl_witness_outcome pgcl_witness_add_checkpoint(const pgcl_witness *w, const char *note, size_t len, uint64_t old_size,
+                                                 pgcl_witness_proof_fn proof_fn, void *proof_ctx,
                                                  const pgcl_witness_timeouts *timeouts, pgcl_witness_result *out) {
     memset(out, 0, sizeof *out);
     out->witness_size = old_size;
@@ -384,7 +413,8 @@ pgcl_witness_outcome pgcl_witness_add_checkpoint(const pgcl_witness *w, const ch
                 out->witness_size = size;
                 pgcl_errorf(out->error, sizeof out->error,
                             "the witness has cosigned a tree of %" PRIu64 " leaves, larger than this checkpoint's "
-                            "%" PRIu64 ": refused (a split view, or a stale checkpoint)", size, cp.size);
+                            "%" PRIu64 ": refused (a split view, or a stale checkpoint)",
+                            size, cp.size);
                 o = PGCL_WITNESS_CONFLICT;
             } else if (retried || size == old_size) {
                 out->witness_size = size;
@@ -403,18 +433,21 @@ pgcl_witness_outcome pgcl_witness_add_checkpoint(const pgcl_witness *w, const ch
             if (retried) {
                 pgcl_errorf(out->error, sizeof out->error,
                             "the witness refuses the consistency proof from its own size %" PRIu64 " to %" PRIu64
-                            ": its tree is not a prefix of this one (a split view): %s", old_size, cp.size, excerpt);
+                            ": its tree is not a prefix of this one (a split view): %s",
+                            old_size, cp.size, excerpt);
                 o = PGCL_WITNESS_CONFLICT;
             } else {
-                pgcl_errorf(out->error, sizeof out->error, "422: the witness refuses the consistency proof from %"
-                            PRIu64 " to %" PRIu64 ": %s", old_size, cp.size, excerpt);
+                pgcl_errorf(out->error, sizeof out->error,
+                            "422: the witness refuses the consistency proof from %" PRIu64 " to %" PRIu64 ": %s",
+                            old_size, cp.size, excerpt);
                 o = PGCL_WITNESS_BAD_PROOF;
             }
         } else if (status >= 400 && status < 500) {
             body_excerpt(a, excerpt);
             pgcl_errorf(out->error, sizeof out->error, "%d: the witness refuses the checkpoint%s: %s", status,
-                        status == 404 ? " (it does not know this log's origin)"
-                        : status == 403 ? " (it does not know this log's key)" : "",
+                        status == 404   ? " (it does not know this log's origin)"
+                        : status == 403 ? " (it does not know this log's key)"
+                                        : "",
                         excerpt);
             o = PGCL_WITNESS_REFUSED;
         } else if (status == 0 || status >= 500) {

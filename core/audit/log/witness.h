@@ -40,8 +40,8 @@
 
 #define PGCL_WITNESS_NAME_MAX 64
 #define PGCL_WITNESS_URL_MAX 1024
-#define PGCL_WITNESS_MAX 32          /* witnesses configured at most */
-#define PGCL_WITNESS_ERROR_MAX 256   /* bytes of a last-error text, NUL included */
+#define PGCL_WITNESS_MAX 32           /* witnesses configured at most */
+#define PGCL_WITNESS_ERROR_MAX 256    /* bytes of a last-error text, NUL included */
 #define PGCL_WITNESS_ANSWER_MAX 65536 /* bytes of an answer read at most (longer: a bad answer) */
 
 /* One configured witness. Plain data. */
@@ -81,15 +81,15 @@ typedef pgcl_status (*pgcl_witness_proof_fn)(void *ctx, uint64_t old_size, uint6
                                              int cap);
 
 typedef enum pgcl_witness_outcome {
-    PGCL_WITNESS_NONE = 0,     /* not tried yet */
-    PGCL_WITNESS_COSIGNED,     /* 200 and a cosignature that verifies */
-    PGCL_WITNESS_CONFLICT,     /* the witness holds a tree this checkpoint does not extend: refused */
-    PGCL_WITNESS_BAD_PROOF,    /* 422 on the first request */
-    PGCL_WITNESS_REFUSED,      /* 400, 403, 404 or another 4xx */
-    PGCL_WITNESS_UNREACHABLE,  /* no answer (refused connection, timeout, DNS) or a 5xx */
-    PGCL_WITNESS_BAD_ANSWER,   /* an answer that breaks the protocol: no valid cosignature in a 200,
-                                * a 409 without a size */
-    PGCL_WITNESS_NO_PROOF,     /* the proof callback failed, or the checkpoint given is not one */
+    PGCL_WITNESS_NONE = 0,    /* not tried yet */
+    PGCL_WITNESS_COSIGNED,    /* 200 and a cosignature that verifies */
+    PGCL_WITNESS_CONFLICT,    /* the witness holds a tree this checkpoint does not extend: refused */
+    PGCL_WITNESS_BAD_PROOF,   /* 422 on the first request */
+    PGCL_WITNESS_REFUSED,     /* 400, 403, 404 or another 4xx */
+    PGCL_WITNESS_UNREACHABLE, /* no answer (refused connection, timeout, DNS) or a 5xx */
+    PGCL_WITNESS_BAD_ANSWER,  /* an answer that breaks the protocol: no valid cosignature in a 200,
+                               * a 409 without a size */
+    PGCL_WITNESS_NO_PROOF,    /* the proof callback failed, or the checkpoint given is not one */
 } pgcl_witness_outcome;
 
 /* Stable lowercase name of an outcome ("cosigned", "conflict", ...), for metrics labels and logs. */
@@ -102,12 +102,12 @@ typedef struct pgcl_witness_timeouts {
 
 typedef struct pgcl_witness_result {
     pgcl_witness_outcome outcome;
-    int http_status;        /* of the last request (0: none answered) */
-    int requests;           /* made: 1, or 2 after a 409 */
-    uint64_t witness_size;  /* the witness's size as known after the exchange: the checkpoint's when
-                             * cosigned, the 409's otherwise, else the old size given */
-    char line[PGCL_NOTE_SIG_LINE_MAX]; /* COSIGNED: the witness's verified cosignature line ("— ...\n") */
-    uint64_t timestamp;     /* COSIGNED: its time */
+    int http_status;                    /* of the last request (0: none answered) */
+    int requests;                       /* made: 1, or 2 after a 409 */
+    uint64_t witness_size;              /* the witness's size as known after the exchange: the checkpoint's when
+                                         * cosigned, the 409's otherwise, else the old size given */
+    char line[PGCL_NOTE_SIG_LINE_MAX];  /* COSIGNED: the witness's verified cosignature line ("— ...\n") */
+    uint64_t timestamp;                 /* COSIGNED: its time */
     char error[PGCL_WITNESS_ERROR_MAX]; /* otherwise: why, for logs */
 } pgcl_witness_result;
 
@@ -120,8 +120,8 @@ bool pgcl_witness_http_init(void);
  * have cosigned (0: none), and a proof from proof_fn, as the header describes; blocks for at most
  * two requests of timeouts each. Fills *out; returns out->outcome. Thread-safe (one curl handle per
  * call); pgcl_witness_http_init first. old_size above the checkpoint's size is sent as 0. */
-pgcl_witness_outcome pgcl_witness_add_checkpoint(const pgcl_witness *w, const char *note, size_t len,
-                                                 uint64_t old_size, pgcl_witness_proof_fn proof_fn, void *proof_ctx,
+pgcl_witness_outcome pgcl_witness_add_checkpoint(const pgcl_witness *w, const char *note, size_t len, uint64_t old_size,
+                                                 pgcl_witness_proof_fn proof_fn, void *proof_ctx,
                                                  const pgcl_witness_timeouts *timeouts, pgcl_witness_result *out);
 
 /* ---- the manager: a thread that keeps every witness up to date with the latest checkpoint ---- */
@@ -129,8 +129,7 @@ pgcl_witness_outcome pgcl_witness_add_checkpoint(const pgcl_witness *w, const ch
 /* A cosignature line (NUL-terminated, ending in '\n') of witnesses[index] for the checkpoint of
  * `size` leaves: the caller stores it (pgcl_audit_log_add_cosignatures). Called on the manager's
  * thread, no lock held; it may block briefly (the manager's next request waits for it). */
-typedef void (*pgcl_witness_cosigned_fn)(void *ctx, int index, const pgcl_witness *w, uint64_t size,
-                                         const char *line);
+typedef void (*pgcl_witness_cosigned_fn)(void *ctx, int index, const pgcl_witness *w, uint64_t size, const char *line);
 
 typedef struct pgcl_witness_manager_config {
     const pgcl_witness *witnesses; /* [n], copied */

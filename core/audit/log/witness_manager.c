@@ -43,7 +43,8 @@ static bool slot_behind(const pgcl_witness_manager *m, const witness_slot *s) {
 static int64_t backoff_us(const pgcl_witness_manager *m, int failures) {
     int64_t wait = (int64_t)(m->cfg.backoff_min_ms > 0 ? m->cfg.backoff_min_ms : 1000) * 1000;
     int64_t max = (int64_t)(m->cfg.backoff_max_ms > 0 ? m->cfg.backoff_max_ms : 60000) * 1000;
-    for (int i = 1; i < failures && wait < max; i++) wait *= 2;
+    for (int i = 1; i < failures && wait < max; i++)
+        wait *= 2;
     return wait < max ? wait : max;
 }
 
@@ -82,8 +83,8 @@ static void log_outcome(const witness_slot *s, const pgcl_witness_result *r, uin
     } else {
         pgcl_log(r->outcome == PGCL_WITNESS_CONFLICT ? PGCL_LOG_ERROR : PGCL_LOG_WARN,
                  "witness: %s: %s for the checkpoint of size %" PRIu64 " (HTTP %d, %d failures in a row): %s",
-                 s->w.name, pgcl_witness_outcome_str(r->outcome), size, r->http_status,
-                 s->state.consecutive_failures, r->error);
+                 s->w.name, pgcl_witness_outcome_str(r->outcome), size, r->http_status, s->state.consecutive_failures,
+                 r->error);
     }
 }
 
@@ -205,7 +206,8 @@ pgcl_status pgcl_witness_manager_submit(pgcl_witness_manager *m, const char *not
         m->note_len = len;
         m->note_size = size;
         m->seq++;
-        for (int i = 0; i < m->n; i++) m->slots[i].next_attempt_us = 0; /* a new checkpoint: try at once */
+        for (int i = 0; i < m->n; i++)
+            m->slots[i].next_attempt_us = 0; /* a new checkpoint: try at once */
         pthread_cond_signal(&m->wake);
     }
     pthread_mutex_unlock(&m->mu);
