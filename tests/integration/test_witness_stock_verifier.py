@@ -169,6 +169,8 @@ class WitnessStockVerifierTest(unittest.TestCase):
 if __name__ == "__main__":
     if not (os.access(GO, os.X_OK) and os.path.isfile(XMOD_NOTE)):
         skips.missing_for_program(GO_DEPS)
+    if subprocess.run(["/usr/bin/python3", "-c", "import cryptography"], capture_output=True).returncode != 0:
+        skips.missing_for_program("python3-cryptography (the test witness's Ed25519; deploy/install-deps.sh --test)")
     if not os.access(NOTE_TOOL, os.X_OK):
         skips.missing_for_program(f"tests/core/note_tool ({NOTE_TOOL}; the build makes it)")
     unittest.main()
