@@ -73,7 +73,8 @@ static void slot_record(pgcl_witness_manager *m, witness_slot *s, const pgcl_wit
     snprintf(st->last_error, sizeof st->last_error, "%s", r->error);
     if (r->http_status == 409 || r->outcome == PGCL_WITNESS_CONFLICT) st->witness_size = r->witness_size;
     /* the next request starts from the witness's own size when it is one this log can extend */
-    if (r->witness_size <= size) s->send_from = r->witness_size;
+    /* (after a conflict the old size stays: the next attempt meets the same 409 and reports the same) */
+    if (r->outcome != PGCL_WITNESS_CONFLICT && r->witness_size <= size) s->send_from = r->witness_size;
     s->next_attempt_us = pgcl_monotonic_us() + backoff_us(m, st->consecutive_failures);
 }
 
