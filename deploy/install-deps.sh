@@ -11,7 +11,7 @@ set -eu
 # curl and sqlite3: the README's "Try it" (score with curl, read the audit rows with sqlite3)
 packages="ca-certificates build-essential pkg-config meson ninja-build python3
   libmicrohttpd-dev libjansson-dev libutf8proc-dev libopenblas-dev libsqlite3-dev libsodium-dev libssl-dev libpq-dev
-  libsystemd-dev curl sqlite3"
+  libcurl4-openssl-dev libsystemd-dev curl sqlite3"
 if [ "${1:-}" = "--test" ]; then
   packages="$packages openssl python3-numpy python3-yaml python3-jsonschema python3-torch python3-sklearn
     clang libclang-rt-14-dev"
@@ -27,6 +27,8 @@ if [ "${1:-}" = "--test" ]; then
   # the PostgreSQL store's tests: a real server (throw-away clusters made with pg_createcluster,
   # tests/integration/pg_cluster.py) and psycopg2 to read what the daemons wrote
   packages="$packages postgresql-15 postgresql-common python3-psycopg2"
+  # the test witness (tests/tlog/witness.py, c2sp.org/tlog-witness): Ed25519 cosignatures in Python
+  packages="$packages python3-cryptography"
   # the transparency log's stock verifier (issue 28): tests/tlog/verify_tiles checks pgcld's tiles,
   # checkpoints and proofs with Go's own golang.org/x/mod/sumdb/tlog and sumdb/note, built offline in
   # GOPATH mode (GO111MODULE=off GOPATH=/usr/share/gocode) from these two packages
