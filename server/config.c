@@ -289,28 +289,21 @@ static int check_log_origin(const char *value, char *why, int cap) {
 /* One or more --witness specs separated by spaces, each as pgcl_witness_parse reads it (repeats
  * among them are refused at start, by pgcl_witness_parse_all over the whole list). */
 static int check_witnesses(const char *value, char *why, int cap) {
-    const char *p = value;
-    int k = 0;
-    while (*p) {
-        while (*p == ' ')
-            p++;
+    for (const char *p = value + strspn(value, " "); *p; p += strspn(p, " ")) {
         size_t len = strcspn(p, " ");
-        if (!len) break;
-        char spec[PGCL_WITNESS_NAME_MAX + PGCL_WITNESS_URL_MAX + PGCL_NOTE_VKEY_MAX + 8];
+        char spec[PGCL_WITNESS_NAME_MAX + PGCL_WITNESS_URL_MAX + PGCL_NOTE_VKEY_MAX + 8], reason[512];
+        pgcl_witness w;
         if (len >= sizeof spec) {
-            pgcl_errorf(why, cap, "witness %d: '%.40s...' is too long for NAME=URL,KEY", k + 1, p);
+            pgcl_errorf(why, cap, "witness '%.40s...' is too long for NAME=URL,KEY", p);
             return -1;
         }
         memcpy(spec, p, len);
         spec[len] = 0;
-        pgcl_witness w;
-        char reason[512];
         if (pgcl_witness_parse(spec, &w, reason, sizeof reason) != PGCL_OK) {
             pgcl_errorf(why, cap, "witness '%.200s': %s", spec, reason);
             return -1;
         }
         p += len;
-        k++;
     }
     return 0;
 }
