@@ -23,6 +23,7 @@
 #include "note.h"
 #include "status.h"
 #include "store_registry.h"
+#include "witness.h"
 
 typedef enum { OPT_STRING, OPT_LONG } opt_type;
 
@@ -39,6 +40,9 @@ typedef struct opt_def {
     opt_check_fn check;  /* OPT_STRING: further validation, or NULL */
     const char *meta;    /* placeholder for the value in --help */
     bool reload;         /* pgcld_config_reload() may change it while the server runs */
+    bool repeat;         /* OPT_STRING: may be given more than once within one source (flags, lines of the
+                          * file); the values are kept in order, separated by one space; a later source
+                          * replaces the whole list */
     const char *help;
 } opt_def;
 
@@ -46,6 +50,7 @@ static int check_listen(const char *value, char *why, int cap);
 static int check_device(const char *value, char *why, int cap);
 static int check_retention_days(const char *value, char *why, int cap);
 static int check_log_origin(const char *value, char *why, int cap);
+static int check_witnesses(const char *value, char *why, int cap);
 
 #define S(field, placeholder) .type = OPT_STRING, .offset = offsetof(pgcld_config, field), .meta = placeholder
 #define L(field, lo, hi) .type = OPT_LONG, .offset = offsetof(pgcld_config, field), .min = lo, .max = hi, .meta = "N"
@@ -152,6 +157,10 @@ static const opt_def g_opts[] = {
              "which hold the records, always need a reviewer key)"},
     {.name = "log-origin", S(log_origin, "PREFIX"), .def = "pgcld", .check = check_log_origin,
      .help = "the prefix of each log's checkpoint origin and note key name: PREFIX/WRITER_ID"},
+    {.name = "witness", S(witness, "NAME=URL,KEY"), .def = "", .check = check_witnesses, .repeat = true,
+     .help = "a witness that cosigns the log's checkpoints (C2SP tlog-witness): its label, its submission URL "
+             "and its cosignature/v1 verifier key; repeatable (several in one file line or env value: separated "
+             "by spaces); never blocks scoring"},
     {.name = "tls-cert", S(tls_cert, "FILE"), .def = "",
      .help = "PEM certificate (chain, server first) to serve HTTPS; needs --tls-key (both empty: plain HTTP)"},
     {.name = "tls-key", S(tls_key, "FILE"), .def = "",
@@ -277,6 +286,28 @@ static int check_log_origin(const char *value, char *why, int cap) {
     return -1;
 }
 
+/* One or more --witness specs separated by spaces, each as pgcl_witness_parse reads it (repeats
+ * among them are refused at start, by pgcl_witness_parse_all over the whole list). */
+static int check_witnesses(const char *value, char *why, int cap) {
+    for (const char *p = value + strspn(value, " "); *p; p += strspn(p, " ")) {
+        size_t len = strcspn(p, " ");
+        char spec[PGCL_WITNESS_NAME_MAX + PGCL_WITNESS_URL_MAX + PGCL_NOTE_VKEY_MAX + 8], reason[512];
+        pgcl_witness w;
+        if (len >= sizeof spec) {
+            pgcl_errorf(why, cap, "witness '%.40s...' is too long for NAME=URL,KEY", p);
+            return -1;
+        }
+        memcpy(spec, p, len);
+        spec[len] = 0;
+        if (pgcl_witness_parse(spec, &w, reason, sizeof reason) != PGCL_OK) {
+            pgcl_errorf(why, cap, "witness '%.200s': %s", spec, reason);
+            return -1;
+        }
+        p += len;
+    }
+    return 0;
+}
+
 /* Validates value for row o; an integer is returned in *out. 0, or -1 with the reason in why. */
 static int check_value(const opt_def *o, const char *value, long *out, char *why, int cap) {
     if (o->type == OPT_LONG) {
@@ -306,6 +337,17 @@ static int check_value(const opt_def *o, const char *value, long *out, char *why
     return o->check ? o->check(value, why, cap) : 0;
 }
 
+/* "a b": a repeatable row's list grown by one value (malloc'd; NULL when out of memory). */
+static char *joined(const char *list, const char *value) {
+    size_t a = strlen(list), b = strlen(value);
+    char *out = malloc(a + b + 2);
+    if (!out) return NULL;
+    memcpy(out, list, a);
+    out[a] = ' ';
+    memcpy(out + a + 1, value, b + 1);
+    return out;
+}
+
 /* Validates and stores one value of row i, recording its source. label names the source in an
  * error ("--max-batch", "PGCLD_MAX_BATCH", "pgcld.conf:12: max-batch"). 0, or -1 with err set. */
 static int set_opt(pgcld_config *cfg, int i, const char *value, pgcld_config_source src, int line, const char *label,
@@ -319,7 +361,10 @@ static int set_opt(pgcld_config *cfg, int i, const char *value, pgcld_config_sou
     }
     void *field = (char *)cfg + o->offset;
     if (o->type == OPT_STRING) {
-        char *copy = strdup(value);
+        char *copy = o->repeat && cfg->source[i] == (unsigned char)src && src != PGCLD_SRC_DEFAULT &&
+                             **(char **)field
+                         ? joined(*(char **)field, value)
+                         : strdup(value);
         if (!copy) {
             pgcl_errorf(err, cap, "%s: out of memory", label);
             return -1;
@@ -472,12 +517,12 @@ static int read_file(pgcld_config *cfg, const char *path, const char *label, cha
                         lineno);
             goto out;
         }
-        if (first_line[i]) {
+        if (first_line[i] && !g_opts[i].repeat) {
             pgcl_errorf(err, cap, "%s:%d: duplicate option '%s' (first set on line %d)", path, lineno, name,
                         first_line[i]);
             goto out;
         }
-        first_line[i] = lineno;
+        if (!first_line[i]) first_line[i] = lineno;
         snprintf(where, sizeof where, "%s:%d: %s", path, lineno, name);
         if (set_opt(cfg, i, value, PGCLD_SRC_FILE, lineno, where, err, cap) != 0) goto out;
     }

@@ -51,6 +51,7 @@ typedef struct pgcld_config {
     char *checkpoint_dir;        /* "" = the audit database's directory */
     char *log_access;            /* who reads /log/ tiles and checkpoints: public or reviewer */
     char *log_origin;            /* the prefix of each log's origin: "<log_origin>/<writer_id>" */
+    char *witness;               /* --witness specs (witness.h), separated by one space; "" = none */
     char *device;                /* auto, cpu or cuda:N; needs a restart */
     char *cuda_precision;        /* device-precision: fp32, tf32 or bf16 (CUDA only); needs a restart */
     char *tls_cert;              /* PEM certificate (chain) file for HTTPS; "" = plain HTTP */

@@ -29,6 +29,7 @@
 #include "server.h"
 #include "signing.h"
 #include "checkpointer.h"
+#include "witnesses.h"
 #include "store_registry.h"
 #include "systemd_notify.h"
 
@@ -368,6 +369,10 @@ static int serve(int argc, char **argv, const sigset_t *stop_signals) {
         pgcl_log_error("log: %s", err);
         goto out;
     }
+    if (pgcld_witnesses_start(&srv, err, sizeof err) != 0) {
+        pgcl_log_error("witness: %s", err);
+        goto out;
+    }
     if (strcmp(cfg.auth, "required") == 0) {
         if (pgcl_audit_open_keyring(srv.audit, &srv.keyring, err, sizeof err) != PGCL_OK) {
             pgcl_log_error("keys: %s", err);
@@ -457,6 +462,7 @@ out:
     pgcld_server_stop(&srv, (int)cfg.shutdown_grace_s);
     pgcl_shadow_destroy(srv.shadow);
     pgcld_head_signer_stop(head_signer); /* after the drain: its last checkpoint covers every answered decision */
+    pgcld_witnesses_stop(&srv); /* before the checkpointer, whose last checkpoint is not sent */
     pgcl_checkpointer_destroy(srv.checkpointer); /* the same: a last signed-note checkpoint */
     srv.checkpointer = NULL;
     pgcl_queries_shutdown();

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "witness.h"
 #include "build_commit.h" /* PGCLD_BUILD_COMMIT, by meson's vcs_tag (server/meson.build) */
 
 static const double g_latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -376,6 +377,46 @@ static void put_process(text *t) {
 static void put_process(text *t) { (void)t; }
 #endif
 
+/* The witnesses' families (--witness), one series per witness: what it cosigned, how often it
+ * failed, how often it held a tree this log's checkpoint does not extend (a possible split view),
+ * and the outcome of its last exchange. */
+static void put_witnesses(text *t, const pgcld_metrics_gauges *g) {
+    if (g->n_witnesses <= 0) return;
+    put(t, "# HELP pgcld_witness_cosigned_tree_size The size of the latest checkpoint of this writer's log that the "
+           "witness cosigned (0: none known).\n# TYPE pgcld_witness_cosigned_tree_size gauge\n");
+    for (int i = 0; i < g->n_witnesses; i++)
+        put(t, "pgcld_witness_cosigned_tree_size{witness=\"%s\"} %llu\n", g->witnesses[i].name,
+            (unsigned long long)g->witnesses[i].cosigned_size);
+    put(t, "# HELP pgcld_witness_pending_tree_size The size of the checkpoint waiting for the witness (0: up to "
+           "date).\n# TYPE pgcld_witness_pending_tree_size gauge\n");
+    for (int i = 0; i < g->n_witnesses; i++)
+        put(t, "pgcld_witness_pending_tree_size{witness=\"%s\"} %llu\n", g->witnesses[i].name,
+            (unsigned long long)g->witnesses[i].pending_size);
+    put(t, "# HELP pgcld_witness_cosignatures_total Cosignatures received from the witness since start.\n"
+           "# TYPE pgcld_witness_cosignatures_total counter\n");
+    for (int i = 0; i < g->n_witnesses; i++)
+        put(t, "pgcld_witness_cosignatures_total{witness=\"%s\"} %llu\n", g->witnesses[i].name,
+            (unsigned long long)g->witnesses[i].cosignatures);
+    put(t, "# HELP pgcld_witness_failures_total Exchanges with the witness that brought no cosignature (down, "
+           "refused, a conflict), since start; each is retried after a backoff.\n"
+           "# TYPE pgcld_witness_failures_total counter\n");
+    for (int i = 0; i < g->n_witnesses; i++)
+        put(t, "pgcld_witness_failures_total{witness=\"%s\"} %llu\n", g->witnesses[i].name,
+            (unsigned long long)g->witnesses[i].failures);
+    put(t, "# HELP pgcld_witness_conflicts_total Failures where the witness holds a tree this log's checkpoint does "
+           "not extend: a split view (or a stale checkpoint); investigate.\n"
+           "# TYPE pgcld_witness_conflicts_total counter\n");
+    for (int i = 0; i < g->n_witnesses; i++)
+        put(t, "pgcld_witness_conflicts_total{witness=\"%s\"} %llu\n", g->witnesses[i].name,
+            (unsigned long long)g->witnesses[i].conflicts);
+    put(t, "# HELP pgcld_witness_last_outcome The outcome of the witness's last exchange (none, cosigned, conflict, "
+           "bad_proof, refused, unreachable, bad_answer, no_proof), as a label of a series of value 1.\n"
+           "# TYPE pgcld_witness_last_outcome gauge\n");
+    for (int i = 0; i < g->n_witnesses; i++)
+        put(t, "pgcld_witness_last_outcome{witness=\"%s\",outcome=\"%s\"} 1\n", g->witnesses[i].name,
+            pgcl_witness_outcome_str(g->witnesses[i].last_outcome));
+}
+
 char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, const char *extra) {
     text t = {0};
     put(&t, "# HELP pgcld_requests_total HTTP requests by route and the status code of the answer sent"
@@ -450,6 +491,7 @@ char *pgcld_metrics_render(pgcld_metrics *m, const pgcld_metrics_gauges *g, cons
     put(&t, "# HELP pgcld_draining 1 while shutting down.\n# TYPE pgcld_draining gauge\npgcld_draining %d\n",
         g->draining ? 1 : 0);
     put_audit_store(&t, g);
+    put_witnesses(&t, g);
     put(&t, "# HELP pgcld_build_info The version of pgcld and the git commit it was built from (\"unknown\": not"
             " built from a git checkout).\n# TYPE pgcld_build_info gauge\n"
             "pgcld_build_info{version=\"%s\",commit=\"%s\"} 1\n", PGCLD_VERSION, PGCLD_BUILD_COMMIT);

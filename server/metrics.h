@@ -83,6 +83,8 @@ typedef struct pgcld_metrics_gauges {
     bool draining;
     long long audit_db_bytes;          /* the audit database on disk; -1: the store cannot tell */
     long long audit_last_commit_unix_us; /* the audit writer's last commit; 0: none since start */
+    const struct pgcl_witness_state *witnesses; /* [n_witnesses] (witness.h), the witness manager's */
+    int n_witnesses;                            /* 0: no --witness, no witness families */
 } pgcld_metrics_gauges;
 
 /* Returns a malloc'd NUL-terminated text, with the process_* families of Prometheus' client

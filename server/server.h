@@ -35,6 +35,11 @@ typedef struct pgcld_server {
      * --signing-key, or on a read-only store), and the public key that signs every writer's
      * checkpoints (the fleet shares --signing-key), has_log_key false without one. */
     struct pgcl_checkpointer *checkpointer;
+    /* Its witnesses (witnesses.h): the manager that keeps them up to date (NULL without
+     * --witness), and the witnesses configured (malloc'd [n_witnesses]). */
+    struct pgcl_witness_manager *witness_manager;
+    struct pgcl_witness *witnesses;
+    int n_witnesses;
     bool has_log_key;
     unsigned char log_public_key[32];
     struct MHD_Daemon *daemon;

@@ -24,14 +24,23 @@
 #include "signing.h"
 #include "store_registry.h"
 #include "time_cursor.h"
+#include "witness.h"
+#include "witness_quorum.h"
 
 #define MAX_CHECKPOINTS 1024
+#define MAX_LOG_KEYS 64
+#define MAX_LOGS 1024 /* logs reported by --witness-quorum (a fleet's writers) */
 
 typedef struct cli_opts {
     const char *db, *signing_key, *out, *public_key, *entry_hash, *before, *older_than_days, *checkpoint_dir;
     const char *max_decisions, *contest_window_days, *origin;
     const char *checkpoints[MAX_CHECKPOINTS];
     int n_checkpoints;
+    const char *witness_quorum;
+    const char *witnesses[PGCL_WITNESS_MAX + 1]; /* one more than allowed: parse_all names "too many" */
+    int n_witnesses;
+    const char *log_keys[MAX_LOG_KEYS];
+    int n_log_keys;
 } cli_opts;
 
 enum {
@@ -46,7 +55,10 @@ enum {
     OPT_CHECKPOINT_DIR = 256,
     OPT_MAX_DECISIONS = 512,
     OPT_CONTEST_WINDOW_DAYS = 1024,
-    OPT_ORIGIN = 2048
+    OPT_ORIGIN = 2048,
+    OPT_WITNESS_QUORUM = 4096,
+    OPT_WITNESS = 8192,
+    OPT_LOG_KEY = 16384
 };
 
 // clang-format off
@@ -75,13 +87,23 @@ static const pgcld_cli_option OPTIONS[] = {
      .help = "PostgreSQL --db only: days after a decision during which it may be contested (not archived before)"},
     {.name = "origin", .bit = OPT_ORIGIN, .offset = offsetof(cli_opts, origin), .meta = "NAME",
      .help = "the log's origin, which names its note key (C2SP tlog-checkpoint): no spaces, no '+'"},
+    {.name = "witness-quorum", .bit = OPT_WITNESS_QUORUM, .offset = offsetof(cli_opts, witness_quorum), .meta = "N",
+     .help = "each log's latest checkpoint must carry valid cosignatures of at least N distinct --witness"},
+    {.name = "witness", .bit = OPT_WITNESS, .offset = offsetof(cli_opts, witnesses), .list_cap = PGCL_WITNESS_MAX + 1,
+     .count_offset = offsetof(cli_opts, n_witnesses), .list_noun = "witnesses", .meta = "NAME=URL,KEY",
+     .help = "a witness whose cosignatures count, as pgcld serve --witness gives it"},
+    {.name = "log-key", .bit = OPT_LOG_KEY, .offset = offsetof(cli_opts, log_keys), .list_cap = MAX_LOG_KEYS,
+     .count_offset = offsetof(cli_opts, n_log_keys), .list_noun = "log keys", .meta = "VKEY",
+     .help = "a log's note verifier key (GET /log/ lists them; pgcld audit note-key prints one): the checkpoint of "
+             "the log whose origin is its name must be signed by it"},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
      .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints",
      .meta = "FILE", .help = "a signed checkpoint file to check against"}};
 
 static const pgcld_cli_command COMMANDS[] = {
-    {.name = "verify", .allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY,
-     .synopsis = "--db FILE|URI [--checkpoint FILE]... [--public-key HEX]",
+    {.name = "verify", .allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY | OPT_WITNESS_QUORUM | OPT_WITNESS | OPT_LOG_KEY,
+     .synopsis = "--db FILE|URI [--checkpoint FILE]... [--public-key HEX] [--witness-quorum N --witness "
+                 "NAME=URL,KEY... --log-key VKEY...]",
      .summary = "verify the tamper-evident hash chain of an audit database",
      .description =
         "Walks the hash chain over every decision, admin event, contest and resolution: entries numbered\n"
@@ -90,7 +112,12 @@ static const pgcld_cli_command COMMANDS[] = {
         "still be in the chain with the same hash (this is what detects a truncated or rewritten history);\n"
         "with --public-key, every checkpoint must be signed by that key. A PostgreSQL URI: every writer's\n"
         "chain is verified. Prints one JSON line: intact, events, first_bad_seq, reason, head_seq,\n"
-        "head_hash, checkpoints, archive_cut_seq, archived_rows.\n"},
+        "head_hash, checkpoints, archive_cut_seq, archived_rows.\n"
+        "With --witness-quorum N, the transparency logs are checked too: each log's latest checkpoint\n"
+        "must be signed by the --log-key named its origin and cosigned by at least N distinct --witness\n"
+        "(C2SP tlog-cosignature); the line then also has witness_quorum and logs (writer_id, size,\n"
+        "cosigners, ok), and a log short of the quorum makes the exit status 1, naming the log and\n"
+        "its count.\n"},
     {.name = "checkpoint", .allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT,
      .synopsis = "--db FILE|URI --signing-key FILE --out FILE",
      .summary = "sign the chain's current head and write the checkpoint file",
@@ -184,6 +211,55 @@ static int print_line(json_t *obj, const char *cmd) {
     return rc;
 }
 
+/* --witness-quorum: every log's latest checkpoint signed by its --log-key and cosigned by N of the
+ * --witness (witness_quorum.h); adds "witness_quorum" and "logs" to out. 0 when every log meets
+ * the quorum, 1 (with a message on stderr) otherwise, 2 for a usage error. */
+static int check_witness_quorum(const cli_opts *o, json_t *out) {
+    char err[1024];
+    char *end = NULL;
+    long quorum = strtol(o->witness_quorum, &end, 10);
+    if (!*o->witness_quorum || *end || quorum < 1 || quorum > PGCL_WITNESS_MAX)
+        return pgcld_cli_usage_error(CLI, "--witness-quorum must be an integer from 1 to %d", PGCL_WITNESS_MAX);
+    if (o->n_log_keys == 0) return pgcld_cli_usage_error(CLI, "--witness-quorum needs the logs' keys: --log-key VKEY");
+    pgcl_witness witnesses[PGCL_WITNESS_MAX];
+    if (o->n_witnesses > 0 && pgcl_witness_parse_all(o->witnesses, o->n_witnesses, witnesses, err, sizeof err) != PGCL_OK)
+        return pgcld_cli_usage_error(CLI, "--witness: %s", err);
+    pgcl_note_verifier keys[MAX_LOG_KEYS];
+    for (int i = 0; i < o->n_log_keys; i++)
+        if (pgcl_note_verifier_parse(o->log_keys[i], &keys[i], err, sizeof err) != PGCL_OK ||
+            keys[i].alg != PGCL_NOTE_ALG_ED25519)
+            return pgcld_cli_usage_error(CLI, "--log-key '%s' is not an Ed25519 note verifier key%s%s", o->log_keys[i],
+                                         *err ? ": " : "", err);
+    pgcl_audit *a = NULL;
+    pgcl_audit_options opts = {.path = o->db, .read_only = true, .busy_timeout_ms = 5000, .max_pending_rows = 16};
+    if (pgcl_audit_open(&opts, &a, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld audit verify: %s\n", err);
+        return 1;
+    }
+    static pgcl_log_quorum logs[MAX_LOGS];
+    int n_logs = 0;
+    bool all_ok = false;
+    pgcl_status st = pgcl_log_witness_quorum(a, keys, o->n_log_keys, witnesses, o->n_witnesses, (int)quorum, logs,
+                                             MAX_LOGS, &n_logs, &all_ok, err, sizeof err);
+    pgcl_audit_close(a);
+    if (st != PGCL_OK) {
+        fprintf(stderr, "pgcld audit verify: the logs' checkpoints: %s\n", err);
+        return 1;
+    }
+    json_t *arr = json_array();
+    for (int i = 0; i < n_logs && i < MAX_LOGS; i++) {
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:o, s:b}", "writer_id", logs[i].writer_id, "size",
+                                             (json_int_t)logs[i].size, "cosigners",
+                                             logs[i].cosigners < 0 ? json_null() : json_integer(logs[i].cosigners),
+                                             "ok", logs[i].ok));
+        if (!logs[i].ok) fprintf(stderr, "pgcld audit verify: WITNESS QUORUM NOT MET: %s\n", logs[i].reason);
+    }
+    if (n_logs == 0) fprintf(stderr, "pgcld audit verify: WITNESS QUORUM NOT MET: the store has no log\n");
+    json_object_set_new(out, "witness_quorum", json_pack("{s:i, s:b}", "required", (int)quorum, "met", all_ok));
+    json_object_set_new(out, "logs", arr);
+    return all_ok ? 0 : 1;
+}
+
 static int cmd_verify(const cli_opts *o) {
     pgcl_chain_report rep;
     char err[1024];
@@ -206,9 +282,20 @@ static int cmd_verify(const cli_opts *o) {
         json_object_set_new(out, "writers", pgcld_chain_writers_json(&rep));
         json_object_set_new(out, "first_bad_writer", rep.intact ? json_null() : json_string(rep.bad_writer_id));
     }
+    int quorum_rc = 0;
+    if (out && o->witness_quorum) quorum_rc = check_witness_quorum(o, out);
+    else if (o->n_witnesses || o->n_log_keys)
+        quorum_rc = pgcld_cli_usage_error(CLI, "--witness and --log-key go with --witness-quorum N");
+    if (quorum_rc == 2) {
+        json_decref(out);
+        pgcl_chain_report_release(&rep);
+        return 2;
+    }
     int rc = print_line(out, "verify");
     json_decref(out);
-    if (rc == 0 && !rep.intact) {
+    bool printed = rc == 0;
+    if (printed) rc = quorum_rc;
+    if (printed && !rep.intact) {
         fprintf(stderr, "pgcld audit verify: NOT INTACT (first bad entry %lld): %s\n", (long long)rep.first_bad_seq,
                 rep.reason);
         rc = 1;

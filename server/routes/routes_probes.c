@@ -5,6 +5,7 @@
 
 #include "bodybudget.h"
 #include "server.h"
+#include "witnesses.h"
 
 void pgcld_handle_healthz(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     reply->status = 200;
@@ -69,6 +70,10 @@ void pgcld_handle_metrics(pgcld_server *srv, const pgcld_request *req, pgcld_rep
     g.audit_db_bytes = pgcl_audit_size_bytes(srv->audit, &db_bytes) ? db_bytes : -1;
     g.audit_last_commit_unix_us = pgcl_audit_last_commit_unix_us(srv->audit);
     if (srv->body_budget) pgcld_body_budget_stats(srv->body_budget, &g.body_bytes_reserved, &g.body_waiting);
+    pgcl_witness_state witnesses[PGCL_WITNESS_MAX];
+    g.n_witnesses = pgcld_witnesses_states(srv, witnesses, PGCL_WITNESS_MAX);
+    if (g.n_witnesses > PGCL_WITNESS_MAX) g.n_witnesses = PGCL_WITNESS_MAX;
+    g.witnesses = witnesses;
     reply->text = pgcld_metrics_render(srv->metrics, &g, extra.text);
     free(extra.text);
     if (!reply->text) {

@@ -73,6 +73,7 @@ DEFAULTS = {
     "log-checkpoint-interval": "5",
     "log-access": "reviewer",
     "log-origin": "pgcld",
+    "witness": "",
     "tls-cert": "",
     "tls-key": "",
     "tls-min-version": "1.2",
@@ -372,6 +373,17 @@ class ConfigTest(unittest.TestCase):
         self.assertUsageError("--config", conf, "--max-batch", "5", want=[f"{conf}:1"])
 
     # -- the sample
+    def test_witness_repeatable_and_checked(self):
+        import base64, hashlib
+        def vkey(name, pub):  # a cosignature/v1 note verifier key (c2sp.org/signed-note)
+            key_id = hashlib.sha256(name.encode() + b"\n\x04" + pub).digest()[:4].hex()
+            return f"{name}+{key_id}+" + base64.b64encode(b"\x04" + pub).decode()
+        base_point = bytes([0x58]) + bytes([0x66]) * 31
+        a, b = f"a=http://127.0.0.1:1,{vkey('wa', base_point)}", f"b=http://127.0.0.1:2/w,{vkey('wb', base_point)}"
+        self.assertEqual(self.print_config("--witness", a, "--witness", b)["witness"][0], f"{a} {b}")
+        self.assertUsageError("--witness", "a=ftp://x," + vkey("wa", base_point), want=["--witness", "witness 'a=ftp://x,"])
+        self.assertUsageError("--witness", "no-key-here", want=["--witness"])
+
     def test_deploy_sample_parses_at_defaults(self):
         got = self.print_config("--config", DEPLOY_CONF)
         for name, value in DEFAULTS.items():

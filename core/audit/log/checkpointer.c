@@ -73,6 +73,8 @@ struct pgcl_checkpointer {
     pthread_mutex_t run_lock; /* one checkpoint at a time (the thread's, on-demand ones) */
     bool have_stored;         /* a checkpoint is stored; stored_size is its size */
     uint64_t stored_size;
+    pgcl_checkpoint_signed_fn on_signed; /* under run_lock; NULL: none */
+    void *on_signed_ctx;
     /* the thread's */
     bool has_thread;
     pthread_t thread;
@@ -158,6 +160,7 @@ pgcl_status pgcl_checkpointer_now(pgcl_checkpointer *c, uint64_t *size, bool *si
     c->have_stored = true;
     c->stored_size = state.size;
     if (signed_now) *signed_now = true;
+    if (c->on_signed) c->on_signed(c->on_signed_ctx, note, strlen(note), state.size);
 done:
     if (size) *size = c->have_stored ? c->stored_size : 0;
     pthread_mutex_unlock(&c->run_lock);
@@ -220,6 +223,13 @@ pgcl_checkpointer *pgcl_checkpointer_create(pgcl_audit *a, pgcl_note_signer *sig
         c->has_thread = true;
     }
     return c;
+}
+
+void pgcl_checkpointer_on_signed(pgcl_checkpointer *c, pgcl_checkpoint_signed_fn fn, void *ctx) {
+    pthread_mutex_lock(&c->run_lock);
+    c->on_signed = fn;
+    c->on_signed_ctx = fn ? ctx : NULL;
+    pthread_mutex_unlock(&c->run_lock);
 }
 
 int pgcl_checkpointer_verifier_key(const pgcl_checkpointer *c, char out[PGCL_NOTE_VKEY_MAX]) {

@@ -58,6 +58,14 @@ pgcl_checkpointer *pgcl_checkpointer_create(pgcl_audit *a, pgcl_note_signer *sig
  * the tiles' (nothing signed), note.h's. */
 pgcl_status pgcl_checkpointer_now(pgcl_checkpointer *c, uint64_t *size, bool *signed_now, char *err, int cap);
 
+/* Called with each checkpoint this checkpointer signs and stores (the note as signed, without
+ * cosignatures, note[0:len), of `size` leaves), on the signing thread while the checkpointer's lock
+ * is held: it must not block (the witness manager's pgcl_witness_manager_submit only copies it). */
+typedef void (*pgcl_checkpoint_signed_fn)(void *ctx, const char *note, size_t len, uint64_t size);
+
+/* Sets (fn non-NULL) or clears the callback above; thread-safe; later checkpoints only. */
+void pgcl_checkpointer_on_signed(pgcl_checkpointer *c, pgcl_checkpoint_signed_fn fn, void *ctx);
+
 /* The signer's verifier key (note.h format) into out; its length. */
 int pgcl_checkpointer_verifier_key(const pgcl_checkpointer *c, char out[PGCL_NOTE_VKEY_MAX]);
 
