@@ -184,7 +184,7 @@ def b64(text, n=None):
     return raw
 
 def parse_vkey(vkey):
-    name, key_id, key = vkey.split("+")
+    name, key_id, key = vkey.split("+", 2)
     raw = b64(key, 33)
     if raw[0] != 1: raise ValueError("--key is not an Ed25519 note verifier key")
     if sha(name.encode() + b"\n" + raw)[:4] != bytes.fromhex(key_id): raise ValueError("--key's key hash is wrong")
