@@ -97,7 +97,7 @@ void pgcld_handle_log_consistency(pgcld_server *srv, const pgcld_request *req, p
         return;
     }
     if (!pgcl_log_writer_id_valid(writer_id)) {
-        pgcld_reply_error(reply, 404, "log_not_found", -1, NULL, "no log of writer '%.64s'", writer_id);
+        pgcld_reply_error(reply, 404, "not_found", -1, NULL, "no log of writer '%.64s'", writer_id);
         return;
     }
     pgcl_merkle_hash r1, r2, proof[PGCL_MERKLE_MAX_PATH];
