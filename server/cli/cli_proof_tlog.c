@@ -39,10 +39,11 @@ static bool read_tlog(json_t *doc, tlog_file *f, char *why, int cap) {
     c->writer_id = json_string_value(json_object_get(doc, "writer_id"));
     f->kind = json_string_value(json_object_get(doc, "kind"));
     if (!c->writer_id || !f->kind || !b64 || !u64_member(doc, "leaf_index", &c->leaf_index) ||
-        !u64_member(doc, "tree_size", &c->tree_size) || !b64_hash(json_string_value(json_object_get(doc, "root")), &c->root) ||
-        !json_is_array(inclusion) || json_array_size(inclusion) > PGCL_MERKLE_MAX_PATH ||
-        !(json_is_null(cp) || json_is_string(cp))) {
-        snprintf(why, (size_t)cap, "not a tlog proof: kind, writer_id, leaf_index, leaf_data, tree_size, root, "
+        !u64_member(doc, "tree_size", &c->tree_size) ||
+        !b64_hash(json_string_value(json_object_get(doc, "root")), &c->root) || !json_is_array(inclusion) ||
+        json_array_size(inclusion) > PGCL_MERKLE_MAX_PATH || !(json_is_null(cp) || json_is_string(cp))) {
+        snprintf(why, (size_t)cap,
+                 "not a tlog proof: kind, writer_id, leaf_index, leaf_data, tree_size, root, "
                  "inclusion and checkpoint are required");
         return false;
     }
@@ -55,9 +56,8 @@ static bool read_tlog(json_t *doc, tlog_file *f, char *why, int cap) {
     c->path = f->path;
     c->checkpoint = json_string_value(cp);
     size_t cap_bytes = strlen(b64) / 4 * 3 + 3, len = 0;
-    if (!(f->leaf_data = malloc(cap_bytes)) ||
-        sodium_base642bin(f->leaf_data, cap_bytes, b64, strlen(b64), NULL, &len, NULL,
-                          sodium_base64_VARIANT_ORIGINAL) != 0) {
+    if (!(f->leaf_data = malloc(cap_bytes)) || sodium_base642bin(f->leaf_data, cap_bytes, b64, strlen(b64), NULL, &len,
+                                                                 NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
         snprintf(why, (size_t)cap, "leaf_data is not base64");
         return false;
     }
@@ -74,17 +74,18 @@ int pgcld_cli_verify_tlog_proof(json_t *doc, const char *file, const char *vkey,
     bool valid = false;
     if (!vkey) {
         snprintf(why, sizeof why, "a tlog proof needs --key: the log's note verifier key (GET /log/ lists it)");
-    } else if (pgcl_note_verifier_parse(vkey, &key, why, sizeof why) == PGCL_OK && read_tlog(doc, &f, why, sizeof why)) {
+    } else if (pgcl_note_verifier_parse(vkey, &key, why, sizeof why) == PGCL_OK &&
+               read_tlog(doc, &f, why, sizeof why)) {
         pgcl_tlog_proof_expect expect = {.kind = f.kind, .id = expect_id};
         valid = pgcl_tlog_proof_check(&f.claim, &key, &expect, &record, why, sizeof why) == PGCL_OK &&
                 pgcl_tlog_record_id(&record, f.kind, id);
     }
     int rc = 1;
     if (valid) {
-        json_t *out = json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "valid", 1, "format", "tlog", "kind",
-                                f.kind, "id", id, "writer_id", f.claim.writer_id, "leaf_index",
-                                (json_int_t)f.claim.leaf_index, "tree_size", (json_int_t)f.claim.tree_size, "origin",
-                                key.name);
+        json_t *out =
+            json_pack("{s:b, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "valid", 1, "format", "tlog", "kind", f.kind, "id",
+                      id, "writer_id", f.claim.writer_id, "leaf_index", (json_int_t)f.claim.leaf_index, "tree_size",
+                      (json_int_t)f.claim.tree_size, "origin", key.name);
         char *line = out ? json_dumps(out, JSON_COMPACT) : NULL;
         rc = line && printf("%s\n", line) > 0 && fflush(stdout) == 0 ? 0 : 1;
         free(line);

@@ -103,8 +103,8 @@ void pgcld_handle_log_consistency(pgcld_server *srv, const pgcld_request *req, p
     pgcl_merkle_hash r1, r2, proof[PGCL_MERKLE_MAX_PATH];
     int n = 0;
     char err[ERR_CAP];
-    pgcl_status st = pgcl_log_consistency_read(srv->audit, writer_id, first, second, &r1, &r2, proof, &n, err,
-                                               sizeof err);
+    pgcl_status st =
+        pgcl_log_consistency_read(srv->audit, writer_id, first, second, &r1, &r2, proof, &n, err, sizeof err);
     if (st == PGCL_ERR_NOT_FOUND) {
         pgcld_reply_error(reply, 404, "tree_size_beyond_log", -1, "second", "%s", err);
     } else if (st != PGCL_OK) {

@@ -31,13 +31,18 @@ static json_t *time_json(int64_t us) {
     return json_string(out);
 }
 
-static json_t *text(pgcl_record_text t) { return json_stringn(t.p, t.len); }
+static json_t *text(pgcl_record_text t) {
+    return json_stringn(t.p, t.len);
+}
 
-static json_t *opt_string(const char *s) { return *s ? json_string(s) : json_null(); }
+static json_t *opt_string(const char *s) {
+    return *s ? json_string(s) : json_null();
+}
 
 static json_t *floats(const pgcl_record_f32s *a) {
     json_t *out = json_array();
-    for (uint32_t i = 0; out && i < a->n; i++) json_array_append_new(out, json_real(pgcl_record_f32_at(a, i)));
+    for (uint32_t i = 0; out && i < a->n; i++)
+        json_array_append_new(out, json_real(pgcl_record_f32_at(a, i)));
     return out;
 }
 
@@ -45,15 +50,14 @@ static json_t *decision_json(const pgcl_record_decision *d) {
     json_t *territories = json_array();
     for (int i = 0; territories && i < d->n_territories; i++)
         json_array_append_new(territories, json_string(d->territories[i]));
-    json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f}",
-                          "decision_id", uuid(d->decision_id), "created_at", time_json(d->created_at_us), "trace_id",
-                          d->has_trace_id ? hex(d->trace_id, PGCL_RECORD_TRACE_ID_BYTES) : json_null(),
-                          "model_sha256", hex(d->model_sha256, 32), "policy_ref", hex(d->policy_ref, 32),
-                          "input_sha256", hex(d->input_sha256, 32), "task", TASKS[d->task], "decision",
-                          VERDICTS[d->decision], "policy_kind", POLICY_KINDS[d->policy_kind], "stored_dtype",
-                          DTYPES[d->stored_dtype], "label_index", (int)d->label_index, "policy_label",
-                          (int)d->policy_label, "t_review", d->t_review, "t_block", d->t_block, "min_confidence",
-                          d->min_confidence);
+    json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f}", "decision_id",
+                          uuid(d->decision_id), "created_at", time_json(d->created_at_us), "trace_id",
+                          d->has_trace_id ? hex(d->trace_id, PGCL_RECORD_TRACE_ID_BYTES) : json_null(), "model_sha256",
+                          hex(d->model_sha256, 32), "policy_ref", hex(d->policy_ref, 32), "input_sha256",
+                          hex(d->input_sha256, 32), "task", TASKS[d->task], "decision", VERDICTS[d->decision],
+                          "policy_kind", POLICY_KINDS[d->policy_kind], "stored_dtype", DTYPES[d->stored_dtype],
+                          "label_index", (int)d->label_index, "policy_label", (int)d->policy_label, "t_review",
+                          d->t_review, "t_block", d->t_block, "min_confidence", d->min_confidence);
     if (!o) {
         json_decref(territories);
         return NULL;
@@ -68,14 +72,16 @@ static json_t *decision_json(const pgcl_record_decision *d) {
     json_object_set_new(o, "stored_digest",
                         d->stored_dtype == PGCL_RECORD_INPUT_NONE ? json_null() : hex(d->stored_digest, 32));
     json_object_set_new(o, "content_date", opt_string(d->content_date));
-    json_object_set_new(o, "territorial_scope", d->n_territories ? territories : (json_decref(territories), json_null()));
+    json_object_set_new(o, "territorial_scope",
+                        d->n_territories ? territories : (json_decref(territories), json_null()));
     json_object_set_new(o, "content_language", opt_string(d->content_language));
     return o;
 }
 
 static json_t *policy_json(const pgcl_record_policy *p) {
     json_t *labels = json_array();
-    for (uint16_t i = 0; labels && i < p->n_labels; i++) json_array_append_new(labels, text(pgcl_record_policy_label(p, i)));
+    for (uint16_t i = 0; labels && i < p->n_labels; i++)
+        json_array_append_new(labels, text(pgcl_record_policy_label(p, i)));
     return json_pack("{s:o, s:o}", "labels", labels ? labels : json_null(), "policy", text(p->policy_json));
 }
 
@@ -87,7 +93,8 @@ static json_t *legacy_json(const pgcl_record_legacy_head *h) {
 
 static json_t *fields_json(const pgcl_record *r) {
     switch (r->kind) {
-    case PGCL_RECORD_DECISION: return decision_json(&r->decision);
+    case PGCL_RECORD_DECISION:
+        return decision_json(&r->decision);
     case PGCL_RECORD_ADMIN_EVENT:
         return json_pack("{s:o, s:o, s:s, s:s, s:s, s:o}", "event_id", uuid(r->admin.event_id), "created_at",
                          time_json(r->admin.created_at_us), "actor", r->admin.actor, "action", r->admin.action,
@@ -108,8 +115,10 @@ static json_t *fields_json(const pgcl_record *r) {
                          "resolver_key_id", opt_string(r->resolution.resolver_key_id), "resolved_by",
                          r->resolution.resolved_by, "corrected_label", opt_string(r->resolution.corrected_label),
                          "note", text(r->resolution.note));
-    case PGCL_RECORD_POLICY: return policy_json(&r->policy);
-    case PGCL_RECORD_LEGACY_HEAD: return legacy_json(&r->legacy);
+    case PGCL_RECORD_POLICY:
+        return policy_json(&r->policy);
+    case PGCL_RECORD_LEGACY_HEAD:
+        return legacy_json(&r->legacy);
     }
     return NULL;
 }
@@ -136,7 +145,8 @@ static json_t *b64(const void *b, size_t n) {
 
 static json_t *hashes_b64(const pgcl_merkle_hash *h, int n) {
     json_t *out = json_array();
-    for (int i = 0; out && i < n; i++) json_array_append_new(out, b64(h[i].b, PGCL_MERKLE_HASH_BYTES));
+    for (int i = 0; out && i < n; i++)
+        json_array_append_new(out, b64(h[i].b, PGCL_MERKLE_HASH_BYTES));
     return out;
 }
 

@@ -69,7 +69,8 @@ static pgcl_status proof_in_log(void *ctx, const pgcl_log_ops *ops, void *ops_ct
     proof_read *c = ctx;
     pgcl_log_proof *p = c->out;
     if (p->leaf_index >= log->size) {
-        pgcl_errorf(err, cap, "the log of '%.128s' has no leaf %llu", log->writer_id, (unsigned long long)p->leaf_index);
+        pgcl_errorf(err, cap, "the log of '%.128s' has no leaf %llu", log->writer_id,
+                    (unsigned long long)p->leaf_index);
         return PGCL_ERR_NOT_FOUND;
     }
     p->tree_size = proof_tree_size(c, log->size);
@@ -131,8 +132,8 @@ typedef struct consistency_read {
     int *proof_len;
 } consistency_read;
 
-static pgcl_status consistency_in_log(void *ctx, const pgcl_log_ops *ops, void *ops_ctx,
-                                      const pgcl_audit_log_info *log, char *err, int cap) {
+static pgcl_status consistency_in_log(void *ctx, const pgcl_log_ops *ops, void *ops_ctx, const pgcl_audit_log_info *log,
+                                      char *err, int cap) {
     consistency_read *c = ctx;
     if (c->second > log->size) {
         pgcl_errorf(err, cap, "the log of '%.128s' has %llu leaves, fewer than %llu", log->writer_id,

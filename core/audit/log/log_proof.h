@@ -21,12 +21,12 @@ typedef struct pgcl_log_proof {
     char writer_id[PGCL_LOG_WRITER_ID_MAX + 1];
     uint64_t leaf_index;
     uint64_t tree_size;
-    pgcl_merkle_hash root;                       /* MTH of the first tree_size leaves */
-    unsigned char *leaf_data;                    /* the record hashed as the leaf (malloc'd) */
+    pgcl_merkle_hash root;    /* MTH of the first tree_size leaves */
+    unsigned char *leaf_data; /* the record hashed as the leaf (malloc'd) */
     size_t leaf_len;
     pgcl_merkle_hash path[PGCL_MERKLE_MAX_PATH]; /* PATH(leaf_index, D[0:tree_size]), leaf upwards */
     int path_len;
-    char *checkpoint;                            /* the signed note proven against (malloc'd), or NULL */
+    char *checkpoint; /* the signed note proven against (malloc'd), or NULL */
 } pgcl_log_proof;
 
 /* The proof of leaf leaf_index of writer_id's log into *out (release it with pgcl_log_proof_release,
@@ -42,7 +42,6 @@ void pgcl_log_proof_release(pgcl_log_proof *p); /* accepts NULL and a zeroed str
  * (PGCL_ERR_INVALID otherwise); PGCL_ERR_NOT_FOUND: no such log, or second beyond its size. */
 pgcl_status pgcl_log_consistency_read(pgcl_audit *a, const char *writer_id, uint64_t first, uint64_t second,
                                       pgcl_merkle_hash *first_root, pgcl_merkle_hash *second_root,
-                                      pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH], int *proof_len, char *err,
-                                      int cap);
+                                      pgcl_merkle_hash proof[PGCL_MERKLE_MAX_PATH], int *proof_len, char *err, int cap);
 
 #endif

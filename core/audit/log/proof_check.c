@@ -17,16 +17,15 @@ bool pgcl_tlog_record_id(const pgcl_record *r, const char *kind, char out[37]) {
 }
 
 /* The checkpoint signs (tree_size, root) of writer_id's log with key. */
-static pgcl_status check_checkpoint(const pgcl_tlog_proof_claim *c, const pgcl_note_verifier *key, char *why,
-                                    int cap) {
+static pgcl_status check_checkpoint(const pgcl_tlog_proof_claim *c, const pgcl_note_verifier *key, char *why, int cap) {
     if (!c->checkpoint) {
         pgcl_errorf(why, cap, "no checkpoint: nothing signs the proof's root (ask again after the next checkpoint)");
         return PGCL_ERR_NOT_FOUND;
     }
     pgcl_tlog_checkpoint cp;
     pgcl_status st;
-    pgcl_note *n = pgcl_tlog_checkpoint_open(c->checkpoint, strlen(c->checkpoint), key, NULL, NULL, 0, 0, &cp, &st,
-                                             why, cap);
+    pgcl_note *n =
+        pgcl_tlog_checkpoint_open(c->checkpoint, strlen(c->checkpoint), key, NULL, NULL, 0, 0, &cp, &st, why, cap);
     if (!n) return st;
     pgcl_note_destroy(n);
     size_t origin_len = strlen(cp.origin), id_len = strlen(c->writer_id);
