@@ -12,8 +12,18 @@ fleet checkpoint, whose head of that writer is the one compared. Usage:
 CHECKPOINT.json: a signed checkpoint you hold (check its signature with `pgcld audit verify
 --checkpoint`): it must sign the proof's log tree. ENTRY_HASH: the entry's hash as you hold it.
 --decision ID: the decision the proof was handed to you for; without it, read the id it prints.
-Exit 0 and "proof OK: decision ID, …" (or "consistency OK"), or 1 and the reason."""
-import base64, hashlib, json, os, sys
+Exit 0 and "proof OK: decision ID, …" (or "consistency OK"), or 1 and the reason.
+
+A proof in the transparency log's shape ("format": "tlog": GET /v1/decisions/{id}/proof?format=tlog,
+GET /v1/contests/{id}/proof, GET /v1/contests/{id}/resolution/proof; docs/audit.md, "Proofs") is
+checked against the log's note verifier key (GET /log/ lists it):
+    python3 verify_proof.py --key VKEY [--decision ID] PROOF.json
+leaf_data hashes to the leaf, the inclusion hashes lead from it at leaf_index to root in a tree of
+tree_size, the checkpoint is a signed note of that key (Ed25519, C2SP signed-note) whose text signs
+tree_size and root and names the proof's writer, and the record (docs/log-record.md) is read by
+position: its kind is the proof's and its id field (a decision's decision_id, a contest's or
+resolution's contest_id, bytes 2..17) is the one printed and compared with --decision."""
+import base64, hashlib, json, os, sys, uuid
 
 def sha(b): return hashlib.sha256(b).digest()
 def text(s): b = s.encode(); return b"\x03" + len(b).to_bytes(4, "big") + b
@@ -120,11 +130,119 @@ def verify(proof, held=None):
             raise ValueError("a checkpoint does not sign this log tree")
     if isinstance(held, str) and h.hex() != held.lower(): raise ValueError("the chain entry is not the one you hold")
 
+# ---- Ed25519 (RFC 8032 s5.1.7), verification only: points in extended coordinates ----
+P = 2 ** 255 - 19
+L = 2 ** 252 + 27742317777372353535851937790883648493
+D_ = -121665 * pow(121666, P - 2, P) % P
+SQRT_M1 = pow(2, (P - 1) // 4, P)
+
+def point_add(a, b):
+    x1, y1, z1, t1 = a
+    x2, y2, z2, t2 = b
+    A, B = (y1 - x1) * (y2 - x2) % P, (y1 + x1) * (y2 + x2) % P
+    C, Dd = t1 * 2 * D_ * t2 % P, z1 * 2 * z2 % P
+    E, F, G, H = B - A, Dd - C, Dd + C, B + A
+    return (E * F % P, G * H % P, F * G % P, E * H % P)
+
+def point_mul(k, pt):
+    acc = (0, 1, 1, 0)
+    while k:
+        if k & 1: acc = point_add(acc, pt)
+        pt, k = point_add(pt, pt), k >> 1
+    return acc
+
+def point_equal(a, b):
+    return (a[0] * b[2] - b[0] * a[2]) % P == 0 and (a[1] * b[2] - b[1] * a[2]) % P == 0
+
+def point_decode(b):
+    if len(b) != 32: raise ValueError("an Ed25519 point is 32 bytes")
+    y = int.from_bytes(b, "little")
+    sign, y = y >> 255, y & ((1 << 255) - 1)
+    if y >= P: raise ValueError("not an Ed25519 point")
+    x2 = (y * y - 1) * pow(D_ * y * y + 1, P - 2, P) % P
+    x = pow(x2, (P + 3) // 8, P)
+    if (x * x - x2) % P: x = x * SQRT_M1 % P
+    if (x * x - x2) % P or (x == 0 and sign): raise ValueError("not an Ed25519 point")
+    if x & 1 != sign: x = P - x
+    return (x, y, 1, x * y % P)
+
+BASE = point_decode((4 * pow(5, P - 2, P) % P).to_bytes(32, "little"))
+
+def ed25519_verify(public, message, sig):
+    if len(sig) != 64: return False
+    try: A, R = point_decode(public), point_decode(sig[:32])
+    except ValueError: return False
+    s = int.from_bytes(sig[32:], "little")
+    if s >= L: return False
+    h = int.from_bytes(hashlib.sha512(sig[:32] + public + message).digest(), "little") % L
+    return point_equal(point_mul(s, BASE), point_add(R, point_mul(h, A)))
+
+# ---- C2SP signed notes and checkpoints ----
+def b64(text, n=None):
+    raw = base64.b64decode(text, validate=True)
+    if base64.b64encode(raw).decode() != text or (n is not None and len(raw) != n): raise ValueError(f"bad base64 {text!r}")
+    return raw
+
+def parse_vkey(vkey):
+    name, key_id, key = vkey.split("+", 2)
+    raw = b64(key, 33)
+    if raw[0] != 1: raise ValueError("--key is not an Ed25519 note verifier key")
+    if sha(name.encode() + b"\n" + raw)[:4] != bytes.fromhex(key_id): raise ValueError("--key's key hash is wrong")
+    return name, bytes.fromhex(key_id), raw[1:]
+
+def open_checkpoint(note, vkey):
+    """(origin, size, root) of a checkpoint note signed by vkey; ValueError otherwise."""
+    name, key_id, public = parse_vkey(vkey)
+    text, sep, sigs = note.partition("\n\n")
+    if not sep: raise ValueError("the checkpoint is not a signed note")
+    text += "\n"
+    for line in sigs.splitlines():
+        if not line.startswith("\u2014 "): raise ValueError("a malformed signature line")
+        who, sig = line[2:].split(" ", 1)
+        raw = b64(sig)
+        if who == name and raw[:4] == key_id:
+            if not ed25519_verify(public, text.encode(), raw[4:]): raise ValueError("the checkpoint's signature is wrong")
+            break
+    else:
+        raise ValueError(f"the checkpoint is not signed by {name}")
+    lines = text.split("\n")
+    if lines[0] != name: raise ValueError(f"the checkpoint is of log {lines[0]!r}, not of the key's {name!r}")
+    if not lines[1].isdigit() or str(int(lines[1])) != lines[1]: raise ValueError("the checkpoint's size is malformed")
+    return lines[0], int(lines[1]), b64(lines[2], 32)
+
+RECORD_KINDS = {"decision": 1, "contest": 4, "resolution": 5}
+
+def verify_tlog(proof, vkey, expected=None):
+    """The proved event's id: the record's id field read at its position; ValueError when anything fails."""
+    if not vkey: raise ValueError("a tlog proof needs --key: the log's note verifier key (GET /log/ lists it)")
+    data, root = b64(proof["leaf_data"]), b64(proof["root"], 32)
+    index, size, path = proof["leaf_index"], proof["tree_size"], [b64(h, 32).hex() for h in proof["inclusion"]]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (index, size)): raise ValueError("bad sizes")
+    if root_from_path(sha(b"\x00" + data), index, size, path) != root:
+        raise ValueError("leaf_data at leaf_index does not prove to root")
+    if not proof["checkpoint"]: raise ValueError("no checkpoint: nothing signs the root (ask again after the next one)")
+    origin, cp_size, cp_root = open_checkpoint(proof["checkpoint"], vkey)
+    if not origin.endswith("/" + proof["writer_id"]): raise ValueError("the checkpoint is another writer's log")
+    if (cp_size, cp_root) != (size, root): raise ValueError("the checkpoint does not sign the proof's tree")
+    kind = proof["kind"]
+    if kind not in RECORD_KINDS or len(data) < 18 or data[0] != 1 or data[1] != RECORD_KINDS[kind]:
+        raise ValueError(f"leaf_data is not a {kind} record (version 1)")
+    proved = str(uuid.UUID(bytes=data[2:18]))  # the record's id field, at its position
+    if expected is not None and proved != expected: raise ValueError(f"this is a proof of {kind} {proved}, not of {expected}")
+    return kind, proved
+
 if __name__ == "__main__":
-    args, expected = sys.argv[1:], None
-    if len(args) >= 2 and args[0] == "--decision":  # the decision you were told this proves
-        expected, args = args[1], args[2:]
+    args, expected, vkey = sys.argv[1:], None, None
+    while len(args) >= 2 and args[0] in ("--decision", "--key"):  # the event you were told this proves; the log's key
+        if args[0] == "--decision": expected = args[1]
+        else: vkey = args[1]
+        args = args[2:]
     try:
+        if args[0] != "--consistency" and json.load(open(args[0])).get("format") == "tlog":
+            kind, proved = verify_tlog(json.load(open(args[0])), vkey, expected)
+            p = json.load(open(args[0]))
+            print(f"proof OK: {kind} {proved}, leaf {p['leaf_index']} of {p['writer_id']}'s log of {p['tree_size']}")
+            sys.exit(0)
         if args[0] == "--consistency":
             verify_consistency(*[json.load(open(f)) for f in args[1:4]])
         else:

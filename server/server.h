@@ -253,6 +253,13 @@ void pgcld_handle_keys_revoke(pgcld_server *srv, const pgcld_request *req, pgcld
  * routes_chain.c: verification and signed checkpoints). */
 void pgcld_handle_decision_get(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+/* routes_proof.c: proofs in the transparency log's shape. pgcld_reply_tlog_proof answers the proof
+ * of event (kind, id) (audit_log.h's kinds) and returns true, or returns false with reply untouched
+ * when the store has no leaf for it. */
+bool pgcld_reply_tlog_proof(pgcld_server *srv, const char *kind, const char *id, pgcld_reply *reply);
+void pgcld_handle_contest_proof(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_resolution_proof(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
+void pgcld_handle_log_consistency(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply);
 /* 404 decision_not_found for decision_id; its message says so when the decision was archived
  * (audit_cuts: the cut whose horizon lies after the time in its UUIDv7). */
 void pgcld_reply_decision_not_found(pgcld_server *srv, const char *decision_id, pgcld_reply *reply);

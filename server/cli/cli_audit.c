@@ -16,6 +16,7 @@
 #include "archive.h"
 #include "chain.h"
 #include "chain_proof.h"
+#include "cli_proof_tlog.h"
 #include "cli_options.h"
 #include "config.h"
 #include "fleet_checkpoint.h"
@@ -33,7 +34,7 @@
 
 typedef struct cli_opts {
     const char *db, *signing_key, *out, *public_key, *entry_hash, *before, *older_than_days, *checkpoint_dir;
-    const char *max_decisions, *contest_window_days, *origin;
+    const char *max_decisions, *contest_window_days, *origin, *key, *decision;
     const char *checkpoints[MAX_CHECKPOINTS];
     int n_checkpoints;
     const char *witness_quorum;
@@ -58,7 +59,9 @@ enum {
     OPT_ORIGIN = 2048,
     OPT_WITNESS_QUORUM = 4096,
     OPT_WITNESS = 8192,
-    OPT_LOG_KEY = 16384
+    OPT_LOG_KEY = 16384,
+    OPT_KEY = 32768,
+    OPT_DECISION = 65536
 };
 
 // clang-format off
@@ -96,6 +99,11 @@ static const pgcld_cli_option OPTIONS[] = {
      .count_offset = offsetof(cli_opts, n_log_keys), .list_noun = "log keys", .meta = "VKEY",
      .help = "a log's note verifier key (GET /log/ lists them; pgcld audit note-key prints one): the checkpoint of "
              "the log whose origin is its name must be signed by it"},
+    {.name = "key", .bit = OPT_KEY, .offset = offsetof(cli_opts, key), .meta = "VKEY",
+     .help = "the log's note verifier key (NAME+KEYHASH+BASE64, as GET /log/ lists it): a tlog proof's checkpoint "
+             "must be signed by it"},
+    {.name = "decision", .bit = OPT_DECISION, .offset = offsetof(cli_opts, decision), .meta = "ID",
+     .help = "the event the proof was handed to you for: its record's id field (read by position) must be ID"},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
      .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints",
      .meta = "FILE", .help = "a signed checkpoint file to check against"}};
@@ -154,8 +162,8 @@ static const pgcld_cli_command COMMANDS[] = {
         "Safe beside the daemon; at most --max-decisions per run. Prints one JSON line (entry_seq,\n"
         "rows_archived, archive, checkpoint, prune_ms...). Exit status 3: nothing to archive. See\n"
         "docs/audit.md.\n"},
-    {.name = "verify-proof", .allowed = OPT_ENTRY_HASH | OPT_CHECKPOINT | OPT_PUBLIC_KEY,
-     .synopsis = "PROOF [--entry-hash HEX] [--checkpoint FILE]... [--public-key HEX]",
+    {.name = "verify-proof", .allowed = OPT_ENTRY_HASH | OPT_CHECKPOINT | OPT_PUBLIC_KEY | OPT_KEY | OPT_DECISION,
+     .synopsis = "PROOF [--decision ID] [--key VKEY] [--entry-hash HEX] [--checkpoint FILE]... [--public-key HEX]",
      .summary = "check a decision's inclusion proof offline",
      .description =
         "Checks the inclusion proof PROOF (the answer of GET /v1/decisions/{id}/proof, a JSON file) without\n"
@@ -164,7 +172,13 @@ static const pgcld_cli_command COMMANDS[] = {
         "must be in the log tree (over all entries) whose root the proof's signed checkpoint signs, and\n"
         "each --checkpoint file the holder has must sign that same tree (with --public-key, every\n"
         "checkpoint must be signed by that key). Prints one JSON line: valid, decision_id, entry_seq,\n"
-        "entry_hash, log_size, checkpoint (whether one signed it).\n"},
+        "entry_hash, log_size, checkpoint (whether one signed it).\n"
+        "A proof in the transparency log's shape (\"format\": \"tlog\"; docs/audit.md, \"Proofs\") is checked\n"
+        "against --key, the log's note verifier key: leaf_data hashes to the leaf, the inclusion hashes lead\n"
+        "to root at leaf_index, the checkpoint (a signed note of that log) signs tree_size and root, and the\n"
+        "record decodes by position; with --decision, its id field must be ID (a decision's decision_id, a\n"
+        "contest's or resolution's contest_id). Prints one JSON line: valid, format, kind, id, writer_id,\n"
+        "leaf_index, tree_size, origin.\n"},
     {.name = "verify-consistency", .allowed = OPT_CHECKPOINT | OPT_PUBLIC_KEY,
      .synopsis = "PROOF [--checkpoint OLD --checkpoint NEW] [--public-key HEX]",
      .summary = "check a consistency proof between two checkpoints offline",
@@ -641,12 +655,22 @@ static int cmd_verify_proof(const char *file, const cli_opts *o) {
         fprintf(stderr, "pgcld audit verify-proof: %s: %s\n", file, jerr.text);
         return 1;
     }
+    const char *format = json_string_value(json_object_get(doc, "format"));
+    if (format && strcmp(format, "tlog") == 0) { /* the transparency log's shape: cli_proof_tlog.c */
+        int rc = pgcld_cli_verify_tlog_proof(doc, file, o->key, o->decision);
+        json_decref(doc);
+        return rc;
+    }
     pgcl_chain_proof p = {0};
     const char *decision_id = NULL;
     char why[512];
     bool valid = read_proof(doc, &p, &decision_id, why, sizeof why) &&
                  pgcl_chain_proof_check(&p, decision_id, o->entry_hash, why, sizeof why) &&
                  held_checkpoints_agree(&p, o, why, sizeof why);
+    if (valid && o->decision && strcmp(decision_id, o->decision) != 0) {
+        snprintf(why, sizeof why, "this is a proof of decision %s, not of %.64s", decision_id, o->decision);
+        valid = false;
+    }
     int rc = 1;
     if (valid) {
         json_t *out = json_pack("{s:b, s:s, s:I, s:s, s:I, s:b}", "valid", 1, "decision_id", decision_id, "entry_seq",

@@ -29,6 +29,8 @@ static const char *const EXPORT_PARAMS[] = {"since", "until", "format", NULL};
 static const char *const STATS_PARAMS[] = {"since", "until", NULL};
 static const char *const CONTESTS_PARAMS[] = {"status", "limit", "cursor", NULL};
 static const char *const CONSISTENCY_PARAMS[] = {"first", "second", "writer", NULL};
+static const char *const PROOF_PARAMS[] = {"format", NULL};
+static const char *const LOG_CONSISTENCY_PARAMS[] = {"first", "second", NULL};
 
 /* The transparency log (routes_log.c, the /log/ rows): checkpoints and hash tiles are read by reviewers and admins,
  * or by anyone with --log-access public (pgcld_route_is_public_log); entry bundles hold the records
@@ -47,11 +49,13 @@ static const route g_routes[] = {
     {"GET", "/v1/decisions", pgcld_handle_decisions_list, PGCL_ROLE_REVIEWER, false, DECISIONS_PARAMS},
     {"GET", "/v1/decisions/{id}", pgcld_handle_decision_get, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
     {"GET", "/v1/decisions/{id}/statement", pgcld_handle_decision_statement, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
-    {"GET", "/v1/decisions/{id}/proof", pgcld_handle_decision_proof, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
+    {"GET", "/v1/decisions/{id}/proof", pgcld_handle_decision_proof, PGCL_ROLE_REVIEWER, false, PROOF_PARAMS},
     {"POST", "/v1/decisions/{id}/contests", pgcld_handle_contest_file, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
     {"POST", "/v1/decisions/{id}/rescore", pgcld_handle_rescore, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
     {"GET", "/v1/contests", pgcld_handle_contests_list, PGCL_ROLE_REVIEWER, false, CONTESTS_PARAMS},
     {"POST", "/v1/contests/{id}/resolution", pgcld_handle_resolution, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
+    {"GET", "/v1/contests/{id}/proof", pgcld_handle_contest_proof, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
+    {"GET", "/v1/contests/{id}/resolution/proof", pgcld_handle_resolution_proof, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
     {"GET", "/v1/audit/export", pgcld_handle_audit_export, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, EXPORT_PARAMS},
     {"GET", "/v1/audit/stats", pgcld_handle_audit_stats, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, STATS_PARAMS},
     {"GET", "/v1/audit/verify", pgcld_handle_audit_verify, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
@@ -60,6 +64,7 @@ static const route g_routes[] = {
     {"GET", "/log/", pgcld_handle_log_list, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
     {"POST", "/log/checkpoint", pgcld_handle_log_checkpoint_now, PGCL_ROLE_ADMIN, false, NO_PARAMS},
     {"GET", "/log/{writer_id}/checkpoint", pgcld_handle_log_checkpoint, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
+    {"GET", "/log/{writer_id}/consistency", pgcld_handle_log_consistency, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, LOG_CONSISTENCY_PARAMS},
     {"GET", "/log/{writer_id}/tile/entries/{tile...}", pgcld_handle_log_entries, PGCL_ROLE_REVIEWER, false, NO_PARAMS},
     {"GET", "/log/{writer_id}/tile/{tile...}", pgcld_handle_log_tile, PGCL_ROLE_REVIEWER | PGCL_ROLE_ADMIN, false, NO_PARAMS},
     {"GET", "/v2", pgcld_handle_v2_server, ANYONE, false, ANY_PARAMS},
@@ -89,9 +94,11 @@ const char *const pgcld_route_names[] = {
     "DELETE /v1/admin/models/{name}/shadow", "GET /v1/admin/models/{name}/shadow", "POST /v1/admin/keys",
     "GET /v1/admin/keys", "DELETE /v1/admin/keys/{key_id}", "GET /v1/decisions", "GET /v1/decisions/{id}",
     "GET /v1/decisions/{id}/statement", "GET /v1/decisions/{id}/proof", "POST /v1/decisions/{id}/contests", "POST /v1/decisions/{id}/rescore",
-    "GET /v1/contests", "POST /v1/contests/{id}/resolution", "GET /v1/audit/export", "GET /v1/audit/stats",
+    "GET /v1/contests", "POST /v1/contests/{id}/resolution", "GET /v1/contests/{id}/proof",
+    "GET /v1/contests/{id}/resolution/proof", "GET /v1/audit/export", "GET /v1/audit/stats",
     "GET /v1/audit/verify", "POST /v1/audit/checkpoints", "GET /v1/audit/consistency",
-    "GET /log/", "POST /log/checkpoint", "GET /log/{writer_id}/checkpoint", "GET /log/{writer_id}/tile/entries/{tile...}",
+    "GET /log/", "POST /log/checkpoint", "GET /log/{writer_id}/checkpoint", "GET /log/{writer_id}/consistency",
+    "GET /log/{writer_id}/tile/entries/{tile...}",
     "GET /log/{writer_id}/tile/{tile...}", "GET /v2", "GET /v2/health/live", "GET /v2/health/ready",
     "POST /v2/repository/index",
     "GET /v2/models/{name}", "GET /v2/models/{name}/ready", "POST /v2/models/{name}/infer",
@@ -156,7 +163,8 @@ bool pgcld_route_is_scoring(const pgcld_route *r) {
 }
 
 bool pgcld_route_is_public_log(const pgcld_route *r) {
-    return r->fn == pgcld_handle_log_list || r->fn == pgcld_handle_log_checkpoint || r->fn == pgcld_handle_log_tile;
+    return r->fn == pgcld_handle_log_list || r->fn == pgcld_handle_log_checkpoint || r->fn == pgcld_handle_log_tile ||
+           r->fn == pgcld_handle_log_consistency;
 }
 
 bool pgcld_route_is_staff(const pgcld_route *r) {

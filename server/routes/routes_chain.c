@@ -138,9 +138,28 @@ void pgcld_reply_decision_not_found(pgcld_server *srv, const char *decision_id, 
         pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id '%.64s'", decision_id);
 }
 
-/* ---- GET /v1/decisions/{id}/proof ---- */
+/* ---- GET /v1/decisions/{id}/proof[?format=tlog|chain-v2] (chain-v2 without format) ---- */
 
 void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
+    const char *format = pgcld_request_query(req, "format");
+    if (format && strcmp(format, "tlog") != 0 && strcmp(format, "chain-v2") != 0) {
+        pgcld_reply_error(reply, 400, "invalid_request", -1, "format", "'format' must be 'tlog' or 'chain-v2'");
+        return;
+    }
+    if (format && strcmp(format, "tlog") == 0) { /* routes_proof.c: the transparency log's shape */
+        if (pgcld_reply_tlog_proof(srv, "decision", req->params[0], reply)) return;
+        pgcl_chain_proof legacy;
+        char why[ERR_CAP];
+        if (pgcl_audit_read_proof(srv->audit, req->params[0], &legacy, why, sizeof why) == PGCL_OK) {
+            pgcl_chain_proof_release(&legacy);
+            pgcld_reply_error(reply, 409, "proof_unavailable", -1, NULL,
+                              "decision '%.64s' was written before the transparency log: its proof is the "
+                              "chain's (ask without format=tlog)", req->params[0]);
+        } else {
+            pgcld_reply_decision_not_found(srv, req->params[0], reply);
+        }
+        return;
+    }
     pgcl_chain_proof proof;
     char err[ERR_CAP];
     pgcl_status st = pgcl_audit_read_proof(srv->audit, req->params[0], &proof, err, sizeof err);

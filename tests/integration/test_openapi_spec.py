@@ -49,7 +49,7 @@ CONTRACT_ERRORS = {
     "not_ready": 503, "audit_unavailable": 503, "overloaded": 503, "internal_error": 500,
     # reviewers and the audit log
     "invalid_cursor": 400, "filer_cannot_resolve": 403, "decision_not_found": 404,
-    "contest_not_found": 404, "contest_open": 409, "already_resolved": 409,
+    "contest_not_found": 404, "resolution_not_found": 404, "contest_open": 409, "already_resolved": 409,
     "input_not_stored": 409, "input_incompatible": 409, "no_signing_key": 409, "empty_chain": 409,
     "contest_window_closed": 422, "invalid_label": 422, "checkpoint_failed": 500,
     "input_not_rescorable": 409, "shadow_is_active": 409, "proof_unavailable": 409,
@@ -123,6 +123,9 @@ OPERATION_ERRORS = {
         "invalid_request", "decision_not_found", "not_found"},
     ("get", "/v1/decisions/{id}/proof"): AUTH_ERRORS | READ_ERRORS | {
         "invalid_request", "decision_not_found", "not_found", "proof_unavailable"},
+    ("get", "/v1/contests/{id}/proof"): AUTH_ERRORS | READ_ERRORS | {"invalid_request", "contest_not_found", "not_found"},
+    ("get", "/v1/contests/{id}/resolution/proof"): AUTH_ERRORS | READ_ERRORS | {
+        "invalid_request", "resolution_not_found", "not_found"},
     ("get", "/v1/contests"): AUTH_ERRORS | READ_ERRORS | {"invalid_request", "invalid_cursor"},
     ("get", "/v1/audit/export"): AUTH_ERRORS | READ_ERRORS | {"invalid_request"},
     ("get", "/v1/audit/stats"): AUTH_ERRORS | READ_ERRORS | {"invalid_request"},
@@ -145,6 +148,8 @@ OPERATION_ERRORS = {
     ("get", "/log/"): AUTH_ERRORS | {"audit_unavailable"},
     ("post", "/log/checkpoint"): AUTH_ERRORS | {"audit_unavailable", "no_signing_key"},
     ("get", "/log/{writer_id}/checkpoint"): AUTH_ERRORS | {"audit_unavailable", "not_found"},
+    ("get", "/log/{writer_id}/consistency"): AUTH_ERRORS | {"audit_unavailable", "invalid_request",
+                                                            "tree_size_beyond_log", "not_found"},
     ("get", "/log/{writer_id}/tile/entries/{tile...}"): AUTH_ERRORS | {"audit_unavailable", "invalid_request",
                                                                        "not_found"},
     ("get", "/log/{writer_id}/tile/{tile...}"): AUTH_ERRORS | {"audit_unavailable", "invalid_request", "not_found"},
@@ -219,7 +224,8 @@ class SpecStructureTest(unittest.TestCase):
             "/v2/models/{name}/infer", "/v2/repository/index", "/v2/models/{name}/versions/{version}",
             "/v2/models/{name}/versions/{version}/ready", "/v2/models/{name}/versions/{version}/infer",
             "/v2/models/{name}/stats", "/v2/models/{name}/versions/{version}/stats",
-            "/log/", "/log/checkpoint", "/log/{writer_id}/checkpoint", "/log/{writer_id}/tile/entries/{tile...}",
+            "/log/", "/log/checkpoint", "/log/{writer_id}/checkpoint", "/log/{writer_id}/consistency",
+            "/v1/contests/{id}/proof", "/v1/contests/{id}/resolution/proof", "/log/{writer_id}/tile/entries/{tile...}",
             "/log/{writer_id}/tile/{tile...}",
             "/console", "/console/", "/console/{file}"})
 
