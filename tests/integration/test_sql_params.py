@@ -172,8 +172,10 @@ class Source:
             for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Z_][A-Z0-9_]*)[ \t]+((?:.*\\\n)*.*)$", text, re.M):
                 self.macros.setdefault(m.group(1), m.group(2).replace("\\\n", " ").strip())
         self.functions = self._functions()
-        # File-scope `static const char NAME[] = "..." ...;` behave like macros.
-        for m in re.finditer(r"^static const char ([A-Za-z_]\w*)\[\]\s*=([^;]*);", self.src, re.M):
+        # File-scope `static const char NAME[] = "..." ...;` behave like macros, and so do the
+        # definitions `const char NAME[] = "...";` that an internal header declares extern (the PG
+        # writer's prepared statements, shared by its files).
+        for m in re.finditer(r"^(?:static )?const char ([A-Za-z_]\w*)\[\]\s*=([^;]*);", self.src, re.M):
             self.macros[m.group(1)] = m.group(2).strip()
 
     def _functions(self):

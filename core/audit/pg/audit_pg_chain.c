@@ -16,7 +16,12 @@
  * (bytewise: COLLATE "C", the order of strcmp and of a fleet statement), merging them as it walks:
  * its memory is one fetched batch of each plus O(log n) per writer. The rows come the same way: per
  * writer, one binary cursor per table over the rows its runs chain, in (entry, first leaf, seq)
- * order, which is the order the walk checks them in. */
+ * order, which is the order the walk checks them in.
+ *
+ * This file: the verifier. The leaves of rows and the snapshot are audit_pg_chain_rows.c; fleet
+ * checkpoints, inclusion and consistency proofs audit_pg_chain_proofs.c (audit_pg_chain_internal.h). */
+#include "audit_pg_chain_internal.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,28 +35,6 @@
 #include "merkle.h"
 #include "sha256.h"
 
-#define ERR_CAP 512
-#define DECISIONS_TABLE 0
-
-static const char BEGIN_SNAPSHOT_SQL[] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-static const char COMMIT_SQL[] = "COMMIT";
-static const char ROLLBACK_SQL[] = "ROLLBACK";
-
-/* ---- leaves of rows as PostgreSQL stores them ----
- * The row selects return the chained columns in pgcl_chain_tables[t].select_sql's order; for
- * decisions, column 19 is SHA-256 of the stored input (decision_inputs) and a last column
- * input_digest, from which pgcl_chain_leaf_of_values makes the leaf's digest value as for a SQLite
- * row (chain_encoding.c; docs/audit.md, the table under "Encoding version 2"), then the decision
- * leaf's extension: trace_id, content_date, territorial_scope, content_language (migration 0002;
- * docs/audit.md, "Decision leaf, extended"). A proof reads its one decision with DECISION_ROW_SQL;
- * the verifier reads every table through DECLARE_ROWS_SQL. */
-static const char DECISION_ROW_SQL[] =
-    "SELECT d.seq, d.decision_id, d.created_at, d.request_id, d.item_id, d.model_name, d.model_version,"
-    " d.model_sha256, d.label, d.label_index, d.probabilities, d.toxicity, d.decision, d.policy, d.t_review,"
-    " d.t_block, d.vector, d.input_sha256, d.latency_us, sha256(i.input), d.input_dtype, d.input_digest,"
-    " d.trace_id, d.content_date, d.territorial_scope, d.content_language"
-    " FROM decisions AS d LEFT JOIN decision_inputs AS i ON i.decision_seq = d.seq WHERE d.seq = $1";
-enum { MAX_ROW_COLUMNS = 26 };
 
 /* The verifier's per-writer row cursors (binary): the rows of one table that writer $1's runs
  * chain, in the order its walk checks them — (entry, first leaf, seq) — each after its run's
@@ -80,186 +63,6 @@ static const char *const DECLARE_ROWS_SQL[PGCL_CHAIN_TABLES] = {
 static const char *const CLOSE_ROWS_SQL[PGCL_CHAIN_TABLES] = {"CLOSE pgcld_rows_0", "CLOSE pgcld_rows_1",
                                                               "CLOSE pgcld_rows_2", "CLOSE pgcld_rows_3"};
 enum { ROW_CURSOR_OFFSET = 2 }; /* entry_seq, first_leaf, then the row's columns */
-
-/* PostgreSQL type oids of the chained columns (pg_type.h). */
-enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 = 700, OID_FLOAT8 = 701 };
-
-/* One row's values; TEXT and BLOB bytes point into the result (binary format: no decoding). */
-typedef struct row_values {
-    pgcl_chain_value v[MAX_ROW_COLUMNS];
-    int n; /* its columns (for decisions, the encoded ones and input_digest) */
-} row_values;
-
-static uint64_t be_uint(const unsigned char *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* An integer column of a binary result (int2, int4 or int8, big-endian). */
-static int64_t binary_int(const PGresult *res, int row, int col) {
-    int n = PQgetlength(res, row, col);
-    uint64_t u = be_uint((const unsigned char *)PQgetvalue(res, row, col), n);
-    if (n == 2) return (int16_t)u;
-    if (n == 4) return (int32_t)u;
-    return (int64_t)u;
-}
-
-/* Column col of row of a binary result as the encoding types it (by its PostgreSQL type).
- * PGCL_ERR_FORMAT for a value of an unexpected size. */
-static pgcl_status column_value(const PGresult *res, int row, int col, pgcl_chain_value *v) {
-    memset(v, 0, sizeof *v);
-    if (PQgetisnull(res, row, col)) {
-        v->type = PGCL_CHAIN_VALUE_NULL;
-        return PGCL_OK;
-    }
-    const unsigned char *p = (const unsigned char *)PQgetvalue(res, row, col);
-    int n = PQgetlength(res, row, col);
-    switch (PQftype(res, col)) {
-    case OID_INT8:
-    case OID_INT4:
-    case OID_INT2:
-        if (n != 8 && n != 4 && n != 2) return PGCL_ERR_FORMAT;
-        v->type = PGCL_CHAIN_VALUE_INTEGER;
-        v->integer = binary_int(res, row, col);
-        return PGCL_OK;
-    case OID_FLOAT8: {
-        if (n != 8) return PGCL_ERR_FORMAT;
-        uint64_t bits = be_uint(p, 8);
-        v->type = PGCL_CHAIN_VALUE_REAL;
-        memcpy(&v->real, &bits, sizeof v->real);
-        return PGCL_OK;
-    }
-    case OID_FLOAT4: {
-        if (n != 4) return PGCL_ERR_FORMAT;
-        uint32_t bits = (uint32_t)be_uint(p, 4);
-        float f;
-        memcpy(&f, &bits, sizeof f);
-        v->type = PGCL_CHAIN_VALUE_REAL;
-        v->real = f;
-        return PGCL_OK;
-    }
-    case OID_BYTEA:
-        v->type = PGCL_CHAIN_VALUE_BLOB;
-        v->bytes = p;
-        v->len = (size_t)n;
-        return PGCL_OK;
-    default: /* text: its UTF-8 bytes in the binary format too */
-        v->type = PGCL_CHAIN_VALUE_TEXT;
-        v->bytes = p;
-        v->len = (size_t)n;
-        return PGCL_OK;
-    }
-}
-
-/* The values of row `row` of a result of table `table`'s row select, its columns from offset, for
- * pgcl_chain_leaf_of_values. PGCL_ERR_FORMAT for a value of an unexpected size (a decision's input
- * SHA-256 that is not NULL or 32 bytes included). */
-static pgcl_status row_values_of(int table, const PGresult *res, int row, int offset, row_values *r) {
-    memset(r, 0, sizeof *r);
-    r->n = PQnfields(res) - offset;
-    PGCL_ASSERT(r->n <= MAX_ROW_COLUMNS &&
-                (table != DECISIONS_TABLE || r->n == PGCL_CHAIN_DECISIONS_EXTENSION_COLUMN +
-                                                     PGCL_CHAIN_DECISIONS_EXTENSION_COLUMNS));
-    for (int i = 0; i < r->n; i++) {
-        pgcl_status st = column_value(res, row, offset + i, &r->v[i]);
-        if (st != PGCL_OK) return st;
-    }
-    const pgcl_chain_value *input = &r->v[PGCL_CHAIN_DECISIONS_INPUT_COLUMN];
-    if (table == DECISIONS_TABLE && input->type != PGCL_CHAIN_VALUE_NULL &&
-        (input->type != PGCL_CHAIN_VALUE_BLOB || input->len != PGCL_SHA256_BYTES))
-        return PGCL_ERR_FORMAT;
-    return PGCL_OK;
-}
-
-/* Decision row_seq (DECISION_ROW_SQL) in the binary format (a vector or digest is sent as its
- * bytes, not as hex text), or NULL with *st and err. Read values with column_value and binary_int. */
-static PGresult *read_decision_row(PGconn *conn, int64_t row_seq, pgcl_status *st, char *err, int cap) {
-    char seq_text[24];
-    snprintf(seq_text, sizeof seq_text, "%lld", (long long)row_seq);
-    const char *values[] = {seq_text};
-    PGresult *res = PQexecParams(conn, DECISION_ROW_SQL, 1, NULL, values, NULL, NULL, 1);
-    if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
-        *st = PGCL_OK;
-        return res;
-    }
-    pgcl_errorf(err, cap, "decisions: %.300s", res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
-    char *nl = strchr(err, '\n');
-    if (nl) *nl = 0;
-    PQclear(res);
-    *st = PGCL_ERR_DB;
-    return NULL;
-}
-
-/* ---- the log tree from stored subtrees (pgcl_merkle_subtree_fn over one writer's nodes) ---- */
-
-static const char ENTRY_HASH_SQL[] = "SELECT hash FROM audit_chain WHERE writer_id = $1 AND seq = $2";
-static const char NODE_SQL[] = "SELECT hash FROM audit_log_nodes WHERE writer_id = $1 AND level = $2 AND idx = $3";
-
-typedef struct node_source {
-    PGconn *conn;
-    const char *writer_id;
-    pgcl_status st; /* of the last failed get */
-    char err[ERR_CAP];
-} node_source;
-
-static bool get_node(void *ctx, int level, uint64_t index, pgcl_merkle_hash *out) {
-    node_source *src = ctx;
-    char a[24], b[24];
-    snprintf(a, sizeof a, "%d", level);
-    snprintf(b, sizeof b, "%llu", (unsigned long long)(level == 0 ? index + 1 : index));
-    const char *entry_values[] = {src->writer_id, b}, *node_values[] = {src->writer_id, a, b};
-    pgcl_status st;
-    PGresult *res =
-        level == 0
-            ? pgcl_pg_query(src->conn, "audit_chain", ENTRY_HASH_SQL, 2, entry_values, &st, src->err, sizeof src->err)
-            : pgcl_pg_query(src->conn, "audit_log_nodes", NODE_SQL, 3, node_values, &st, src->err, sizeof src->err);
-    if (!res) {
-        src->st = st;
-        return false;
-    }
-    bool ok = PQntuples(res) == 1;
-    if (ok && level == 0) {
-        pgcl_merkle_hash entry;
-        ok = pgcl_merkle_from_hex(pgcl_pg_text(res, 0, 0), &entry);
-        if (ok) *out = pgcl_merkle_leaf_hash(entry.b, sizeof entry.b);
-    } else if (ok) {
-        unsigned char *h = NULL;
-        size_t len = 0;
-        ok = pgcl_pg_bytea(res, 0, 0, &h, &len) == PGCL_OK && h && len == PGCL_MERKLE_HASH_BYTES;
-        if (ok) memcpy(out->b, h, PGCL_MERKLE_HASH_BYTES);
-        free(h);
-    }
-    if (!ok) {
-        src->st = PQntuples(res) == 1 ? PGCL_ERR_FORMAT : PGCL_ERR_NOT_FOUND;
-        snprintf(src->err, sizeof src->err,
-                 "writer '%s': the log tree %s at level %d, index %llu is %s (run `pgcld audit verify`)",
-                 src->writer_id, level == 0 ? "entry" : "node", level, (unsigned long long)index,
-                 src->st == PGCL_ERR_FORMAT ? "malformed" : "not stored");
-    }
-    PQclear(res);
-    return ok;
-}
-
-/* The failure of a *_from_subtrees call as a status, with its message. A node that is not stored
- * is PGCL_ERR_FORMAT (the writer stores every node in the commit that completes it). */
-static pgcl_status source_failed(const node_source *src, char *err, int cap) {
-    pgcl_errorf(err, cap, "%s", src->err);
-    return src->st == PGCL_ERR_DB ? PGCL_ERR_DB : PGCL_ERR_FORMAT;
-}
-
-/* ---- small helpers ---- */
-
-static pgcl_status begin_snapshot(PGconn *conn, char *err, int cap) {
-    return pgcl_pg_exec(conn, "begin", BEGIN_SNAPSHOT_SQL, 0, NULL, err, cap);
-}
-
-static void end_transaction(PGconn *conn, bool commit) {
-    char ignored[64];
-    pgcl_pg_exec(conn, commit ? "commit" : "rollback", commit ? COMMIT_SQL : ROLLBACK_SQL, 0, NULL, ignored,
-                 sizeof ignored);
-}
 
 /* ---- cursors: a server-side cursor read in batches ---- */
 
@@ -568,16 +371,16 @@ static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, cons
         /* this run's rows, from the writer's row cursor of table t (rows of runs before it: none
          * in a walk that got here, skipped all the same) */
         pg_cursor *rows = &v->rows[t];
-        while (cursor_at(rows) &&
-               (binary_int(rows->batch, rows->row, 0) < seq ||
-                (binary_int(rows->batch, rows->row, 0) == seq && binary_int(rows->batch, rows->row, 1) < first_leaf)))
+        while (cursor_at(rows) && (pgchain_binary_int(rows->batch, rows->row, 0) < seq ||
+                                   (pgchain_binary_int(rows->batch, rows->row, 0) == seq &&
+                                    pgchain_binary_int(rows->batch, rows->row, 1) < first_leaf)))
             if (!cursor_next(rows, &st, v->err, v->cap) && st != PGCL_OK) return st;
         int64_t present = 0;
         for (int64_t i = 0; i < n; i++) {
             int64_t row_seq = first_row + i;
-            bool at_row = cursor_at(rows) && binary_int(rows->batch, rows->row, 0) == seq &&
-                          binary_int(rows->batch, rows->row, 1) == first_leaf &&
-                          binary_int(rows->batch, rows->row, ROW_CURSOR_OFFSET) == row_seq;
+            bool at_row = cursor_at(rows) && pgchain_binary_int(rows->batch, rows->row, 0) == seq &&
+                          pgchain_binary_int(rows->batch, rows->row, 1) == first_leaf &&
+                          pgchain_binary_int(rows->batch, rows->row, ROW_CURSOR_OFFSET) == row_seq;
             if (row_seq <= v->archived_through[t]) { /* archived (pgcl_pg_archive_run): must be gone */
                 if (at_row) {
                     note_bad(v, w->id, seq, "entry %lld, leaf %lld: %s row %lld was archived (at or below the latest "
@@ -595,7 +398,7 @@ static pgcl_status check_runs(verifier *v, int64_t seq, int64_t leaf_count, cons
                 return PGCL_OK;
             }
             row_values rv;
-            bool same = row_values_of(t, rows->batch, rows->row, ROW_CURSOR_OFFSET, &rv) == PGCL_OK;
+            bool same = pgchain_row_values_of(t, rows->batch, rows->row, ROW_CURSOR_OFFSET, &rv) == PGCL_OK;
             if (same) {
                 pgcl_merkle_hash leaf = pgcl_chain_leaf_of_values(t, rv.v, rv.n);
                 same = memcmp(leaf.b, leaves[first_leaf + i].b, PGCL_MERKLE_HASH_BYTES) == 0;
@@ -888,7 +691,6 @@ static int target_cmp(const void *a, const void *b) {
     return x->head->head_seq < y->head->head_seq ? -1 : x->head->head_seq > y->head->head_seq;
 }
 
-static bool parse_statement(const char *text, const char *public_key, const char *signature, pgcl_fleet_checkpoint *cp);
 
 /* Archive cuts (audit_cuts, pgcl_pg_archive_run): the latest cut's maxima, and each cut's signed
  * fleet statement, which must verify (a finding, reported first, when it does not) and whose heads
@@ -912,8 +714,9 @@ static pgcl_status load_cuts(verifier *v, pgcl_fleet_checkpoint **cuts, int *n_c
     for (int i = 0; i < n; i++) {
         pgcl_fleet_checkpoint *cp = &(*cuts)[*n_cuts];
         char why[256] = "";
-        bool ok = parse_statement(pgcl_pg_text(res, i, 1), pgcl_pg_text(res, i, 2), pgcl_pg_text(res, i, 3), cp) &&
-                  pgcl_fleet_checkpoint_verify(cp, NULL, why, sizeof why) == PGCL_OK;
+        bool ok =
+            pgchain_parse_statement(pgcl_pg_text(res, i, 1), pgcl_pg_text(res, i, 2), pgcl_pg_text(res, i, 3), cp) &&
+            pgcl_fleet_checkpoint_verify(cp, NULL, why, sizeof why) == PGCL_OK;
         if (!ok) {
             pgcl_fleet_checkpoint_release(cp);
             note_bad(v, "", 0, "audit_cuts: the signed statement of archive cut %lld does not verify%s%.200s",
@@ -923,7 +726,8 @@ static pgcl_status load_cuts(verifier *v, pgcl_fleet_checkpoint **cuts, int *n_c
         snprintf(cp->file, sizeof cp->file, "archive cut %lld", (long long)pgcl_pg_int(res, i, 0));
         (*n_cuts)++;
         for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
-            if (pgcl_pg_int(res, i, 4 + t) > v->archived_through[t]) v->archived_through[t] = pgcl_pg_int(res, i, 4 + t);
+            if (pgcl_pg_int(res, i, 4 + t) > v->archived_through[t])
+                v->archived_through[t] = pgcl_pg_int(res, i, 4 + t);
         v->rep->archive_cut_seq = pgcl_pg_int(res, i, 0);
     }
     PQclear(res);
@@ -973,7 +777,7 @@ pgcl_status pgcl_pg_chain_verify(PGconn *conn, const char *const *checkpoint_fil
         pgcl_errorf(err, cap, "out of memory");
         goto done;
     }
-    if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
+    if ((st = pgchain_begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
     in_tx = true;
     if ((st = load_cuts(&v, &cuts, &n_cuts)) != PGCL_OK ||
         (st = load_checkpoints(&v, cps, checkpoint_files, n_checkpoints, public_key_hex, cuts, n_cuts)) != PGCL_OK)
@@ -1009,7 +813,7 @@ done:
     cursor_close(&v.nodes);
     for (int t = 0; t < PGCL_CHAIN_TABLES; t++)
         cursor_close(&v.rows[t]);
-    if (in_tx) end_transaction(conn, false);
+    if (in_tx) pgchain_end_transaction(conn, false);
     for (int i = 0; cps && i < n_checkpoints; i++)
         pgcl_fleet_checkpoint_release(&cps[i]);
     free(cps);
@@ -1064,328 +868,3 @@ pgcl_status pgcl_pg_verify_chain(pgcl_audit *store, pgcl_chain_report *report, c
     return st;
 }
 
-/* ---- fleet checkpoints ---- */
-
-static const char HEADS_SQL[] =
-    "SELECT c.writer_id, c.seq, c.hash FROM audit_chain AS c JOIN (SELECT writer_id, max(seq) AS seq FROM audit_chain"
-    " GROUP BY writer_id) AS h ON h.writer_id = c.writer_id AND h.seq = c.seq ORDER BY c.writer_id COLLATE \"C\"";
-static const char INSERT_CHECKPOINT_SQL[] =
-    "INSERT INTO audit_checkpoints (created_at, statement, public_key, signature) VALUES ($1, $2, $3, $4)";
-
-/* Every writer's head and log root, in one snapshot. PGCL_ERR_NOT_FOUND when no chain has an entry. */
-static pgcl_status read_heads(PGconn *conn, pgcl_fleet_checkpoint *cp, char *err, int cap) {
-    pgcl_status st = begin_snapshot(conn, err, cap);
-    if (st != PGCL_OK) return st;
-    PGresult *res = pgcl_pg_query(conn, "audit_chain", HEADS_SQL, 0, NULL, &st, err, cap);
-    if (!res) goto done;
-    int n = PQntuples(res);
-    st = PGCL_ERR_NOT_FOUND;
-    if (n == 0) {
-        pgcl_errorf(err, cap, "the audit chains are empty (no writer has recorded anything yet)");
-        goto done;
-    }
-    st = PGCL_ERR_NOMEM;
-    if (n > PGCL_FLEET_WRITERS_MAX || !(cp->heads = calloc((size_t)n, sizeof *cp->heads))) {
-        pgcl_errorf(err, cap, n > PGCL_FLEET_WRITERS_MAX ? "more than %d writers" : "out of memory",
-                    PGCL_FLEET_WRITERS_MAX);
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        pgcl_fleet_head *h = &cp->heads[cp->n_heads++];
-        const char *id = pgcl_pg_text(res, i, 0), *hash = pgcl_pg_text(res, i, 2);
-        pgcl_merkle_hash ignored, root;
-        if (!pgcl_fleet_writer_id_ok(id) || !pgcl_merkle_from_hex(hash, &ignored) || strlen(hash) != 64) {
-            pgcl_errorf(err, cap,
-                        "writer '%.128s': its writer id or head's hash cannot be signed (run `pgcld audit "
-                        "verify`)",
-                        id ? id : "");
-            st = PGCL_ERR_FORMAT;
-            goto done;
-        }
-        snprintf(h->writer_id, sizeof h->writer_id, "%s", id);
-        h->head_seq = pgcl_pg_int(res, i, 1);
-        snprintf(h->head_hash, sizeof h->head_hash, "%s", hash);
-        node_source src = {.conn = conn, .writer_id = h->writer_id};
-        if (!pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)h->head_seq, &root)) {
-            st = source_failed(&src, err, cap);
-            goto done;
-        }
-        pgcl_merkle_to_hex(&root, h->log_root);
-    }
-    st = PGCL_OK;
-done:
-    PQclear(res);
-    end_transaction(conn, false);
-    return st;
-}
-
-pgcl_status pgcl_pg_checkpoint_create(PGconn *conn, const char *key_path, const char *out_file, const char *out_dir,
-                                      pgcl_fleet_checkpoint *out, char *err, int cap) {
-    memset(out, 0, sizeof *out);
-    char sub[ERR_CAP];
-    pgcl_status st = read_heads(conn, out, err, cap);
-    if (st != PGCL_OK) return st;
-    char now[PGCL_TIMESTAMP_LEN + 1];
-    pgcl_timestamp_now(now);
-    snprintf(out->created_at, sizeof out->created_at, "%s", now);
-    if ((st = pgcl_fleet_checkpoint_sign(out, key_path, err, cap)) != PGCL_OK) return st;
-    if ((st = pgcl_fleet_checkpoint_write(out, out_file, out_dir, err, cap)) != PGCL_OK) return st;
-    size_t len;
-    char *statement = pgcl_fleet_checkpoint_statement(out, &len);
-    if (!statement) {
-        pgcl_errorf(err, cap, "out of memory");
-        return PGCL_ERR_NOMEM;
-    }
-    const char *values[] = {out->created_at, statement, out->public_key, out->signature};
-    st = pgcl_pg_exec(conn, "audit_checkpoints", INSERT_CHECKPOINT_SQL, 4, values, sub, sizeof sub);
-    free(statement);
-    if (st != PGCL_OK)
-        pgcl_errorf(err, cap,
-                    "the checkpoint file %s was written and is valid, but recording it in audit_checkpoints "
-                    "failed: %s",
-                    out->file, sub);
-    return st;
-}
-
-pgcl_status pgcl_pg_create_checkpoint(pgcl_audit *store, const char *key_path, const char *out_file,
-                                      const char *out_dir, pgcl_store_checkpoint *out, char *err, int cap) {
-    out->is_fleet = true;
-    PGconn *conn = NULL;
-    pgcl_status st = pgcl_pg_reader_acquire(store, &conn, err, cap);
-    if (st != PGCL_OK) return st;
-    st = pgcl_pg_checkpoint_create(conn, key_path, out_file, out_dir, &out->fleet, err, cap);
-    pgcl_pg_reader_release(store, conn);
-    return st;
-}
-
-/* A statement as recorded in audit_checkpoints (or audit_cuts) back into cp, with its key and
- * signature (heads malloc'd); false when it is not a fleet statement. */
-static bool parse_statement(const char *text, const char *public_key, const char *signature,
-                            pgcl_fleet_checkpoint *cp) {
-    if (!pgcl_fleet_checkpoint_parse_statement(text, cp)) return false;
-    snprintf(cp->public_key, sizeof cp->public_key, "%s", public_key ? public_key : "");
-    snprintf(cp->signature, sizeof cp->signature, "%s", signature ? signature : "");
-    snprintf(cp->file, sizeof cp->file, "audit_checkpoints");
-    return true;
-}
-
-/* ---- inclusion proofs ---- */
-
-static const char FIND_SQL[] =
-    "SELECT d.seq, u.writer_id, u.entry_seq, u.first_leaf + d.seq - u.first_row_seq, c.leaf_count, c.leaves,"
-    " c.payload_sha256, c.prev_hash, c.hash FROM decisions AS d"
-    " LEFT JOIN audit_chain_runs AS u ON " PGCL_CHAIN_RUN_OF_DECISION_SQL
-    " LEFT JOIN audit_chain AS c ON c.writer_id = u.writer_id AND c.seq = u.entry_seq WHERE d.decision_id = $1";
-static const char WRITER_HEAD_SQL[] = "SELECT coalesce(max(seq), 0) FROM audit_chain WHERE writer_id = $1";
-/* the latest fleet checkpoints, newest first: the proof takes the newest that covers its entry */
-static const char RECENT_CHECKPOINTS_SQL[] =
-    "SELECT statement, public_key, signature FROM audit_checkpoints ORDER BY seq DESC LIMIT 64";
-
-/* The commit entry holding the decision, its leaf and path; found and chained as in chain_proof.c. */
-static pgcl_status find_entry(PGconn *conn, const char *decision_id, pgcl_chain_proof *p, bool *found, bool *chained,
-                              char *err, int cap) {
-    pgcl_status st;
-    const char *values[] = {decision_id};
-    PGresult *res = pgcl_pg_query(conn, "decisions", FIND_SQL, 1, values, &st, err, cap);
-    if (!res) return st;
-    *found = PQntuples(res) == 1;
-    *chained = *found && !PQgetisnull(res, 0, 2);
-    st = PGCL_OK;
-    if (!*chained) goto done;
-    p->row_seq = pgcl_pg_int(res, 0, 0);
-    snprintf(p->writer_id, sizeof p->writer_id, "%s", pgcl_pg_text(res, 0, 1));
-    p->entry_seq = pgcl_pg_int(res, 0, 2);
-    p->leaf_index = pgcl_pg_int(res, 0, 3);
-    p->tree_size = pgcl_pg_int(res, 0, 4);
-    const char *root = pgcl_pg_text(res, 0, 6), *prev = pgcl_pg_text(res, 0, 7), *hash = pgcl_pg_text(res, 0, 8);
-    unsigned char *leaves = NULL;
-    size_t len = 0;
-    if (p->tree_size < 1 || p->leaf_index < 0 || p->leaf_index >= p->tree_size ||
-        pgcl_pg_bytea(res, 0, 5, &leaves, &len) != PGCL_OK || !leaves ||
-        len != (size_t)p->tree_size * PGCL_MERKLE_HASH_BYTES || !root || !pgcl_merkle_from_hex(root, &p->root) ||
-        !prev || strlen(prev) != 64 || !hash || strlen(hash) != 64) {
-        free(leaves);
-        pgcl_errorf(err, cap, "writer '%s': audit chain entry %lld is malformed (run `pgcld audit verify`)",
-                    p->writer_id, (long long)p->entry_seq);
-        st = PGCL_ERR_FORMAT;
-        goto done;
-    }
-    memcpy(p->prev_hash, prev, 65);
-    memcpy(p->entry_hash, hash, 65);
-    const pgcl_merkle_hash *all = (const pgcl_merkle_hash *)leaves;
-    p->leaf_hash = all[p->leaf_index];
-    p->path_len = pgcl_merkle_inclusion_path(all, (uint64_t)p->tree_size, (uint64_t)p->leaf_index, p->path);
-    free(leaves);
-done:
-    PQclear(res);
-    return st;
-}
-
-/* The entry's place in its writer's log tree: that of the newest fleet checkpoint covering it
- * (among the recent ones), else of the chain now. */
-static pgcl_status prove_in_log(PGconn *conn, pgcl_chain_proof *p, char *err, int cap) {
-    pgcl_status st;
-    PGresult *res = pgcl_pg_query(conn, "audit_checkpoints", RECENT_CHECKPOINTS_SQL, 0, NULL, &st, err, cap);
-    if (!res) return st;
-    int64_t size = 0;
-    for (int i = 0; i < PQntuples(res) && !p->fleet; i++) {
-        pgcl_fleet_checkpoint cp;
-        if (!parse_statement(pgcl_pg_text(res, i, 0), pgcl_pg_text(res, i, 1), pgcl_pg_text(res, i, 2), &cp)) continue;
-        const pgcl_fleet_head *h = pgcl_fleet_checkpoint_head(&cp, p->writer_id);
-        if (h && h->head_seq >= p->entry_seq && (p->fleet = malloc(sizeof *p->fleet))) {
-            size = h->head_seq;
-            *p->fleet = cp;
-        } else {
-            pgcl_fleet_checkpoint_release(&cp);
-        }
-    }
-    PQclear(res);
-    if (!p->fleet) {
-        const char *values[] = {p->writer_id};
-        if ((st = pgcl_pg_query_int(conn, "audit_chain", WRITER_HEAD_SQL, 1, values, &size, NULL, err, cap)) != PGCL_OK)
-            return st;
-    }
-    p->log_index = p->entry_seq - 1;
-    p->log_size = size;
-    node_source src = {.conn = conn, .writer_id = p->writer_id};
-    if (size < p->entry_seq || !pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)size, &p->log_root) ||
-        (p->log_path_len = pgcl_merkle_inclusion_path_from_subtrees(get_node, &src, (uint64_t)size,
-                                                                    (uint64_t)p->log_index, p->log_path)) < 0) {
-        if (size < p->entry_seq)
-            snprintf(src.err, sizeof src.err, "writer '%s': the chain ends before entry %lld", p->writer_id,
-                     (long long)p->entry_seq);
-        return source_failed(&src, err, cap);
-    }
-    return PGCL_OK;
-}
-
-pgcl_status pgcl_pg_read_proof(pgcl_audit *store, const char *decision_id, pgcl_chain_proof *out, char *err, int cap) {
-    memset(out, 0, sizeof *out);
-    PGconn *conn = NULL;
-    pgcl_status st = pgcl_pg_reader_acquire(store, &conn, err, cap);
-    if (st != PGCL_OK) return st;
-    st = pgcl_pg_chain_prove(conn, decision_id, out, err, cap);
-    pgcl_pg_reader_release(store, conn);
-    return st;
-}
-
-pgcl_status pgcl_pg_chain_prove(PGconn *conn, const char *decision_id, pgcl_chain_proof *out, char *err, int cap) {
-    memset(out, 0, sizeof *out);
-    pgcl_status st;
-    bool found = false, chained = false;
-    PGresult *rows = NULL;
-    if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
-    if ((st = find_entry(conn, decision_id, out, &found, &chained, err, cap)) != PGCL_OK) goto done;
-    if (!found) {
-        pgcl_errorf(err, cap, "no decision with id '%.64s'", decision_id);
-        st = PGCL_ERR_NOT_FOUND;
-        goto done;
-    }
-    if (!chained) {
-        pgcl_errorf(err, cap, "decision '%.64s' is in no writer's chain (no run covers it: run `pgcld audit verify`)",
-                    decision_id);
-        st = PGCL_ERR_UNSUPPORTED;
-        goto done;
-    }
-    if ((st = prove_in_log(conn, out, err, cap)) != PGCL_OK) goto done;
-    if (!(rows = read_decision_row(conn, out->row_seq, &st, err, cap))) goto done;
-    st = PGCL_ERR_DB;
-    if (PQntuples(rows) != 1) {
-        pgcl_errorf(err, cap, "decisions row %lld vanished", (long long)out->row_seq);
-        goto done;
-    }
-    row_values rv;
-    st = row_values_of(DECISIONS_TABLE, rows, 0, 0, &rv);
-    if (st == PGCL_OK)
-        pgcl_chain_leaf_data_of_values(DECISIONS_TABLE, rv.v, rv.n, &out->leaf_data, &out->leaf_data_len);
-    if (st != PGCL_OK || !out->leaf_data) {
-        pgcl_errorf(err, cap, "decisions row %lld: %s", (long long)out->row_seq,
-                    st == PGCL_OK ? "out of memory" : "malformed stored input digest");
-        st = st == PGCL_OK ? PGCL_ERR_NOMEM : st;
-        goto done;
-    }
-    st = PGCL_OK;
-done:
-    PQclear(rows);
-    end_transaction(conn, false);
-    /* a chain that cannot give a proof (a malformed entry, a missing log node) is no database error:
-     * the decision has no proof, as a version-1 one (the statement of reasons goes out without it) */
-    if (st == PGCL_ERR_FORMAT) st = PGCL_ERR_UNSUPPORTED;
-    if (st != PGCL_OK) pgcl_chain_proof_release(out);
-    return st;
-}
-
-/* ---- consistency proofs, within one writer's log ---- */
-
-static const char CHAINED_WRITERS_SQL[] =
-    "SELECT writer_id FROM audit_chain WHERE seq = 1 ORDER BY writer_id COLLATE \"C\" LIMIT 8";
-
-/* The writer whose log is meant: writer_id, or the only one. */
-static pgcl_status pick_writer(PGconn *conn, const char *writer_id, pgcl_log_consistency *out, char *err, int cap) {
-    if (writer_id) {
-        snprintf(out->writer_id, sizeof out->writer_id, "%s", writer_id);
-        return PGCL_OK;
-    }
-    pgcl_status st;
-    PGresult *res = pgcl_pg_query(conn, "audit_chain", CHAINED_WRITERS_SQL, 0, NULL, &st, err, cap);
-    if (!res) return st;
-    int n = PQntuples(res);
-    if (n == 1) {
-        snprintf(out->writer_id, sizeof out->writer_id, "%s", pgcl_pg_text(res, 0, 0));
-        st = PGCL_OK;
-    } else if (n == 0) {
-        pgcl_errorf(err, cap, "no writer has a chain yet: no tree of size %lld", (long long)out->second);
-        st = PGCL_ERR_NOT_FOUND;
-    } else {
-        char names[400] = "";
-        for (int i = 0; i < n && strlen(names) < 300; i++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%.40s'", i ? ", " : "",
-                     pgcl_pg_text(res, i, 0));
-        pgcl_errorf(err, cap, "the store has one log per writer (%s%s): name one with writer=", names,
-                    n == 8 ? ", ..." : "");
-        st = PGCL_ERR_INVALID;
-    }
-    PQclear(res);
-    return st;
-}
-
-pgcl_status pgcl_pg_read_consistency(pgcl_audit *store, const char *writer_id, int64_t first, int64_t second,
-                                     pgcl_log_consistency *out, char *err, int cap) {
-    memset(out, 0, sizeof *out);
-    PGconn *conn = NULL;
-    pgcl_status st = pgcl_pg_reader_acquire(store, &conn, err, cap);
-    if (st != PGCL_OK) return st;
-    st = pgcl_pg_chain_consistency(conn, writer_id, first, second, out, err, cap);
-    pgcl_pg_reader_release(store, conn);
-    return st;
-}
-
-pgcl_status pgcl_pg_chain_consistency(PGconn *conn, const char *writer_id, int64_t first, int64_t second,
-                                      pgcl_log_consistency *out, char *err, int cap) {
-    pgcl_status st = pgcl_log_consistency_start(out, first, second, err, cap);
-    if (st != PGCL_OK) return st;
-    if ((st = begin_snapshot(conn, err, cap)) != PGCL_OK) goto done;
-    if ((st = pick_writer(conn, writer_id, out, err, cap)) != PGCL_OK) goto done;
-    const char *values[] = {out->writer_id};
-    if ((st = pgcl_pg_query_int(conn, "audit_chain", WRITER_HEAD_SQL, 1, values, &out->head_seq, NULL, err, cap)) !=
-        PGCL_OK)
-        goto done;
-    if (second > out->head_seq) {
-        pgcl_errorf(err, cap, "writer '%.128s''s log has %lld entries: no tree of size %lld yet", out->writer_id,
-                    (long long)out->head_seq, (long long)second);
-        st = PGCL_ERR_NOT_FOUND;
-        goto done;
-    }
-    node_source src = {.conn = conn, .writer_id = out->writer_id};
-    if (!pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)first, &out->first_root) ||
-        !pgcl_merkle_root_from_subtrees(get_node, &src, (uint64_t)second, &out->second_root) ||
-        (out->proof_len = pgcl_merkle_consistency_proof_from_subtrees(get_node, &src, (uint64_t)first, (uint64_t)second,
-                                                                      out->proof)) < 0) {
-        st = source_failed(&src, err, cap);
-        goto done;
-    }
-    st = PGCL_OK;
-done:
-    end_transaction(conn, false);
-    return st;
-}
