@@ -16,6 +16,7 @@
 #include "archive.h"
 #include "chain.h"
 #include "chain_proof.h"
+#include "cli_audit_log.h"
 #include "cli_options.h"
 #include "config.h"
 #include "fleet_checkpoint.h"
@@ -26,12 +27,15 @@
 #include "time_cursor.h"
 
 #define MAX_CHECKPOINTS 1024
+#define MAX_LOG_KEYS 64
 
 typedef struct cli_opts {
     const char *db, *signing_key, *out, *public_key, *entry_hash, *before, *older_than_days, *checkpoint_dir;
-    const char *max_decisions, *contest_window_days, *origin;
+    const char *max_decisions, *contest_window_days, *origin, *full, *state, *log_origin;
     const char *checkpoints[MAX_CHECKPOINTS];
     int n_checkpoints;
+    const char *log_keys[MAX_LOG_KEYS];
+    int n_log_keys;
 } cli_opts;
 
 enum {
@@ -46,7 +50,11 @@ enum {
     OPT_CHECKPOINT_DIR = 256,
     OPT_MAX_DECISIONS = 512,
     OPT_CONTEST_WINDOW_DAYS = 1024,
-    OPT_ORIGIN = 2048
+    OPT_ORIGIN = 2048,
+    OPT_FULL = 4096,
+    OPT_STATE = 8192,
+    OPT_LOG_KEY = 16384,
+    OPT_LOG_ORIGIN = 32768
 };
 
 // clang-format off
@@ -75,13 +83,26 @@ static const pgcld_cli_option OPTIONS[] = {
      .help = "PostgreSQL --db only: days after a decision during which it may be contested (not archived before)"},
     {.name = "origin", .bit = OPT_ORIGIN, .offset = offsetof(cli_opts, origin), .meta = "NAME",
      .help = "the log's origin, which names its note key (C2SP tlog-checkpoint): no spaces, no '+'"},
+    {.name = "full", .bit = OPT_FULL, .offset = offsetof(cli_opts, full), .meta = "", .flag = true,
+     .help = "verify every leaf of every log, not only those after the last verified state"},
+    {.name = "state", .bit = OPT_STATE, .offset = offsetof(cli_opts, state), .meta = "FILE",
+     .def = "FILE.verify-state beside a SQLite file; ./pgcld-<hash of the URI>.verify-state for PostgreSQL",
+     .help = "the incremental verifier's state: the last verified size and root of each log"},
+    {.name = "log-key", .bit = OPT_LOG_KEY, .offset = offsetof(cli_opts, log_keys), .list_cap = MAX_LOG_KEYS,
+     .count_offset = offsetof(cli_opts, n_log_keys), .list_noun = "log keys", .meta = "VKEY",
+     .help = "a note verifier key (as GET /log/ lists it) that must sign the checkpoints of the log it names"},
+    {.name = "log-origin", .bit = OPT_LOG_ORIGIN, .offset = offsetof(cli_opts, log_origin), .meta = "PREFIX",
+     .def = "pgcld", .help = "the --log-origin of pgcld serve: a log's origin is PREFIX/WRITER_ID"},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
      .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints",
      .meta = "FILE", .help = "a signed checkpoint file to check against"}};
 
 static const pgcld_cli_command COMMANDS[] = {
-    {.name = "verify", .allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY,
-     .synopsis = "--db FILE|URI [--checkpoint FILE]... [--public-key HEX]",
+    {.name = "verify",
+     .allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY | OPT_FULL | OPT_STATE | OPT_LOG_KEY | OPT_LOG_ORIGIN |
+                OPT_SIGNING_KEY,
+     .synopsis = "--db FILE|URI [--checkpoint FILE]... [--public-key HEX] [--full] [--state FILE] [--log-key VKEY]... "
+                 "[--log-origin PREFIX] [--signing-key FILE]",
      .summary = "verify the tamper-evident hash chain of an audit database",
      .description =
         "Walks the hash chain over every decision, admin event, contest and resolution: entries numbered\n"
@@ -90,7 +111,17 @@ static const pgcld_cli_command COMMANDS[] = {
         "still be in the chain with the same hash (this is what detects a truncated or rewritten history);\n"
         "with --public-key, every checkpoint must be signed by that key. A PostgreSQL URI: every writer's\n"
         "chain is verified. Prints one JSON line: intact, events, first_bad_seq, reason, head_seq,\n"
-        "head_hash, checkpoints, archive_cut_seq, archived_rows.\n"},
+        "head_hash, checkpoints, archive_cut_seq, archived_rows.\n"
+        "\n"
+        "Then every writer's transparency log (issue 28): each record decodes and hashes to its leaf, each\n"
+        "full tile has its children's root, the tree's root is the log's state, the latest checkpoint signs\n"
+        "the tree's root at its size (its signature is checked with a --log-key named by the log's origin,\n"
+        "or --public-key / --signing-key's public half), and a legacy first leaf binds the old chain's head.\n"
+        "Incremental: --state (kept beside the store) remembers each log's verified size and root; the next\n"
+        "run proves the tree consistent with it (else: history rewritten) and checks only the leaves after\n"
+        "it; --full checks every leaf. The state is rewritten only when every log verified. The line adds\n"
+        "log_intact, log_reason, log_bad_writer, log_bad_leaf, log_mode, log_leaves_checked, log_state and\n"
+        "logs (writer_id, size, root, verified_from, checkpoint_size, checkpoint_signed, legacy_head).\n"},
     {.name = "checkpoint", .allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT,
      .synopsis = "--db FILE|URI --signing-key FILE --out FILE",
      .summary = "sign the chain's current head and write the checkpoint file",
@@ -184,6 +215,19 @@ static int print_line(json_t *obj, const char *cmd) {
     return rc;
 }
 
+/* The logs' part of verify (cli_audit_log.c): its exit status; *intact whether every log verified. */
+static int verify_logs(const cli_opts *o, json_t *out, bool *intact) {
+    pgcld_log_verify_args args = {.db = o->db,
+                                  .full = o->full != NULL,
+                                  .state = o->state,
+                                  .log_origin = o->log_origin,
+                                  .public_key_hex = o->public_key,
+                                  .signing_key = o->signing_key,
+                                  .log_keys = o->log_keys,
+                                  .n_log_keys = o->n_log_keys};
+    return pgcld_audit_verify_logs(&args, out, intact);
+}
+
 static int cmd_verify(const cli_opts *o) {
     pgcl_chain_report rep;
     char err[1024];
@@ -206,13 +250,29 @@ static int cmd_verify(const cli_opts *o) {
         json_object_set_new(out, "writers", pgcld_chain_writers_json(&rep));
         json_object_set_new(out, "first_bad_writer", rep.intact ? json_null() : json_string(rep.bad_writer_id));
     }
-    int rc = print_line(out, "verify");
-    json_decref(out);
+    bool logs_intact = false;
+    int rc = out ? verify_logs(o, out, &logs_intact) : 1;
+    if (rc != 0) {
+        json_decref(out);
+        pgcl_chain_report_release(&rep);
+        return rc;
+    }
+    rc = print_line(out, "verify");
     if (rc == 0 && !rep.intact) {
         fprintf(stderr, "pgcld audit verify: NOT INTACT (first bad entry %lld): %s\n", (long long)rep.first_bad_seq,
                 rep.reason);
         rc = 1;
     }
+    if (rc == 0 && !logs_intact) {
+        json_t *leaf = json_object_get(out, "log_bad_leaf");
+        char where[32] = "-";
+        if (json_is_integer(leaf)) snprintf(where, sizeof where, "%lld", (long long)json_integer_value(leaf));
+        fprintf(stderr, "pgcld audit verify: LOG NOT INTACT (writer %s, leaf %s): %s\n",
+                json_string_value(json_object_get(out, "log_bad_writer")), where,
+                json_string_value(json_object_get(out, "log_reason")));
+        rc = 1;
+    }
+    json_decref(out);
     pgcl_chain_report_release(&rep);
     return rc;
 }
@@ -672,7 +732,7 @@ static int run_command(const pgcld_cli_command *command, const char *proof_file,
     const char *cmd = command->name;
     int allowed = command->allowed;
     if ((allowed & OPT_DB) && !o->db) return pgcld_cli_usage_error(CLI, "%s needs --db FILE", cmd);
-    if ((allowed & OPT_SIGNING_KEY) && !o->signing_key)
+    if ((allowed & OPT_SIGNING_KEY) && !o->signing_key && strcmp(cmd, "verify") != 0)
         return pgcld_cli_usage_error(CLI, "%s needs --signing-key FILE", cmd);
     if ((allowed & OPT_OUT) && !o->out) return pgcld_cli_usage_error(CLI, "%s needs --out FILE", cmd);
     if ((allowed & OPT_ORIGIN) && !o->origin && strcmp(cmd, "keygen") != 0) return pgcld_cli_usage_error(CLI, "%s needs --origin NAME", cmd);
