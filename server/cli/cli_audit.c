@@ -86,7 +86,7 @@ static const pgcld_cli_option OPTIONS[] = {
     {.name = "full", .bit = OPT_FULL, .offset = offsetof(cli_opts, full), .meta = "", .flag = true,
      .help = "verify every leaf of every log, not only those after the last verified state"},
     {.name = "state", .bit = OPT_STATE, .offset = offsetof(cli_opts, state), .meta = "FILE",
-     .def = "FILE.verify-state beside a SQLite file; ./pgcld-<hash of the URI>.verify-state for PostgreSQL",
+     .def = "FILE.verify-state beside a SQLite file; none for a PostgreSQL URI (every run is full)",
      .help = "the incremental verifier's state: the last verified size and root of each log"},
     {.name = "log-key", .bit = OPT_LOG_KEY, .offset = offsetof(cli_opts, log_keys), .list_cap = MAX_LOG_KEYS,
      .count_offset = offsetof(cli_opts, n_log_keys), .list_noun = "log keys", .meta = "VKEY",

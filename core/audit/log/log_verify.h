@@ -94,9 +94,8 @@ pgcl_status pgcl_log_verify_state_load(const char *path, pgcl_log_verify_state_e
 /* Writes entries[0..n) to path atomically (a temporary file renamed over it, fsync'd). PGCL_ERR_IO. */
 pgcl_status pgcl_log_verify_state_save(const char *path, const pgcl_log_verify_state_entry *entries, int n, char *err,
                                        int cap);
-/* The default state file of db into out: a SQLite file's "<db>.verify-state"; for a store with
- * writers (a PostgreSQL URI), "pgcld-<16 hex of SHA-256 of the redacted URI>.verify-state" in the
- * working directory. */
+/* The default state file of db into out: a SQLite file's "<db>.verify-state"; "" (none: every run
+ * is a full one unless --state names a file) for a store with writers (a PostgreSQL URI). */
 void pgcl_log_verify_default_state(const char *db, char *out, int cap);
 
 #endif

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "log_verify.h"
-#include "sha256.h"
 #include "store_registry.h"
 
 #define STATE_HEADER "pgcld-log-verify-state 1"
@@ -96,15 +95,9 @@ pgcl_status pgcl_log_verify_state_save(const char *path, const pgcl_log_verify_s
 }
 
 void pgcl_log_verify_default_state(const char *db, char *out, int cap) {
-    if (!pgcl_store_has_writers(db)) {
+    /* A store with writers (PostgreSQL) has no file of its own to stand beside: --state names one. */
+    if (pgcl_store_has_writers(db))
+        out[0] = '\0';
+    else
         snprintf(out, (size_t)cap, "%s.verify-state", db);
-        return;
-    }
-    char shown[2048];
-    pgcl_store_redact(db, shown, sizeof shown);
-    unsigned char digest[PGCL_SHA256_BYTES];
-    pgcl_sha256(shown, strlen(shown), digest);
-    char hex[2 * PGCL_SHA256_BYTES + 1];
-    pgcl_sha256_to_hex(digest, hex);
-    snprintf(out, (size_t)cap, "pgcld-%.16s.verify-state", hex);
 }
