@@ -54,8 +54,10 @@ static bool has_log(const char *db, const char **why) {
     sqlite3_finalize(s);
     sqlite3_finalize(j);
     sqlite3_close(c);
-    if (!leaves) *why = "the database has no log leaves";
-    else if (!wal) *why = "the database is not in WAL mode (an archive or a copy): its log is not read, which would write to it";
+    if (!leaves)
+        *why = "the database has no log leaves";
+    else if (!wal)
+        *why = "the database is not in WAL mode (an archive or a copy): its log is not read, which would write to it";
     return leaves && wal;
 }
 
@@ -65,11 +67,12 @@ static json_t *writers_json(const pgcl_log_verify_report *r) {
         const pgcl_log_verify_writer *w = &r->writers[i];
         char root[2 * PGCL_MERKLE_HASH_BYTES + 1];
         pgcl_merkle_to_hex(&w->root, root);
-        json_array_append_new(
-            arr, json_pack("{s:s, s:I, s:s, s:I, s:o, s:b, s:b}", "writer_id", w->writer_id, "size", (json_int_t)w->size,
-                           "root", root, "verified_from", (json_int_t)w->verified_from, "checkpoint_size",
-                           w->has_checkpoint ? json_integer((json_int_t)w->checkpoint_size) : json_null(),
-                           "checkpoint_signed", w->checkpoint_signed, "legacy_head", w->legacy_head));
+        json_array_append_new(arr,
+                              json_pack("{s:s, s:I, s:s, s:I, s:o, s:b, s:b}", "writer_id", w->writer_id, "size",
+                                        (json_int_t)w->size, "root", root, "verified_from",
+                                        (json_int_t)w->verified_from, "checkpoint_size",
+                                        w->has_checkpoint ? json_integer((json_int_t)w->checkpoint_size) : json_null(),
+                                        "checkpoint_signed", w->checkpoint_signed, "legacy_head", w->legacy_head));
     }
     return arr;
 }

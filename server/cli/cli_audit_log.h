@@ -7,11 +7,11 @@
 
 typedef struct pgcld_log_verify_args {
     const char *db;
-    bool full;                 /* --full */
-    const char *state;         /* --state FILE, or NULL: the default beside the store */
-    const char *log_origin;    /* --log-origin PREFIX, or NULL: "pgcld" */
-    const char *public_key_hex; /* --public-key, or NULL */
-    const char *signing_key;   /* --signing-key (its public half), or NULL */
+    bool full;                   /* --full */
+    const char *state;           /* --state FILE, or NULL: the default beside the store */
+    const char *log_origin;      /* --log-origin PREFIX, or NULL: "pgcld" */
+    const char *public_key_hex;  /* --public-key, or NULL */
+    const char *signing_key;     /* --signing-key (its public half), or NULL */
     const char *const *log_keys; /* --log-key VKEY... */
     int n_log_keys;
 } pgcld_log_verify_args;

@@ -23,16 +23,16 @@ typedef struct writer_check {
     const pgcl_log_verify_state_entry *state; /* NULL: no earlier run remembered (or --full) */
     const pgcl_note_verifier *key;            /* NULL: the checkpoint's signature is not checked */
     char origin[PGCL_TLOG_ORIGIN_MAX + 1];
-    const char *note;                         /* the latest checkpoint, or NULL */
+    const char *note; /* the latest checkpoint, or NULL */
     uint64_t note_size;
     const pgcl_log_ops *ops;
     void *ops_ctx;
     pgcl_tiles_reader *reader;
-    pgcl_record *rec;                         /* decode scratch */
-    uint64_t next_leaf;                       /* the record expected next */
+    pgcl_record *rec;                               /* decode scratch */
+    uint64_t next_leaf;                             /* the record expected next */
     pgcl_merkle_hash batch_hashes[PGCL_TILE_WIDTH]; /* the stored leaf hashes of the batch read */
     uint64_t batch_first;
-    bool oracle;                              /* push every leaf hash: the naive root (a full run) */
+    bool oracle; /* push every leaf hash: the naive root (a full run) */
     pgcl_merkle_stack stack;
     bool has_legacy;
     pgcl_record_legacy_head legacy;
@@ -139,8 +139,7 @@ static pgcl_status check_leaves(writer_check *c, uint64_t from, uint64_t size, c
         for (int i = 0; c->oracle && i < n; i++) {
             int level;
             pgcl_merkle_stack_push(&c->stack, &hashes[i]);
-            while (pgcl_merkle_stack_merge(&c->stack, &level)) {
-            }
+            while (pgcl_merkle_stack_merge(&c->stack, &level)) {}
         }
         first = end;
     }
@@ -218,8 +217,8 @@ static pgcl_status check_history(writer_check *c, uint64_t size, const pgcl_merk
     if ((st = rows_status(c, st, -1, "the consistency proof", sub)) != PGCL_OK) return st;
     if (!pgcl_merkle_verify_consistency(s->size, size, &s->root, root, proof, proof_len))
         return found(c, -1,
-                     "history rewritten: the tree of %" PRIu64 " leaves is not consistent with the remembered tree of %" PRIu64
-                     " leaves (root %s)",
+                     "history rewritten: the tree of %" PRIu64
+                     " leaves is not consistent with the remembered tree of %" PRIu64 " leaves (root %s)",
                      size, s->size, was);
     (void)err, (void)cap;
     return PGCL_OK;
@@ -233,16 +232,19 @@ static pgcl_status check_checkpoint(writer_check *c, uint64_t size) {
     pgcl_status st = PGCL_OK;
     size_t len = strlen(c->note);
     if (c->key) {
-        pgcl_note *n = pgcl_tlog_checkpoint_open(c->note, len, c->key, c->origin, NULL, 0, 0, &cp, &st, sub, sizeof sub);
+        pgcl_note *n =
+            pgcl_tlog_checkpoint_open(c->note, len, c->key, c->origin, NULL, 0, 0, &cp, &st, sub, sizeof sub);
         if (!n)
-            return st == PGCL_ERR_NOMEM ? st
-                                        : found(c, -1, "checkpoint of size %" PRIu64 ": its signature does not verify: %s",
-                                                c->note_size, sub);
+            return st == PGCL_ERR_NOMEM
+                       ? st
+                       : found(c, -1, "checkpoint of size %" PRIu64 ": its signature does not verify: %s", c->note_size,
+                               sub);
         pgcl_note_destroy(n);
         c->w->checkpoint_signed = true;
     } else {
         const char *blank = strstr(c->note, "\n\n");
-        if (!blank || pgcl_tlog_checkpoint_parse(c->note, (size_t)(blank - c->note) + 1, &cp, sub, sizeof sub) != PGCL_OK)
+        if (!blank ||
+            pgcl_tlog_checkpoint_parse(c->note, (size_t)(blank - c->note) + 1, &cp, sub, sizeof sub) != PGCL_OK)
             return found(c, -1, "checkpoint of size %" PRIu64 ": not a signed checkpoint", c->note_size);
         if (strcmp(cp.origin, c->origin) != 0)
             return found(c, -1, "checkpoint of size %" PRIu64 ": its origin is '%s', not '%s'", c->note_size, cp.origin,
@@ -251,7 +253,8 @@ static pgcl_status check_checkpoint(writer_check *c, uint64_t size) {
     if (cp.size != c->note_size)
         return found(c, -1, "checkpoint stored for size %" PRIu64 " signs size %" PRIu64, c->note_size, cp.size);
     if (cp.size > size)
-        return found(c, -1, "checkpoint of size %" PRIu64 " is beyond the tree of %" PRIu64 " leaves (history rewritten)",
+        return found(c, -1,
+                     "checkpoint of size %" PRIu64 " is beyond the tree of %" PRIu64 " leaves (history rewritten)",
                      cp.size, size);
     c->w->has_checkpoint = true;
     c->w->checkpoint_size = cp.size;
@@ -301,7 +304,8 @@ static pgcl_status check_log(void *ctx, const pgcl_log_ops *ops, void *ops_ctx, 
     }
     if (st == PGCL_OK && c->oracle && log->size > 0) {
         pgcl_merkle_hash naive = pgcl_merkle_stack_root(&c->stack);
-        PGCL_ASSERT(memcmp(naive.b, root.b, PGCL_MERKLE_HASH_BYTES) == 0); /* tiles checked above give the leaves' root */
+        PGCL_ASSERT(memcmp(naive.b, root.b, PGCL_MERKLE_HASH_BYTES) ==
+                    0); /* tiles checked above give the leaves' root */
     }
     if (st == PGCL_OK && memcmp(root.b, log->root.b, PGCL_MERKLE_HASH_BYTES) != 0) {
         hex_of(&root, got);
@@ -343,7 +347,8 @@ static pgcl_status check_legacy(pgcl_audit *a, writer_check *c, char *err, int c
 }
 
 /* The key that signs writer w's checkpoints: a --log-key named with its origin, else the public key. */
-static const pgcl_note_verifier *key_for(const pgcl_log_verify_options *o, const char *origin, pgcl_note_verifier *made) {
+static const pgcl_note_verifier *key_for(const pgcl_log_verify_options *o, const char *origin,
+                                         pgcl_note_verifier *made) {
     for (int i = 0; i < o->n_keys; i++)
         if (strcmp(o->keys[i].name, origin) == 0) return &o->keys[i];
     if (!o->public_key) return NULL;
@@ -354,8 +359,7 @@ static const pgcl_note_verifier *key_for(const pgcl_log_verify_options *o, const
 }
 
 /* One writer: its checkpoint, then its rows in one snapshot, then its legacy leaf. */
-static pgcl_status verify_writer(pgcl_audit *a, const pgcl_log_verify_options *o, writer_check *c, char *err,
-                                 int cap) {
+static pgcl_status verify_writer(pgcl_audit *a, const pgcl_log_verify_options *o, writer_check *c, char *err, int cap) {
     const char *prefix = o->origin_prefix ? o->origin_prefix : "pgcld";
     snprintf(c->origin, sizeof c->origin, "%s/%s", prefix, c->w->writer_id);
     pgcl_note_verifier made;
@@ -429,14 +433,14 @@ pgcl_status pgcl_log_verify(pgcl_audit *a, const pgcl_log_verify_options *o, pgc
         st = PGCL_ERR_INVALID;
         goto done;
     }
-    if (o->state_path &&
-        (st = pgcl_log_verify_state_load(o->state_path, states, PGCL_LOG_VERIFY_MAX_WRITERS, &n_states, err, cap)) !=
-            PGCL_OK)
+    if (o->state_path && (st = pgcl_log_verify_state_load(o->state_path, states, PGCL_LOG_VERIFY_MAX_WRITERS, &n_states,
+                                                          err, cap)) != PGCL_OK)
         goto done;
     /* A log the state remembers but the store no longer has was deleted: history rewritten. */
     for (int i = 0; !o->full && i < n_states; i++) {
         bool present = false;
-        for (int j = 0; j < n; j++) present = present || strcmp(logs[j].writer_id, states[i].writer_id) == 0;
+        for (int j = 0; j < n; j++)
+            present = present || strcmp(logs[j].writer_id, states[i].writer_id) == 0;
         if (!present && states[i].size > 0) {
             r->intact = false;
             snprintf(r->bad_writer_id, sizeof r->bad_writer_id, "%s", states[i].writer_id);

@@ -36,8 +36,8 @@
 
 /* What a run checks against. Every pointer is borrowed for the call. */
 typedef struct pgcl_log_verify_options {
-    bool full;              /* re-verify every leaf, whatever the state remembers */
-    const char *state_path; /* the state file read and rewritten; NULL: none */
+    bool full;                 /* re-verify every leaf, whatever the state remembers */
+    const char *state_path;    /* the state file read and rewritten; NULL: none */
     const char *origin_prefix; /* a log's origin is "<origin_prefix>/<writer_id>" (NULL: "pgcld") */
     /* The checkpoints' key: a note verifier key named with the log's origin among keys[0..n_keys),
      * else public_key (32 bytes, Ed25519; NULL: none) named with the origin. Neither: a
@@ -50,24 +50,24 @@ typedef struct pgcl_log_verify_options {
 /* One writer's log as verified. */
 typedef struct pgcl_log_verify_writer {
     char writer_id[PGCL_LOG_WRITER_ID_MAX + 1];
-    uint64_t size;           /* the tree verified */
+    uint64_t size; /* the tree verified */
     pgcl_merkle_hash root;
-    uint64_t verified_from;  /* leaves before it were verified by an earlier run (the state) */
+    uint64_t verified_from; /* leaves before it were verified by an earlier run (the state) */
     bool has_checkpoint;
     uint64_t checkpoint_size;
-    bool checkpoint_signed;  /* its signature was verified (a key was given) */
-    bool legacy_head;        /* leaf 0 binds an old chain (checked when leaf 0 was verified) */
+    bool checkpoint_signed; /* its signature was verified (a key was given) */
+    bool legacy_head;       /* leaf 0 binds an old chain (checked when leaf 0 was verified) */
 } pgcl_log_verify_writer;
 
 typedef struct pgcl_log_verify_report {
     bool intact;
-    char reason[768];                                /* when !intact: writer, leaf index, what broke */
-    char bad_writer_id[PGCL_LOG_WRITER_ID_MAX + 1];  /* when !intact */
-    int64_t bad_leaf;                                /* when !intact: the leaf, or -1 (a tile, the state) */
-    uint64_t leaves_checked;                         /* records decoded and hashed, every log */
-    bool state_saved;                                /* the state file was rewritten */
+    char reason[768];                               /* when !intact: writer, leaf index, what broke */
+    char bad_writer_id[PGCL_LOG_WRITER_ID_MAX + 1]; /* when !intact */
+    int64_t bad_leaf;                               /* when !intact: the leaf, or -1 (a tile, the state) */
+    uint64_t leaves_checked;                        /* records decoded and hashed, every log */
+    bool state_saved;                               /* the state file was rewritten */
     int n_writers;
-    pgcl_log_verify_writer *writers;                 /* (n_writers), malloc'd */
+    pgcl_log_verify_writer *writers; /* (n_writers), malloc'd */
 } pgcl_log_verify_report;
 
 /* Verifies every log of the open store a (see above) and fills *report (zeroed by the callee;
@@ -75,8 +75,8 @@ typedef struct pgcl_log_verify_report {
  * whatever it found (report->intact); an error (err set) when it could not run: the store cannot
  * be read (its status), an unreadable or malformed state file (PGCL_ERR_IO, PGCL_ERR_FORMAT), the
  * state cannot be written (PGCL_ERR_IO), PGCL_ERR_NOMEM. */
-pgcl_status pgcl_log_verify(pgcl_audit *a, const pgcl_log_verify_options *o, pgcl_log_verify_report *report,
-                            char *err, int cap);
+pgcl_status pgcl_log_verify(pgcl_audit *a, const pgcl_log_verify_options *o, pgcl_log_verify_report *report, char *err,
+                            int cap);
 void pgcl_log_verify_report_release(pgcl_log_verify_report *r); /* accepts NULL */
 
 /* ---- the state file (log_verify_state.c) ---- */
