@@ -17,6 +17,7 @@
 #include "chain.h"
 #include "chain_proof.h"
 #include "cli_proof_tlog.h"
+#include "cli_audit_log.h"
 #include "cli_options.h"
 #include "config.h"
 #include "fleet_checkpoint.h"
@@ -34,7 +35,7 @@
 
 typedef struct cli_opts {
     const char *db, *signing_key, *out, *public_key, *entry_hash, *before, *older_than_days, *checkpoint_dir;
-    const char *max_decisions, *contest_window_days, *origin, *key, *decision;
+    const char *max_decisions, *contest_window_days, *origin, *key, *decision, *full, *state, *log_origin;
     const char *checkpoints[MAX_CHECKPOINTS];
     int n_checkpoints;
     const char *witness_quorum;
@@ -61,7 +62,10 @@ enum {
     OPT_WITNESS = 8192,
     OPT_LOG_KEY = 16384,
     OPT_KEY = 32768,
-    OPT_DECISION = 65536
+    OPT_DECISION = 65536,
+    OPT_FULL = 131072,
+    OPT_STATE = 262144,
+    OPT_LOG_ORIGIN = 524288
 };
 
 // clang-format off
@@ -104,14 +108,23 @@ static const pgcld_cli_option OPTIONS[] = {
              "must be signed by it"},
     {.name = "decision", .bit = OPT_DECISION, .offset = offsetof(cli_opts, decision), .meta = "ID",
      .help = "the event the proof was handed to you for: its record's id field (read by position) must be ID"},
+    {.name = "full", .bit = OPT_FULL, .offset = offsetof(cli_opts, full), .meta = "", .flag = true,
+     .help = "verify every leaf of every log, not only those after the last verified state"},
+    {.name = "state", .bit = OPT_STATE, .offset = offsetof(cli_opts, state), .meta = "FILE",
+     .def = "FILE.verify-state beside a SQLite file; none for a PostgreSQL URI (every run is full)",
+     .help = "the incremental verifier's state: the last verified size and root of each log"},
+    {.name = "log-origin", .bit = OPT_LOG_ORIGIN, .offset = offsetof(cli_opts, log_origin), .meta = "PREFIX",
+     .def = "pgcld", .help = "the --log-origin of pgcld serve: a log's origin is PREFIX/WRITER_ID"},
     {.name = "checkpoint", .bit = OPT_CHECKPOINT, .offset = offsetof(cli_opts, checkpoints),
      .list_cap = MAX_CHECKPOINTS, .count_offset = offsetof(cli_opts, n_checkpoints), .list_noun = "checkpoints",
      .meta = "FILE", .help = "a signed checkpoint file to check against"}};
 
 static const pgcld_cli_command COMMANDS[] = {
-    {.name = "verify", .allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY | OPT_WITNESS_QUORUM | OPT_WITNESS | OPT_LOG_KEY,
-     .synopsis = "--db FILE|URI [--checkpoint FILE]... [--public-key HEX] [--witness-quorum N --witness "
-                 "NAME=URL,KEY... --log-key VKEY...]",
+    {.name = "verify",
+     .allowed = OPT_DB | OPT_CHECKPOINT | OPT_PUBLIC_KEY | OPT_FULL | OPT_STATE | OPT_LOG_KEY | OPT_LOG_ORIGIN |
+                OPT_SIGNING_KEY | OPT_WITNESS_QUORUM | OPT_WITNESS,
+     .synopsis = "--db FILE|URI [--checkpoint FILE]... [--public-key HEX] [--full] [--state FILE] [--log-key VKEY]... "
+                 "[--log-origin PREFIX] [--signing-key FILE] [--witness-quorum N --witness NAME=URL,KEY...]",
      .summary = "verify the tamper-evident hash chain of an audit database",
      .description =
         "Walks the hash chain over every decision, admin event, contest and resolution: entries numbered\n"
@@ -121,9 +134,20 @@ static const pgcld_cli_command COMMANDS[] = {
         "with --public-key, every checkpoint must be signed by that key. A PostgreSQL URI: every writer's\n"
         "chain is verified. Prints one JSON line: intact, events, first_bad_seq, reason, head_seq,\n"
         "head_hash, checkpoints, archive_cut_seq, archived_rows.\n"
-        "With --witness-quorum N, the transparency logs are checked too: each log's latest checkpoint\n"
+        "\n"
+        "Then every writer's transparency log (issue 28): each record decodes and hashes to its leaf, each\n"
+        "full tile has its children's root, the tree's root is the log's state, the latest checkpoint signs\n"
+        "the tree's root at its size (its signature is checked with a --log-key named by the log's origin,\n"
+        "or --public-key / --signing-key's public half), and a legacy first leaf binds the old chain's head.\n"
+        "Incremental: --state (kept beside the store) remembers each log's verified size and root; the next\n"
+        "run proves the tree consistent with it (else: history rewritten) and checks only the leaves after\n"
+        "it; --full checks every leaf. The state is rewritten only when every log verified. The line adds\n"
+        "log_intact, log_reason, log_bad_writer, log_bad_leaf, log_mode, log_leaves_checked, log_state and\n"
+        "logs (writer_id, size, root, verified_from, checkpoint_size, checkpoint_signed, legacy_head).\n"
+        "\n"
+        "With --witness-quorum N, each log's latest checkpoint\n"
         "must be signed by the --log-key named its origin and cosigned by at least N distinct --witness\n"
-        "(C2SP tlog-cosignature); the line then also has witness_quorum and logs (writer_id, size,\n"
+        "(C2SP tlog-cosignature); the line then also has witness_quorum and witness_logs (writer_id, size,\n"
         "cosigners, ok), and a log short of the quorum makes the exit status 1, naming the log and\n"
         "its count.\n"},
     {.name = "checkpoint", .allowed = OPT_DB | OPT_SIGNING_KEY | OPT_OUT,
@@ -270,8 +294,21 @@ static int check_witness_quorum(const cli_opts *o, json_t *out) {
     }
     if (n_logs == 0) fprintf(stderr, "pgcld audit verify: WITNESS QUORUM NOT MET: the store has no log\n");
     json_object_set_new(out, "witness_quorum", json_pack("{s:i, s:b}", "required", (int)quorum, "met", all_ok));
-    json_object_set_new(out, "logs", arr);
+    json_object_set_new(out, "witness_logs", arr);
     return all_ok ? 0 : 1;
+}
+
+/* The logs' part of verify (cli_audit_log.c): its exit status; *intact whether every log verified. */
+static int verify_logs(const cli_opts *o, json_t *out, bool *intact) {
+    pgcld_log_verify_args args = {.db = o->db,
+                                  .full = o->full != NULL,
+                                  .state = o->state,
+                                  .log_origin = o->log_origin,
+                                  .public_key_hex = o->public_key,
+                                  .signing_key = o->signing_key,
+                                  .log_keys = o->log_keys,
+                                  .n_log_keys = o->n_log_keys};
+    return pgcld_audit_verify_logs(&args, out, intact);
 }
 
 static int cmd_verify(const cli_opts *o) {
@@ -296,17 +333,22 @@ static int cmd_verify(const cli_opts *o) {
         json_object_set_new(out, "writers", pgcld_chain_writers_json(&rep));
         json_object_set_new(out, "first_bad_writer", rep.intact ? json_null() : json_string(rep.bad_writer_id));
     }
+    bool logs_intact = false;
+    int rc = out ? verify_logs(o, out, &logs_intact) : 1;
+    if (rc != 0) {
+        json_decref(out);
+        pgcl_chain_report_release(&rep);
+        return rc;
+    }
     int quorum_rc = 0;
-    if (out && o->witness_quorum) quorum_rc = check_witness_quorum(o, out);
-    else if (o->n_witnesses || o->n_log_keys)
-        quorum_rc = pgcld_cli_usage_error(CLI, "--witness and --log-key go with --witness-quorum N");
+    if (o->witness_quorum) quorum_rc = check_witness_quorum(o, out);
+    else if (o->n_witnesses) quorum_rc = pgcld_cli_usage_error(CLI, "--witness goes with --witness-quorum N");
     if (quorum_rc == 2) {
         json_decref(out);
         pgcl_chain_report_release(&rep);
         return 2;
     }
-    int rc = print_line(out, "verify");
-    json_decref(out);
+    rc = print_line(out, "verify");
     bool printed = rc == 0;
     if (printed) rc = quorum_rc;
     if (printed && !rep.intact) {
@@ -314,6 +356,16 @@ static int cmd_verify(const cli_opts *o) {
                 rep.reason);
         rc = 1;
     }
+    if (printed && !logs_intact) {
+        json_t *leaf = json_object_get(out, "log_bad_leaf");
+        char where[32] = "-";
+        if (json_is_integer(leaf)) snprintf(where, sizeof where, "%lld", (long long)json_integer_value(leaf));
+        fprintf(stderr, "pgcld audit verify: LOG NOT INTACT (writer %s, leaf %s): %s\n",
+                json_string_value(json_object_get(out, "log_bad_writer")), where,
+                json_string_value(json_object_get(out, "log_reason")));
+        rc = 1;
+    }
+    json_decref(out);
     pgcl_chain_report_release(&rep);
     return rc;
 }
@@ -783,7 +835,7 @@ static int run_command(const pgcld_cli_command *command, const char *proof_file,
     const char *cmd = command->name;
     int allowed = command->allowed;
     if ((allowed & OPT_DB) && !o->db) return pgcld_cli_usage_error(CLI, "%s needs --db FILE", cmd);
-    if ((allowed & OPT_SIGNING_KEY) && !o->signing_key)
+    if ((allowed & OPT_SIGNING_KEY) && !o->signing_key && strcmp(cmd, "verify") != 0)
         return pgcld_cli_usage_error(CLI, "%s needs --signing-key FILE", cmd);
     if ((allowed & OPT_OUT) && !o->out) return pgcld_cli_usage_error(CLI, "%s needs --out FILE", cmd);
     if ((allowed & OPT_ORIGIN) && !o->origin && strcmp(cmd, "keygen") != 0) return pgcld_cli_usage_error(CLI, "%s needs --origin NAME", cmd);

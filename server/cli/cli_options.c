@@ -122,7 +122,8 @@ int pgcld_cli_parse(const pgcld_cli_spec *spec, const pgcld_cli_command *cmd, in
         const char **single = opt->list_cap == 0 ? (const char **)(base + opt->offset) : NULL;
         if (single && *single && spec->duplicate_before_value)
             return command_usage_error(spec, cmd, "option '%s' given twice", arg);
-        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (opt->flag && eq) return command_usage_error(spec, cmd, "--%s takes no value", opt->name);
+        const char *value = opt->flag ? "1" : eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!value || (!*value && !spec->empty_value_ok))
             return command_usage_error(spec, cmd, "%s needs a value", arg);
         if (!single) {
@@ -170,7 +171,7 @@ static void print_options(const pgcld_cli_spec *spec, int allowed, FILE *out) {
         const pgcld_cli_option *opt = &spec->options[j];
         if (!(allowed & opt->bit)) continue;
         char flag[64], text[1024];
-        snprintf(flag, sizeof flag, "--%s %s", opt->name, opt->meta);
+        snprintf(flag, sizeof flag, "--%s%s%s", opt->name, opt->meta[0] ? " " : "", opt->meta);
         snprintf(text, sizeof text, "%s%s%s%s%s", opt->help, opt->list_cap ? " (repeatable)" : "",
                  opt->def ? " (default: " : "", opt->def ? opt->def : "", opt->def ? ")" : "");
         fprintf(out, "  %-24s ", flag);

@@ -24,6 +24,7 @@ typedef struct pgcld_cli_option {
     const char *meta;      /* the value's placeholder in help: "FILE" */
     const char *def;       /* what applies when the option is absent, for help; NULL: nothing (or required) */
     const char *help;      /* one sentence, no final period */
+    bool flag;             /* takes no value: present, its string is "1" (meta ""); --name=VALUE is refused */
 } pgcld_cli_option;
 
 /* One subcommand (pgcld keys create). A spec whose command takes no subcommand word (pgcld

@@ -175,7 +175,7 @@ class WitnessDaemonTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         out = json.loads(p.stdout)
         self.assertTrue(out["witness_quorum"]["met"], out)
-        self.assertEqual(out["logs"][0]["cosigners"], 2, out)
+        self.assertEqual(out["witness_logs"][0]["cosigners"], 2, out)
         p = verify(3, "w1", "w2", "w3")
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertIn(f"writer '{self.writer}'", p.stderr)
