@@ -27,7 +27,7 @@ typedef struct pgcld_route {
 } pgcld_route;
 
 /* The "{…}" segments of a path, captured in the order of the pattern. */
-#define PGCLD_PATH_PARAM_LEN 160 /* a writer id (PGCL_LOG_WRITER_ID_MAX) and its NUL fit */
+#define PGCLD_PATH_PARAM_LEN 129 /* the longest parameter, a writer id (PGCL_LOG_WRITER_ID_MAX = 128), and its NUL */
 typedef struct pgcld_path_params {
     char values[PGCLD_MAX_PARAMS][PGCLD_PATH_PARAM_LEN];
     int n;

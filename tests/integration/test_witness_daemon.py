@@ -164,7 +164,7 @@ class WitnessDaemonTest(unittest.TestCase):
     def test_3_verify_witness_quorum(self):
         def verify(quorum, *names):
             args = ["audit", "verify", "--db", self.d.db_path, "--witness-quorum", str(quorum),
-                    "--log-key", self.log_vkey]
+                    "--log-key", self.log_vkey, "--log-origin", ORIGIN_PREFIX]
             for n in names:
                 args += ["--witness", f"{n}={self.witnesses[n][1]},{self.vkey(n)}"]
             return self.d.cli(*args, check=False)
@@ -189,6 +189,7 @@ class WitnessDaemonTest(unittest.TestCase):
         other_vkey = self.d.cli("audit", "note-key", "--signing-key", other, "--origin",
                                 f"{ORIGIN_PREFIX}/{self.writer}").stdout.strip()
         p = self.d.cli("audit", "verify", "--db", self.d.db_path, "--witness-quorum", "1", "--log-key", other_vkey,
+                       "--log-origin", ORIGIN_PREFIX,
                        "--witness", f"w1={self.witnesses['w1'][1]},{self.vkey('w1')}", check=False)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertIn("not signed by its log key", p.stderr)
