@@ -138,23 +138,28 @@ void pgcld_reply_decision_not_found(pgcld_server *srv, const char *decision_id, 
         pgcld_reply_error(reply, 404, "decision_not_found", -1, NULL, "no decision with id '%.64s'", decision_id);
 }
 
-/* ---- GET /v1/decisions/{id}/proof[?format=tlog|chain-v2] (chain-v2 without format) ---- */
+/* ---- GET /v1/decisions/{id}/proof[?format=tlog|chain-v2] ---- */
 
+/* Without format: the transparency log's shape (routes_proof.c) when the decision has a leaf, else
+ * the old chain's shape (written before the log), which says "format":"chain-v2". format=tlog asks
+ * for the log's shape only (409 for a decision without a leaf); format=chain-v2 for the old chain's
+ * shape only (its auditors, and decisions written before the log). */
 void pgcld_handle_decision_proof(pgcld_server *srv, const pgcld_request *req, pgcld_reply *reply) {
     const char *format = pgcld_request_query(req, "format");
     if (format && strcmp(format, "tlog") != 0 && strcmp(format, "chain-v2") != 0) {
         pgcld_reply_error(reply, 400, "invalid_request", -1, "format", "'format' must be 'tlog' or 'chain-v2'");
         return;
     }
-    if (format && strcmp(format, "tlog") == 0) { /* routes_proof.c: the transparency log's shape */
-        if (pgcld_reply_tlog_proof(srv, "decision", req->params[0], reply)) return;
+    bool chain_only = format && strcmp(format, "chain-v2") == 0;
+    if (!chain_only && pgcld_reply_tlog_proof(srv, "decision", req->params[0], reply)) return;
+    if (format && strcmp(format, "tlog") == 0) { /* no leaf: written before the log, or no such decision */
         pgcl_chain_proof legacy;
         char why[ERR_CAP];
         if (pgcl_audit_read_proof(srv->audit, req->params[0], &legacy, why, sizeof why) == PGCL_OK) {
             pgcl_chain_proof_release(&legacy);
             pgcld_reply_error(reply, 409, "proof_unavailable", -1, NULL,
                               "decision '%.64s' was written before the transparency log: its proof is the "
-                              "chain's (ask without format=tlog)", req->params[0]);
+                              "chain's (ask with format=chain-v2)", req->params[0]);
         } else {
             pgcld_reply_decision_not_found(srv, req->params[0], reply);
         }

@@ -1,5 +1,5 @@
 /* Proofs in the transparency-log shape (issue 28 item 3; docs/audit.md, "Proofs"):
- *   GET /v1/decisions/{id}/proof?format=tlog     a decision's leaf, inclusion and checkpoint
+ *   GET /v1/decisions/{id}/proof                 a decision's leaf, inclusion and checkpoint
  *   GET /v1/contests/{id}/proof                  a contest's
  *   GET /v1/contests/{id}/resolution/proof       the resolution of a contest's
  *   GET /log/{writer_id}/consistency?first=&second=  RFC 9162 consistency of two sizes of one log
@@ -11,7 +11,7 @@
  * against the log's current size.
  *
  * Decisions written before the log have no leaf: GET /v1/decisions/{id}/proof answers them in the
- * old shape (chain-v2, routes_chain.c), as it answers every decision without ?format=tlog. */
+ * old shape (chain-v2, routes_chain.c), as it answers every decision asked with ?format=chain-v2. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

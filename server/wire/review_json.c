@@ -249,8 +249,8 @@ json_t *pgcld_inclusion_proof_json(const char *decision_id, const pgcl_chain_pro
                                          "public_key", cp->public_key, "signature", cp->signature)
                              : json_null();
     json_t *out =
-        json_pack("{s:s, s:i, s:s, s:o, s:I, s:I, s:o, s:o, s:{s:I, s:s, s:s}, s:{s:I, s:I, s:o, s:o, s:o}}",
-                  "decision_id", decision_id, "encoding", 2, "leaf_data", b64, "leaf_hash", hash_json(&p->leaf_hash),
+        json_pack("{s:s, s:s, s:i, s:s, s:o, s:I, s:I, s:o, s:o, s:{s:I, s:s, s:s}, s:{s:I, s:I, s:o, s:o, s:o}}",
+                  "format", "chain-v2", "decision_id", decision_id, "encoding", 2, "leaf_data", b64, "leaf_hash", hash_json(&p->leaf_hash),
                   "leaf_index", (json_int_t)p->leaf_index, "tree_size", (json_int_t)p->tree_size, "path", path, "root",
                   hash_json(&p->root), "chain_entry", "seq", (json_int_t)p->entry_seq, "prev_hash", p->prev_hash,
                   "hash", p->entry_hash, "log", "leaf_index", (json_int_t)p->log_index, "tree_size",

@@ -32,7 +32,8 @@ json_t *pgcld_contest_rows_json(const pgcl_contest_page *page);
 
 /* GET /v1/audit/stats: {since, until, decisions {...}, contests {...}}; since/until as asked
  * (NULL: null). Durations are rounded to milliseconds. */
-/* An inclusion proof as GET /v1/decisions/{id}/proof answers it (openapi.yaml, InclusionProof):
+/* An old chain's inclusion proof ("format":"chain-v2") as GET /v1/decisions/{id}/proof answers it
+ * for a decision without a leaf, or asked with ?format=chain-v2 (openapi.yaml, InclusionProof):
  * what docs/verify_proof.py and pgcld audit verify-proof read. NULL when out of memory. */
 json_t *pgcld_inclusion_proof_json(const char *decision_id, const pgcl_chain_proof *p);
 

@@ -139,7 +139,7 @@ class ArchiveTest(LiveValidationMixin, unittest.TestCase):
         for did in self.old[0] + self.old[1]:
             err = self.expect_error("GET", f"/v1/decisions/{did}", 404, "decision_not_found", key=rk)
             self.assertIn(f"archived at the cut at chain entry {self.cut['entry_seq']}", err["message"])
-            self.expect_error("GET", f"/v1/decisions/{did}/proof", 404, "decision_not_found", key=rk)
+            self.expect_error("GET", f"/v1/decisions/{did}/proof?format=chain-v2", 404, "decision_not_found", key=rk)
         for did in self.old[2] + self.mid[0]:  # the contested commit and everything after stay
             self.expect("GET", f"/v1/decisions/{did}", 200, key=rk)
         err = self.expect_error("GET", "/v1/decisions/0190f5b2-7c1e-7000-8000-000000000000", 404,
@@ -158,7 +158,7 @@ class ArchiveTest(LiveValidationMixin, unittest.TestCase):
         shutil.copy(r.json["file"], later)
         rk = self.d.keys["reviewer"]
         for did in (self.mid[0][1], self.late[0][0], self.contested):
-            p = self.expect("GET", f"/v1/decisions/{did}/proof", 200, key=rk)
+            p = self.expect("GET", f"/v1/decisions/{did}/proof?format=chain-v2", 200, key=rk)
             self.assertEqual(p["log"]["tree_size"], r.json["head_seq"], p["log"])
             with tempfile.NamedTemporaryFile("w", suffix=".json", dir=self.tmp, delete=False) as f:
                 json.dump(p, f)

@@ -82,7 +82,7 @@ class ConsistencyTest(LiveValidationMixin, unittest.TestCase):
     def test_a_proof_log_part_reaches_a_checkpoint(self):
         b = self.cps[1]
         decision_id = self.decisions[4]  # scored between checkpoints A and B
-        r = self.d.get(f"/v1/decisions/{decision_id}/proof", key=self.d.keys["reviewer"])
+        r = self.d.get(f"/v1/decisions/{decision_id}/proof?format=chain-v2", key=self.d.keys["reviewer"])
         self.assertEqual(r.status, 200, r)
         p = r.json
         log = p["log"]

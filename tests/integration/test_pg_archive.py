@@ -213,7 +213,7 @@ class PgArchiveTest(unittest.TestCase):
             for did in [self.contested] + self.mid:
                 r = d.get(f"/v1/decisions/{did}", key=rk)
                 self.assertEqual(r.status, 200, r)
-                r = d.get(f"/v1/decisions/{did}/proof", key=rk)
+                r = d.get(f"/v1/decisions/{did}/proof?format=chain-v2", key=rk)
                 self.assertEqual(r.status, 200, r)
             r = d.get("/v1/decisions/0190d6c0-0000-7000-8000-000000000000", key=rk)  # 2024: before the horizon
             self.assertIn("were archived", r.json["error"]["message"])

@@ -777,9 +777,9 @@ class PgChainDaemonsTest(LiveValidationMixin, unittest.TestCase):
         for w in ("a", "b"):
             for did in (self.decisions[w][0], self.decisions[w][-1]):
                 for d in self.daemons.values():  # any replica answers for the whole fleet
-                    r = d.get(f"/v1/decisions/{did}/proof")
+                    r = d.get(f"/v1/decisions/{did}/proof?format=chain-v2")
                     self.assertEqual(r.status, 200, r)
-                    self.check_live("GET", f"/v1/decisions/{did}/proof", r)
+                    self.check_live("GET", f"/v1/decisions/{did}/proof?format=chain-v2", r)
                     self.assertEqual(r.json["writer_id"], w)
                     self.assertEqual(r.json["log"]["checkpoint"]["format"], "pgcld-fleet-checkpoint")
                     path = os.path.join(self.tmp, f"proof-{did}.json")

@@ -47,7 +47,7 @@ def run_verifiers(d, proof, entry_hash=None, checkpoint=None, public_key=None):
 class ProofMixin:
     def proof(self, decision_id):
         """The proof the daemon self.d answers for decision_id (asserting 200)."""
-        r = self.d.get(f"/v1/decisions/{decision_id}/proof", key=self.d.keys["reviewer"])
+        r = self.d.get(f"/v1/decisions/{decision_id}/proof?format=chain-v2", key=self.d.keys["reviewer"])
         self.assertEqual(r.status, 200, r)
         return r.json
 
@@ -172,8 +172,15 @@ class ContractTest(LiveValidationMixin, unittest.TestCase):
     def test_answers_match_the_spec(self):
         d = self.daemon
         path = f"/v1/decisions/{self.decision_id}/proof"
-        body = self.expect("GET", path, 200, key=d.keys["reviewer"])
+        body = self.expect("GET", path + "?format=chain-v2", 200, key=d.keys["reviewer"])
+        self.assertEqual(body["format"], "chain-v2")
         self.assertEqual((body["leaf_index"], body["tree_size"], len(body["path"])), (1, 3, 2), body)
+        body = self.expect("GET", path, 200, key=d.keys["reviewer"])  # the default: the log's shape
+        self.assertEqual((body["format"], body["record"]["decision_id"]), ("tlog", self.decision_id), body)
+        self.assertEqual(self.expect("GET", path + "?format=tlog", 200, key=d.keys["reviewer"])["leaf_data"],
+                         body["leaf_data"])
+        self.expect_error("GET", path + "?format=chain-v3", 400, "invalid_request", key=d.keys["reviewer"],
+                          field="format")
         self.expect_error("GET", "/v1/decisions/01a1fdee-f6d5-7001-bd28-0e186b68696d/proof", 404,
                           "decision_not_found", key=d.keys["reviewer"])
         self.expect_error("GET", path + "?x=1", 400, "invalid_request", key=d.keys["reviewer"], field="x")
@@ -225,6 +232,28 @@ class CheckpointTest(ProofMixin, unittest.TestCase):
         (py_rc, _), (c_rc, _) = run_verifiers(self.d, p, checkpoint=self.cp["file"])
         self.assertEqual((py_rc, c_rc), (1, 1))
 
+    def test_the_default_proof_is_the_logs_and_verifies(self):
+        """Without format, a decision's proof is the transparency log's (a leaf, its inclusion and a
+        signed note): both verifiers accept it with the log's note key and name the decision; a proof
+        of another decision presented as this one's is refused."""
+        vkey = self.d.get("/log/", key=self.d.keys["reviewer"]).json["logs"][0]["key"]
+        for decision_id in (*self.before, self.after):
+            r = self.d.get(f"/v1/decisions/{decision_id}/proof", key=self.d.keys["reviewer"])
+            self.assertEqual(r.status, 200, r)
+            p = r.json
+            self.assertEqual((p["format"], p["record"]["decision_id"]), ("tlog", decision_id), p)
+            self.assertIsNotNone(p["checkpoint"], p)
+            for expected, ok in ((decision_id, True), (self.before[0] if decision_id != self.before[0]
+                                                       else self.after, False)):
+                path = os.path.join(self.tmp, "tlog-proof.json")
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(p, f)
+                c = self.d.cli("audit", "verify-proof", path, "--key", vkey, "--decision", expected, check=False)
+                py = subprocess.run([PY, VERIFIER, "--key", vkey, "--decision", expected, path],
+                                    capture_output=True, text=True, timeout=60)
+                self.assertEqual((c.returncode == 0, py.returncode == 0), (ok, ok),
+                                 (expected, c.stdout + c.stderr, py.stdout + py.stderr))
+
     def test_a_forged_log_part_fails(self):
         p = self.proof(self.before[0])
         for forge in ("path", "root", "checkpoint_root", "signature"):
@@ -255,7 +284,8 @@ class VersionOneTest(unittest.TestCase):
         D = H.load_config("toxicity")["dims"]["D"]
         r = self.d.score({"items": H.json_items(H.random_embeddings(2, D, seed=7))})
         self.assertEqual(r.status, 200, r)
-        r = self.d.get(f"/v1/decisions/{r.json['results'][0]['decision_id']}/proof", key=self.d.keys["reviewer"])
+        r = self.d.get(f"/v1/decisions/{r.json['results'][0]['decision_id']}/proof?format=chain-v2",
+                       key=self.d.keys["reviewer"])
         self.assertEqual((r.status, r.error_code()), (409, "proof_unavailable"), r)
         self.assertIn("version 1", r.json["error"]["message"])
         r = self.d.get(f"/v1/decisions/{r.json['error']['message'].split(chr(39))[1]}/statement",

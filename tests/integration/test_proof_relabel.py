@@ -131,7 +131,7 @@ class RelabelTest(unittest.TestCase):
 
     # -- helpers
     def proof(self, decision_id):
-        r = self.d.get(f"/v1/decisions/{decision_id}/proof", key=self.d.keys["reviewer"])
+        r = self.d.get(f"/v1/decisions/{decision_id}/proof?format=chain-v2", key=self.d.keys["reviewer"])
         self.assertEqual(r.status, 200, r)
         return r.json
 

@@ -11,7 +11,8 @@ docs/verify_proof.py (standard library only, its own Ed25519).
     byte, a wrong leaf_index, a checkpoint of another log (another writer_id; another log's key), a
     contest's proof presented as a decision's, no checkpoint;
   * GET /log/{writer}/consistency proves the checkpoint's tree a prefix of a later one (RFC 9162,
-    checked here in Python); legacy-shape proofs stay the default of /v1/decisions/{id}/proof.
+    checked here in Python); this shape is the default of /v1/decisions/{id}/proof, the old chain's
+    shape answers ?format=chain-v2.
 
 Runs on PostgreSQL too (PGCLD_TEST_STORE=postgresql, pg_test_proof_tlog).
 
@@ -158,11 +159,16 @@ class TlogProofTest(unittest.TestCase):
         r = self.d.get(f"/v1/decisions/{self.victim}/proof?format=xml", key=self.rk)
         self.assertEqual(r.status, 400, r)
 
-    def test_default_stays_the_chain_shape(self):
+    def test_default_is_the_tlog_shape(self):
         r = self.d.get(f"/v1/decisions/{self.victim}/proof", key=self.rk)
         self.assertEqual(r.status, 200, r)
-        self.assertNotIn("format", r.json)
-        self.assertEqual(r.json["decision_id"], self.victim)
+        self.assertEqual(r.json["format"], "tlog", r.json)
+        self.assertEqual(r.json["record"]["decision_id"], self.victim)
+        self.assert_accepted(r.json, self.victim)
+        old = self.d.get(f"/v1/decisions/{self.victim}/proof?format=chain-v2", key=self.rk)
+        self.assertEqual(old.status, 200, old)
+        self.assertEqual(old.json["format"], "chain-v2", old.json)
+        self.assertEqual(old.json["decision_id"], self.victim)
 
     # ---- relabelled proofs ----
 

@@ -72,7 +72,7 @@ class RetentionTest(unittest.TestCase):
         r = cls.d.score({"items": H.json_items(H.random_embeddings(6, D, seed=5), "ret-")})
         assert r.status == 200, r
         cls.ids = [it["decision_id"] for it in r.json["results"]]
-        cls.proofs_before = {i: cls.d.get(f"/v1/decisions/{i}/proof", key=cls.d.keys["reviewer"]).json
+        cls.proofs_before = {i: cls.d.get(f"/v1/decisions/{i}/proof?format=chain-v2", key=cls.d.keys["reviewer"]).json
                              for i in cls.ids}
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and count(cls.d.db_path, "SELECT count(*) FROM decision_inputs") > 0:
@@ -100,7 +100,7 @@ class RetentionTest(unittest.TestCase):
 
     def test_proofs_and_chain_still_verify(self):
         for i in self.ids:
-            p = self.d.get(f"/v1/decisions/{i}/proof", key=self.d.keys["reviewer"])
+            p = self.d.get(f"/v1/decisions/{i}/proof?format=chain-v2", key=self.d.keys["reviewer"])
             self.assertEqual(p.status, 200, p)
             self.assertEqual(p.json["leaf_hash"], self.proofs_before[i]["leaf_hash"], "the leaf is unchanged")
             self.assertEqual(p.json["leaf_data"], self.proofs_before[i]["leaf_data"])

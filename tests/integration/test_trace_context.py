@@ -320,7 +320,7 @@ class TraceContextTest(LiveValidationMixin, unittest.TestCase):
         v = self.d.get("/v1/audit/verify", key=self.d.keys["admin"])
         self.assertEqual(v.status, 200, v)
         self.assertTrue(v.json["intact"], v.json)
-        proof = self.reviewer_get(f"/v1/decisions/{decision_id}/proof")
+        proof = self.reviewer_get(f"/v1/decisions/{decision_id}/proof?format=chain-v2")
         self.assertEqual(proof.status, 200, proof)
         leaf = decode_decision_leaf(base64.b64decode(proof.json["leaf_data"]))
         self.assertEqual((leaf["trace_id"], leaf["content_date"], leaf["territorial_scope"], leaf["content_language"]),
@@ -409,7 +409,7 @@ class ChainAcrossMigrationTest(unittest.TestCase):
         try:
             for decision_id in (self.legacy_ids[0], self.legacy_ids[-1], *self.new_ids):
                 with self.subTest(decision_id=decision_id):
-                    r = self.d.get(f"/v1/decisions/{decision_id}/proof", key=self.d.keys["reviewer"])
+                    r = self.d.get(f"/v1/decisions/{decision_id}/proof?format=chain-v2", key=self.d.keys["reviewer"])
                     self.assertEqual(r.status, 200, r)
                     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=self.tmp, delete=False) as f:
                         json.dump(r.json, f)
