@@ -11,6 +11,7 @@ See clients/python/README.md."""
 from .client import Client, ScoreResponse, __version__
 from .errors import PgcldConnectionError, PgcldError, ProofError
 from .proof import InclusionResult, verify_inclusion
+from .tlog_proof import TlogResult, verify_tlog_proof
 
 __all__ = ["Client", "ScoreResponse", "PgcldError", "PgcldConnectionError", "ProofError",
-           "InclusionResult", "verify_inclusion", "__version__"]
+           "InclusionResult", "verify_inclusion", "TlogResult", "verify_tlog_proof", "__version__"]

@@ -285,10 +285,26 @@ class Client:
         """The decision in force as a DSA statement of reasons (GET /v1/decisions/{id}/statement)."""
         return self._get_json(f"/v1/decisions/{self._segment(decision_id)}/statement")
 
-    def proof(self, decision_id):
+    def proof(self, decision_id, format=None):  # noqa: A002 (the query parameter's name)
         """The decision's inclusion proof (GET /v1/decisions/{id}/proof), a dict: check it with
-        verify_inclusion()."""
-        return self._get_json(f"/v1/decisions/{self._segment(decision_id)}/proof")
+        verify_inclusion() (with key= the log's note verifier key, log_key(), for the default
+        shape). format: None (the transparency log's shape, or the old chain's for a decision
+        written before the log), "tlog" or "chain-v2" (the old chain's)."""
+        return self._get_json(f"/v1/decisions/{self._segment(decision_id)}/proof", {"format": format})
+
+    def contest_proof(self, contest_id):
+        """A contest's proof in the transparency log's shape (GET /v1/contests/{id}/proof): check
+        it with tlog_proof.verify_tlog_proof(proof, key, contest_id)."""
+        return self._get_json(f"/v1/contests/{self._segment(contest_id)}/proof")
+
+    def log_key(self, writer_id=None):
+        """The note verifier key of a writer's log as GET /log/ lists it (the first log when
+        writer_id is None). Trust it as far as you trust this connection: keep your own copy."""
+        logs = self._get_json("/log/")["logs"]
+        for log in logs:
+            if writer_id is None or log["writer_id"] == writer_id:
+                return log["key"]
+        raise KeyError(f"no log of writer {writer_id!r}")
 
     def rescore(self, decision_id):
         """The decision's stored input scored by the active version, beside the original answer

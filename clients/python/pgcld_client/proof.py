@@ -1,5 +1,7 @@
 """Offline verification of pgcld inclusion proofs (GET /v1/decisions/{id}/proof), standard library
-only. What a proof holds and why each step holds is in docs/audit.md, "Inclusion proofs" and
+only. This module checks the old chain's shape ("format": "chain-v2", asked with ?format=chain-v2,
+or answered for a decision written before the transparency log); the log's shape, the default,
+is tlog_proof.py's (verify_inclusion hands it over). What a proof holds and why each step holds is in docs/audit.md, "Inclusion proofs" and
 "The log tree"; in short, four links, each checked here:
 
 1. the leaf: ``leaf_data`` (the decision's row, as stored when the proof was made, in the chain's
@@ -225,9 +227,15 @@ def _check_against_record(leaf_row, record):
             raise ProofError(f"the leaf's {column} is {leaf_row.get(column)!r}, the decision given says {value!r}")
 
 
-def verify_inclusion(proof, entry_hash=None, checkpoint=None, decision=None):
+def verify_inclusion(proof, entry_hash=None, checkpoint=None, decision=None, key=None):
     """Checks an inclusion proof (a dict, as GET /v1/decisions/{id}/proof answers it) offline;
     returns an InclusionResult, or raises ProofError naming the first link that fails.
+
+    A proof in the transparency log's shape ("format": "tlog", the default answer) is checked by
+    tlog_proof.verify_tlog_proof against key, the log's note verifier key (required), and its
+    decision's id, read from the record at its position, must be the proof's (and decision's, when
+    given); it returns a TlogResult. The rest of this describes the old chain's shape
+    ("format": "chain-v2"):
 
     entry_hash: the hash of the chain entry, as the caller holds it (e.g. ``head_hash`` of
     GET /v1/audit/verify when the entry was the head): the proof must end at that entry.
@@ -237,7 +245,15 @@ def verify_inclusion(proof, entry_hash=None, checkpoint=None, decision=None):
     seq, ids, times, model, label, decision, trace id and facts must be the leaf's."""
     if not isinstance(proof, dict):
         raise ProofError("the proof is not a JSON object")
+    if proof.get("format") == "tlog":
+        from .tlog_proof import verify_tlog_proof  # noqa: PLC0415 (tlog_proof imports this module)
+        if proof.get("kind") != "decision":
+            raise ProofError(f"a proof of a {proof.get('kind')!r}, not of a decision")
+        expected = decision.get("decision_id") if isinstance(decision, dict) else None
+        return verify_tlog_proof(proof, key, expected)
     try:
+        if proof.get("format", "chain-v2") != "chain-v2":
+            raise ProofError(f"format {proof['format']!r}: not a proof this client knows")
         if proof["encoding"] != 2:
             raise ProofError(f"encoding {proof['encoding']!r}: an inclusion proof's leaf is in audit chain encoding 2")
         decision_id = proof["decision_id"]
