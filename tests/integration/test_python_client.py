@@ -467,7 +467,7 @@ class ReviewTest(unittest.TestCase):
             held = json.load(f)
         for answer in self.answers:
             for result in answer:
-                proof = self.reviewer.proof(result["decision_id"])
+                proof = self.reviewer.proof(result["decision_id"], format="chain-v2")
                 record = self.reviewer.decision(result["decision_id"])
                 ok = verify_inclusion(proof, checkpoint=held, decision=record)
                 self.assertEqual(ok.anchored_by, "checkpoint")
@@ -475,12 +475,68 @@ class ReviewTest(unittest.TestCase):
                 self.assertEqual((ok.decision["label"], ok.decision["item_id"]), (result["label"], result["id"]))
                 self.assertEqual(ok.entry_hash, proof["chain_entry"]["hash"])
                 verify_inclusion(proof, decision=result)
-        proof = self.reviewer.proof(self.answers[1][3]["decision_id"])
+        proof = self.reviewer.proof(self.answers[1][3]["decision_id"], format="chain-v2")
         for name, tamper in self.tamperings(proof, held):
             with self.subTest(name):
                 bad, check = tamper()
                 with self.assertRaises(ProofError):
                     check(bad)
+
+    def test_tlog_proofs_verify_with_the_log_key_and_tampered_ones_do_not(self):
+        """The default proof (the transparency log's shape) verifies with the log's note key and
+        names its decision by the record's id at its position; every tampering, a relabelled
+        proof, another key, and no key at all are refused."""
+        key = self.reviewer.log_key()
+        ids = [result["decision_id"] for answer in self.answers for result in answer]
+        for decision_id in ids:
+            proof = self.reviewer.proof(decision_id)
+            self.assertEqual(proof["format"], "tlog", proof)
+            ok = verify_inclusion(proof, key=key, decision=self.reviewer.decision(decision_id))
+            self.assertEqual((ok.kind, ok.id, ok.anchored_by), ("decision", decision_id, "checkpoint"))
+        proof, other = self.reviewer.proof(ids[3]), self.reviewer.proof(ids[0])
+
+        def edited(edit):
+            bad = copy.deepcopy(proof)
+            edit(bad)
+            return bad
+
+        def byte_changed(p):
+            data = bytearray(base64.b64decode(p["leaf_data"]))
+            data[-1] ^= 1
+            p["leaf_data"] = base64.b64encode(bytes(data)).decode()
+
+        def flip(b64_text):
+            raw = bytearray(base64.b64decode(b64_text))
+            raw[0] ^= 1
+            return base64.b64encode(bytes(raw)).decode()
+
+        def signature_changed(p):
+            body, sep, sigs = p["checkpoint"].partition("\n\n")
+            who, sig = sigs.splitlines()[0][2:].split(" ", 1)
+            raw = bytearray(base64.b64decode(sig))
+            raw[-1] ^= 1
+            p["checkpoint"] = body + sep + f"\u2014 {who} {base64.b64encode(bytes(raw)).decode()}\n"
+
+        another_key = "pgcld/other+00000000+" + base64.b64encode(b"\x01" + bytes(32)).decode()
+        refused = [
+            ("a record byte", edited(byte_changed), {}),
+            ("another leaf's data", edited(lambda p: p.update(leaf_data=other["leaf_data"])), {}),
+            ("an inclusion hash", edited(lambda p: p["inclusion"].__setitem__(0, flip(p["inclusion"][0]))), {}),
+            ("leaf_index", edited(lambda p: p.update(leaf_index=p["leaf_index"] ^ 1)), {}),
+            ("root", edited(lambda p: p.update(root=flip(p["root"]))), {}),
+            ("the checkpoint's signature", edited(signature_changed), {}),
+            ("no checkpoint", edited(lambda p: p.update(checkpoint=None)), {}),
+            ("another writer", edited(lambda p: p.update(writer_id=p["writer_id"] + "x")), {}),
+            ("a contest's kind", edited(lambda p: p.update(kind="contest")), {}),
+            ("relabelled to another decision", proof, {"decision": {"decision_id": ids[0]}}),
+            ("another key", proof, {"key_": another_key}),
+            ("no key", proof, {"key_": None}),
+        ]
+        for name, bad, kw in refused:
+            with self.subTest(name):
+                k = kw.pop("key_", key)
+                with self.assertRaises(ProofError):
+                    verify_inclusion(copy.deepcopy(bad), key=k, **kw)
 
     def tamperings(self, proof, held):
         def edited(edit):
@@ -517,7 +573,7 @@ class ReviewTest(unittest.TestCase):
     @H.sqlite_only("changes a row of the SQLite file")
     def test_proof_of_a_row_changed_in_the_database_fails(self):
         result = self.scorer.score(H.random_embeddings(3, self.D, seed=60))[1]  # this test's own row
-        verify_inclusion(self.reviewer.proof(result["decision_id"]))
+        verify_inclusion(self.reviewer.proof(result["decision_id"], format="chain-v2"))
         other = "non_toxic" if result["label"] == "toxic" else "toxic"
         db = sqlite3.connect(self.d.db_path, timeout=30)
         try:
@@ -527,13 +583,13 @@ class ReviewTest(unittest.TestCase):
         finally:
             db.close()
         with self.assertRaises(ProofError) as e:
-            verify_inclusion(self.reviewer.proof(result["decision_id"]))
+            verify_inclusion(self.reviewer.proof(result["decision_id"], format="chain-v2"))
         self.assertIn("leaf_hash", str(e.exception))
 
     def test_head_hash_anchors_the_newest_decision(self):
         answer = self.scorer.score(H.random_embeddings(2, self.D, seed=70))
         head = self.d.get("/v1/audit/verify", key=self.d.keys["admin"]).json
-        proof = self.reviewer.proof(answer[1]["decision_id"])
+        proof = self.reviewer.proof(answer[1]["decision_id"], format="chain-v2")
         if proof["chain_entry"]["seq"] != head["head_seq"]:
             self.skipTest("another commit came after the decision's")  # not in this test's daemon
         self.assertEqual(verify_inclusion(proof, entry_hash=head["head_hash"]).anchored_by, "entry_hash")
