@@ -34,6 +34,9 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
 
+sys.path.insert(0, os.path.join(H.SOURCE_ROOT, "clients", "python"))
+from pgcld_client import ProofError, verify_tlog_proof  # noqa: E402
+
 VERIFIER = os.path.join(H.SOURCE_ROOT, "docs", "verify_proof.py")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 MODEL = "tiny_binary"
@@ -107,7 +110,15 @@ class TlogProofTest(unittest.TestCase):
         py = subprocess.run([PY, VERIFIER, "--key", vkey, *extra, path], capture_output=True, text=True, timeout=60)
         return cli.returncode == 0, cli.stdout + cli.stderr, py.returncode == 0, py.stdout + py.stderr
 
+    def client_accepts(self, proof, expected=None, vkey=None):
+        """Whether the Python client's verify_tlog_proof accepts it (the third verifier)."""
+        try:
+            return verify_tlog_proof(copy.deepcopy(proof), vkey or self.vkey, expected).id == (expected or proof["id"])
+        except ProofError:
+            return False
+
     def assert_accepted(self, proof, expected):
+        self.assertTrue(self.client_accepts(proof, expected), "pgcld_client.verify_tlog_proof refused it")
         cli_ok, cli_out, py_ok, py_out = self.run_both(proof, expected)
         self.assertTrue(cli_ok, cli_out)
         self.assertTrue(py_ok, py_out)
@@ -115,6 +126,7 @@ class TlogProofTest(unittest.TestCase):
         self.assertIn(expected, py_out)
 
     def assert_refused(self, proof, expected=None, vkey=None):
+        self.assertFalse(self.client_accepts(proof, expected, vkey), "pgcld_client.verify_tlog_proof accepted it")
         cli_ok, cli_out, py_ok, py_out = self.run_both(proof, expected, vkey)
         self.assertFalse(cli_ok, f"pgcld audit verify-proof accepted it: {cli_out}")
         self.assertIn("NOT VALID", cli_out)
