@@ -151,8 +151,11 @@ class FractionalSecondsTest(unittest.TestCase):
         self.assertTrue(H.wait_until(lambda: count(d.db_path, "SELECT count(*) FROM decision_inputs") == 0),
                         "the inputs were never dropped")
         created = min(parse_utc(row["created_at"]) for row in d.query("SELECT created_at FROM decisions"))
+        drop_line = r"^(\S+Z) .*input retention: dropped the stored inputs of \d+ decisions"
+        # the line is logged after the pass's commit, which the row count above can see first
+        H.wait_until(lambda: re.search(drop_line, d.logs(limit=10 ** 9), re.M))
         logs = d.logs(limit=10 ** 9)
-        drops = re.findall(r"^(\S+Z) .*input retention: dropped the stored inputs of \d+ decisions", logs, re.M)
+        drops = re.findall(drop_line, logs, re.M)
         self.assertTrue(drops, logs)
         waited = (parse_utc(drops[0]) - created).total_seconds()
         self.assertGreaterEqual(waited, self.PERIOD_S - 0.001, f"dropped {waited:.6f} s after the decision")
