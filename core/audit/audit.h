@@ -31,9 +31,12 @@ typedef struct pgcl_audit_options {
     int busy_timeout_ms;
     int max_pending_rows;   /* append() fails with PGCL_ERR_BUSY beyond this backlog */
     int chain_encoding;     /* of new chain entries: 1 or 2 (chain.h); 0 = PGCL_CHAIN_ENCODING_DEFAULT (2) */
-    bool read_only;         /* PostgreSQL: no writer (no writers row, no chain, no writer lock), no migrations
-                             * (the schema must be this build's); every write answers PGCL_ERR_UNSUPPORTED.
-                             * For read-only commands (keys list, audit verify). SQLite: ignored. */
+    bool read_only;         /* For read-only commands (keys list, audit verify): no writer, no migrations;
+                             * every write answers PGCL_ERR_UNSUPPORTED, the reads work. PostgreSQL: no
+                             * writers row, no chain, no writer lock (the schema must be this build's).
+                             * SQLite: the file must exist; it, its -wal and -shm are never written and no
+                             * file is created beside them (db.h, pgcl_db_untouched_uri); an older schema
+                             * is read as it is (a file without the log's tables has no logs). */
 } pgcl_audit_options;
 
 /* One decision row; every pointer is borrowed for the duration of pgcl_audit_append(). created_at

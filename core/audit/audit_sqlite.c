@@ -646,7 +646,10 @@ static int sqlite_pending_rows(pgcl_audit *store) {
     return n;
 }
 
-const char *pgcl_audit_sqlite_path(pgcl_audit *store) { return sqlite_store_of(store)->path; }
+const char *pgcl_audit_sqlite_path(pgcl_audit *store) {
+    if (store->ops == &pgcl_audit_sqlite_read_only_ops) return pgcl_audit_sqlite_read_only_uri(store);
+    return sqlite_store_of(store)->path;
+}
 
 static bool sqlite_healthy(pgcl_audit *store) { return sqlite_store_of(store)->healthy; }
 
@@ -682,6 +685,7 @@ static void sqlite_close(pgcl_audit *store);
 
 pgcl_status pgcl_audit_sqlite_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap) {
     *out = NULL;
+    if (opts->read_only) return pgcl_audit_sqlite_read_only_open(opts, out, err, cap);
     sqlite_store *a = calloc(1, sizeof *a);
     if (!a) return PGCL_ERR_NOMEM;
     a->base.ops = &pgcl_audit_sqlite_ops;

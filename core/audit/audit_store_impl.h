@@ -111,8 +111,14 @@ void pgcl_audit_note_commit(pgcl_audit *store);
  * reader pool of its database file, core/review/reader_pool.c). */
 extern const pgcl_audit_store_ops pgcl_audit_sqlite_ops;
 pgcl_status pgcl_audit_sqlite_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap);
-/* The database file of a SQLite store. */
+/* What a SQLite store's reads open: the database file of the writing store; the read-only
+ * store's "file:" URI (audit_sqlite_read_only.c), which every reader open accepts (db.h). */
 const char *pgcl_audit_sqlite_path(pgcl_audit *store);
+/* The SQLite store opened read-only (audit_sqlite_read_only.c): no migration, no writer, the file
+ * never written; pgcl_audit_sqlite_open hands it opts when opts->read_only. */
+extern const pgcl_audit_store_ops pgcl_audit_sqlite_read_only_ops;
+pgcl_status pgcl_audit_sqlite_read_only_open(const pgcl_audit_options *opts, pgcl_audit **out, char *err, int cap);
+const char *pgcl_audit_sqlite_read_only_uri(pgcl_audit *store);
 pgcl_status pgcl_sqlite_read_decision(pgcl_audit *store, const char *decision_id, pgcl_row_arena *arena,
                                       pgcl_decision_record *out, char *err, int cap);
 pgcl_status pgcl_sqlite_read_decisions(pgcl_audit *store, const pgcl_decision_filter *f, int64_t before_seq,

@@ -735,7 +735,7 @@ pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkp
                 goto done;
     }
     st = PGCL_ERR_DB;
-    if (!(v.db = pgcl_db_open_reader(path, err, cap))) goto done;
+    if (!(v.db = pgcl_db_open_untouched(path, err, cap))) goto done; /* verify never writes */
     char sub[ERR_CAP];
     /* One read transaction: the whole verification sees one snapshot while a writer goes on. */
     if (pgcl_db_exec(v.db, "BEGIN", sub, sizeof sub) != SQLITE_OK) {

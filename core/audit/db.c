@@ -2,6 +2,9 @@
 #include "db.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "status.h"
 
@@ -15,17 +18,93 @@ int pgcl_db_exec(sqlite3 *db, const char *sql, char *err, int cap) {
     return rc;
 }
 
-sqlite3 *pgcl_db_open_reader(const char *path, char *err, int cap) {
+/* Opens name (a path or a "file:" URI) read-only; messages name shown. */
+static sqlite3 *open_read_only(const char *name, const char *shown, char *err, int cap) {
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+    int rc = sqlite3_open_v2(name, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
     if (rc != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        pgcl_errorf(err, cap, "%s: %s", shown, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
         sqlite3_close(db);
         return NULL;
     }
     sqlite3_extended_result_codes(db, 1);
     sqlite3_busy_timeout(db, PGCL_DB_BUSY_TIMEOUT_MS);
     return db;
+}
+
+sqlite3 *pgcl_db_open_reader(const char *path, char *err, int cap) { return open_read_only(path, path, err, cap); }
+
+/* Whether the file path+suffix exists. */
+static bool sibling_exists(const char *path, const char *suffix) {
+    char name[4096];
+    int n = snprintf(name, sizeof name, "%s%s", path, suffix);
+    return n > 0 && (size_t)n < sizeof name && access(name, F_OK) == 0;
+}
+
+bool pgcl_db_untouched_uri(const char *path, char *out, size_t cap) {
+    if (strncmp(path, "file:", 5) == 0) {
+        int n = snprintf(out, cap, "%s", path);
+        return n >= 0 && (size_t)n < cap;
+    }
+    size_t at = 0;
+    const char *head = "file:";
+    for (const char *p = head; *p; p++) {
+        if (at + 1 >= cap) return false;
+        out[at++] = *p;
+    }
+    /* RFC 3986 escapes for what a URI's path would otherwise take as its query, fragment or an
+     * escape; SQLite decodes them back. */
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        bool escape = *p == '?' || *p == '#' || *p == '%' || *p < 0x20;
+        if (at + (escape ? 3 : 1) >= cap) return false;
+        if (escape) {
+            static const char hex[] = "0123456789ABCDEF";
+            out[at++] = '%';
+            out[at++] = hex[*p >> 4];
+            out[at++] = hex[*p & 15];
+        } else {
+            out[at++] = (char)*p;
+        }
+    }
+    const char *query = "?mode=ro&immutable=1";
+    if (sibling_exists(path, "-wal"))
+        query = sibling_exists(path, "-shm") ? "?mode=ro&readonly_shm=1" : "?mode=ro";
+    else if (sibling_exists(path, "-journal"))
+        query = "?mode=ro";
+    int n = snprintf(out + at, cap - at, "%s", query);
+    return n >= 0 && (size_t)n < cap - at;
+}
+
+static int hex_value(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+void pgcl_db_file_of(const char *name, char *out, size_t cap) {
+    if (cap == 0) return;
+    size_t at = 0;
+    if (strncmp(name, "file:", 5) != 0) {
+        snprintf(out, cap, "%s", name);
+        return;
+    }
+    for (const char *p = name + 5; *p && *p != '?' && *p != '#' && at + 1 < cap; p++) {
+        int hi = p[0] == '%' ? hex_value(p[1]) : -1, lo = hi >= 0 ? hex_value(p[2]) : -1;
+        if (lo >= 0) {
+            out[at++] = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            out[at++] = *p;
+        }
+    }
+    out[at] = '\0';
+}
+
+sqlite3 *pgcl_db_open_untouched(const char *path, char *err, int cap) {
+    char uri[4096 * 3 + 64];
+    if (!pgcl_db_untouched_uri(path, uri, sizeof uri)) {
+        pgcl_errorf(err, cap, "%s: the path is too long", path);
+        return NULL;
+    }
+    return open_read_only(uri, path, err, cap);
 }
 
 int pgcl_db_each_row(sqlite3 *db, const char *sql, pgcl_db_bind_fn bind, pgcl_db_row_fn on_row, void *ctx,

@@ -6,6 +6,7 @@
 
 #include <sqlite3.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define PGCL_DB_BUSY_TIMEOUT_MS 5000
@@ -13,9 +14,33 @@
 /* Runs one or more statements. Returns the SQLite result code; on failure err holds the message. */
 int pgcl_db_exec(sqlite3 *db, const char *sql, char *err, int cap);
 
-/* Opens path read-only with the busy timeout and extended result codes. Returns NULL with err set
- * on failure. Close with sqlite3_close(). */
+/* Opens path read-only with the busy timeout and extended result codes. path may also be a
+ * "file:" URI (pgcl_db_untouched_uri's). Returns NULL with err set on failure. Close with
+ * sqlite3_close(). For a database some process may be writing (the daemon's own reads). */
 sqlite3 *pgcl_db_open_reader(const char *path, char *err, int cap);
+
+/* The "file:" URI that reads the database file at path (a "file:" URI is copied as it is) without
+ * writing to it or creating a file beside it, chosen by the files beside it now:
+ *   - a -wal (a writer is running, or one stopped without checkpointing) and its -shm:
+ *     mode=ro&readonly_shm=1: the WAL's commits are read, the -shm is only mapped read-only (with
+ *     no live writer SQLite rebuilds the index in private memory);
+ *   - a -wal without its -shm: mode=ro (SQLite must create the -shm to index the WAL);
+ *   - no -wal but a -journal (possibly hot): mode=ro, so that a hot journal is refused
+ *     (SQLITE_READONLY_ROLLBACK) rather than silently ignored;
+ *   - neither (a database at rest, in WAL or rollback mode, an archive file): mode=ro&immutable=1,
+ *     so that SQLite creates no -wal or -shm (a read-only connection to a WAL database otherwise
+ *     does, and leaves them). A writer that starts while such a reader reads can make its reads
+ *     fail (SQLITE_CORRUPT): the reader is for files at rest (audit verify, keys list).
+ * false when out (cap bytes) is too small. */
+bool pgcl_db_untouched_uri(const char *path, char *out, size_t cap);
+
+/* The file name that name (a path, or a "file:" URI as pgcl_db_untouched_uri makes them) opens,
+ * for messages, into out (cap bytes, truncated). */
+void pgcl_db_file_of(const char *name, char *out, size_t cap);
+
+/* pgcl_db_open_reader on pgcl_db_untouched_uri(path); messages name path. For the commands that
+ * must never write (audit verify, keys list, the read-only store). */
+sqlite3 *pgcl_db_open_untouched(const char *path, char *err, int cap);
 
 /* Binds a statement's parameters. Returns SQLITE_OK or the failing sqlite3_bind_* code. */
 typedef int (*pgcl_db_bind_fn)(sqlite3_stmt *stmt, void *ctx);

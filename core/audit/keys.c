@@ -136,12 +136,14 @@ pgcl_status keys_db_open(const char *path, sqlite3 **out, char *err, int cap) {
         pgcl_errorf(err, cap, "no database path given");
         return PGCL_ERR_INVALID;
     }
+    char shown[4096]; /* the file, for messages: path may be the read-only store's URI */
+    pgcl_db_file_of(path, shown, sizeof shown);
     sqlite3 *db = NULL;
     sqlite3_stmt *s = NULL;
     pgcl_status st = PGCL_ERR_DB;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, NULL); /* the read-only store's URI */
     if (rc != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: cannot open the database: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        pgcl_errorf(err, cap, "%s: cannot open the database: %s", shown, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
         st = PGCL_ERR_IO;
         goto done;
     }
@@ -153,7 +155,7 @@ pgcl_status keys_db_open(const char *path, sqlite3 **out, char *err, int cap) {
                             -1, &s, NULL);
     if (rc == SQLITE_OK) rc = sqlite3_step(s);
     if (rc != SQLITE_ROW) {
-        pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(db));
+        pgcl_errorf(err, cap, "%s: %s", shown, sqlite3_errmsg(db));
         st = (rc & 0xff) == SQLITE_NOTADB ? PGCL_ERR_FORMAT : PGCL_ERR_DB;
         goto done;
     }
@@ -161,7 +163,7 @@ pgcl_status keys_db_open(const char *path, sqlite3 **out, char *err, int cap) {
         pgcl_errorf(err, cap,
                     "%s has no api_keys/admin_events tables: it is not a pgcld audit database, or its schema "
                     "is older; run 'pgcld serve --db %s' once to create or upgrade it",
-                    path, path);
+                    shown, shown);
         st = PGCL_ERR_FORMAT;
         goto done;
     }

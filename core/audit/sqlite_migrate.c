@@ -103,3 +103,44 @@ done:
     if (st != PGCL_OK) pgcl_db_exec(db, "ROLLBACK", sub, sizeof sub);
     return st;
 }
+
+pgcl_status pgcl_sqlite_read_schema_version(sqlite3 *db, const char *path, int *schema_version, char *err, int cap) {
+    *schema_version = 0;
+    int64_t tables = 0;
+    char sub[ERR_CAP];
+    if (pgcl_db_query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'",
+                          NULL, NULL, &tables, NULL, sub, sizeof sub) != SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", path, sub);
+        return PGCL_ERR_DB;
+    }
+    if (tables == 0) return PGCL_OK;
+    sqlite3_stmt *get = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT version, sha256 FROM schema_migrations ORDER BY version", -1, &get, NULL) !=
+        SQLITE_OK) {
+        pgcl_errorf(err, cap, "%s: %s", path, sqlite3_errmsg(db));
+        return PGCL_ERR_DB;
+    }
+    pgcl_status st = PGCL_OK;
+    int rc = SQLITE_DONE;
+    while (st == PGCL_OK && (rc = sqlite3_step(get)) == SQLITE_ROW) {
+        int version = sqlite3_column_int(get, 0);
+        const char *digest = (const char *)sqlite3_column_text(get, 1);
+        if (version < 1 || version > pgcl_migration_count) {
+            pgcl_errorf(err, cap, "%s: schema version %d is newer than this pgcld (knows 1..%d); use a newer pgcld",
+                        path, version, pgcl_migration_count);
+            st = PGCL_ERR_UNSUPPORTED;
+        } else if (!digest || strcmp(digest, pgcl_migrations[version - 1].sha256) != 0) {
+            pgcl_errorf(err, cap, "%s: migration %d (%s) recorded with a different SHA-256 than this build's", path,
+                        version, pgcl_migrations[version - 1].name);
+            st = PGCL_ERR_MISMATCH;
+        } else {
+            *schema_version = version;
+        }
+    }
+    if (st == PGCL_OK && rc != SQLITE_DONE) {
+        pgcl_errorf(err, cap, "%s: schema_migrations: %s", path, sqlite3_errmsg(db));
+        st = PGCL_ERR_DB;
+    }
+    sqlite3_finalize(get);
+    return st;
+}

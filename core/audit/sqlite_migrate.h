@@ -15,4 +15,12 @@
 pgcl_status pgcl_sqlite_apply_migrations(sqlite3 *db, const char *path, const char *writer_id, int *schema_version,
                                          char *err, int cap);
 
+/* The schema version of db (at path, for messages) as recorded in schema_migrations, read without
+ * writing anything, for a read-only open: 0 for a file without that table (an archive file, an
+ * empty file). An older schema is not an error (its reads answer what its tables hold); a newer
+ * one is PGCL_ERR_UNSUPPORTED and an applied migration that differs from this build's
+ * PGCL_ERR_MISMATCH, as pgcl_sqlite_apply_migrations answers them; PGCL_ERR_DB when it cannot be
+ * read (not a database: the message says so). */
+pgcl_status pgcl_sqlite_read_schema_version(sqlite3 *db, const char *path, int *schema_version, char *err, int cap);
+
 #endif

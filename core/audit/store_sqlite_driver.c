@@ -41,8 +41,15 @@ static pgcl_status sqlite_keys_import(const pgcl_store_target *t, pgcl_role role
     return st != PGCL_OK ? st : pgcl_keys_import(t->db, role, name, actor, key, key_id_out, created, err, cap);
 }
 
+/* A read: the store opened read-only, so that listing writes nothing (no migration, no -wal). */
 static pgcl_status sqlite_keys_list(const pgcl_store_target *t, pgcl_key_fn on_key, void *ctx, char *err, int cap) {
-    return pgcl_keys_list(t->db, on_key, ctx, err, cap);
+    pgcl_audit_options aopts = {.path = t->db, .read_only = true};
+    pgcl_audit *audit = NULL;
+    pgcl_status st = pgcl_audit_sqlite_open(&aopts, &audit, err, cap);
+    if (st != PGCL_OK) return st;
+    st = pgcl_audit_read_keys(audit, on_key, ctx, err, cap);
+    pgcl_audit_close(audit);
+    return st;
 }
 
 static pgcl_status sqlite_keys_revoke(const pgcl_store_target *t, const char *key_id, const char *actor, char *err,

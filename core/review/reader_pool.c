@@ -119,6 +119,18 @@ pgcl_qpool *pgcl_queries_pool(const char *db_path, char *err, int cap) {
     return p;
 }
 
+void pgcl_queries_pool_drop(const char *db_path) {
+    pthread_mutex_lock(&g_pools_lock);
+    for (pgcl_qpool **at = &g_pools; *at; at = &(*at)->next)
+        if (strcmp((*at)->path, db_path) == 0) {
+            pgcl_qpool *p = *at;
+            *at = p->next;
+            pgcl_qpool_destroy(p);
+            break;
+        }
+    pthread_mutex_unlock(&g_pools_lock);
+}
+
 void pgcl_queries_shutdown(void) {
     pthread_mutex_lock(&g_pools_lock);
     while (g_pools) {

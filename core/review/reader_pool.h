@@ -56,6 +56,10 @@ pgcl_time_order *pgcl_qpool_time_order(pgcl_qpool *p);
  * set only when out of memory. */
 pgcl_qpool *pgcl_queries_pool(const char *db_path, char *err, int cap);
 
+/* Destroys the process-wide pool for db_path, if there is one (a store that owns its pool's path
+ * alone, e.g. the SQLite read-only store, at its close). No connection of it may be out. */
+void pgcl_queries_pool_drop(const char *db_path);
+
 /* Destroys every process-wide pool. Call once at shutdown, after the HTTP server stopped. */
 void pgcl_queries_shutdown(void);
 

@@ -1,10 +1,11 @@
 /* pgcld audit verify, its transparency logs' part (issue 28; core/audit/log/log_verify.h): opens
- * the store read-only through its driver, verifies every writer's log incrementally from the state
- * file beside the store (or in full), and adds what it found to verify's JSON line. */
+ * the store read-only through its driver (pgcl_audit_options.read_only: nothing is written to it),
+ * verifies every writer's log incrementally from the state file beside the store (or in full), and
+ * adds what it found to verify's JSON line. A store without logs (an archive file, a database from
+ * before them) has an empty "logs" and a "log_note" that says so. */
 #include "cli_audit_log.h"
 
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,6 @@
 #include "log_verify.h"
 #include "note.h"
 #include "signing.h"
-#include "store_registry.h"
 
 /* The 32-byte Ed25519 public key of --public-key (hex) or of --signing-key's file, into pk. */
 static int public_key_of(const pgcld_log_verify_args *args, unsigned char pk[32], bool *has, char *err, int cap) {
@@ -34,31 +34,13 @@ static int public_key_of(const pgcld_log_verify_args *args, unsigned char pk[32]
     return 0;
 }
 
-/* Whether a SQLite file has a log this command may verify without writing to the file: opening
- * the store applies its migrations, begins its writer's log and switches the file to WAL, and
- * verify never writes. So a SQLite file is verified only when it has leaves and is already in WAL
- * mode (a database pgcld serve wrote); an archive file or a copy in rollback-journal mode is not
- * (*why says so). TODO(integrator): the SQLite store's open should honour read_only (audit.h) as
- * the PostgreSQL store does; this check then goes. Other stores: true. */
-static bool has_log(const char *db, const char **why) {
-    *why = NULL;
-    if (strcmp(pgcl_store_scheme(db), "sqlite") != 0) return true;
-    sqlite3 *c = NULL;
-    sqlite3_stmt *s = NULL, *j = NULL;
-    bool leaves = sqlite3_open_v2(db, &c, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-                  sqlite3_prepare_v2(c, "SELECT 1 FROM log_leaves LIMIT 1", -1, &s, NULL) == SQLITE_OK &&
-                  sqlite3_step(s) == SQLITE_ROW;
-    bool wal = leaves && sqlite3_prepare_v2(c, "PRAGMA journal_mode", -1, &j, NULL) == SQLITE_OK &&
-               sqlite3_step(j) == SQLITE_ROW && sqlite3_column_text(j, 0) &&
-               strcmp((const char *)sqlite3_column_text(j, 0), "wal") == 0;
-    sqlite3_finalize(s);
-    sqlite3_finalize(j);
-    sqlite3_close(c);
-    if (!leaves)
-        *why = "the database has no log leaves";
-    else if (!wal)
-        *why = "the database is not in WAL mode (an archive or a copy): its log is not read, which would write to it";
-    return leaves && wal;
+/* The logs' part of a store that has none it can read (note says why): intact, nothing checked. */
+static int no_logs(json_t *out, bool *intact, const char *note) {
+    *intact = true;
+    json_object_set_new(out, "log_intact", json_true());
+    json_object_set_new(out, "logs", json_array());
+    json_object_set_new(out, "log_note", json_string(note));
+    return 0;
 }
 
 static json_t *writers_json(const pgcl_log_verify_report *r) {
@@ -104,30 +86,27 @@ int pgcld_audit_verify_logs(const pgcld_log_verify_args *args, json_t *out, bool
         snprintf(state_path, sizeof state_path, "%s", args->state);
     else
         pgcl_log_verify_default_state(args->db, state_path, sizeof state_path);
-    const char *why = NULL;
-    if (!has_log(args->db, &why)) {
-        *intact = true;
-        json_object_set_new(out, "log_intact", json_true());
-        json_object_set_new(out, "logs", json_array());
-        json_object_set_new(out, "log_note", json_string(why));
-        free(keys);
-        return 0;
-    }
     pgcl_audit_options aopts = {.path = args->db, .read_only = true, .busy_timeout_ms = 5000, .max_pending_rows = 16};
     pgcl_audit *a = NULL;
     pgcl_log_verify_report rep;
     memset(&rep, 0, sizeof rep);
     pgcl_status st = pgcl_audit_open(&aopts, &a, err, sizeof err);
-    if (st == PGCL_ERR_UNSUPPORTED) { /* a schema of another build (read-only: not migrated): no log it can read */
-        *intact = true;
-        json_object_set_new(out, "log_intact", json_true());
-        json_object_set_new(out, "logs", json_array());
-        json_object_set_new(out, "log_note", json_string(err));
-        rc = 0;
+    if (st == PGCL_ERR_UNSUPPORTED) { /* a schema newer than this build's (read-only: not migrated) */
+        rc = no_logs(out, intact, err);
         goto done;
     }
     if (st != PGCL_OK) {
         fprintf(stderr, "pgcld audit verify: the logs: %s\n", err);
+        goto done;
+    }
+    pgcl_audit_log_info one;
+    int n_logs = 0;
+    if (pgcl_audit_logs(a, &one, 1, &n_logs, err, sizeof err) != PGCL_OK) {
+        fprintf(stderr, "pgcld audit verify: the logs: %s\n", err);
+        goto done;
+    }
+    if (n_logs == 0) { /* an archive file, a database from before the logs */
+        rc = no_logs(out, intact, "the store has no log");
         goto done;
     }
     pgcl_log_verify_options o = {.full = args->full,

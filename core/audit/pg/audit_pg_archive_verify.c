@@ -16,6 +16,7 @@
 #include "archive.h"
 #include "audit_pg.h"
 #include "clock.h"
+#include "db.h"
 #include "files.h"
 #include "merkle.h"
 #include "sha256.h"
@@ -41,9 +42,10 @@ static const char *const ARCHIVE_ROWS_SQL[PGCL_CHAIN_TABLES] = {
     "SELECT seq FROM contests ORDER BY seq", "SELECT seq FROM resolutions ORDER BY seq"};
 
 bool pgcl_pg_archive_is_fleet(const char *path) {
-    sqlite3 *db = NULL;
+    char ignored[256];
+    sqlite3 *db = pgcl_db_open_untouched(path, ignored, sizeof ignored); /* never written */
     bool yes = false;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+    if (db) {
         sqlite3_stmt *s = NULL;
         yes = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fleet_archive'", -1,
                                  &s, NULL) == SQLITE_OK &&
@@ -271,10 +273,11 @@ pgcl_status pgcl_pg_archive_verify(const char *path, const char *const *checkpoi
     pgcl_status st = PGCL_ERR_FORMAT;
     archive_check c = {.rep = report, .writer = ""};
     char sub[ERR_CAP];
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+    char why[ERR_CAP] = "cannot open";
+    if (!(db = pgcl_db_open_untouched(path, why, sizeof why)) ||
         sqlite3_prepare_v2(db, META_SQL, -1, &meta, NULL) != SQLITE_OK || sqlite3_step(meta) != SQLITE_ROW ||
         !text_is(meta, 0, PGCL_PG_ARCHIVE_FORMAT)) {
-        pgcl_errorf(err, cap, "%s: not a fleet archive (%s)", path, db ? sqlite3_errmsg(db) : "cannot open");
+        pgcl_errorf(err, cap, "%s: not a fleet archive (%s)", path, db ? sqlite3_errmsg(db) : why);
         goto done;
     }
     c.db = db;
