@@ -18,31 +18,37 @@ a libpq URI is read through psycopg2 with the same SQL and `?` placeholders, row
 dicts keyed by column name, bytea as bytes. Tests that are about the SQLite file by nature (they
 open, lock or tamper it, read PRAGMAs) skip on PostgreSQL with sqlite_only(reason).
 
-Only the Python standard library and numpy are used here (psycopg2 on PostgreSQL only).
+Parts of it live in their own modules, which this one re-exports (`H.<name>` is the way to use
+them): harness_http.py (requests and answers), harness_db.py (the audit database, either store) and
+harness_reference.py (inputs and the numpy reference model). This module keeps the paths, the
+checkpoints, the PostgreSQL test cluster and the daemon.
+
+Only the Python standard library and numpy are used (psycopg2 on PostgreSQL only).
 """
 
-import base64
 import datetime
-import hashlib
-import http.client
 import json
 import os
 import re
 import shutil
 import signal
 import socket
-import sqlite3
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
-import urllib.request
-import unittest
-import uuid
 
-import numpy as np
+# The parts of the harness in their own modules, re-exported so that `H.<name>` keeps working.
+from harness_db import (  # noqa: F401
+    TEST_STORE, ON_POSTGRES, is_postgres, sqlite_only, db_query, db_scalar, db_execute,
+    db_insert_events, WriterLock, decision_count, decisions_present, sqlite_integrity_ok,
+    blob_vector, _PG_CONNECTIONS, _pg_forget)
+from harness_http import (  # noqa: F401
+    HTTP_TIMEOUT_S, error_object, Response, encode_body, http_request, raw_request)
+from harness_reference import (  # noqa: F401
+    f32, embedding_json, embedding_b64, input_sha256, random_embeddings, json_items, b64_items,
+    uuid7_millis, load_safetensors, ReferenceModel, policy_decision, near_policy_boundary)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.path.abspath(
@@ -52,7 +58,6 @@ PGCLD_BIN = os.path.abspath(
 
 START_TIMEOUT_S = 60.0  # deadlines of waits for the port file and for the exit: reached only when
 STOP_TIMEOUT_S = 60.0   # a test fails (the sanitizer build on a loaded two-core machine is slow)
-HTTP_TIMEOUT_S = 60.0
 
 # Checkpoint directories (a model directory holds version directories).
 MODEL_SOURCES = {
@@ -66,16 +71,6 @@ UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 UUID7_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 CREATED_AT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 
-# Never go through a proxy, whatever the environment says: loopback only.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):  # pragma: no cover - pgcld never redirects
-        return None
-
-
-_OPENER.add_handler(_NoRedirect())
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -127,487 +122,6 @@ def make_models_dir(parent, names, extra=None):
     for n, src in (extra or {}).items():
         shutil.copytree(src, os.path.join(models, n))
     return models
-
-
-# --------------------------------------------------------------------------- HTTP
-
-def error_object(doc):
-    """The error of a decoded answer body as {"code", "message"[, "item"][, "field"]}, from either
-    shape: {"error": {...}} (/v1) or {"error": "<message>", "code", ["item",] ["field"]} (/v2, the
-    Open Inference Protocol's string error). None when doc is not an error body."""
-    if not isinstance(doc, dict) or "error" not in doc:
-        return None
-    if isinstance(doc["error"], dict):
-        return doc["error"]
-    if isinstance(doc["error"], str) and "code" in doc:
-        err = {"code": doc["code"], "message": doc["error"]}
-        err.update({k: doc[k] for k in ("item", "field") if k in doc})
-        return err
-    return None
-
-
-class Response:
-    def __init__(self, status, headers, body):
-        self.status = status
-        self.headers = headers  # email.message.Message: case-insensitive .get()
-        self.body = body
-        try:
-            self.json = json.loads(body.decode("utf-8")) if body else None
-        except (UnicodeDecodeError, ValueError):
-            self.json = None
-
-    @property
-    def content_type(self):
-        return (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-
-    def error_code(self):
-        return (self.error() or {}).get("code")
-
-    def error(self):
-        """The error as {"code", "message"[, "item"][, "field"]}, from either shape pgcld sends:
-        /v1's {"error": {...}} or the Open Inference Protocol's {"error": "<message>", "code", ...}
-        on /v2 (None when the body is not an error)."""
-        return error_object(self.json)
-
-    def __repr__(self):
-        text = self.body[:600].decode("utf-8", "replace")
-        return f"<Response {self.status} {self.content_type!r} {text!r}>"
-
-
-def encode_body(body):
-    if body is None or isinstance(body, (bytes, bytearray)):
-        return body
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    return json.dumps(body, allow_nan=False).encode("utf-8")
-
-
-def http_request(port, method, path, body=None, headers=None, content_type="application/json",
-                 timeout=HTTP_TIMEOUT_S):
-    """One HTTP request with urllib. ``body`` may be bytes, str or a JSON-serialisable object.
-
-    ``content_type`` is sent whenever there is a body (None: urllib's default, which is
-    application/x-www-form-urlencoded; use raw_request to send none at all).
-    Returns a Response for every HTTP status.
-    """
-    data = encode_body(body)
-    hdrs = dict(headers or {})
-    if data is not None and content_type is not None:
-        hdrs.setdefault("Content-Type", content_type)
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, headers=hdrs,
-                                 method=method)
-    try:
-        with _OPENER.open(req, timeout=timeout) as r:
-            return Response(r.status, r.headers, r.read())
-    except urllib.error.HTTPError as e:
-        try:
-            payload = e.read()
-        finally:
-            e.close()
-        return Response(e.code, e.headers, payload)
-
-
-def raw_request(port, method, path, body=None, headers=None, chunks=None,
-                timeout=HTTP_TIMEOUT_S):
-    """A request with full control over headers (http.client): no Content-Type unless given,
-    or a chunked body when ``chunks`` is a list of bytes.
-
-    Unlike urllib, this reads the server's answer even when the server answered early and
-    stopped reading the body (as HTTP/1.1 allows for 413): the send error is ignored and the
-    response that is already on the wire is returned.
-    """
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.putrequest(method, path)
-        for k, v in (headers or {}).items():
-            conn.putheader(k, v)
-        data = encode_body(body)
-        if chunks is not None:
-            conn.putheader("Transfer-Encoding", "chunked")
-        elif data is not None:
-            conn.putheader("Content-Length", str(len(data)))
-        conn.endheaders()
-        try:
-            if chunks is not None:
-                for c in chunks:
-                    conn.send(b"%x\r\n%s\r\n" % (len(c), c))
-                conn.send(b"0\r\n\r\n")
-            elif data:
-                for i in range(0, len(data), 65536):
-                    conn.send(data[i:i + 65536])
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server answered early and stopped reading; read its answer below
-        r = conn.getresponse()
-        return Response(r.status, r.headers, r.read())
-    finally:
-        conn.close()
-
-
-# --------------------------------------------------------------------------- inputs
-
-def f32(values):
-    """float32 copy of an array-like."""
-    return np.asarray(values, dtype=np.float32)
-
-
-def embedding_json(z):
-    """JSON numbers whose float32 rounding is exactly z (float32)."""
-    return [float(v) for v in f32(z)]
-
-
-def embedding_b64(z):
-    return base64.b64encode(f32(z).astype("<f4").tobytes()).decode("ascii")
-
-
-def input_sha256(z):
-    return hashlib.sha256(f32(z).astype("<f4").tobytes()).hexdigest()
-
-
-def random_embeddings(n, D, seed, scale=None):
-    rng = np.random.default_rng(seed)
-    z = rng.standard_normal((n, D))
-    z *= (1.0 / np.sqrt(D)) if scale is None else scale
-    return z.astype(np.float32)
-
-
-def json_items(Z, prefix="item"):
-    return [{"id": f"{prefix}-{i}", "embedding": embedding_json(z)} for i, z in enumerate(Z)]
-
-
-def b64_items(Z, prefix="item"):
-    return [{"id": f"{prefix}-{i}", "embedding_b64": embedding_b64(z)} for i, z in enumerate(Z)]
-
-
-def uuid7_millis(s):
-    """The 48-bit unix-millisecond timestamp of a UUIDv7 string."""
-    return uuid.UUID(s).int >> 80
-
-
-# --------------------------------------------------------------------------- reference model
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n].decode("utf-8"))
-    buf = data[8 + n:]
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        raw = buf[b:e]
-        dt = info["dtype"]
-        if dt == "F32":
-            arr = np.frombuffer(raw, "<f4")
-        elif dt == "F16":
-            arr = np.frombuffer(raw, "<f2").astype(np.float32)
-        elif dt == "BF16":
-            arr = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            raise ValueError(f"{path}: tensor {name}: unsupported dtype {dt}")
-        out[name] = arr.astype(np.float64).reshape(info["shape"])
-    return out
-
-
-class ReferenceModel:
-    """Naive float64 implementation of docs/checkpoint-format.md, "What pgcld computes"."""
-
-    def __init__(self, vdir):
-        with open(os.path.join(vdir, "config.json"), encoding="utf-8") as f:
-            self.config = json.load(f)
-        self.t = load_safetensors(os.path.join(vdir, "model.safetensors"))
-        self.labels = self.config["labels"]
-        self.task = self.config["task"]
-
-    def forward(self, Z):
-        c, t = self.config, self.t
-        Z = np.atleast_2d(np.asarray(Z, dtype=np.float32)).astype(np.float64)
-        eps = c["semantic_mlp"].get("batchnorm_eps", 1e-5)
-        h = Z
-        for layer in c["semantic_mlp"]["layers"]:
-            p = layer["linear"]
-            h = h @ t[p + ".weight"].T + t[p + ".bias"]
-            act = layer.get("activation", "identity")
-            if act == "leaky_relu":
-                h = np.where(h >= 0, h, h * layer.get("negative_slope", 0.01))
-            elif act == "relu":
-                h = np.maximum(h, 0)
-            bn = layer.get("batchnorm")
-            if bn:
-                h = ((h - t[bn + ".running_mean"]) / np.sqrt(t[bn + ".running_var"] + eps)
-                     * t[bn + ".weight"] + t[bn + ".bias"])
-        s = h
-        a = c["attention"]
-        q = Z @ t[a["query"] + ".weight"].T + t[a["query"] + ".bias"]
-        C = t[a["prototypes"]]
-        Kp = C @ t[a["key"] + ".weight"].T + t[a["key"] + ".bias"]
-        Vp = C @ t[a["value"] + ".weight"].T + t[a["value"] + ".bias"]
-        d = Kp.shape[1]
-        logits = q @ Kp.T / np.sqrt(d)
-        logits -= logits.max(axis=1, keepdims=True)
-        att = np.exp(logits)
-        att /= att.sum(axis=1, keepdims=True)
-        m = att @ Vp
-        alpha = float(np.asarray(t[a["alpha"]]).reshape(-1)[0])
-        e = alpha * s + (1 - alpha) * m
-        e /= np.linalg.norm(e, axis=1, keepdims=True)
-        hp = c["head"]["linear"]
-        out = e @ t[hp + ".weight"].T + t[hp + ".bias"]
-        if self.task == "binary":
-            p1 = 1.0 / (1.0 + np.exp(-out[:, 0]))
-            probs = np.stack([1 - p1, p1], axis=1)
-        else:
-            out -= out.max(axis=1, keepdims=True)
-            probs = np.exp(out)
-            probs /= probs.sum(axis=1, keepdims=True)
-        return e, probs
-
-
-def policy_decision(policy, labels, probs):
-    """Expected decision for one item's probability vector (list in label order)."""
-    if policy["kind"] == "threshold":
-        score = probs[labels.index(policy["label"])]
-        if score >= policy["t_block"]:
-            return "block"
-        if score >= policy["t_review"]:
-            return "review"
-        return "allow"
-    top = int(np.argmax(probs))
-    action = policy["actions"].get(labels[top], "allow")
-    if action == "allow" and probs[top] < policy.get("min_confidence", 0):
-        action = "review"
-    return action
-
-
-def near_policy_boundary(policy, labels, probs, tol=1e-5):
-    """True when rounding could flip the decision (skip exact checks for such items)."""
-    if policy["kind"] == "threshold":
-        score = probs[labels.index(policy["label"])]
-        return any(abs(score - t) < tol for t in (policy["t_review"], policy["t_block"]))
-    srt = sorted(probs, reverse=True)
-    return (srt[0] - srt[1] < tol or
-            abs(srt[0] - policy.get("min_confidence", 0)) < tol)
-
-
-# --------------------------------------------------------------------------- the audit DB (either store)
-
-TEST_STORE = os.environ.get("PGCLD_TEST_STORE", "sqlite")
-ON_POSTGRES = TEST_STORE == "postgresql"
-if TEST_STORE not in ("sqlite", "postgresql"):
-    raise RuntimeError(f"PGCLD_TEST_STORE={TEST_STORE!r}: expected sqlite or postgresql")
-
-
-def is_postgres(db):
-    """True when db (a Daemon's db_path) is a libpq URI rather than a SQLite file."""
-    return str(db).startswith(("postgresql://", "postgres://"))
-
-
-def sqlite_only(reason):
-    """Decorator for a test (method or class) that is about the SQLite store by nature: it skips,
-    with its reason, when the suite runs on PostgreSQL (PGCLD_TEST_STORE=postgresql)."""
-    return unittest.skipIf(ON_POSTGRES, f"SQLite store only: {reason}")
-
-
-def _pg_sql(sql, params):
-    """SQLite-style SQL and parameters for psycopg2: every `%` doubled, every `?` outside a quoted
-    string made %s, every numbered `?N` made %(pN)s (then the parameters go as a dict)."""
-    out, quote, numbered, i = [], None, False, 0
-    while i < len(sql):
-        ch = sql[i]
-        i += 1
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "?":
-            digits = ""
-            while i < len(sql) and sql[i].isdigit():
-                digits += sql[i]
-                i += 1
-            if digits:
-                numbered = True
-                out.append(f"%(p{int(digits)})s")
-            else:
-                out.append("%s")
-            continue
-        out.append("%%" if ch == "%" else ch)
-    params = list(params)
-    if numbered:
-        params = {f"p{k + 1}": v for k, v in enumerate(params)}
-    return "".join(out), params
-
-
-def _pg_value(v):
-    return bytes(v) if isinstance(v, memoryview) else v
-
-
-_PG_CONNECTIONS = {}  # URI -> an autocommit psycopg2 connection, reused by the read helpers
-
-
-def _pg_connection(uri):
-    conn = _PG_CONNECTIONS.get(uri)
-    if conn is None or conn.closed:
-        import psycopg2
-        conn = psycopg2.connect(uri, connect_timeout=10)
-        conn.autocommit = True
-        _PG_CONNECTIONS[uri] = conn
-    return conn
-
-
-def _pg_forget(uri):
-    conn = _PG_CONNECTIONS.pop(uri, None)
-    if conn is not None:
-        try:
-            conn.close()
-        except Exception:
-            pass
-
-
-def _pg_execute(uri, sql, params, fetch):
-    """Runs sql on uri (one retry on a fresh connection when the cached one was lost, e.g. after
-    the server restarted); returns fetch(cursor)."""
-    import psycopg2
-    for attempt in (1, 2):
-        conn = _pg_connection(uri)
-        try:
-            with conn.cursor() as cur:
-                cur.execute(*_pg_sql(sql, params))
-                return fetch(cur)
-        except (psycopg2.OperationalError, psycopg2.InterfaceError):
-            _pg_forget(uri)
-            if attempt == 2:
-                raise
-
-
-def _pg_rows(cur):
-    if cur.description is None:
-        return []
-    names = [c.name for c in cur.description]
-    return [{n: _pg_value(v) for n, v in zip(names, row)} for row in cur.fetchall()]
-
-
-def db_query(db_path, sql, params=()):
-    """Run a read query on the audit DB (a SQLite file or a PostgreSQL URI); rows as dicts."""
-    if is_postgres(db_path):
-        return _pg_execute(db_path, sql, params, _pg_rows)
-    conn = sqlite3.connect(db_path, timeout=30)
-    try:
-        conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute(sql, params).fetchall()]
-    finally:
-        conn.close()
-
-
-def db_scalar(db_path, sql, params=()):
-    if is_postgres(db_path):
-        return _pg_execute(db_path, sql, params, lambda cur: _pg_value(cur.fetchone()[0]))
-    conn = sqlite3.connect(db_path, timeout=30)
-    try:
-        return conn.execute(sql, params).fetchone()[0]
-    finally:
-        conn.close()
-
-
-def db_execute(db_path, sql, params=()):
-    """A write behind pgcld's back (tests that tamper with the record on purpose), committed."""
-    if is_postgres(db_path):
-        _pg_execute(db_path, sql, params, lambda cur: None)
-        return
-    conn = sqlite3.connect(db_path, timeout=30)
-    try:
-        conn.execute(sql, params)
-        conn.commit()
-    finally:
-        conn.close()
-
-
-def db_insert_events(db_path, table, sql, rows):
-    """Inserts event rows behind pgcld's back (tests that need controlled timestamps), in one
-    transaction. sql is `INSERT INTO <table> (<columns>) VALUES (...)` or `... SELECT ...` without
-    seq: SQLite numbers the rows itself; on PostgreSQL each row gets the next seq of its table from
-    fleet_counters (as a writer would), which goes first in the VALUES or SELECT list."""
-    rows = [tuple(r) for r in rows]
-    if not is_postgres(db_path):
-        conn = sqlite3.connect(db_path, timeout=30)
-        try:
-            with conn:
-                conn.executemany(sql, rows)
-        finally:
-            conn.close()
-        return
-    head = f"INSERT INTO {table} ("
-    assert sql.startswith(head), sql
-    body = head + "seq, " + sql[len(head):]
-    for marker, with_seq in ((" VALUES (", " VALUES (?, "), (" SELECT ", " SELECT ?, ")):
-        if marker in body:
-            body = body.replace(marker, with_seq, 1)
-            break
-    else:
-        raise ValueError(f"db_insert_events: neither VALUES nor SELECT in {sql!r}")
-    conn = _pg_connection(db_path)
-    conn.autocommit = False
-    try:
-        with conn, conn.cursor() as cur:
-            cur.execute(f"UPDATE fleet_counters SET {table} = {table} + %s WHERE id = 1 RETURNING {table}",
-                        (len(rows),))
-            last = cur.fetchone()[0]
-            for k, r in enumerate(rows):
-                cur.execute(*_pg_sql(body, (last - len(rows) + 1 + k,) + r))
-    finally:
-        conn.autocommit = True
-
-
-class WriterLock:
-    """Makes the audit writer's next commit wait, behind pgcld's back, until release(): on SQLite
-    the file's write lock (BEGIN EXCLUSIVE), on PostgreSQL the row of fleet_counters that every
-    writer transaction locks first (SELECT ... FOR UPDATE in an open transaction)."""
-
-    def __init__(self, db_path):
-        self.db_path = db_path
-        if is_postgres(db_path):
-            import psycopg2
-            self.conn = psycopg2.connect(db_path, connect_timeout=10)
-            self.conn.autocommit = False
-            self.conn.cursor().execute("SELECT 1 FROM fleet_counters WHERE id = 1 FOR UPDATE")
-        else:
-            self.conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
-            self.conn.execute("BEGIN EXCLUSIVE")
-
-    def release(self):
-        if self.conn is None:
-            return
-        try:
-            self.conn.rollback() if is_postgres(self.db_path) else self.conn.execute("ROLLBACK")
-        finally:
-            self.conn.close()
-            self.conn = None
-
-
-def decision_count(db_path):
-    return db_scalar(db_path, "SELECT COUNT(*) FROM decisions")
-
-
-def decisions_present(db_path, decision_ids):
-    """How many of decision_ids have a row in decisions (each id counted once)."""
-    ids = sorted(set(decision_ids))
-    found = 0
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        found += db_scalar(db_path, "SELECT COUNT(*) FROM decisions WHERE decision_id IN (%s)"
-                           % ",".join("?" * len(chunk)), chunk)
-    return found
-
-
-def sqlite_integrity_ok(db_path):
-    """PRAGMA integrity_check on a SQLite file is "ok"; always True for a PostgreSQL database,
-    which has no such file-level check (its consistency is the server's)."""
-    return is_postgres(db_path) or db_scalar(db_path, "PRAGMA integrity_check") == "ok"
-
-
-def blob_vector(blob):
-    return np.frombuffer(blob, dtype="<f4")
 
 
 # --------------------------------------------------------------------------- the test cluster

@@ -9,7 +9,8 @@
  *   audit_pg_writer.c  the writer thread: group commit, one transaction per group in pipeline mode,
  *                      fleet order through fleet_counters, the writer's chain (encoding 2) and log
  *                      tree; decisions, shadows, admin events, idempotency keys; jobs (pgcl_pg_run)
- *   audit_pg_reads.c   the reviewers' reads, idempotency lookups, activations, the shadow report
+ *   audit_pg_reads.c   the reviewers' reads; with audit_pg_read_*.c (audit_pg_read_internal.h) the
+ *                      figures, the export, idempotency lookups, activations, the shadow report
  *   audit_pg_chain.c   proofs, consistency proofs, verify over every writer's chain, checkpoints
  *   audit_pg_admin.c   contests and resolutions, API keys and the keyring, input retention
  *   pg_log.c           each writer's transparency log over libpq (pg_log.h), written by the writer
@@ -117,7 +118,7 @@ pgcl_status pgcl_pg_txn_log(pgcl_pg_txn *t, const struct pgcl_record *r, uint64_
 pgcl_status pgcl_pg_txn_add_admin_event(pgcl_pg_txn *t, const char *actor, const char *action, const char *target,
                                         const char *details, char *err, int cap);
 
-/* ---- audit_pg_reads.c ---- */
+/* ---- audit_pg_reads.c, audit_pg_read_stats.c, audit_pg_read_export.c, audit_pg_read_ops.c ---- */
 pgcl_status pgcl_pg_read_decision(pgcl_audit *store, const char *decision_id, pgcl_row_arena *arena,
                                   pgcl_decision_record *out, char *err, int cap);
 pgcl_status pgcl_pg_read_decisions(pgcl_audit *store, const pgcl_decision_filter *f, int64_t before_seq, int limit,
