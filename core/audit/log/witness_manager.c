@@ -168,7 +168,8 @@ pgcl_witness_manager *pgcl_witness_manager_create(const pgcl_witness_manager_con
     for (int i = 0; i < m->n; i++) {
         witness_slot *s = &m->slots[i];
         s->w = cfg->witnesses[i];
-        snprintf(s->state.name, sizeof s->state.name, "%s", s->w.name);
+        _Static_assert(sizeof s->state.name == sizeof s->w.name, "a witness's name and its state's are one size");
+        memcpy(s->state.name, s->w.name, sizeof s->state.name); /* both NUL-terminated arrays of one size */
         s->send_from = cfg->known_sizes ? cfg->known_sizes[i] : 0;
         s->state.cosigned_size = s->send_from;
         s->state.witness_size = s->send_from;
