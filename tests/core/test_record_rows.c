@@ -276,8 +276,8 @@ static void test_policy_cache(const pgcl_model *toxicity, const pgcl_model *emot
     char json[PGCL_POLICY_CACHE_SLOTS * 2][128];
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < PGCL_POLICY_CACHE_SLOTS * 2; i++) {
-            snprintf(json[i], sizeof json[i], "{\"kind\":\"threshold\",\"label\":\"toxic\",\"t_block\":0.9,\"t_review\":0.%02d}",
-                     10 + i);
+            snprintf(json[i], sizeof json[i],
+                     "{\"kind\":\"threshold\",\"label\":\"toxic\",\"t_block\":0.9,\"t_review\":0.%02d}", 10 + i);
             row = cases[0].row;
             row.policy_json = json[i];
             row.t_review = (10 + i) / 100.0;

@@ -18,11 +18,11 @@
 typedef struct pgcl_policy_cache_entry {
     char *policy_json; /* (policy_len bytes, not NUL-terminated) owned */
     size_t policy_len;
-    char *label_bytes;       /* owned: the labels back to back */
-    uint32_t *label_ends;    /* owned: (n_labels) label i is label_bytes[label_ends[i-1] .. label_ends[i]) */
+    char *label_bytes;    /* owned: the labels back to back */
+    uint32_t *label_ends; /* owned: (n_labels) label i is label_bytes[label_ends[i-1] .. label_ends[i]) */
     uint16_t n_labels;
     pgcl_record_policy_kind kind;
-    uint16_t policy_label;                      /* threshold: the label's position */
+    uint16_t policy_label;                    /* threshold: the label's position */
     double t_review, t_block, min_confidence; /* as pgcl_record_decision's */
     uint8_t policy_ref[PGCL_RECORD_SHA256_BYTES];
 } pgcl_policy_cache_entry;
@@ -44,7 +44,7 @@ typedef struct pgcl_decision_record_buf {
      * naive oracle the tests compare against) */
     bool use_policy_cache;
     pgcl_policy_cache_entry policy_cache[PGCL_POLICY_CACHE_SLOTS];
-    unsigned policy_cache_next;                     /* the slot the next new policy replaces */
+    unsigned policy_cache_next;                      /* the slot the next new policy replaces */
     uint64_t policy_cache_hits, policy_cache_misses; /* counted when use_policy_cache */
 } pgcl_decision_record_buf;
 
