@@ -32,7 +32,7 @@ typedef struct pgcl_policy_cache_entry {
 /* A decision's record and its policy's, with the storage they point into (and into the row's
  * strings and arrays: the row must outlive the records), and the policies converted so far. Large
  * (about 150 KB): keep one per writer, made by pgcl_decision_record_buf_create. All zero is an
- * empty buf too (destroy it all the same). */
+ * empty buf too, its policy cache off (destroy it all the same). */
 typedef struct pgcl_decision_record_buf {
     pgcl_record decision; /* kind DECISION, policy_ref = the leaf hash of `policy` */
     pgcl_record policy;   /* kind POLICY */
