@@ -299,7 +299,7 @@ pgcl_sqlite_log *pgcl_sqlite_log_create(sqlite3 *db, char *err, int cap) {
     l->db = db;
     l->enabled = has_log_tables(db);
     if (!l->enabled) return l;
-    if (!(l->appender = pgcl_log_appender_create()) || !(l->decision = calloc(1, sizeof *l->decision))) {
+    if (!(l->appender = pgcl_log_appender_create()) || !(l->decision = pgcl_decision_record_buf_create())) {
         pgcl_errorf(err, cap, "out of memory");
         pgcl_sqlite_log_destroy(l);
         return NULL;
@@ -318,7 +318,7 @@ void pgcl_sqlite_log_destroy(pgcl_sqlite_log *l) {
     if (!l) return;
     pgcl_sqlite_log_rows_destroy(l->rows);
     pgcl_log_appender_destroy(l->appender);
-    free(l->decision);
+    pgcl_decision_record_buf_destroy(l->decision);
     sqlite3_finalize(l->get_state);
     sqlite3_finalize(l->put_state);
     free(l);

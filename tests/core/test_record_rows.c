@@ -203,6 +203,99 @@ static void test_bad_decisions(const pgcl_model *m, pgcl_decision_record_buf *bu
     free(c);
 }
 
+/* ---- the policy cache against the naive oracle ---- */
+
+/* Rows of alternating policies (toxicity's, emotions', toxicity's with other thresholds, and a
+ * policy_json of the same bytes at another address), with and without the row's record fields:
+ * the cached buf gives exactly the records an uncached buf gives, row by row, and hits its cache
+ * once each distinct (policy bytes, labels) was seen. Then a row whose thresholds differ from its
+ * cached policy's is refused all the same. */
+static void test_policy_cache(const pgcl_model *toxicity, const pgcl_model *emotions) {
+    pgcl_decision_record_buf *cached = pgcl_decision_record_buf_create();
+    pgcl_decision_record_buf *oracle = pgcl_decision_record_buf_create();
+    CHECK(cached && oracle, "bufs");
+    oracle->use_policy_cache = false;
+    decision_case *cases = malloc(2 * sizeof *cases);
+    make_case(&cases[0], toxicity, true, true);
+    make_case(&cases[1], emotions, false, false);
+    static const char OTHER[] = "{\"kind\":\"threshold\",\"label\":\"toxic\",\"t_block\":0.9,\"t_review\":0.5}";
+    char *copy = strdup(toxicity->policy_text); /* the same bytes elsewhere: a hit, by bytes */
+    int64_t at;
+    pgcl_record_time_parse(CREATED_AT, &at);
+    for (int i = 0; i < 40; i++) {
+        const int variant = i % 4;
+        decision_case *c = &cases[variant == 1 ? 1 : 0];
+        pgcl_decision_row row = c->row;
+        if (variant == 2) {
+            row.policy_json = OTHER;
+            row.t_review = 0.5;
+            row.t_block = 0.9;
+        }
+        if (variant == 3) row.policy_json = copy;
+        if (i % 8 >= 4) { /* the row's record fields, as score.c sets them */
+            row.record_task = 1 + (int)c->m->task;
+            row.labels = (const char *const *)c->m->labels;
+            row.probabilities = c->probs;
+            row.n_labels = c->m->K;
+        }
+        const unsigned char *digest = variant == 1 ? NULL : c->stored_digest;
+        char why_a[256] = "", why_b[256] = "";
+        pgcl_status a = pgcl_record_of_decision_row(&row, at, digest, cached, why_a, sizeof why_a);
+        pgcl_status b = pgcl_record_of_decision_row(&row, at, digest, oracle, why_b, sizeof why_b);
+        CHECK(a == PGCL_OK && b == PGCL_OK, "row %d: cached %s (%s), uncached %s (%s)", i, pgcl_status_str(a), why_a,
+              pgcl_status_str(b), why_b);
+        CHECK(pgcl_record_equal(&cached->decision, &oracle->decision), "row %d: the cached decision is the oracle's",
+              i);
+        CHECK(pgcl_record_equal(&cached->policy, &oracle->policy), "row %d: the cached policy is the oracle's", i);
+        CHECK(memcmp(cached->decision.decision.policy_ref, oracle->decision.decision.policy_ref, 32) == 0,
+              "row %d: policy_ref", i);
+    }
+    /* distinct keys: toxicity's policy with labels from the row and from the JSON are the same
+     * bytes, so 3 policies (toxicity, emotions, OTHER) */
+    CHECK(cached->policy_cache_misses == 3 && cached->policy_cache_hits == 37, "cache: %llu misses, %llu hits",
+          (unsigned long long)cached->policy_cache_misses, (unsigned long long)cached->policy_cache_hits);
+    CHECK(oracle->policy_cache_misses == 0 && oracle->policy_cache_hits == 0, "the oracle keeps no cache");
+    pgcl_decision_row row = cases[0].row;
+    row.t_block += 0.01; /* its policy is cached: the row's thresholds are still checked */
+    char why[256] = "";
+    pgcl_status st = pgcl_record_of_decision_row(&row, at, cases[0].stored_digest, cached, why, sizeof why);
+    CHECK(st == PGCL_ERR_INVALID && strstr(why, "t_block"), "a cached policy, other thresholds: %s", why);
+    /* a policy of other labels with the same JSON bytes: not the cached entry */
+    row = cases[0].row;
+    row.probabilities_json = "{\"benign\":0.5,\"toxic\":0.5}";
+    row.label = row.label_index == 0 ? "benign" : "toxic";
+    st = pgcl_record_of_decision_row(&row, at, cases[0].stored_digest, cached, why, sizeof why);
+    char why2[256] = "";
+    pgcl_status st2 = pgcl_record_of_decision_row(&row, at, cases[0].stored_digest, oracle, why2, sizeof why2);
+    CHECK(st == PGCL_OK && st2 == PGCL_OK && pgcl_record_equal(&cached->policy, &oracle->policy) &&
+              memcmp(cached->decision.decision.policy_ref, oracle->decision.decision.policy_ref, 32) == 0 &&
+              cached->policy_cache_misses == 4,
+          "other labels, same policy bytes: a miss, the oracle's records (%s; %s; %llu misses)", why, why2,
+          (unsigned long long)cached->policy_cache_misses);
+    /* more distinct policies than slots: every one converted right */
+    char json[PGCL_POLICY_CACHE_SLOTS * 2][128];
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < PGCL_POLICY_CACHE_SLOTS * 2; i++) {
+            snprintf(json[i], sizeof json[i],
+                     "{\"kind\":\"threshold\",\"label\":\"toxic\",\"t_block\":0.9,\"t_review\":0.%02d}", 10 + i);
+            row = cases[0].row;
+            row.policy_json = json[i];
+            row.t_review = (10 + i) / 100.0;
+            row.t_block = 0.9;
+            pgcl_status x = pgcl_record_of_decision_row(&row, at, cases[0].stored_digest, cached, why, sizeof why);
+            pgcl_status y = pgcl_record_of_decision_row(&row, at, cases[0].stored_digest, oracle, why, sizeof why);
+            CHECK(x == PGCL_OK && y == PGCL_OK && pgcl_record_equal(&cached->decision, &oracle->decision) &&
+                      pgcl_record_equal(&cached->policy, &oracle->policy),
+                  "policy %d of %d (round %d): the oracle's records", i, PGCL_POLICY_CACHE_SLOTS * 2, round);
+        }
+    free(copy);
+    free(cases[0].probs_json);
+    free(cases[1].probs_json);
+    free(cases);
+    pgcl_decision_record_buf_destroy(cached);
+    pgcl_decision_record_buf_destroy(oracle);
+}
+
 /* ---- the other events: the samples' texts give the samples ---- */
 
 static void check_event(pgcl_status st, const pgcl_record *got, int sample, const char *why) {
@@ -310,14 +403,15 @@ int main(void) {
               emotions->task == PGCL_TASK_MULTICLASS && emotions->policy.kind == PGCL_POLICY_LABEL_MAP &&
               emotions->K <= 64,
           "the models are a binary threshold one and a multiclass label_map one");
-    pgcl_decision_record_buf *buf = malloc(sizeof *buf);
+    pgcl_decision_record_buf *buf = pgcl_decision_record_buf_create();
     for (int mask = 0; mask < 8; mask++) {
         check_decision(toxicity, mask & 1, mask & 2, mask & 4, buf);
         check_decision(emotions, mask & 1, mask & 2, mask & 4, buf);
     }
     test_bad_decisions(toxicity, buf);
+    test_policy_cache(toxicity, emotions);
     test_events();
-    free(buf);
+    pgcl_decision_record_buf_destroy(buf);
     pgcl_model_release(toxicity);
     pgcl_model_release(emotions);
     return test_finish("test_record_rows");

@@ -4,6 +4,7 @@
  * pgcld's forms is refused here, field named, before anything reaches the log. */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "record_rows.h"
@@ -114,40 +115,41 @@ static bool read_real(json_t *policy, const char *name, double *out) {
     return true;
 }
 
-/* The policy's kind and parameters into d, from policy_json (threshold: its label's position and
- * thresholds, which must equal the row's; label_map: min_confidence, 0 when absent). */
-static pgcl_status read_policy(const pgcl_decision_row *row, const pgcl_decision_record_buf *out, uint16_t k,
-                               pgcl_record_decision *d, char *why, int cap) {
+/* The policy's own fields, as policy_json and the labels give them (the row's thresholds aside). */
+typedef struct policy_fields {
+    pgcl_record_policy_kind kind;
+    uint16_t policy_label;
+    double t_review, t_block, min_confidence;
+} policy_fields;
+
+/* Parses policy_json into f (threshold: its label's position among the k labels and its
+ * thresholds; label_map: min_confidence, 0 when absent). */
+static pgcl_status parse_policy(const char *policy_json, const pgcl_decision_record_buf *out, uint16_t k,
+                                policy_fields *f, char *why, int cap) {
+    memset(f, 0, sizeof *f);
     json_error_t jerr;
-    json_t *p = row->policy_json ? json_loads(row->policy_json, JSON_REJECT_DUPLICATES, &jerr) : NULL;
+    json_t *p = policy_json ? json_loads(policy_json, JSON_REJECT_DUPLICATES, &jerr) : NULL;
     const char *kind = json_string_value(json_object_get(p, "kind"));
     pgcl_status st = PGCL_OK;
     if (!json_is_object(p) || !kind) {
         pgcl_errorf(why, cap, "policy_json: not a policy object with a kind");
         st = PGCL_ERR_INVALID;
     } else if (strcmp(kind, "threshold") == 0) {
-        d->policy_kind = PGCL_RECORD_POLICY_THRESHOLD;
+        f->kind = PGCL_RECORD_POLICY_THRESHOLD;
         const char *label = json_string_value(json_object_get(p, "label"));
         int at = label ? label_position(out, k, label) : -1;
         if (at < 0) {
             pgcl_errorf(why, cap, "policy_json.label: not one of the decision's labels");
             st = PGCL_ERR_INVALID;
-        } else if (!read_real(p, "t_review", &d->t_review) || !read_real(p, "t_block", &d->t_block)) {
+        } else if (!read_real(p, "t_review", &f->t_review) || !read_real(p, "t_block", &f->t_block)) {
             pgcl_errorf(why, cap, "policy_json.t_review, t_block: missing");
             st = PGCL_ERR_INVALID;
-        } else if (row->has_thresholds && (row->t_review != d->t_review || row->t_block != d->t_block)) {
-            pgcl_errorf(why, cap, "t_review, t_block: the row's differ from its policy's");
-            st = PGCL_ERR_INVALID;
         }
-        d->policy_label = (uint16_t)(at < 0 ? 0 : at);
+        f->policy_label = (uint16_t)(at < 0 ? 0 : at);
     } else if (strcmp(kind, "label_map") == 0) {
-        d->policy_kind = PGCL_RECORD_POLICY_LABEL_MAP;
-        if (json_object_get(p, "min_confidence") && !read_real(p, "min_confidence", &d->min_confidence)) {
+        f->kind = PGCL_RECORD_POLICY_LABEL_MAP;
+        if (json_object_get(p, "min_confidence") && !read_real(p, "min_confidence", &f->min_confidence)) {
             pgcl_errorf(why, cap, "policy_json.min_confidence: not a number");
-            st = PGCL_ERR_INVALID;
-        }
-        if (st == PGCL_OK && row->has_thresholds) {
-            pgcl_errorf(why, cap, "t_review: set for a label_map policy");
             st = PGCL_ERR_INVALID;
         }
     } else {
@@ -156,6 +158,115 @@ static pgcl_status read_policy(const pgcl_decision_row *row, const pgcl_decision
     }
     json_decref(p);
     return st;
+}
+
+/* From scratch: policy_json parsed into f, out->policy (labels and policy_json set) checked and
+ * its leaf hash into ref. */
+static pgcl_status convert_policy(const pgcl_decision_row *row, const pgcl_decision_record_buf *out, uint16_t k,
+                                  policy_fields *f, uint8_t ref[PGCL_RECORD_SHA256_BYTES], char *why, int cap) {
+    pgcl_status st = parse_policy(row->policy_json, out, k, f, why, cap);
+    if (st == PGCL_OK) st = pgcl_record_check(&out->policy, why, cap);
+    if (st == PGCL_OK) st = pgcl_record_policy_ref(&out->policy.policy, ref, why, cap);
+    return st;
+}
+
+/* Whether entry e's key is exactly policy_json (len bytes) and the k labels. */
+static bool entry_matches(const pgcl_policy_cache_entry *e, const char *policy_json, size_t len,
+                          const pgcl_record_text *labels, uint16_t k) {
+    if (!e->policy_json || e->policy_len != len || e->n_labels != k) return false;
+    if (memcmp(e->policy_json, policy_json, len) != 0) return false;
+    uint32_t begin = 0;
+    for (uint16_t i = 0; i < k; i++) {
+        const uint32_t end = e->label_ends[i];
+        if (end - begin != labels[i].len || memcmp(e->label_bytes + begin, labels[i].p, labels[i].len) != 0)
+            return false;
+        begin = end;
+    }
+    return true;
+}
+
+static void entry_free(pgcl_policy_cache_entry *e) {
+    free(e->policy_json);
+    free(e->label_bytes);
+    free(e->label_ends);
+    memset(e, 0, sizeof *e);
+}
+
+/* Keeps a converted policy in the next slot (replacing its entry); out of memory: keeps nothing. */
+static void cache_store(pgcl_decision_record_buf *out, const char *policy_json, size_t len, uint16_t k,
+                        const policy_fields *f, const uint8_t ref[PGCL_RECORD_SHA256_BYTES]) {
+    pgcl_policy_cache_entry *e = &out->policy_cache[out->policy_cache_next];
+    out->policy_cache_next = (out->policy_cache_next + 1) % PGCL_POLICY_CACHE_SLOTS;
+    entry_free(e);
+    size_t label_total = 0;
+    for (uint16_t i = 0; i < k; i++)
+        label_total += out->labels[i].len;
+    e->policy_json = malloc(len);
+    e->label_bytes = malloc(label_total ? label_total : 1);
+    e->label_ends = malloc(k * sizeof *e->label_ends);
+    if (!e->policy_json || !e->label_bytes || !e->label_ends) {
+        entry_free(e);
+        return;
+    }
+    memcpy(e->policy_json, policy_json, len);
+    e->policy_len = len;
+    uint32_t at = 0;
+    for (uint16_t i = 0; i < k; i++) {
+        memcpy(e->label_bytes + at, out->labels[i].p, out->labels[i].len);
+        at += (uint32_t)out->labels[i].len;
+        e->label_ends[i] = at;
+    }
+    e->n_labels = k;
+    e->kind = f->kind;
+    e->policy_label = f->policy_label;
+    e->t_review = f->t_review;
+    e->t_block = f->t_block;
+    e->min_confidence = f->min_confidence;
+    memcpy(e->policy_ref, ref, PGCL_RECORD_SHA256_BYTES);
+}
+
+/* The policy's fields and policy_ref into d, out->policy (its labels and policy_json set) checked:
+ * from the cache when this exact policy_json and these labels were converted before (bytes
+ * compared), else converted from scratch (and cached when the cache is on). */
+static pgcl_status read_policy(const pgcl_decision_row *row, pgcl_decision_record_buf *out, uint16_t k,
+                               pgcl_record_decision *d, char *why, int cap) {
+    policy_fields f;
+    uint8_t ref[PGCL_RECORD_SHA256_BYTES];
+    const pgcl_policy_cache_entry *hit = NULL;
+    const size_t len = out->policy.policy.policy_json.len;
+    if (out->use_policy_cache)
+        for (int i = 0; i < PGCL_POLICY_CACHE_SLOTS && !hit; i++)
+            if (entry_matches(&out->policy_cache[i], row->policy_json, len, out->labels, k))
+                hit = &out->policy_cache[i];
+    if (hit) {
+        out->policy_cache_hits++;
+        f = (policy_fields){hit->kind, hit->policy_label, hit->t_review, hit->t_block, hit->min_confidence};
+        memcpy(ref, hit->policy_ref, sizeof ref);
+    } else {
+        pgcl_status st = convert_policy(row, out, k, &f, ref, why, cap);
+        if (st != PGCL_OK) return st;
+        if (out->use_policy_cache) {
+            out->policy_cache_misses++;
+            cache_store(out, row->policy_json, len, k, &f, ref);
+        }
+    }
+    d->policy_kind = f.kind;
+    d->policy_label = f.policy_label;
+    d->t_review = f.t_review;
+    d->t_block = f.t_block;
+    d->min_confidence = f.min_confidence;
+    memcpy(d->policy_ref, ref, sizeof ref);
+    /* the row's own thresholds must be its policy's */
+    if (f.kind == PGCL_RECORD_POLICY_THRESHOLD && row->has_thresholds &&
+        (row->t_review != f.t_review || row->t_block != f.t_block)) {
+        pgcl_errorf(why, cap, "t_review, t_block: the row's differ from its policy's");
+        return PGCL_ERR_INVALID;
+    }
+    if (f.kind == PGCL_RECORD_POLICY_LABEL_MAP && row->has_thresholds) {
+        pgcl_errorf(why, cap, "t_review: set for a label_map policy");
+        return PGCL_ERR_INVALID;
+    }
+    return PGCL_OK;
 }
 
 static pgcl_status read_verdict(const char *text, pgcl_record_verdict *out, char *why, int cap) {
@@ -209,6 +320,19 @@ static pgcl_status read_facts(const pgcl_decision_row *row, pgcl_record_decision
     return PGCL_OK;
 }
 
+pgcl_decision_record_buf *pgcl_decision_record_buf_create(void) {
+    pgcl_decision_record_buf *b = calloc(1, sizeof *b);
+    if (b) b->use_policy_cache = true;
+    return b;
+}
+
+void pgcl_decision_record_buf_destroy(pgcl_decision_record_buf *b) {
+    if (!b) return;
+    for (int i = 0; i < PGCL_POLICY_CACHE_SLOTS; i++)
+        entry_free(&b->policy_cache[i]);
+    free(b);
+}
+
 pgcl_status pgcl_record_of_decision_row(const pgcl_decision_row *row, int64_t created_at_us,
                                         const unsigned char *input_digest, pgcl_decision_record_buf *out, char *why,
                                         int cap) {
@@ -223,14 +347,17 @@ pgcl_status pgcl_record_of_decision_row(const pgcl_decision_row *row, int64_t cr
     if ((st = parse_uuid(row->decision_id, d->decision_id, "decision_id", why, cap)) ||
         (st = parse_hex(row->model_sha256, d->model_sha256, 32, "model_sha256", why, cap)) ||
         (st = parse_hex(row->input_sha256, d->input_sha256, 32, "input_sha256", why, cap)) ||
-        (st = read_classes(row, out, &k, why, cap)) || (st = read_policy(row, out, k, d, why, cap)) ||
-        (st = read_verdict(row->decision, &d->decision, why, cap)) ||
+        (st = read_classes(row, out, &k, why, cap)) ||
+        (st = borrow_text(row->policy_json, &out->policy.policy.policy_json, "policy_json", why, cap)))
+        return st;
+    out->policy.policy.n_labels = k;
+    out->policy.policy.labels = out->labels;
+    if ((st = read_policy(row, out, k, d, why, cap)) || (st = read_verdict(row->decision, &d->decision, why, cap)) ||
         (st = read_stored_input(row, input_digest, d, why, cap)) || (st = read_facts(row, d, why, cap)) ||
         (st = copy_text(row->request_id, d->request_id, sizeof d->request_id, "request_id", why, cap)) ||
         (st = copy_text(row->item_id, d->item_id, sizeof d->item_id, "item_id", why, cap)) ||
         (st = copy_text(row->model_name, d->model_name, sizeof d->model_name, "model_name", why, cap)) ||
-        (st = copy_text(row->model_version, d->model_version, sizeof d->model_version, "model_version", why, cap)) ||
-        (st = borrow_text(row->policy_json, &out->policy.policy.policy_json, "policy_json", why, cap)))
+        (st = copy_text(row->model_version, d->model_version, sizeof d->model_version, "model_version", why, cap)))
         return st;
     if (row->record_task < 0 || row->record_task > 3) {
         pgcl_errorf(why, cap, "record_task: %d, 0..3", row->record_task);
@@ -253,10 +380,6 @@ pgcl_status pgcl_record_of_decision_row(const pgcl_decision_row *row, int64_t cr
     }
     d->vector = (pgcl_record_f32s){.n = (uint32_t)row->d, .native = row->vector};
     d->latency_us = row->latency_us;
-    out->policy.policy.n_labels = k;
-    out->policy.policy.labels = out->labels;
-    if ((st = pgcl_record_check(&out->policy, why, cap)) != PGCL_OK) return st;
-    if ((st = pgcl_record_policy_ref(&out->policy.policy, d->policy_ref, why, cap)) != PGCL_OK) return st;
     return pgcl_record_check(&out->decision, why, cap);
 }
 

@@ -152,7 +152,9 @@ void pgcl_tiles_batch_destroy(pgcl_tiles_batch *b); /* accepts NULL */
 
 /* ---- the readers' side: roots, proofs and entries from tiles ----
  *
- * A reader keeps the last few level tiles it read (copies), so one proof reads each tile once.
+ * A reader keeps the last few level tiles it read (copies), so one proof reads each tile once,
+ * and the last few subtree roots it hashed from them, so roots at two sizes of one log (a writer's
+ * seal) hash their common left subtrees once.
  * Every call names the tree size it answers for (at most the store's size): tiles are read at their
  * width in that tree. O(log size) tiles and at most 255 hashes per tile per call. Not thread-safe:
  * one reader per request (or per worker). Statuses: PGCL_ERR_INVALID for arguments outside the
@@ -164,7 +166,7 @@ typedef struct pgcl_tiles_reader pgcl_tiles_reader;
 pgcl_tiles_reader *pgcl_tiles_reader_create(pgcl_tile_read_fn read, void *ctx);
 void pgcl_tiles_reader_destroy(pgcl_tiles_reader *r); /* accepts NULL */
 
-/* Forgets the tiles kept: call when the store's tiles may have changed under the reader (a new
+/* Forgets the tiles and subtree roots kept: call when the store's tiles may have changed under the reader (a new
  * transaction); tiles never change within one tree, so readers of one size need not. */
 void pgcl_tiles_reader_reset(pgcl_tiles_reader *r);
 

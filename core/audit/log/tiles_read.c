@@ -15,6 +15,17 @@
 #include "sha256.h"
 
 enum { N_SLOTS = 24 }; /* a consistency proof touches at most ~3 tiles a level, 8 levels */
+enum { N_NODES = 32 }; /* the subtree roots hashed since the last reset: a root walk asks ~8 a tile */
+
+/* A complete subtree's root (height k >= 1, index j) hashed from a kept tile: a writer's seal asks
+ * for the roots at its old and its new size, whose left subtrees inside the partial tile are the
+ * same — kept, they are hashed once (up to 254 node hashes a commit fewer). */
+typedef struct node_memo {
+    bool used;
+    int k;
+    uint64_t j;
+    pgcl_merkle_hash hash;
+} node_memo;
 
 typedef struct tile_slot {
     bool used;
@@ -28,6 +39,8 @@ struct pgcl_tiles_reader {
     int height;
     int next_slot; /* the slot to reuse next: round robin */
     tile_slot slot[N_SLOTS];
+    int next_node; /* the memo to reuse next: round robin */
+    node_memo node[N_NODES];
     unsigned char entry[PGCL_TILE_ENTRY_MAX]; /* pgcl_tiles_entry's answer */
     /* the call in progress, for get_node (a pgcl_merkle_subtree_fn has only a bool to say) */
     uint64_t size;
@@ -57,6 +70,8 @@ void pgcl_tiles_reader_destroy(pgcl_tiles_reader *r) {
 void pgcl_tiles_reader_reset(pgcl_tiles_reader *r) {
     for (int i = 0; i < N_SLOTS; i++)
         r->slot[i].used = false;
+    for (int i = 0; i < N_NODES; i++)
+        r->node[i].used = false;
 }
 
 /* Calls the store's read for *id and says which tile failed in r->err; r->st keeps the status. */
@@ -106,9 +121,23 @@ static bool get_node(void *ctx, int k, uint64_t j, pgcl_merkle_hash *out) {
     const int width = pgcl_tile_width_in_tree_h(h, level, tile, r->size);
     /* merkle.h's walks ask only for complete subtrees of the tree, which lie in one tile */
     PGCL_ASSERT(k >= 0 && k < 64 && off + ((uint64_t)1 << rr) <= (uint64_t)width);
+    /* a subtree is complete, so its root is the same in every larger tree of these rows: kept
+     * like the tiles it comes from, until a reset */
+    for (int i = 0; rr > 0 && i < N_NODES; i++) {
+        const node_memo *m = &r->node[i];
+        if (m->used && m->k == k && m->j == j) {
+            *out = m->hash;
+            return true;
+        }
+    }
     const pgcl_merkle_hash *hash = level_tile(r, level, tile, width);
     if (!hash) return false;
     *out = pgcl_merkle_root(hash + off, (uint64_t)1 << rr);
+    if (rr > 0) {
+        node_memo *m = &r->node[r->next_node];
+        r->next_node = (r->next_node + 1) % N_NODES;
+        *m = (node_memo){.used = true, .k = k, .j = j, .hash = *out};
+    }
     return true;
 }
 

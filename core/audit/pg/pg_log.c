@@ -389,7 +389,7 @@ pgcl_pg_log *pgcl_pg_log_create(const char *writer_id) {
     if (!l) return NULL;
     snprintf(l->writer_id, sizeof l->writer_id, "%s", writer_id);
     l->appender = pgcl_log_appender_create();
-    l->decision = malloc(sizeof *l->decision);
+    l->decision = pgcl_decision_record_buf_create();
     l->edge = calloc(1, sizeof *l->edge);
     if (!l->appender || !l->decision || !l->edge) {
         pgcl_pg_log_destroy(l);
@@ -403,7 +403,7 @@ void pgcl_pg_log_destroy(pgcl_pg_log *l) {
     if (!l) return;
     pgcl_log_appender_destroy(l->appender);
     batch_free(&l->batch);
-    free(l->decision);
+    pgcl_decision_record_buf_destroy(l->decision);
     free(l->edge);
     free(l);
 }
