@@ -32,105 +32,7 @@ static sqlite_read_only_store *read_only_store_of(pgcl_audit *store) {
 
 const char *pgcl_audit_sqlite_read_only_uri(pgcl_audit *store) { return read_only_store_of(store)->uri; }
 
-static pgcl_status read_only_refusal(pgcl_audit *store, char *err, int cap) {
-    pgcl_errorf(err, cap, "%s: the audit store was opened read-only", read_only_store_of(store)->path);
-    return PGCL_ERR_UNSUPPORTED;
-}
-
-/* ---- the writes, each refused ---- */
-
-static pgcl_status ro_append(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
-                             char *err, int cap) {
-    (void)rows, (void)n, (void)idem;
-    return read_only_refusal(store, err, cap);
-}
-
-static void ro_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
-                            pgcl_audit_done_fn done, void *done_ctx) {
-    char err[512];
-    ro_append(store, rows, n, idem, err, sizeof err);
-    done(done_ctx, PGCL_ERR_UNSUPPORTED, err);
-}
-
-static pgcl_status ro_append_shadow(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap) {
-    (void)rows, (void)n;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_record_event(pgcl_audit *store, const pgcl_admin_event *ev, char *err, int cap) {
-    (void)ev;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_run(pgcl_audit *store, pgcl_audit_fn fn, void *ctx, char *err, int cap) {
-    (void)fn, (void)ctx;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_create_checkpoint(pgcl_audit *store, const char *key_path, const char *out_file,
-                                        const char *out_dir, pgcl_store_checkpoint *out, char *err, int cap) {
-    (void)key_path, (void)out_file, (void)out_dir, (void)out;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
-                                 char key_out[128], char key_id_out[32], char *err, int cap) {
-    (void)role, (void)name, (void)actor, (void)key_out, (void)key_id_out;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_revoke_key(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap) {
-    (void)key_id, (void)actor;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_import_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
-                                 const char *key, char key_id_out[32], bool *created, char *err, int cap) {
-    (void)role, (void)name, (void)actor, (void)key, (void)key_id_out;
-    *created = false;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap) {
-    (void)r;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap) {
-    (void)r;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped,
-                                  bool *more, char *err, int cap) {
-    (void)older_than, (void)max_rows;
-    *dropped = 0;
-    *more = false;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_log_put_checkpoint(pgcl_audit *store, uint64_t size, const char *note, char *err, int cap) {
-    (void)size, (void)note;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_log_add_cosignatures(pgcl_audit *store, uint64_t size, const char *lines, char *err, int cap) {
-    (void)size, (void)lines;
-    return read_only_refusal(store, err, cap);
-}
-
-/* ---- the writer's state: there is none ---- */
-
-static void ro_set_max_pending_rows(pgcl_audit *store, int max_pending_rows) { (void)store, (void)max_pending_rows; }
-static int ro_pending_rows(pgcl_audit *store) { (void)store; return 0; }
-static bool ro_healthy(pgcl_audit *store) { (void)store; return false; } /* it cannot write */
-static void ro_writer_activity(pgcl_audit *store, int64_t *busy_since_us, int64_t *queued_since_us) {
-    (void)store;
-    *busy_since_us = *queued_since_us = 0; /* no writer */
-}
 static int ro_schema_version(pgcl_audit *store) { return read_only_store_of(store)->schema_version; }
-/* "": this process writes no log (as the PostgreSQL store's read-only open answers). */
-static const char *ro_writer_id(pgcl_audit *store) { (void)store; return ""; }
 
 /* ---- open / close ---- */
 
@@ -169,6 +71,7 @@ pgcl_status pgcl_audit_sqlite_read_only_open(const pgcl_audit_options *opts, pgc
         ro_close(&s->base);
         return PGCL_ERR_NOMEM;
     }
+    s->base.read_only_shown = s->path;
     /* The schema is read once here, on a connection of its own, never migrated. */
     sqlite3 *db = pgcl_db_open_untouched(opts->path, err, cap);
     if (!db) {
@@ -188,15 +91,7 @@ pgcl_status pgcl_audit_sqlite_read_only_open(const pgcl_audit_options *opts, pgc
 const pgcl_audit_store_ops pgcl_audit_sqlite_read_only_ops = {
     .name = "sqlite",
     .close = ro_close,
-    .append = ro_append,
-    .append_async = ro_append_async,
-    .append_shadow = ro_append_shadow,
-    .record_event = ro_record_event,
-    .run = ro_run,
-    .set_max_pending_rows = ro_set_max_pending_rows,
-    .pending_rows = ro_pending_rows,
-    .healthy = ro_healthy,
-    .writer_activity = ro_writer_activity,
+    PGCL_AUDIT_READ_ONLY_OPS,
     .schema_version = ro_schema_version,
     .read_decision = pgcl_sqlite_read_decision,
     .read_decisions = pgcl_sqlite_read_decisions,
@@ -209,23 +104,14 @@ const pgcl_audit_store_ops pgcl_audit_sqlite_read_only_ops = {
     .read_consistency = pgcl_sqlite_read_consistency,
     .read_archive_where = pgcl_sqlite_read_archive_where,
     .verify_chain = pgcl_sqlite_verify_chain,
-    .create_checkpoint = ro_create_checkpoint,
-    .create_key = ro_create_key,
-    .revoke_key = ro_revoke_key,
-    .import_key = ro_import_key,
     .open_keyring = pgcl_sqlite_open_keyring,
     .read_keys = pgcl_sqlite_read_keys,
     .read_activations = pgcl_sqlite_read_activations,
     .read_shadow_report = pgcl_sqlite_read_shadow_report,
-    .file_contest = ro_file_contest,
-    .resolve_contest = ro_resolve_contest,
-    .drop_inputs = ro_drop_inputs,
     .size_bytes = NULL,
     .logs = pgcl_sqlite_logs,
-    .writer_id = ro_writer_id,
+    .writer_id = pgcl_audit_ro_writer_id,
     .log_read = pgcl_sqlite_log_read,
     .log_checkpoint = pgcl_sqlite_log_checkpoint,
-    .log_put_checkpoint = ro_log_put_checkpoint,
-    .log_add_cosignatures = ro_log_add_cosignatures,
     .log_leaf_of = pgcl_sqlite_log_leaf_of,
 };

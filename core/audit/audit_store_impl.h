@@ -101,7 +101,50 @@ typedef struct pgcl_audit_store_ops {
 struct pgcl_audit {
     const pgcl_audit_store_ops *ops;
     _Atomic int64_t last_commit_unix_us; /* pgcl_audit_note_commit's; 0 = none since open */
+    const char *read_only_shown; /* a store opened read-only: how its refusals name it (NULL: writable) */
 };
+
+/* ---- a store opened read-only (audit_read_only.c): the writes, each refused with
+ * PGCL_ERR_UNSUPPORTED naming store->read_only_shown, and an idle writer's state. A store's
+ * read-only table takes them all with PGCL_AUDIT_READ_ONLY_OPS and adds close, its reads and
+ * writer_id. ---- */
+pgcl_status pgcl_audit_ro_append(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                                 char *err, int cap);
+void pgcl_audit_ro_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
+                                pgcl_audit_done_fn done, void *done_ctx);
+pgcl_status pgcl_audit_ro_append_shadow(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap);
+pgcl_status pgcl_audit_ro_record_event(pgcl_audit *store, const pgcl_admin_event *ev, char *err, int cap);
+pgcl_status pgcl_audit_ro_run(pgcl_audit *store, pgcl_audit_fn fn, void *ctx, char *err, int cap);
+pgcl_status pgcl_audit_ro_create_checkpoint(pgcl_audit *store, const char *key_path, const char *out_file,
+                                            const char *out_dir, pgcl_store_checkpoint *out, char *err, int cap);
+pgcl_status pgcl_audit_ro_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
+                                     char key_out[128], char key_id_out[32], char *err, int cap);
+pgcl_status pgcl_audit_ro_revoke_key(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap);
+pgcl_status pgcl_audit_ro_import_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
+                                     const char *key, char key_id_out[32], bool *created, char *err, int cap);
+pgcl_status pgcl_audit_ro_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap);
+pgcl_status pgcl_audit_ro_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap);
+pgcl_status pgcl_audit_ro_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped,
+                                      bool *more, char *err, int cap);
+pgcl_status pgcl_audit_ro_log_put_checkpoint(pgcl_audit *store, uint64_t size, const char *note, char *err, int cap);
+pgcl_status pgcl_audit_ro_log_add_cosignatures(pgcl_audit *store, uint64_t size, const char *lines, char *err,
+                                               int cap);
+void pgcl_audit_ro_set_max_pending_rows(pgcl_audit *store, int max_pending_rows);
+int pgcl_audit_ro_pending_rows(pgcl_audit *store);
+bool pgcl_audit_ro_healthy(pgcl_audit *store);
+void pgcl_audit_ro_writer_activity(pgcl_audit *store, int64_t *busy_since_us, int64_t *queued_since_us);
+const char *pgcl_audit_ro_writer_id(pgcl_audit *store);
+
+#define PGCL_AUDIT_READ_ONLY_OPS                                                                                       \
+    .append = pgcl_audit_ro_append, .append_async = pgcl_audit_ro_append_async,                                       \
+    .append_shadow = pgcl_audit_ro_append_shadow, .record_event = pgcl_audit_ro_record_event,                         \
+    .run = pgcl_audit_ro_run, .set_max_pending_rows = pgcl_audit_ro_set_max_pending_rows,                              \
+    .pending_rows = pgcl_audit_ro_pending_rows, .healthy = pgcl_audit_ro_healthy,                                      \
+    .writer_activity = pgcl_audit_ro_writer_activity, .create_checkpoint = pgcl_audit_ro_create_checkpoint,            \
+    .create_key = pgcl_audit_ro_create_key, .revoke_key = pgcl_audit_ro_revoke_key,                                    \
+    .import_key = pgcl_audit_ro_import_key, .file_contest = pgcl_audit_ro_file_contest,                                \
+    .resolve_contest = pgcl_audit_ro_resolve_contest, .drop_inputs = pgcl_audit_ro_drop_inputs,                        \
+    .log_put_checkpoint = pgcl_audit_ro_log_put_checkpoint, .log_add_cosignatures = pgcl_audit_ro_log_add_cosignatures
 
 /* A store's writer calls this right after each transaction of rows, events or jobs committed (not
  * after its own probe writes): pgcl_audit_last_commit_unix_us reads it. */

@@ -183,6 +183,7 @@ pgcl_status pgcl_audit_pg_open(const pgcl_audit_options *opts, pgcl_audit **out,
     }
     s->base.ops = opts->read_only ? &pgcl_audit_pg_read_only_ops : &pgcl_audit_pg_ops;
     pgcl_pg_redact(opts->path, s->redacted, sizeof s->redacted);
+    if (opts->read_only) s->base.read_only_shown = s->redacted;
     const char *id = opts->writer_id;
     char host[PGCL_PG_WRITER_ID_MAX + 1];
     if (!id || !id[0]) {
@@ -274,114 +275,9 @@ const pgcl_audit_store_ops pgcl_audit_pg_ops = {
 
 /* ---- the read-only store (pgcl_audit_options.read_only): no writer; every write is refused ---- */
 
-static pgcl_status read_only_refusal(pgcl_audit *store, char *err, int cap) {
-    pgcl_errorf(err, cap, "%s: the audit store was opened read-only", pgcl_audit_pg_of(store)->redacted);
-    return PGCL_ERR_UNSUPPORTED;
-}
-
-static pgcl_status ro_append(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
-                             char *err, int cap) {
-    (void)rows, (void)n, (void)idem;
-    return read_only_refusal(store, err, cap);
-}
-
-static void ro_append_async(pgcl_audit *store, const pgcl_decision_row *rows, int n, const pgcl_idem_entry *idem,
-                            pgcl_audit_done_fn done, void *done_ctx) {
-    char err[256];
-    ro_append(store, rows, n, idem, err, sizeof err);
-    done(done_ctx, PGCL_ERR_UNSUPPORTED, err);
-}
-
-static pgcl_status ro_append_shadow(pgcl_audit *store, const pgcl_shadow_row *rows, int n, char *err, int cap) {
-    (void)rows, (void)n;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_record_event(pgcl_audit *store, const pgcl_admin_event *ev, char *err, int cap) {
-    (void)ev;
-    return read_only_refusal(store, err, cap);
-}
-
-static void ro_set_max_pending_rows(pgcl_audit *store, int max_pending_rows) { (void)store, (void)max_pending_rows; }
-static int ro_pending_rows(pgcl_audit *store) { (void)store; return 0; }
-static bool ro_healthy(pgcl_audit *store) { (void)store; return false; } /* it cannot write */
-static void ro_writer_activity(pgcl_audit *store, int64_t *busy_since_us, int64_t *queued_since_us) {
-    (void)store;
-    *busy_since_us = *queued_since_us = 0; /* no writer */
-}
-
-static pgcl_status ro_create_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
-                                 char key_out[128], char key_id_out[32], char *err, int cap) {
-    (void)role, (void)name, (void)actor, (void)key_out, (void)key_id_out;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_revoke_key(pgcl_audit *store, const char *key_id, const char *actor, char *err, int cap) {
-    (void)key_id, (void)actor;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_import_key(pgcl_audit *store, pgcl_role role, const char *name, const char *actor,
-                                 const char *key, char key_id_out[32], bool *created, char *err, int cap) {
-    (void)role, (void)name, (void)actor, (void)key, (void)key_id_out;
-    *created = false;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_file_contest(pgcl_audit *store, pgcl_contest_request *r, char *err, int cap) {
-    (void)r;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_resolve_contest(pgcl_audit *store, pgcl_resolution_request *r, char *err, int cap) {
-    (void)r;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_drop_inputs(pgcl_audit *store, const char *older_than, int max_rows, int64_t *dropped,
-                                  bool *more, char *err, int cap) {
-    (void)older_than, (void)max_rows;
-    *dropped = 0;
-    *more = false;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_create_checkpoint(pgcl_audit *store, const char *key_path, const char *out_file,
-                                        const char *out_dir, pgcl_store_checkpoint *out, char *err, int cap) {
-    (void)key_path, (void)out_file, (void)out_dir, (void)out;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_log_put_checkpoint(pgcl_audit *store, uint64_t size, const char *note, char *err, int cap) {
-    (void)size, (void)note;
-    return read_only_refusal(store, err, cap);
-}
-
-static pgcl_status ro_log_add_cosignatures(pgcl_audit *store, uint64_t size, const char *lines, char *err, int cap) {
-    (void)size, (void)lines;
-    return read_only_refusal(store, err, cap);
-}
-
 const pgcl_audit_store_ops pgcl_audit_pg_read_only_ops = {
     .name = "postgresql",
     .close = pg_close,
-    .append = ro_append,
-    .append_async = ro_append_async,
-    .append_shadow = ro_append_shadow,
-    .record_event = ro_record_event,
-    .run = pg_run,
-    .set_max_pending_rows = ro_set_max_pending_rows,
-    .pending_rows = ro_pending_rows,
-    .healthy = ro_healthy,
-    .writer_activity = ro_writer_activity,
+    PGCL_AUDIT_READ_ONLY_OPS,
     PG_READ_OPS,
-    .create_checkpoint = ro_create_checkpoint,
-    .create_key = ro_create_key,
-    .revoke_key = ro_revoke_key,
-    .import_key = ro_import_key,
-    .file_contest = ro_file_contest,
-    .resolve_contest = ro_resolve_contest,
-    .drop_inputs = ro_drop_inputs,
-    .log_put_checkpoint = ro_log_put_checkpoint,
-    .log_add_cosignatures = ro_log_add_cosignatures,
 };
