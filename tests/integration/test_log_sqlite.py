@@ -26,6 +26,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+from rfc6962 import leaf_hash, mth  # noqa: E402
 
 TINY = "tiny_binary"
 LEGACY_DUMP = os.path.join(H.SOURCE_ROOT, "tests", "fixtures", "pre_0011_audit.sql")
@@ -46,21 +47,8 @@ def items(n, seed, prefix="l"):
 
 # ---- the oracle: RFC 6962 hashing and the records' fixed positions ----
 
-def leaf_hash(record):
-    return hashlib.sha256(b"\x00" + record).digest()
 
 
-def mth(hashes):
-    """RFC 6962 Merkle tree hash over already-hashed leaves (the naive recursion)."""
-    n = len(hashes)
-    if n == 0:
-        return hashlib.sha256(b"").digest()
-    if n == 1:
-        return hashes[0]
-    k = 1
-    while k * 2 < n:
-        k *= 2
-    return hashlib.sha256(b"\x01" + mth(hashes[:k]) + mth(hashes[k:])).digest()
 
 
 def uuid_text(b):

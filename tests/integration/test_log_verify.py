@@ -25,6 +25,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+from rfc6962 import leaf_hash, mth  # noqa: E402
 
 MODEL = "tiny_binary"
 D = 32
@@ -38,21 +39,8 @@ def items(n, seed, prefix):
     return H.b64_items(H.random_embeddings(n, D, seed), prefix)
 
 
-def leaf_hash(record):
-    return hashlib.sha256(b"\x00" + record).digest()
 
 
-def mth(hashes):
-    """RFC 6962 Merkle tree hash over leaf hashes (the naive recursion): the oracle."""
-    n = len(hashes)
-    if n == 0:
-        return hashlib.sha256(b"").digest()
-    if n == 1:
-        return hashes[0]
-    k = 1
-    while k * 2 < n:
-        k *= 2
-    return hashlib.sha256(b"\x01" + mth(hashes[:k]) + mth(hashes[k:])).digest()
 
 
 def verify(d, db, *args):

@@ -36,6 +36,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+from rfc6962 import mth  # noqa: E402
 import skips  # noqa: E402
 
 MODEL = "tiny_binary"  # D = 32: cheap to score
@@ -57,16 +58,6 @@ def sha256(b):
     return hashlib.sha256(b).digest()
 
 
-def mth(hashes):
-    """RFC 6962 Merkle tree hash over leaf hashes (the naive recursion)."""
-    if not hashes:
-        return sha256(b"")
-    if len(hashes) == 1:
-        return hashes[0]
-    k = 1
-    while k * 2 < len(hashes):
-        k *= 2
-    return sha256(b"\x01" + mth(hashes[:k]) + mth(hashes[k:]))
 
 
 def micros(text):

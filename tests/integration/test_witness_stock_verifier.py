@@ -27,6 +27,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from rfc6962 import mth, subproof  # noqa: E402
 import skips  # noqa: E402
 
 ROOT = os.path.abspath(os.environ.get("PGCLD_SOURCE_ROOT") or os.path.join(HERE, os.pardir, os.pardir))
@@ -48,29 +49,8 @@ def leaf(i):
     return hashlib.sha256(b"\x00" + b"leaf %d" % i).digest()
 
 
-def mth(leaves):
-    """RFC 9162 section 2.1.1, recursively."""
-    if not leaves:
-        return hashlib.sha256(b"").digest()
-    if len(leaves) == 1:
-        return leaves[0]
-    k = 1
-    while k * 2 < len(leaves):
-        k *= 2
-    return hashlib.sha256(b"\x01" + mth(leaves[:k]) + mth(leaves[k:])).digest()
 
 
-def subproof(m, leaves, complete):
-    """RFC 9162 section 2.1.4.1, SUBPROOF(m, D[n], b)."""
-    n = len(leaves)
-    if m == n:
-        return [] if complete else [mth(leaves)]
-    k = 1
-    while k * 2 < n:
-        k *= 2
-    if m <= k:
-        return subproof(m, leaves[:k], complete) + [mth(leaves[k:])]
-    return subproof(m - k, leaves[k:], False) + [mth(leaves[:k])]
 
 
 class WitnessStockVerifierTest(unittest.TestCase):
