@@ -13,7 +13,6 @@ decision has its leaf and the root still matches the leaves.
 
 Run: /usr/bin/python3 tests/integration/test_log_sqlite.py (PGCLD_BIN selects the binary).
 """
-import hashlib
 import os
 import shutil
 import sqlite3

@@ -14,7 +14,6 @@ the old chain's head in leaf 0; a changed legacy leaf is refused. The PostgreSQL
 
 Run: /usr/bin/python3 tests/integration/test_log_verify.py (PGCLD_BIN selects the binary).
 """
-import hashlib
 import json
 import os
 import shutil
