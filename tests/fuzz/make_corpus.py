@@ -178,6 +178,11 @@ def main():
         ("POST", f"/v1/contests/{uid}/resolution", b'{"outcome":"upheld","note":"ok"}'),
         ("GET", "/v1/audit/export?format=csv&since=2026-01-01T00:00:00Z", b""), ("GET", "/v1/audit/stats", b""),
         ("GET", "/v1/audit/verify", b""), ("POST", "/v1/audit/checkpoints", b""), ("GET", "/console/", b""),
+        # issue 28: the transparency log's routes (the writer id is the host's: "w" exercises the paths)
+        ("GET", "/log/", b""), ("GET", "/log/w/checkpoint", b""), ("GET", "/log/w/tile/0/000.p/3", b""),
+        ("GET", "/log/w/tile/entries/x001/234", b""), ("GET", "/log/w/consistency?first=1&second=3", b""),
+        ("POST", "/log/checkpoint", b""), ("GET", f"/v1/decisions/{uid}/proof?format=tlog", b""),
+        ("GET", f"/v1/contests/{uid}/proof", b""), ("GET", f"/v1/contests/{uid}/resolution/proof", b""),
     ]
     for i, (method, path, body) in enumerate(routes):
         put("fuzz_daemon", "route-%02d" % i, http(method, path, body))
