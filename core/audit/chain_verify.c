@@ -735,14 +735,11 @@ pgcl_status pgcl_chain_verify_signed(const char *path, const char *const *checkp
                 goto done;
     }
     st = PGCL_ERR_DB;
-    if (!(v.db = pgcl_db_open_untouched(path, err, cap))) goto done; /* verify never writes */
-    char sub[ERR_CAP];
-    /* One read transaction: the whole verification sees one snapshot while a writer goes on. */
-    if (pgcl_db_exec(v.db, "BEGIN", sub, sizeof sub) != SQLITE_OK) {
-        pgcl_errorf(err, cap, "%s: %s", path, sub);
-        goto done;
-    }
+    /* Verify never writes; one read transaction: the whole verification sees one snapshot while a
+     * writer goes on. */
+    if (!(v.db = pgcl_db_open_untouched_snapshot(path, err, cap))) goto done;
     in_tx = true;
+    char sub[ERR_CAP];
     sqlite3_stmt *head = NULL;
     if (sqlite3_prepare_v2(v.db, PGCL_CHAIN_HEAD_SQL, -1, &head, NULL) != SQLITE_OK) {
         const char *msg = sqlite3_errmsg(v.db);

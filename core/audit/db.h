@@ -42,6 +42,15 @@ void pgcl_db_file_of(const char *name, char *out, size_t cap);
  * must never write (audit verify, keys list, the read-only store). */
 sqlite3 *pgcl_db_open_untouched(const char *path, char *err, int cap);
 
+/* pgcl_db_open_untouched, then a read transaction begun and its snapshot taken (the schema read
+ * once): a verification's one consistent view of a file a writer may be using. The untouched open
+ * is chosen from the files beside the database as they are at that moment, and a writer may
+ * create or remove them in between (its last connection closing, the WAL reset); a snapshot that
+ * cannot be taken then is tried again, re-reading them, up to about a second (the live daemon's
+ * GET /v1/audit/verify and tests/core/test_chain.c's concurrent verification). NULL with err set
+ * when it still fails. The caller ends the transaction (COMMIT or ROLLBACK) before closing. */
+sqlite3 *pgcl_db_open_untouched_snapshot(const char *path, char *err, int cap);
+
 /* Binds a statement's parameters. Returns SQLITE_OK or the failing sqlite3_bind_* code. */
 typedef int (*pgcl_db_bind_fn)(sqlite3_stmt *stmt, void *ctx);
 /* Takes one result row. Returns SQLITE_OK to go on; any other code stops the walk and is what
