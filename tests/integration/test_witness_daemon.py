@@ -29,7 +29,8 @@ import json
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import harness as H  # noqa: E402
-from test_witness_stock_verifier import GO, GOPATH, NOTE_TOOL, ROOT, XMOD_NOTE  # noqa: E402
+from test_tlog_stock_verifier import go_env  # noqa: E402
+from test_witness_stock_verifier import GO, NOTE_TOOL, ROOT, XMOD_NOTE  # noqa: E402
 
 MODEL = "tiny_binary"
 D = 32
@@ -84,10 +85,8 @@ class WitnessDaemonTest(unittest.TestCase):
         cls.go_tool = None
         if HAVE_GO:
             cls.go_tool = os.path.join(cls.tmp, "verify_note")
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": cls.tmp, "GO111MODULE": "off",
-                   "GOPATH": GOPATH, "GOCACHE": os.environ.get("PGCLD_GO_CACHE") or os.path.join(cls.tmp, "gocache"),
-                   "GOENV": "off", "GOFLAGS": "", "CGO_ENABLED": "0", "GOTMPDIR": cls.tmp}
-            subprocess.run([GO, "build", "-o", cls.go_tool, "./tests/tlog/verify_note"], cwd=ROOT, env=env,
+            subprocess.run([GO, "build", "-o", cls.go_tool, "./tests/tlog/verify_note"], cwd=ROOT,
+                           env=go_env(cls.tmp),
                            check=True, capture_output=True, timeout=600)
 
     def vkey(self, name):

@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from rfc6962 import mth, subproof  # noqa: E402
 import skips  # noqa: E402
+from test_tlog_stock_verifier import go_env  # noqa: E402
 
 ROOT = os.path.abspath(os.environ.get("PGCLD_SOURCE_ROOT") or os.path.join(HERE, os.pardir, os.pardir))
 NOTE_TOOL = os.environ.get("PGCLD_NOTE_TOOL") or os.path.join(ROOT, "build", "tests", "note_tool")
@@ -59,10 +60,8 @@ class WitnessStockVerifierTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="pgcld-witness-")
         cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
         cls.go_tool = os.path.join(cls.tmp, "verify_note")
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": cls.tmp, "GO111MODULE": "off",
-               "GOPATH": GOPATH, "GOCACHE": os.path.join(cls.tmp, "gocache"), "GOENV": "off", "GOFLAGS": "",
-               "CGO_ENABLED": "0", "GOTMPDIR": cls.tmp}
-        built = subprocess.run([GO, "build", "-o", cls.go_tool, "./tests/tlog/verify_note"], cwd=ROOT, env=env,
+        built = subprocess.run([GO, "build", "-o", cls.go_tool, "./tests/tlog/verify_note"], cwd=ROOT,
+                               env=go_env(cls.tmp),
                                capture_output=True, timeout=600)
         if built.returncode != 0:
             raise AssertionError(f"go build tests/tlog/verify_note failed:\n{built.stderr.decode()}")
